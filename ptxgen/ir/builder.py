@@ -1,0 +1,401 @@
+"""IRBuilder: appends instructions at an insertion point, names registers readably.
+
+    b = Builder(kernel)
+    i = b.global_index()                      # ctaid.x * ntid.x + tid.x
+    with b.if_(b.setp("lt", i, n)):
+        x = b.ld("global", T.f32, b.element_addr(xp, i, 4))
+        b.st("global", b.element_addr(yp, i, 4), b.fma(a, x, y))
+
+Structured control flow (if_, for_range) is lowered to labels and branches right away, so
+every later stage sees one flat statement list; `for_range(..., unroll=k)` repeats the body k
+times per trip (with a remainder loop), which is what the scheduler then interleaves.
+"""
+import contextlib
+import itertools
+
+from . import types as T
+from .instr import Instr, Label, Verbatim
+from .module import Var
+from .values import Addr, Imm, LabelRef, Reg, Special, Sym, Vec
+
+FLOAT_ROUNDED = ("add", "sub", "mul", "fma", "div", "sqrt", "rcp")
+CMP_NAMES = {"lt", "le", "gt", "ge", "eq", "ne", "lo", "ls", "hi", "hs",
+             "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"}
+
+
+class Builder:
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.block = kernel.body          # the insertion point: the list appended to
+        self._counters = {}
+        self._labels = itertools.count()
+        self._guard = None
+        self._param_cache = {}
+        for r in kernel.regs:
+            self._counters.setdefault(_stem(r.name), 0)
+
+    # -- registers and operands ------------------------------------------------------------
+    def reg(self, type, name=None):
+        stem = name or T.REG_PREFIX[type.name]
+        if stem[-1].isdigit():
+            stem += "_"
+        n = self._counters.get(stem, 0)
+        self._counters[stem] = n + 1
+        r = Reg(f"%{stem}{n}", type)
+        self.kernel.declare(r)
+        return r
+
+    def operand(self, x, type):
+        if isinstance(x, (Reg, Imm, Special, Sym, Addr, Vec)):
+            return x
+        if isinstance(x, bool):
+            return Imm(int(x), type)
+        if isinstance(x, (int, float)):
+            return Imm(x, type)
+        raise TypeError(f"cannot use {x!r} as a {type} operand")
+
+    def emit(self, instr):
+        if instr.guard is None and self._guard is not None:
+            instr.guard, instr.guard_negated = self._guard
+        self.block.append(instr)
+        return instr
+
+    def _op(self, opcode, mods, type, srcs, out=None, name=None):
+        dst = out if out is not None else self.reg(type, name)
+        self.emit(Instr(opcode, tuple(mods), (dst,) + tuple(srcs)))
+        return dst
+
+    @staticmethod
+    def _type_of(*xs):
+        for x in xs:
+            t = getattr(x, "type", None)
+            if isinstance(x, (Reg, Special)) and t is not None:
+                return t
+        for x in xs:
+            if isinstance(x, Imm) and x.type is not None:
+                return x.type
+        raise TypeError("cannot infer an operand type from immediates alone; pass type=")
+
+    # -- parameters, special registers, variables --------------------------------------------
+    def param(self, name, out_name=None):
+        """Load a kernel parameter (pointers converted to the global window)."""
+        if name in self._param_cache:
+            return self._param_cache[name]
+        p = self.kernel.param(name)
+        r = self._op("ld", ("param", p.type.name), p.type, (Addr(Sym(p.name)),),
+                     name=out_name or p.name)
+        if p.pointer is not None and p.pointer.space == "global":
+            r = self._op("cvta", ("to", "global", "u64"), T.u64, (r,), name=out_name or p.name)
+        self._param_cache[name] = r
+        return r
+
+    def special(self, name):
+        s = Special(name)
+        return self._op("mov", (s.type.name,), s.type, (s,), name=name.replace(".", "_"))
+
+    def shared(self, name, type, count, align=16):
+        v = Var(name, "shared", type, count, align)
+        self.kernel.vars.append(v)
+        return v
+
+    def dynamic_shared(self, name="smem", align=16):
+        v = Var(name, "shared", T.b8, 0, align, extern=True)
+        self.kernel.vars.append(v)
+        return v
+
+    def address_of(self, var, bits=32):
+        t = T.u32 if bits == 32 else T.u64
+        return self._op("mov", (t.name,), t, (Sym(var.name),), name="sbase")
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def _arith(self, opcode, a, b, *, out=None, type=None, name=None, extra=()):
+        t = type or self._type_of(a, b)
+        mods = list(extra)
+        if t.is_float and opcode in FLOAT_ROUNDED and not any(m.startswith("r") for m in mods):
+            mods.insert(0, "rn")
+        if opcode in ("and", "or", "xor", "not") and t.kind != "pred":
+            t_mod = T.TYPES[f"b{t.bits}"]
+        elif opcode == "shl":
+            t_mod = T.TYPES[f"b{t.bits}"]
+        else:
+            t_mod = t
+        srcs = [self.operand(a, t)]
+        if b is not None:
+            srcs.append(self.operand(b, T.u32 if opcode in ("shl", "shr") else t))
+        return self._op(opcode, mods + [t_mod.name], t, srcs, out, name)
+
+    def add(self, a, b, **kw):
+        return self._arith("add", a, b, **kw)
+
+    def sub(self, a, b, **kw):
+        return self._arith("sub", a, b, **kw)
+
+    def min(self, a, b, **kw):
+        return self._arith("min", a, b, **kw)
+
+    def max(self, a, b, **kw):
+        return self._arith("max", a, b, **kw)
+
+    def and_(self, a, b, **kw):
+        return self._arith("and", a, b, **kw)
+
+    def or_(self, a, b, **kw):
+        return self._arith("or", a, b, **kw)
+
+    def xor(self, a, b, **kw):
+        return self._arith("xor", a, b, **kw)
+
+    def shl(self, a, b, **kw):
+        return self._arith("shl", a, b, **kw)
+
+    def shr(self, a, b, **kw):
+        return self._arith("shr", a, b, **kw)
+
+    def neg(self, a, **kw):
+        return self._arith("neg", a, None, **kw)
+
+    def div(self, a, b, **kw):
+        t = kw.get("type") or self._type_of(a, b)
+        if t.is_float and t.bits == 32:
+            kw.setdefault("extra", ("rn",))
+        return self._arith("div", a, b, **kw)
+
+    def mul(self, a, b, *, mode=None, out=None, type=None, name=None):
+        """Multiply. Integers need mode 'lo' (default), 'hi' or 'wide' (result twice as wide)."""
+        t = type or self._type_of(a, b)
+        if t.is_float:
+            return self._arith("mul", a, b, out=out, type=t, name=name)
+        mode = mode or "lo"
+        rt = _widen(t) if mode == "wide" else t
+        dst = out if out is not None else self.reg(rt, name)
+        self.emit(Instr("mul", (mode, t.name), (dst, self.operand(a, t), self.operand(b, t))))
+        return dst
+
+    def mad(self, a, b, c, *, mode=None, out=None, type=None, name=None):
+        """a*b+c. Integers: mode 'lo' (default) or 'wide' (c and result twice as wide)."""
+        t = type or self._type_of(a, b)
+        if t.is_float:
+            return self.fma(a, b, c, out=out, type=t, name=name)
+        mode = mode or "lo"
+        rt = _widen(t) if mode == "wide" else t
+        dst = out if out is not None else self.reg(rt, name)
+        self.emit(Instr("mad", (mode, t.name),
+                        (dst, self.operand(a, t), self.operand(b, t), self.operand(c, rt))))
+        return dst
+
+    def fma(self, a, b, c, *, out=None, type=None, name=None, rounding="rn"):
+        t = type or self._type_of(a, b, c)
+        srcs = [self.operand(x, t) for x in (a, b, c)]
+        return self._op("fma", (rounding, t.name), t, srcs, out, name)
+
+    def unary(self, opcode, a, *, mods=(), out=None, type=None, name=None):
+        """Any one-source op: 'abs', 'sqrt' (mods=('rn',)), 'ex2' (mods=('approx',)), 'not' …"""
+        t = type or self._type_of(a)
+        tm = T.TYPES[f"b{t.bits}"] if opcode in ("not", "popc", "clz", "brev") else t
+        return self._op(opcode, tuple(mods) + (tm.name,), t, (self.operand(a, t),), out, name)
+
+    def setp(self, cmp, a, b, *, type=None, name=None):
+        if cmp not in CMP_NAMES:
+            raise ValueError(f"unknown comparison {cmp!r}")
+        t = type or self._type_of(a, b)
+        dst = self.reg(T.pred, name)
+        self.emit(Instr("setp", (cmp, t.name), (dst, self.operand(a, t), self.operand(b, t))))
+        return dst
+
+    def selp(self, a, b, pred, *, type=None, out=None, name=None):
+        t = type or self._type_of(a, b)
+        return self._op("selp", (t.name,), t,
+                        (self.operand(a, t), self.operand(b, t), pred), out, name)
+
+    def cvt(self, type, a, *, rounding=None, out=None, name=None):
+        src_t = self._type_of(a)
+        if rounding is None:
+            rounding = _default_rounding(type, src_t)
+        mods = ((rounding,) if rounding else ()) + (type.name, src_t.name)
+        return self._op("cvt", mods, type, (self.operand(a, src_t),), out, name)
+
+    def mov(self, a, *, type=None, out=None, name=None):
+        t = type or (out.type if out is not None else self._type_of(a))
+        return self._op("mov", (_mov_type(t).name,), t, (self.operand(a, t),), out, name)
+
+    def const(self, value, type, name=None):
+        return self.mov(Imm(value, type), type=type, name=name)
+
+    # -- memory -------------------------------------------------------------------------------
+    def element_addr(self, base, index, elem_bytes, *, name="addr"):
+        """base + index*elem_bytes as a 64-bit address (index of 32 bits is widened)."""
+        if isinstance(index, int):
+            return self.add(base, index * elem_bytes, name=name)
+        if index.type.bits == 32:
+            mode_t = T.s32 if index.type.is_signed else T.u32
+            off = self.mul(index, elem_bytes, mode="wide", type=mode_t, name="off")
+        else:
+            off = self.mul(index, elem_bytes, type=T.u64, name="off")
+        return self.add(base, off, type=T.u64, name=name)
+
+    def ld(self, space, type, address, *, vec=1, cache=None, out=None, name=None):
+        """Load; returns a register, or a tuple of `vec` registers for v2/v4."""
+        addr = address if isinstance(address, Addr) else Addr(address)
+        mods = [space] + ([cache] if cache else []) + ([f"v{vec}"] if vec > 1 else []) + [type.name]
+        if vec > 1:
+            dsts = tuple(out) if out is not None else tuple(self.reg(type, name) for _ in range(vec))
+            self.emit(Instr("ld", tuple(mods), (Vec(dsts), addr)))
+            return dsts
+        dst = out if out is not None else self.reg(type, name)
+        self.emit(Instr("ld", tuple(mods), (dst, addr)))
+        return dst
+
+    def st(self, space, address, value, *, type=None, cache=None):
+        addr = address if isinstance(address, Addr) else Addr(address)
+        vals = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        t = type or self._type_of(*vals)
+        vec = len(vals)
+        mods = [space] + ([cache] if cache else []) + ([f"v{vec}"] if vec > 1 else []) + [t.name]
+        src = Vec(tuple(self.operand(v, t) for v in vals)) if vec > 1 else self.operand(vals[0], t)
+        return self.emit(Instr("st", tuple(mods), (addr, src)))
+
+    def atom(self, space, op, address, value, *, type=None, name=None):
+        addr = address if isinstance(address, Addr) else Addr(address)
+        t = type or self._type_of(value)
+        return self._op("atom", (space, op, t.name), t, (addr, self.operand(value, t)), None, name)
+
+    def red(self, space, op, address, value, *, type=None):
+        addr = address if isinstance(address, Addr) else Addr(address)
+        t = type or self._type_of(value)
+        return self.emit(Instr("red", (space, op, t.name), (addr, self.operand(value, t))))
+
+    def bar_sync(self, barrier=0):
+        return self.emit(Instr("bar", ("sync",), (Imm(barrier, T.u32),)))
+
+    # -- control flow -------------------------------------------------------------------------
+    def new_label(self, hint="L"):
+        return f"${hint}_{next(self._labels)}"
+
+    def label(self, name):
+        self.block.append(Label(name))
+        return name
+
+    def branch(self, label, pred=None, negate=False):
+        ins = Instr("bra", ("uni",) if pred is None and self._guard is None else (),
+                    (LabelRef(label),))
+        if pred is not None:
+            ins.guard, ins.guard_negated = pred, negate
+        return self.emit(ins)
+
+    def ret(self):
+        return self.emit(Instr("ret"))
+
+    @contextlib.contextmanager
+    def predicated(self, pred, negate=False):
+        """Guard every instruction emitted inside with @pred (or @!pred)."""
+        saved = self._guard
+        self._guard = (pred, negate)
+        try:
+            yield
+        finally:
+            self._guard = saved
+
+    @contextlib.contextmanager
+    def if_(self, pred, negate=False):
+        """Run the body only where pred holds (a forward branch around it)."""
+        end = self.new_label("endif")
+        self.branch(end, pred, negate=not negate)
+        yield
+        self.label(end)
+
+    @contextlib.contextmanager
+    def for_range(self, start, stop, step=1, *, unroll=1, type=T.s32, name="i"):
+        """for i in range(start, stop, step) with step > 0; the body may be repeated `unroll`
+        times per trip. Yields the index register."""
+        if isinstance(step, Reg):
+            if unroll != 1:
+                raise ValueError("for_range with a register step cannot be unrolled")
+        elif not (isinstance(step, int) and step > 0):
+            raise ValueError(f"for_range step must be a positive int or a register, got {step!r}")
+        if not (isinstance(unroll, int) and unroll >= 1):
+            raise ValueError(f"unroll must be a positive int, got {unroll!r}")
+        i = self.reg(type, name)
+        outer, body = self.block, []
+        self.block = body
+        try:
+            yield i
+        finally:
+            self.block = outer
+        const_trips = None
+        if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
+            const_trips = max(0, -(-(stop - start) // step))
+        self.mov(start, type=type, out=i)
+        if const_trips is not None and const_trips <= unroll:
+            for c in range(const_trips):          # fully unrolled: straight-line code
+                self._splice(body, c)
+                if c + 1 < const_trips:
+                    self.add(i, step, out=i)
+            return
+        if unroll > 1:
+            # main loop: while i + (unroll-1)*step < stop
+            head, done = self.new_label("loop"), self.new_label("loop_end")
+            last = self.reg(type, "last")
+            self.label(head)
+            self.add(i, (unroll - 1) * step, out=last)
+            self.branch(done, self.setp("ge", last, stop, type=type))
+            for c in range(unroll):
+                self._splice(body, c)
+                self.add(i, step, out=i)
+            self.branch(head)
+            self.label(done)
+            if const_trips is not None and const_trips % unroll == 0:
+                return
+        head, done = self.new_label("loop"), self.new_label("loop_end")
+        self.label(head)
+        self.branch(done, self.setp("ge", i, stop, type=type))
+        self._splice(body, unroll)
+        self.add(i, step, out=i)
+        self.branch(head)
+        self.label(done)
+
+    def _splice(self, body, copy):
+        """Append a copy of body; labels defined in it get a per-copy suffix."""
+        names = {s.name for s in body if isinstance(s, Label)}
+        for s in body:
+            if isinstance(s, Label):
+                self.block.append(Label(f"{s.name}_u{copy}"))
+            elif isinstance(s, Instr):
+                ops = tuple(LabelRef(f"{o.name}_u{copy}") if isinstance(o, LabelRef)
+                            and o.name in names else o for o in s.operands)
+                self.block.append(Instr(s.opcode, s.mods, ops, s.guard, s.guard_negated,
+                                        s.comment))
+            else:
+                self.block.append(s)
+
+    # -- conveniences for kernels -------------------------------------------------------------
+    def global_index(self, dim="x"):
+        """ctaid*ntid + tid in one dimension (u32)."""
+        tid = self.special(f"tid.{dim}")
+        ntid = self.special(f"ntid.{dim}")
+        ctaid = self.special(f"ctaid.{dim}")
+        return self.mad(ctaid, ntid, tid, name=f"gid_{dim}")
+
+    def comment(self, text):
+        self.block.append(Verbatim(f"// {text}"))
+
+
+def _stem(name):
+    return name.lstrip("%").rstrip("0123456789")
+
+
+def _widen(t):
+    return T.TYPES[t.name[0] + str(t.bits * 2)]
+
+
+def _mov_type(t):
+    return t if t.kind != "bits" or t.name in ("b16", "b32", "b64") else T.TYPES[f"b{t.bits}"]
+
+
+def _default_rounding(dst, src):
+    if dst.is_float and src.is_float:
+        return "rn" if dst.bits < src.bits else None
+    if dst.is_float and not src.is_float:
+        return "rn"
+    if not dst.is_float and src.is_float:
+        return "rzi"
+    return None

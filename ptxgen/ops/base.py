@@ -1,0 +1,79 @@
+"""What every operator provides: IR, a launch shape, inputs, a float64 reference, work counts."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PtxgenError
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple
+    block: tuple
+    shared_bytes: int = 0
+
+
+class Operator:
+    name = ""
+    shape_names = ()
+    defaults = {}
+    inputs = ()
+    outputs = ()
+    rtol = 1e-5
+    atol = 1e-5
+
+    def shape(self, **given):
+        """The full shape from user values (None → default), validated."""
+        shape = {}
+        for k in self.shape_names:
+            v = given.get(k)
+            v = self.defaults[k] if v is None else v
+            if not isinstance(v, (int, np.integer)) or v <= 0:
+                raise PtxgenError(f"{self.name}: size {k} must be a positive integer, got {v!r}")
+            if v >= 2 ** 31:
+                raise PtxgenError(f"{self.name}: size {k}={v} is too large (limit 2^31-1)")
+            shape[k] = int(v)
+        return shape
+
+    def kernel_name(self):
+        return self.name
+
+    def build(self, shape, arch="sm_90"):
+        raise NotImplementedError
+
+    def launch(self, shape, sm_count=132):
+        raise NotImplementedError
+
+    def make_inputs(self, shape, rng):
+        raise NotImplementedError
+
+    def kernel_args(self, shape, arrays):
+        raise NotImplementedError
+
+    def reference(self, shape, arrays):
+        raise NotImplementedError
+
+    def check(self, shape, arrays, reference=None):
+        """Compare outputs with the float64 reference; returns (ok, worst relative error)."""
+        ref = reference or self.reference(shape, arrays)
+        worst, ok = 0.0, True
+        for name in self.outputs:
+            got = arrays[name].astype(np.float64)
+            want = ref[name]
+            scale = self.tolerance_scale(shape)
+            err = np.abs(got - want)
+            bound = self.atol * scale + self.rtol * scale * np.abs(want)
+            if not np.all(np.isfinite(got)) or np.any(err > bound):
+                ok = False
+            denom = np.maximum(np.abs(want), 1.0)
+            worst = max(worst, float(np.nanmax(err / denom)) if err.size else 0.0)
+        return ok, worst
+
+    def tolerance_scale(self, shape):
+        return 1.0
+
+    def flops(self, shape):
+        return 0
+
+    def bytes_moved(self, shape):
+        return 0

@@ -1,0 +1,71 @@
+"""saxpy: out = a*x + y over n floats, 128-bit accesses in a grid-stride loop, scalar tail."""
+import numpy as np
+
+from ..ir import Builder, Module, Param, ptr
+from ..ir import types as T
+from .base import Operator, Launch
+
+
+class Saxpy(Operator):
+    name = "saxpy"
+    shape_names = ("n",)
+    defaults = {"n": 1 << 20}
+    inputs = ("x", "y")
+    outputs = ("out",)
+    threads = 256
+    ctas_per_sm = 8          # grid = SMs × this when the grid stride would exceed it
+
+    def build(self, shape, arch="sm_90"):
+        m = Module(target=arch)
+        k = m.add_kernel("saxpy", [
+            Param("n", T.u32), Param("a", T.f32),
+            Param("x", T.u64, ptr(T.f32, align=16)), Param("y", T.u64, ptr(T.f32, align=16)),
+            Param("out", T.u64, ptr(T.f32, align=16))])
+        k.directives.append(f".maxntid {self.threads}, 1, 1")
+        b = Builder(k)
+        n, a = b.param("n"), b.param("a")
+        x, y, out = b.param("x"), b.param("y"), b.param("out")
+        gid = b.global_index()
+        stride = b.mul(b.special("nctaid.x"), b.special("ntid.x"), name="stride")
+        n4 = b.shr(n, 2, name="n4")
+        with b.for_range(gid, n4, stride, type=T.u32, name="i") as i:
+            off = b.mul(i, 16, mode="wide", type=T.u32, name="off")
+            xa, ya, oa = (b.add(p, off, type=T.u64, name="addr") for p in (x, y, out))
+            xv = b.ld("global", T.f32, xa, vec=4, cache="cs", name="x")
+            yv = b.ld("global", T.f32, ya, vec=4, cache="cs", name="y")
+            b.st("global", oa, [b.fma(a, xi, yi, name="o") for xi, yi in zip(xv, yv)], cache="cs")
+        # the n % 4 trailing elements: one thread each
+        t = b.add(b.shl(n4, 2, name="t"), gid, name="t")
+        with b.if_(b.setp("lt", t, n)):
+            xa = b.element_addr(x, t, 4)
+            ya = b.element_addr(y, t, 4)
+            oa = b.element_addr(out, t, 4)
+            b.st("global", oa, b.fma(a, b.ld("global", T.f32, xa, name="x"),
+                                     b.ld("global", T.f32, ya, name="y"), name="o"))
+        b.ret()
+        return m
+
+    def launch(self, shape, sm_count=132):
+        n = shape["n"]
+        blocks = max(1, min(-(-max(n // 4, 1) // self.threads), sm_count * self.ctas_per_sm))
+        return Launch(grid=(blocks, 1, 1), block=(self.threads, 1, 1))
+
+    def make_inputs(self, shape, rng):
+        n = shape["n"]
+        return {"x": rng.standard_normal(n).astype(np.float32),
+                "y": rng.standard_normal(n).astype(np.float32),
+                "a": np.float32(rng.uniform(-2, 2)),
+                "out": np.full(n, np.nan, dtype=np.float32)}
+
+    def kernel_args(self, shape, arrays):
+        return [np.uint32(shape["n"]), arrays["a"], arrays["x"], arrays["y"], arrays["out"]]
+
+    def reference(self, shape, arrays):
+        return {"out": np.float64(arrays["a"]) * arrays["x"].astype(np.float64)
+                + arrays["y"].astype(np.float64)}
+
+    def flops(self, shape):
+        return 2 * shape["n"]
+
+    def bytes_moved(self, shape):
+        return 12 * shape["n"]
