@@ -1,0 +1,49 @@
+"""The `ptxgen` command. Each subcommand lives in its own module here, exposing
+`add_parser(subparsers)` and `run(args) -> int`; this module only dispatches and turns every
+PtxgenError (and argument error) into one line on stderr with a non-zero exit."""
+import argparse
+import importlib
+import sys
+
+from ..errors import PtxgenError
+
+# Order is the order of `ptxgen --help`.
+COMMANDS = ["demo", "emit", "run", "compare", "analyze", "isa", "simulate", "calibrate",
+            "occupancy", "roofline", "banks", "tune"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise PtxgenError(f"{self.prog}: {message}")
+
+
+def build_parser():
+    p = _Parser(prog="ptxgen", description="PTX emitter, analyzer, emulator and simulator")
+    from .. import __version__
+    p.add_argument("--version", action="version", version=f"ptxgen {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                continue
+            raise
+        sp = mod.add_parser(sub)
+        sp.set_defaults(_run=mod.run)
+    return p
+
+
+def main(argv=None):
+    try:
+        args = build_parser().parse_args(argv)
+        return args._run(args) or 0
+    except PtxgenError as e:
+        print(f"ptxgen: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ptxgen: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

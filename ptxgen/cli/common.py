@@ -1,0 +1,46 @@
+"""Argument helpers shared by subcommands."""
+import argparse
+
+from ..errors import PtxgenError
+
+
+def positive_int(text):
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
+    return v
+
+
+def add_arch(p, default="sm_90"):
+    p.add_argument("--arch", default=default, help="target: sm_80, sm_86, sm_89, sm_90")
+
+
+def add_shape(p):
+    """Shape options shared by every operator (each operator uses the ones it has)."""
+    for name in ("M", "N", "K"):
+        p.add_argument(f"--{name}", type=positive_int, default=None)
+    p.add_argument("--n", type=positive_int, default=None, help="element count (saxpy)")
+
+
+def shape_from_args(op, args):
+    given = {k: getattr(args, k, None) for k in op.shape_names}
+    return op.shape(**given)
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        raise PtxgenError(f"cannot read {path}: {e.strerror}") from None
+
+
+def write_text(path, text):
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise PtxgenError(f"cannot write {path}: {e.strerror}") from None
