@@ -1,0 +1,66 @@
+"""Run a library operator on the GPU or on the CPU emulator and check it.
+
+`auto` picks the GPU when Numba finds one, else the emulator, and reports which it used.
+"""
+import importlib.util
+from dataclasses import dataclass
+
+import numpy as np
+
+from .emit import emit_module
+from .errors import PtxgenError
+from .ir.verify import verify_module
+
+BACKENDS = ("auto", "gpu", "emu")
+
+
+@dataclass
+class RunResult:
+    operator: str
+    shape: dict
+    backend: str
+    ok: bool = None
+    max_rel_error: float = None
+    time_ms: float = None
+    registers: int = None
+
+
+def resolve_backend(name):
+    if name not in BACKENDS:
+        raise PtxgenError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    if name == "auto":
+        from .runtime import gpu_available
+        return "gpu" if gpu_available() else "emu"
+    if name == "emu" and importlib.util.find_spec("ptxgen.emu") is None:
+        raise PtxgenError("the emulator backend is not available in this build")
+    return name
+
+
+def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False):
+    """Build, emit, run and (optionally) check one operator on fresh random inputs."""
+    backend = resolve_backend(backend)
+    rng = np.random.default_rng(seed)
+    arrays = op.make_inputs(shape, rng)
+    res = RunResult(op.name, dict(shape), backend)
+    if backend == "gpu":
+        from .runtime import launch, load_kernel, time_kernel
+        from .runtime.device import device_arch
+        arch = arch or device_arch()
+        module = verify_module(op.build(shape, arch))
+        kernel_ir = module.kernel(op.kernel_name())
+        k = load_kernel(emit_module(module, arch), kernel_ir.name, kernel_ir.params)
+        cfg = op.launch(shape)
+        launch(k, cfg.grid, cfg.block, op.kernel_args(shape, arrays), cfg.shared_bytes)
+        res.registers = k.registers
+        if time_it:
+            from numba import cuda
+            dev = {n: (cuda.to_device(v) if isinstance(v, np.ndarray) else v)
+                   for n, v in arrays.items()}
+            res.time_ms = time_kernel(k, cfg.grid, cfg.block, op.kernel_args(shape, dev),
+                                      cfg.shared_bytes)
+    else:
+        from .emu.backend import run_operator as emu_run
+        emu_run(op, shape, arrays, arch or "sm_90")
+    if check:
+        res.ok, res.max_rel_error = op.check(shape, arrays)
+    return res

@@ -1,0 +1,136 @@
+"""ptxgen's kernel beside the same operator compiled by Numba (NVVM).
+
+The static part (ptxas resources, PTX and SASS instruction counts) needs no GPU; with a GPU both
+kernels also run on the same fresh inputs, are checked against the float64 reference and timed.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import toolchain
+from .emit import emit_module
+from .ir.verify import verify_module
+
+
+@dataclass
+class Side:
+    name: str
+    kernel: str = ""
+    registers: int = 0
+    spill_bytes: int = 0
+    stack_bytes: int = 0
+    shared_bytes: int = 0
+    ptx_instructions: int = 0
+    sass_instructions: int = 0
+    ptx_top: list = field(default_factory=list)
+    sass_top: list = field(default_factory=list)
+    ok: bool = None
+    max_rel_error: float = None
+    time_ms: float = None
+
+
+def _static(side, ptx, entry, arch):
+    from .analysis.report import analyze
+    report = analyze(ptx, arch=arch, kernel=entry)
+    k = report.kernels[0]
+    side.kernel = entry
+    side.ptx_instructions = k.instructions
+    side.ptx_top = sorted(k.opcodes.items(), key=lambda kv: -kv[1])[:6]
+    asm = toolchain.assemble(ptx, arch)
+    r = asm.resources.get(entry)
+    if r is not None:
+        side.registers, side.spill_bytes = r.registers, r.spills
+        side.stack_bytes, side.shared_bytes = r.stack_bytes, r.shared_bytes
+    mix = toolchain.sass_mix(toolchain.disassemble(asm.cubin)).get(entry, {})
+    side.sass_instructions = sum(c for op, c in mix.items() if op != "NOP")
+    side.sass_top = [(op, c) for op, c in mix.items() if op != "NOP"][:6]
+
+
+def compare(op, shape, arch="sm_90", gpu=None, seed=None):
+    """Both sides' figures; runs on the GPU when `gpu` is true (None: when one is present)."""
+    from .runtime import twins
+    ours = Side("ptxgen")
+    module = verify_module(op.build(shape, arch))
+    ptx = emit_module(module, arch)
+    _static(ours, ptx, op.kernel_name(), arch)
+    theirs = Side("numba (NVVM)")
+    twin_ptx, twin_entry = twins.twin_ptx(op.name, arch)
+    _static(theirs, twin_ptx, twin_entry, arch)
+    if gpu is None:
+        from .runtime import gpu_available
+        gpu = gpu_available()
+    if gpu:
+        _run_both(op, shape, module, ptx, ours, theirs, seed)
+    return ours, theirs
+
+
+def _run_both(op, shape, module, ptx, ours, theirs, seed):
+    from numba import cuda
+
+    from .runtime import load_kernel, time_kernel
+    from .runtime.driver import synchronize
+    from .runtime.twins import twin_kernel, twin_launch_args
+    rng = np.random.default_rng(seed)
+    arrays = op.make_inputs(shape, rng)
+    ref = op.reference(shape, arrays)
+    kir = module.kernel(op.kernel_name())
+    k = load_kernel(ptx, kir.name, kir.params)
+    cfg = op.launch(shape)
+    dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
+    args = op.kernel_args(shape, dev)
+    ours.time_ms = time_kernel(k, cfg.grid, cfg.block, args, cfg.shared_bytes)
+    out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
+    ours.ok, ours.max_rel_error = op.check(shape, out, ref)
+    # the twin on the same inputs, outputs poisoned again first
+    for n in op.outputs:
+        dev[n] = cuda.to_device(np.full_like(arrays[n], np.nan))
+    tk = twin_kernel(op.name)
+    grid, block, targs = twin_launch_args(op.name, shape, dev)
+    launch = tk[grid, block]
+    for _ in range(3):
+        launch(*targs)
+    synchronize(op.name)
+    times = []
+    for _ in range(20):
+        s, e = cuda.event(), cuda.event()
+        s.record()
+        launch(*targs)
+        e.record()
+        e.synchronize()
+        times.append(cuda.event_elapsed_time(s, e))
+    theirs.time_ms = float(np.median(times))
+    out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
+    theirs.ok, theirs.max_rel_error = op.check(shape, out, ref)
+
+
+def format_table(ours, theirs, op, shape):
+    rows = [("kernel", ours.kernel, theirs.kernel[:40] + ("…" if len(theirs.kernel) > 40 else "")),
+            ("registers", ours.registers, theirs.registers),
+            ("spill bytes", ours.spill_bytes, theirs.spill_bytes),
+            ("stack bytes", ours.stack_bytes, theirs.stack_bytes),
+            ("static shared bytes", ours.shared_bytes, theirs.shared_bytes),
+            ("PTX instructions", ours.ptx_instructions, theirs.ptx_instructions),
+            ("SASS instructions", ours.sass_instructions, theirs.sass_instructions),
+            ("top PTX", _top(ours.ptx_top), _top(theirs.ptx_top)),
+            ("top SASS", _top(ours.sass_top), _top(theirs.sass_top))]
+    if ours.ok is not None:
+        rows.append(("result", _ok(ours), _ok(theirs)))
+        rows.append(("time (ms)", f"{ours.time_ms:.4f}", f"{theirs.time_ms:.4f}"))
+        work = op.flops(shape) if op.name != "saxpy" else op.bytes_moved(shape)
+        unit, scale = ("GB/s", 1e-6) if op.name == "saxpy" else ("TFLOP/s", 1e-9)
+        rows.append((unit, f"{work / ours.time_ms * scale:.1f}", f"{work / theirs.time_ms * scale:.1f}"))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(str(r[1])) for r in rows + [("", "ptxgen", "")])
+    lines = [f"{op.name} " + " ".join(f"{k}={v}" for k, v in shape.items()),
+             f"{'':{w0}}  {'ptxgen':{w1}}  numba (NVVM)"]
+    for name, a, b in rows:
+        lines.append(f"{name:{w0}}  {str(a):{w1}}  {b}")
+    return "\n".join(lines)
+
+
+def _top(pairs):
+    return " ".join(f"{op}×{c}" for op, c in pairs[:4])
+
+
+def _ok(side):
+    return f"{'PASS' if side.ok else 'FAIL'} ({side.max_rel_error:.1e})"

@@ -1,0 +1,233 @@
+"""Load PTX through Numba's CUDA driver, check launches before they happen, launch, time.
+
+numba.cuda is imported inside functions so `import ptxgen` works on machines with no GPU or no
+CUDA driver. Launches go through cuda.core exactly as numba-cuda launches its own kernels.
+"""
+import functools
+import hashlib
+
+import numpy as np
+
+from ..errors import LaunchError, PtxgenError
+
+# Hardware limits of every target ptxgen emits for (CUDA C Programming Guide, "Technical
+# Specifications per Compute Capability"; the same for cc 8.x and 9.0). These are API limits
+# checked before launch, not performance data, so they live here rather than in isa/.
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available():
+    """True when Numba finds a usable CUDA GPU (never raises)."""
+    try:
+        from numba import cuda
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def _cuda():
+    if not gpu_available():
+        raise LaunchError("no CUDA GPU is available (use --backend emu to run on the CPU)")
+    from numba import cuda
+    return cuda
+
+
+class GpuKernel:
+    """A kernel loaded from PTX: its Numba function object and its parameter list."""
+
+    def __init__(self, name, fn, params, ptx):
+        self.name, self.fn, self.params, self.ptx = name, fn, params, ptx
+
+    @property
+    def registers(self):
+        return self.fn.attrs.regs
+
+    def max_dynamic_shared(self, nbytes):
+        """Raise the kernel's dynamic shared-memory limit (needed above 48 KB)."""
+        from numba.cuda.cudadrv.driver import binding, driver
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        try:
+            driver.cuKernelSetAttribute(attr, int(nbytes), self.fn.handle, self.fn.device.id)
+        except Exception as e:
+            raise LaunchError(f"kernel {self.name}: cannot allow {nbytes} bytes of dynamic "
+                              f"shared memory: {e}") from None
+
+
+_loaded = {}
+
+
+def load_kernel(ptx_text, name, params):
+    """Load PTX (cached by text) and return the named kernel. `params` is the IR parameter
+    list, used to check arguments before launch."""
+    cuda = _cuda()
+    key = (hashlib.sha1(ptx_text.encode()).hexdigest(), name)
+    if key not in _loaded:
+        ctx = cuda.current_context()
+        try:
+            mod = ctx.create_module_ptx(ptx_text)
+            fn = mod.get_function(name)
+        except Exception as e:
+            raise LaunchError(f"kernel {name}: the driver rejected the PTX: "
+                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") \
+                from None
+        _loaded[key] = GpuKernel(name, fn, list(params), ptx_text)
+    return _loaded[key]
+
+
+def _dims(v, what):
+    t = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+    return t + (1,) * (3 - len(t))
+
+
+def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
+                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT):
+    """Check a launch against the kernel's parameters and the device limits; raise a
+    PtxgenError naming the kernel (and parameter) on the first problem."""
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    if len(args) != len(params):
+        raise PtxgenError(f"kernel {kernel_name} takes {len(params)} arguments "
+                          f"({', '.join(p.name for p in params)}), got {len(args)}")
+    for p, a in zip(params, args):
+        if p.pointer is not None:
+            ptr = _pointer_value(a)
+            if ptr is None:
+                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is a pointer; "
+                                  f"pass an array, not {type(a).__name__}")
+            if ptr % p.pointer.align:
+                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} must be "
+                                  f"{p.pointer.align}-byte aligned (address {ptr:#x})")
+            dt = _array_dtype(a)
+            if dt is not None and dt.itemsize != p.pointer.elem.nbytes:
+                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} points to "
+                                  f"{p.pointer.elem}, got an array of {dt}")
+        else:
+            want = np.dtype(_NUMPY_OF[p.type.name])
+            if not isinstance(a, np.generic) or a.dtype != want:
+                got = a.dtype if isinstance(a, np.generic) else type(a).__name__
+                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is {p.type}; pass "
+                                  f"np.{want}(...), got {got}")
+    if any(d <= 0 for d in grid + block):
+        raise PtxgenError(f"kernel {kernel_name}: grid {grid} and block {block} must be positive")
+    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
+        raise PtxgenError(f"kernel {kernel_name}: block {block} has more than "
+                          f"{MAX_THREADS_PER_BLOCK} threads")
+    for d, lim, what in zip(block, MAX_BLOCK_DIM, "xyz"):
+        if d > lim:
+            raise PtxgenError(f"kernel {kernel_name}: block.{what}={d} exceeds {lim}")
+    for d, lim, what in zip(grid, MAX_GRID_DIM, "xyz"):
+        if d > lim:
+            raise PtxgenError(f"kernel {kernel_name}: grid.{what}={d} exceeds {lim}")
+    if shared_bytes < 0 or shared_bytes > shared_limit:
+        raise PtxgenError(f"kernel {kernel_name}: {shared_bytes} bytes of dynamic shared memory "
+                          f"exceed the limit of {shared_limit} (pass a larger shared_limit to "
+                          f"raise the kernel's limit, up to the device maximum)")
+    return grid, block
+
+
+_NUMPY_OF = {"u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "s8": "int8",
+             "s16": "int16", "s32": "int32", "s64": "int64", "f32": "float32",
+             "f64": "float64", "b8": "uint8", "b16": "uint16", "b32": "uint32", "b64": "uint64",
+             "f16": "float16"}
+
+
+def _pointer_value(a):
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data if a.size else 0
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    return None
+
+
+def _array_dtype(a):
+    if isinstance(a, np.ndarray):
+        return a.dtype
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return np.dtype(cai["typestr"])
+    return None
+
+
+def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
+    """Launch a loaded kernel. numpy arrays are copied to the device and back after the
+    launch; Numba device arrays and __cuda_array_interface__ objects are used in place."""
+    cuda = _cuda()
+    limit = shared_bytes if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT else \
+        DEFAULT_DYNAMIC_SHARED_LIMIT
+    grid, block = validate_launch(kernel.name, kernel.params, grid, block,
+                                  [_host_view(a) for a in args], shared_bytes, limit)
+    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
+        kernel.max_dynamic_shared(shared_bytes)
+    copies, raw = [], []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            d = cuda.to_device(a)
+            copies.append((a, d))
+            raw.append(d.device_ctypes_pointer.value)
+        elif getattr(a, "__cuda_array_interface__", None) is not None:
+            raw.append(int(a.__cuda_array_interface__["data"][0]))
+        else:
+            raw.append(a)
+    _raw_launch(kernel, grid, block, raw, shared_bytes)
+    if sync or copies:
+        synchronize(kernel.name)
+    for host, dev in copies:
+        dev.copy_to_host(host)
+    return kernel
+
+
+def _host_view(a):
+    # validation only reads dtype and alignment; device arrays are already aligned by Numba
+    return a
+
+
+def _raw_launch(kernel, grid, block, raw_args, shared_bytes):
+    from numba import cuda
+    from numba.cuda.cudadrv.driver import _to_core_stream
+    import cuda.core as core
+    try:
+        core.launch(_to_core_stream(cuda.default_stream()),
+                    core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_bytes)),
+                    kernel.fn.kernel, *raw_args)
+    except Exception as e:
+        raise LaunchError(f"kernel {kernel.name}: launch failed: {_first_line(e)}") from None
+
+
+def synchronize(name):
+    from numba import cuda
+    try:
+        cuda.synchronize()
+    except Exception as e:
+        raise LaunchError(f"kernel {name} faulted: {_first_line(e)} (rerun with --backend emu "
+                          f"to see the thread and address)") from None
+
+
+def _first_line(e):
+    s = str(e).strip()
+    return s.splitlines()[0] if s else type(e).__name__
+
+
+def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
+    """Median milliseconds per launch, measured with CUDA events around each launch.
+    Arguments must already be on the device (device arrays or raw pointers)."""
+    cuda = _cuda()
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    raw = [int(a.__cuda_array_interface__["data"][0])
+           if getattr(a, "__cuda_array_interface__", None) is not None else a for a in args]
+    for _ in range(warmup):
+        _raw_launch(kernel, grid, block, raw, shared_bytes)
+    synchronize(kernel.name)
+    times = []
+    for _ in range(repeat):
+        start, stop = cuda.event(), cuda.event()
+        start.record()
+        _raw_launch(kernel, grid, block, raw, shared_bytes)
+        stop.record()
+        stop.synchronize()
+        times.append(cuda.event_elapsed_time(start, stop))
+    synchronize(kernel.name)
+    return float(np.median(times))
