@@ -12,8 +12,11 @@ class Saxpy(Operator):
     defaults = {"n": 1 << 20}
     inputs = ("x", "y")
     outputs = ("out",)
-    threads = 256
-    ctas_per_sm = 8          # grid = SMs × this when the grid stride would exceed it
+
+    def __init__(self, threads=256, ctas_per_sm=8, cache="cs"):
+        self.threads = threads
+        self.ctas_per_sm = ctas_per_sm      # grid = SMs × this, or fewer CTAs for small n
+        self.cache = cache                  # "cs": streaming, the data is touched once
 
     def build(self, shape, arch="sm_90"):
         m = Module(target=arch)
@@ -31,9 +34,9 @@ class Saxpy(Operator):
         with b.for_range(gid, n4, stride, type=T.u32, name="i") as i:
             off = b.mul(i, 16, mode="wide", type=T.u32, name="off")
             xa, ya, oa = (b.add(p, off, type=T.u64, name="addr") for p in (x, y, out))
-            xv = b.ld("global", T.f32, xa, vec=4, cache="cs", name="x")
-            yv = b.ld("global", T.f32, ya, vec=4, cache="cs", name="y")
-            b.st("global", oa, [b.fma(a, xi, yi, name="o") for xi, yi in zip(xv, yv)], cache="cs")
+            xv = b.ld("global", T.f32, xa, vec=4, cache=self.cache, name="x")
+            yv = b.ld("global", T.f32, ya, vec=4, cache=self.cache, name="y")
+            b.st("global", oa, [b.fma(a, xi, yi, name="o") for xi, yi in zip(xv, yv)], cache=self.cache)
         # the n % 4 trailing elements: one thread each
         t = b.add(b.shl(n4, 2, name="t"), gid, name="t")
         with b.if_(b.setp("lt", t, n)):
