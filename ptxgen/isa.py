@@ -1,0 +1,336 @@
+"""Machine models: per-architecture latencies, issue intervals and resource limits (isa/sm_*.toml).
+
+    table = load("sm_90")
+    info = table.op_for(instr)          # OpInfo(key="FMA", latency=4.0, issue_interval=1.0, unit="FMA")
+    table.memory["L2"].latency          # cycles
+    table.header.max_warps_per_sm
+
+Every number comes from the TOML file with the source it cites; this module only reads, checks
+and classifies. Which op class an instruction belongs to is ISA semantics (the same on every
+target), so that mapping lives here; what a class costs is data.
+"""
+import functools
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from . import arch as archmod
+from .errors import IsaDataError, PtxgenError
+from .ir import types as T
+from .ir.values import Special
+
+# Op classes every table must define (op_for returns only these).
+OP_CLASSES = ("FMA", "FADD", "FMUL", "FP64", "HFMA", "IALU", "IMAD", "CONV", "SFU",
+              "LDG", "STG", "LDS", "STS", "LDL", "STL", "ATOM", "CONST",
+              "BAR", "BRANCH", "SHFL", "SPECIAL", "OTHER")
+MEMORY_LEVELS = ("SHARED", "L1", "L2", "DRAM")
+OP_NUMBERS = ("latency", "issue_interval")
+MEMORY_NUMBERS = ("latency", "bandwidth_gbs")
+
+
+@dataclass(frozen=True)
+class Header:
+    """Per-SM and per-device limits. Sizes are bytes except shared_carveout_kb."""
+    sm_count: int
+    clock_mhz: float
+    warp_size: int
+    schedulers_per_sm: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    max_threads_per_sm: int
+    max_threads_per_block: int
+    registers_per_sm: int
+    registers_per_block: int
+    max_registers_per_thread: int
+    register_allocation_unit: int
+    warp_allocation_granularity: int
+    shared_per_sm: int
+    shared_per_block: int
+    shared_per_block_optin: int
+    reserved_shared_per_block: int
+    shared_allocation_unit: int
+    shared_carveout_kb: tuple
+    shared_banks: int
+    shared_bank_bytes: int
+    l1_shared_per_sm: int
+    l2_bytes: int
+    hbm_bandwidth_gbs: float
+    fp32_lanes_per_sm: int
+    fp64_lanes_per_sm: int
+
+    def as_dict(self):
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in fields(self)}
+
+
+HEADER_KEYS = tuple(f.name for f in fields(Header))
+_LIST_KEYS = {"shared_carveout_kb"}
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    key: str
+    latency: float
+    issue_interval: float
+    unit: str
+    source: str = ""                 # latency's source
+    issue_source: str = ""
+
+
+@dataclass(frozen=True)
+class MemLevel:
+    latency: float
+    bandwidth_gbs: float
+    source: str = ""                 # latency's source
+    bandwidth_source: str = ""
+
+
+@dataclass(frozen=True)
+class IsaTable:
+    arch: str
+    name: str
+    header: Header
+    ops: dict
+    units: list
+    memory: dict
+    sources: dict                    # "header.sm_count" → source text, for every number
+    path: str = ""
+
+    def op_for(self, instr):
+        """The cost class of an IR instruction (builder-made or parsed, known or not)."""
+        return self.ops[op_class(instr)]
+
+    def to_dict(self):
+        return {
+            "arch": self.arch,
+            "name": self.name,
+            "header": self.header.as_dict(),
+            "header_sources": {k: self.sources[f"header.{k}"] for k in HEADER_KEYS},
+            "units": list(self.units),
+            "ops": {k: {"latency": o.latency, "issue_interval": o.issue_interval, "unit": o.unit,
+                        "source": o.source, "issue_source": o.issue_source}
+                    for k, o in self.ops.items()},
+            "memory": {k: {"latency": m.latency, "bandwidth_gbs": m.bandwidth_gbs,
+                           "source": m.source, "bandwidth_source": m.bandwidth_source}
+                       for k, m in self.memory.items()},
+        }
+
+
+# -- loading and validation ----------------------------------------------------------------------
+def available():
+    """Architectures with a machine model in isa/."""
+    return sorted(p.stem for p in archmod.isa_dir().glob("sm_*.toml"))
+
+
+@functools.lru_cache(maxsize=None)
+def load(arch):
+    """The machine model of `arch` (cached). PtxgenError when there is none."""
+    if arch not in available():
+        known = ", ".join(available()) or "none"
+        try:
+            archmod.check_arch(arch)
+        except PtxgenError:
+            raise PtxgenError(f"unknown arch {arch!r}; machine models exist for: {known}") \
+                from None
+        raise IsaDataError(f"no machine model for {arch} (isa/{arch}.toml); "
+                           f"machine models exist for: {known}")
+    return load_path(archmod.isa_dir() / f"{arch}.toml")
+
+
+def load_path(path):
+    """Read and check one isa TOML file (not cached; tests load broken copies through this)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise IsaDataError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise IsaDataError(f"{path}: not valid TOML: {e}") from None
+    return _parse(data, path)
+
+
+def _err(path, key, what):
+    return IsaDataError(f"{path}: {key}: {what}")
+
+
+def _number(path, key, item, *, allow_list=False):
+    """(value, source) of one {value, source} entry, checked."""
+    if isinstance(item, (int, float)) and not isinstance(item, bool):
+        raise _err(path, key, "number without a source (write {value = ..., source = \"...\"})")
+    if not isinstance(item, dict) or "value" not in item:
+        raise _err(path, key, "expected {value = ..., source = \"...\"}")
+    source = item.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise _err(path, key, "missing or empty source")
+    extra = set(item) - {"value", "source"}
+    if extra:
+        raise _err(path, key, f"unexpected field(s) {', '.join(sorted(extra))}")
+    v = item["value"]
+    if allow_list:
+        if not isinstance(v, list) or not v:
+            raise _err(path, key, "expected a non-empty list of numbers")
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+                raise _err(path, key, f"list entry {x!r} is not a non-negative number")
+        if v != sorted(v):
+            raise _err(path, key, "list must be ascending")
+        return tuple(v), source
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _err(path, key, f"value {v!r} is not a number")
+    if not v > 0:
+        raise _err(path, key, f"value {v!r} must be positive")
+    return v, source
+
+
+def _table(path, data, key):
+    t = data.get(key)
+    if not isinstance(t, dict):
+        raise _err(path, key, "missing table")
+    return t
+
+
+def _check_no_stray_numbers(path, data, prefix=""):
+    """Any number outside a {value, source} entry is an unsourced constant."""
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            if "value" in v:
+                continue
+            _check_no_stray_numbers(path, v, key + ".")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            raise _err(path, key, "number without a source (write {value = ..., source = \"...\"})")
+        elif isinstance(v, list) and any(isinstance(x, (int, float)) for x in v):
+            raise _err(path, key, "numbers without a source")
+
+
+def _parse(data, path):
+    _check_no_stray_numbers(path, data)
+    arch = data.get("arch")
+    if not isinstance(arch, str):
+        raise _err(path, "arch", "missing")
+    name = data.get("name", arch)
+    sources = {}
+
+    h = _table(path, data, "header")
+    hv = {}
+    for k in HEADER_KEYS:
+        if k not in h:
+            raise _err(path, f"header.{k}", "missing")
+        hv[k], sources[f"header.{k}"] = _number(path, f"header.{k}", h[k],
+                                                allow_list=k in _LIST_KEYS)
+    unknown = set(h) - set(HEADER_KEYS)
+    if unknown:
+        raise _err(path, f"header.{sorted(unknown)[0]}", "unknown header key")
+    header = Header(**hv)
+
+    units = data.get("units")
+    if not isinstance(units, list) or not units or not all(isinstance(u, str) for u in units):
+        raise _err(path, "units", "expected a non-empty list of unit names")
+
+    ops_t = _table(path, data, "ops")
+    ops = {}
+    for k in OP_CLASSES:
+        if k not in ops_t:
+            raise _err(path, f"ops.{k}", "missing op class")
+    for k, o in ops_t.items():
+        if not isinstance(o, dict):
+            raise _err(path, f"ops.{k}", "expected a table")
+        unit = o.get("unit")
+        if unit not in units:
+            raise _err(path, f"ops.{k}.unit", f"{unit!r} is not one of units {units}")
+        vals = {}
+        for n in OP_NUMBERS:
+            if n not in o:
+                raise _err(path, f"ops.{k}.{n}", "missing")
+            vals[n], sources[f"ops.{k}.{n}"] = _number(path, f"ops.{k}.{n}", o[n])
+        ops[k] = OpInfo(k, float(vals["latency"]), float(vals["issue_interval"]), unit,
+                        sources[f"ops.{k}.latency"], sources[f"ops.{k}.issue_interval"])
+
+    mem_t = _table(path, data, "memory")
+    memory = {}
+    for k in MEMORY_LEVELS:
+        m = mem_t.get(k)
+        if not isinstance(m, dict):
+            raise _err(path, f"memory.{k}", "missing memory level")
+        vals = {}
+        for n in MEMORY_NUMBERS:
+            if n not in m:
+                raise _err(path, f"memory.{k}.{n}", "missing")
+            vals[n], sources[f"memory.{k}.{n}"] = _number(path, f"memory.{k}.{n}", m[n])
+        memory[k] = MemLevel(float(vals["latency"]), float(vals["bandwidth_gbs"]),
+                             sources[f"memory.{k}.latency"], sources[f"memory.{k}.bandwidth_gbs"])
+    return IsaTable(arch=arch, name=name, header=header, ops=ops, units=list(units),
+                    memory=memory, sources=sources, path=str(path))
+
+
+# -- instruction → op class ----------------------------------------------------------------------
+_HALF = frozenset({"f16", "bf16", "f16x2", "bf16x2"})
+_SFU_OPS = frozenset({"rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh"})
+_LOAD_CLASS = {"global": "LDG", "generic": "LDG", "shared": "LDS", "local": "LDL",
+               "param": "CONST", "const": "CONST"}
+_STORE_CLASS = {"global": "STG", "generic": "STG", "shared": "STS", "local": "STL",
+                "param": "STL"}
+_BRANCH_OPS = frozenset({"bra", "brx", "ret", "exit", "call", "trap", "brkpt"})
+_BAR_OPS = frozenset({"bar", "barrier", "membar", "fence", "nanosleep"})
+_WARP_OPS = frozenset({"shfl", "vote", "match", "redux", "activemask"})
+_IMAD_OPS = frozenset({"mul", "mad", "mul24", "mad24", "dp4a", "dp2a", "div", "rem", "madc"})
+# Integer/bit operations that run on the ALU pipe.
+_IALU_OPS = frozenset({
+    "add", "sub", "addc", "subc", "min", "max", "abs", "neg", "and", "or", "xor", "not", "cnot",
+    "shl", "shr", "shf", "lop3", "popc", "clz", "brev", "bfe", "bfi", "bfind", "prmt", "setp",
+    "set", "selp", "slct", "mov", "cvta", "isspacep", "sad", "testp", "copysign", "fns"})
+
+
+def _float_class(t, f32_class):
+    """Class of a float arithmetic op by its type: f64 → FP64, 16-bit → HFMA, f32 → f32_class."""
+    if t.name in _HALF:
+        return "HFMA"
+    if t.bits == 64:
+        return "FP64"
+    return f32_class
+
+
+def op_class(instr):
+    """The op class name (one of OP_CLASSES) of an IR instruction."""
+    op = instr.opcode
+    t = instr.type
+    is_float = t is not None and (t.is_float or t.name in _HALF)
+    if op in ("ld", "ldu", "ldmatrix"):
+        return "LDS" if op == "ldmatrix" else _LOAD_CLASS[instr.space]
+    if op == "st" or op == "stmatrix":
+        return "STS" if op == "stmatrix" else _STORE_CLASS.get(instr.space, "STG")
+    if op in ("atom", "red"):
+        return "ATOM"
+    if op in ("cp", "cp.async", "prefetch", "prefetchu"):
+        return "LDG"          # cp.async reads global memory; its cost is the global load
+    if op in _BAR_OPS:
+        return "BAR"
+    if op in _BRANCH_OPS:
+        return "BRANCH"
+    if op in _WARP_OPS:
+        return "SHFL"
+    if op == "mov" and any(isinstance(o, Special) for o in instr.operands[1:]):
+        return "SPECIAL"
+    if op == "cvt":
+        ts = instr.types
+        if any(x.is_float or x.name in _HALF for x in ts):
+            return "CONV"
+        return "IALU"         # integer widening/narrowing is a move or a bit-field op
+    if op in _SFU_OPS:
+        return "FP64" if t is not None and t.bits == 64 and t.is_float else "SFU"
+    if op in ("fma", "mad") and is_float:
+        return _float_class(t, "FMA")
+    if op == "mul" and is_float:
+        return _float_class(t, "FMUL")
+    if op in ("add", "sub") and is_float:
+        return _float_class(t, "FADD")
+    if op in ("div", "rem") and is_float:
+        # f32 division is an MUFU.RCP-led sequence; f64 a DFMA Newton iteration
+        return _float_class(t, "SFU")
+    if op in _IMAD_OPS:
+        return "IMAD"
+    if op in _IALU_OPS:
+        # float compares, min/max, abs/neg: ALU on f32, the FP64 / half pipes otherwise
+        return _float_class(t, "IALU") if is_float else "IALU"
+    return "OTHER"
