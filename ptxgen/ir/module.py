@@ -31,7 +31,8 @@ class Param:
             return f".param {a}{self.type.ptx} {self.name}[{self.array}]"
         if self.pointer is not None:
             p = self.pointer
-            return f".param {self.type.ptx} .ptr .{p.space} .align {p.align} {self.name}"
+            space = f" .{p.space}" if p.space else ""       # no space: a generic pointer
+            return f".param {self.type.ptx} .ptr{space} .align {p.align} {self.name}"
         return f".param {self.type.ptx} {self.name}"
 
     @property
