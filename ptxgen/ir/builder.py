@@ -264,6 +264,26 @@ class Builder:
         t = type or self._type_of(value)
         return self.emit(Instr("red", (space, op, t.name), (addr, self.operand(value, t))))
 
+    def cp_async(self, dst, src, nbytes, *, src_size=None, cache=None):
+        """cp.async global→shared copy of 4, 8 or 16 bytes (sm_80+); bytes past `src_size`
+        (a register or int) are zero-filled. .cg (bypassing L1) is only legal for 16 bytes, so
+        it is the default there and .ca otherwise."""
+        if nbytes not in (4, 8, 16):
+            raise ValueError(f"cp.async copies 4, 8 or 16 bytes, not {nbytes}")
+        cache = cache or ("cg" if nbytes == 16 else "ca")
+        ops = [dst if isinstance(dst, Addr) else Addr(dst),
+               src if isinstance(src, Addr) else Addr(src), Imm(nbytes, T.u32)]
+        if src_size is not None:
+            ops.append(self.operand(src_size, T.u32))
+        return self.emit(Instr("cp", ("async", cache, "shared", "global"), tuple(ops)))
+
+    def cp_async_commit(self):
+        return self.emit(Instr("cp", ("async", "commit_group")))
+
+    def cp_async_wait(self, pending=0):
+        """Wait until at most `pending` committed cp.async groups are still in flight."""
+        return self.emit(Instr("cp", ("async", "wait_group"), (Imm(pending, T.u32),)))
+
     def bar_sync(self, barrier=0):
         return self.emit(Instr("bar", ("sync",), (Imm(barrier, T.u32),)))
 
