@@ -1,0 +1,1 @@
+"""Static analyses of kernels: occupancy, shared-memory bank conflicts, instruction timing."""
