@@ -5,5 +5,16 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["emit_module", "PtxgenError", "ParseError", "VerifyError", "ToolchainError",
-           "LaunchError", "EmulationError", "__version__"]
+__all__ = ["emit_module", "parse_ptx", "analyze", "PtxgenError", "ParseError", "VerifyError",
+           "ToolchainError", "LaunchError", "EmulationError", "__version__"]
+
+
+def __getattr__(name):
+    # imported on first use so `import ptxgen` stays light (and never pulls in numba)
+    if name == "parse_ptx":
+        from .parse import parse_ptx
+        return parse_ptx
+    if name == "analyze":
+        from .analysis import analyze
+        return analyze
+    raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")

@@ -1,1 +1,5 @@
-"""Static analyses of kernels: occupancy, shared-memory bank conflicts, instruction timing."""
+"""Static analysis of PTX: instruction mix, control flow and loops, llvm-mca style throughput per
+block, register pressure and memory traffic. Entry point: analyze()."""
+from .report import AnalysisResult, KernelReport, analyze
+
+__all__ = ["analyze", "AnalysisResult", "KernelReport"]
