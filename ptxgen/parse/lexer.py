@@ -31,6 +31,17 @@ _TOKEN = re.compile(r"""
 )""", re.X | re.S | re.ASCII)
 
 
+NUMBER_KINDS = ("i", "x", "f", "d")
+
+
+def show(tok):
+    """A token for an error message: its text quoted (shortened), or 'end of input'."""
+    if tok[0] == "eof":
+        return "end of input"
+    text = tok[1]
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
 class Source:
     """The text being parsed and its file name; maps offsets to 1-based line and column."""
 
