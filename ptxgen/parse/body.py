@@ -17,7 +17,10 @@ from .lexer import NUMBER_KINDS as _NUMBER_KINDS, show as _show
 
 VAR_SPACES = (".global", ".shared", ".const", ".local")
 BRANCH_OPS = frozenset({"bra", "brx"})
-MAX_REG_RANGE = 1 << 18        # '%r<N>': larger N is no real kernel and would exhaust memory
+# '%r<N>' and all declarations of a module together: far above any real kernel (thousands), low
+# enough that a few bytes of text cannot make the parser allocate gigabytes of registers
+MAX_REG_RANGE = 1 << 18
+MAX_REGS_PER_MODULE = 1 << 20
 _SPECIAL = re.compile(
     r"(?:tid|ntid|ctaid|nctaid|clusterid|nclusterid|cluster_ctaid|cluster_nctaid)(?:\.[xyz])?"
     r"|laneid|warpid|nwarpid|smid|nsmid|gridid|lanemask_(?:eq|le|lt|ge|gt)|clock|clock_hi"
@@ -140,6 +143,9 @@ class FunctionBody:
                 if n > MAX_REG_RANGE:
                     raise p.error(f"register range {name}<{n}> is too large "
                                   f"(limit {MAX_REG_RANGE})", ntok)
+                p.reg_count += n
+                if p.reg_count > MAX_REGS_PER_MODULE:
+                    raise p.error(f"more than {MAX_REGS_PER_MODULE} registers declared", ntok)
                 names = [f"{name}{j}" for j in range(n)]
             else:
                 names = [name]

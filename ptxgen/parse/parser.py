@@ -33,6 +33,7 @@ class Parser:
         self.toks = tokenize(self.src)
         self.toks.append(("eof", "", len(text)))
         self.i = 0
+        self.reg_count = 0
         self.module = Module(filename=filename)
 
     # -- token helpers ---------------------------------------------------------------------------
@@ -113,18 +114,20 @@ class Parser:
     def parse(self):
         m = self.module
         if self.toks[0][0] == "eof":
-            raise self.error("empty input: no PTX statements")
+            raise self.src.error("empty input: no PTX statements", 0)
         while True:
             tok = self.toks[self.i]
             k, t, _ = tok
             if k == "eof":
                 return m
+            if k == "p" and t == "}":
+                raise self.error("unbalanced '}': no block is open")
             if k != "w" or t[0] != ".":
                 raise self.error(f"expected a directive at module scope, found {_show(tok)}")
             if t == ".version":
                 self.i += 1
                 v = self.toks[self.i]
-                if v[0] != "d" or not re.fullmatch(r"\d+\.\d+", v[1]):
+                if v[0] != "d" or not re.fullmatch(r"\d{1,3}\.\d{1,3}", v[1]):
                     raise self.error(f"expected a version like 8.0, found {_show(v)}")
                 m.version = v[1]
                 self.i += 1

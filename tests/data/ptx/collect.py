@@ -1,9 +1,10 @@
-"""Regenerate the Numba PTX samples in this folder (no GPU needed: NVVM only).
+"""Regenerate the Numba and ptxgen PTX samples in this folder (no GPU needed: NVVM only).
 
-    .venv/bin/python tests/data/ptx/collect_numba.py
+    .venv/bin/python tests/data/ptx/collect.py
 
 The parser and analyzer tests read these files; they are checked in so tests do not depend on
-Numba's compiler being importable.
+Numba's compiler being importable. hand_*.ptx are written by hand; triton_*.ptx come from
+benchmarks/collect_triton_ptx.py on a GPU machine.
 """
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from numba import cuda, float32
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
 TILE = 16
 
 
@@ -99,6 +101,13 @@ def main():
     ptx, _ = cuda.compile_ptx(block_reduce, KERNELS["block_reduce"][1], cc=(9, 0), debug=True,
                               opt=False)
     (HERE / "numba_block_reduce_debug_sm90.ptx").write_text(ptx)
+    from ptxgen.emit import emit_module
+    from ptxgen.ops import OPERATORS
+    for arch in ("sm_80", "sm_90"):
+        for name, op in sorted(OPERATORS.items()):
+            module = op.build(op.shape(), arch)
+            (HERE / f"ptxgen_{name}_{arch.replace('_', '')}.ptx").write_text(
+                emit_module(module, arch))
     return 0
 
 
