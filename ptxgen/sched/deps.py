@@ -1,0 +1,221 @@
+"""Scheduling regions and the dependence graph of one region.
+
+A region is a maximal run of instructions between labels, branches and verbatim statements that
+carry structure ('{', '}', '.reg'); comments and '.loc' lines ride along with the instruction
+that follows them. Inside a region an edge i → j (i before j in program order) means j must stay
+after i:
+
+- registers and predicates, the guard included: read after write, write after read, write after
+  write (so every use keeps the same reaching definitions, predicated or not);
+- memory, per state space: loads may pass loads; a store is ordered with every load and store
+  of a space it may touch (generic addresses may touch global, shared and local memory;
+  parameter and constant memory are read-only, so nothing orders with their loads);
+- fences: barriers, branches and other control, atomics and reductions, asynchronous copies,
+  memory fences, clock reads, and any opcode not known to be free of side effects order with
+  every instruction of the region.
+
+The rules are decided per instruction by `access(instr)`, which the property tests check
+against a brute-force pairwise definition (`conflict`).
+"""
+from dataclasses import dataclass, field
+
+from ..ir.instr import Instr, Label, Verbatim
+from ..ir.values import Raw, Special
+
+# Opcodes whose only effect is writing their destination registers.
+PURE_OPCODES = frozenset({
+    "add", "sub", "addc", "subc", "mul", "mad", "madc", "mul24", "mad24", "fma", "div", "rem",
+    "abs", "neg", "min", "max", "and", "or", "xor", "not", "cnot", "shl", "shr", "shf", "lop3",
+    "bfe", "bfi", "bfind", "brev", "clz", "popc", "prmt", "setp", "set", "selp", "slct", "mov",
+    "cvt", "cvta", "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh", "copysign",
+    "testp", "sad", "dp4a", "dp2a", "fns", "isspacep", "shfl", "vote", "match", "redux",
+    "activemask",
+})
+LOAD_OPCODES = frozenset({"ld", "ldu", "ldmatrix", "prefetch", "prefetchu"})
+STORE_OPCODES = frozenset({"st", "stmatrix"})
+# Spaces a store in each space may write; read-only spaces have none.
+WRITABLE = {"global": ("global",), "shared": ("shared",), "local": ("local",),
+            "generic": ("global", "shared", "local"), "param": ("param",)}
+# Spaces a load in each space may read.
+READABLE = {"global": ("global",), "shared": ("shared",), "local": ("local",),
+            "generic": ("global", "shared", "local"), "param": ("param",),
+            "const": ("const",)}
+# Clock reads measure time: instructions must not move across them.
+CLOCKS = ("clock", "clock64", "globaltimer")
+
+
+@dataclass(frozen=True)
+class Access:
+    """What an instruction does besides registers: kind is None, 'load', 'store' or 'fence'."""
+    kind: object = None
+    spaces: tuple = ()
+
+
+def access(ins):
+    op = ins.opcode
+    if any(isinstance(o, Raw) for o in ins.operands):
+        return Access("fence")
+    if any(isinstance(o, Special) and o.name.split(".")[0] in CLOCKS for o in ins.operands):
+        return Access("fence")
+    if op in LOAD_OPCODES:
+        space = ins.space or "generic"
+        if op == "ldmatrix":
+            space = "shared"
+        return Access("load", READABLE.get(space, ("global", "shared", "local")))
+    if op in STORE_OPCODES:
+        space = ins.space or "generic"
+        if op == "stmatrix":
+            space = "shared"
+        return Access("store", WRITABLE.get(space, ("global", "shared", "local")))
+    if op in PURE_OPCODES:
+        return Access()
+    return Access("fence")
+
+
+def conflict(a, b):
+    """Whether two instructions must keep their relative order (the reference definition)."""
+    da, db = set(a.defs()), set(b.defs())
+    ua, ub = set(a.uses()), set(b.uses())
+    if da & ub or ua & db or da & db:
+        return True
+    xa, xb = access(a), access(b)
+    if "fence" in (xa.kind, xb.kind):
+        return True
+    if "store" in (xa.kind, xb.kind) and xa.kind and xb.kind:
+        return bool(set(xa.spaces) & set(xb.spaces))
+    return False
+
+
+# -- regions -----------------------------------------------------------------------------------
+def _rides_along(stmt):
+    """Comments and line info travel with the next instruction; other verbatim text is
+    structure ('{', '}', '.reg' …) the scheduler must not cross."""
+    t = stmt.text.strip()
+    return t.startswith("//") or t.startswith(".loc") or t == ""
+
+
+@dataclass
+class Region:
+    """Instructions scheduled together, with their riders (comments before each one)."""
+    start: int                      # index in the body of the first statement
+    instrs: list = field(default_factory=list)
+    riders: list = field(default_factory=list)   # riders[i]: statements printed before instrs[i]
+
+
+def split_body(body):
+    """The body as a list of items: Region (schedulable) or a lone statement kept in place."""
+    items, cur, pending = [], None, []
+
+    def close():
+        nonlocal cur
+        if cur is not None and cur.instrs:
+            items.append(cur)
+        cur = None
+
+    for idx, s in enumerate(body):
+        if isinstance(s, Instr):
+            if cur is None:
+                cur = Region(idx)
+            cur.instrs.append(s)
+            cur.riders.append(pending)
+            pending = []
+            if s.is_terminator:
+                close()
+        elif isinstance(s, Verbatim) and _rides_along(s):
+            pending.append(s)
+        else:
+            close()
+            items.extend(pending)
+            pending = []
+            items.append(s)
+    close()
+    items.extend(pending)
+    return items
+
+
+# -- the graph ---------------------------------------------------------------------------------
+@dataclass
+class DepGraph:
+    instrs: list
+    succs: list                      # succs[i]: list of (j, delay)
+    preds: list                      # preds[i]: list of (j, delay)
+    kinds: dict                      # (i, j) → "raw" | "war" | "waw" | "mem" | "fence"
+
+    def edges(self):
+        return sorted(self.kinds)
+
+
+def build_graph(instrs, latency):
+    """The dependence graph of one region. `latency(instr)` gives the cycles a register result
+    takes; read-after-write edges carry it, order-only edges carry 0."""
+    n = len(instrs)
+    kinds = {}
+
+    def add(i, j, kind):
+        if i != j and (i, j) not in kinds:
+            kinds[(i, j)] = kind
+
+    last_def, readers = {}, {}
+    last_store = {}                  # space → index of the last store that may write it
+    loads_since = {}                 # space → loads that may read it since that store
+    last_fence, since_fence = None, []
+    for j, ins in enumerate(instrs):
+        for r in ins.uses():
+            if r in last_def:
+                add(last_def[r], j, "raw")
+        for r in ins.defs():
+            if r in last_def:
+                add(last_def[r], j, "waw")
+            for u in readers.get(r, ()):
+                add(u, j, "war")
+        for r in ins.uses():
+            readers.setdefault(r, []).append(j)
+        for r in ins.defs():
+            last_def[r] = j
+            readers[r] = []
+
+        acc = access(ins)
+        if last_fence is not None:
+            add(last_fence, j, "fence")
+        if acc.kind == "fence":
+            for i in since_fence:
+                add(i, j, "fence")
+            last_fence, since_fence = j, []
+        else:
+            since_fence.append(j)
+        if acc.kind == "load":
+            for s in acc.spaces:
+                if s in last_store:
+                    add(last_store[s], j, "mem")
+                loads_since.setdefault(s, []).append(j)
+        elif acc.kind == "store":
+            for s in acc.spaces:
+                if s in last_store:
+                    add(last_store[s], j, "mem")
+                for i in loads_since.get(s, ()):
+                    add(i, j, "mem")
+            for s in acc.spaces:
+                last_store[s] = j
+                loads_since[s] = []
+
+    succs = [[] for _ in range(n)]
+    preds = [[] for _ in range(n)]
+    for (i, j), kind in sorted(kinds.items()):
+        d = latency(instrs[i]) if kind == "raw" else 0
+        succs[i].append((j, d))
+        preds[j].append((i, d))
+    return DepGraph(list(instrs), succs, preds, kinds)
+
+
+def critical_path(graph, latency):
+    """Cycles from each instruction's issue to the end of the region along its longest path
+    (its own latency included)."""
+    n = len(graph.instrs)
+    height = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        own = latency(graph.instrs[i])
+        best = own
+        for j, d in graph.succs[i]:
+            best = max(best, d + height[j])
+        height[i] = best
+    return height

@@ -1,0 +1,198 @@
+"""List scheduling of each region by critical path, under the pipes' issue limits.
+
+One warp's view of one sub-partition: at most one instruction issues per cycle, an instruction
+becomes ready when every predecessor has issued and every register result it reads has arrived
+(the producer's latency from the isa table), and a pipe that accepted an instruction takes no
+other until its issue interval has passed. Among the ready instructions the one with the smallest
+`critical_path_first` key issues; the policy is that function and nothing else.
+
+    res = schedule_block(instrs, isa.load("sm_90"), debug=True)
+    print(res.format_debug())          # the ready list of every cycle, best first
+    kernel2 = schedule_kernel(kernel, "sm_90")
+"""
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+
+from .. import isa as isamod
+from .deps import Region, build_graph, critical_path, split_body
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the priority function sees of an instruction."""
+    index: int            # position in program order
+    height: float         # cycles from its issue to the end of the region on its longest path
+    fanout: int           # instructions that depend on it
+
+
+def critical_path_first(c):
+    """The scheduling policy: longest remaining path first (latency hiding), then the one
+    that unblocks the most instructions, then program order (stability)."""
+    return (-c.height, -c.fanout, c.index)
+
+
+@dataclass
+class CycleView:
+    """The scheduler's state in one cycle (debug view)."""
+    cycle: int
+    ready: list                     # [(index, key, why)] best first; why: "" (issuable),
+                                    # "operands" (waiting for a result) or "pipe:UNIT"
+    issued: object = None           # index of the instruction issued, or None
+
+
+@dataclass
+class BlockSchedule:
+    order: list                     # the instructions in their new order
+    indices: list                   # their positions in the original order
+    cycles: float                   # estimated cycles until the last result (new order)
+    original_cycles: float          # the same estimate for the original order
+    debug: list = field(default=None)
+    texts: list = field(default=None)
+
+    def format_debug(self):
+        if self.debug is None:
+            return "(no debug view: call schedule_block(..., debug=True))"
+        lines = []
+        for v in self.debug:
+            chosen = "-" if v.issued is None else f"#{v.issued}"
+            lines.append(f"cycle {v.cycle:>5}: issue {chosen}")
+            for idx, key, why in v.ready:
+                mark = "*" if idx == v.issued else " "
+                state = "ready" if not why else f"wait {why}"
+                lines.append(f"   {mark} #{idx:<4} key={key} {state:<14} {self.texts[idx]}")
+        return "\n".join(lines)
+
+
+class _Costs:
+    """Latency, pipe and issue interval of each instruction, looked up once."""
+
+    def __init__(self, table):
+        self.table = table
+        self._cache = {}
+
+    def info(self, ins):
+        k = id(ins)
+        if k not in self._cache:
+            self._cache[k] = (ins, self.table.op_for(ins))
+        return self._cache[k][1]
+
+    def latency(self, ins):
+        return self.info(ins).latency
+
+
+def _table(isa):
+    return isamod.load(isa) if isinstance(isa, str) else isa
+
+
+def _simulate_order(instrs, graph, costs, order):
+    """Cycles the region takes when issued in `order` (in order, same rules)."""
+    issue = {}
+    unit_free = {}
+    cycle, end = 0.0, 0.0
+    for j in order:
+        info = costs.info(instrs[j])
+        t = max([cycle] + [issue[i] + d for i, d in graph.preds[j]] +
+                [unit_free.get(info.unit, 0.0)])
+        issue[j] = t
+        unit_free[info.unit] = t + info.issue_interval
+        end = max(end, t + info.latency)
+        cycle = t + 1
+    return end
+
+
+def schedule_block(instrs, isa="sm_90", debug=False):
+    """Reorder one region's instructions; returns a BlockSchedule. `debug` True records the
+    ready list of every cycle (`.debug`, `.format_debug()`); a writable file also prints it."""
+    costs = _Costs(_table(isa))
+    instrs = list(instrs)
+    n = len(instrs)
+    graph = build_graph(instrs, costs.latency)
+    height = critical_path(graph, costs.latency)
+    key = [critical_path_first(Candidate(i, height[i], len(graph.succs[i]))) for i in range(n)]
+    waiting = [len(graph.preds[j]) for j in range(n)]
+    earliest = [0.0] * n
+    ready = {j for j in range(n) if waiting[j] == 0}
+    unit_free = {}
+    order, views = [], [] if debug else None
+    cycle = 0.0
+    while len(order) < n:
+        def why(j):
+            if earliest[j] > cycle:
+                return "operands"
+            u = costs.info(instrs[j]).unit
+            if unit_free.get(u, 0.0) > cycle:
+                return f"pipe:{u}"
+            return ""
+
+        states = {j: why(j) for j in ready}
+        issuable = [j for j in ready if not states[j]]
+        pick = min(issuable, key=lambda j: key[j]) if issuable else None
+        if views is not None:
+            views.append(CycleView(int(cycle), [(j, key[j], states[j])
+                                                for j in sorted(ready, key=lambda j: key[j])],
+                                   pick))
+        if pick is None:
+            # nothing can issue: jump to the first cycle something can
+            cycle = min(max(earliest[j], unit_free.get(costs.info(instrs[j]).unit, 0.0))
+                        for j in ready)
+            continue
+        info = costs.info(instrs[pick])
+        order.append(pick)
+        ready.discard(pick)
+        unit_free[info.unit] = cycle + info.issue_interval
+        for j, d in graph.succs[pick]:
+            earliest[j] = max(earliest[j], cycle + d)
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready.add(j)
+        cycle += 1
+    res = BlockSchedule(
+        order=[instrs[j] for j in order], indices=order,
+        cycles=_simulate_order(instrs, graph, costs, order),
+        original_cycles=_simulate_order(instrs, graph, costs, range(n)),
+        debug=views, texts=[str(i) for i in instrs] if debug else None)
+    if debug and hasattr(debug, "write"):
+        debug.write(res.format_debug() + "\n")
+    return res
+
+
+def schedule_body(body, isa="sm_90"):
+    """A new statement list: every region reordered, everything else in place."""
+    table = _table(isa)
+    out = []
+    for item in split_body(body):
+        if not isinstance(item, Region):
+            out.append(item)
+            continue
+        if len(item.instrs) > 1:
+            res = schedule_block(item.instrs, table)
+            order = res.indices
+        else:
+            order = [0]
+        for j in order:
+            out.extend(item.riders[j])
+            out.append(item.instrs[j])
+    return out
+
+
+def schedule_kernel(kernel, arch="sm_90", isa=None):
+    """A copy of `kernel` whose body has every basic block list-scheduled. The instructions
+    are the same objects, each block keeps its instructions, and every dependence keeps its
+    order, so the kernel computes what it did."""
+    table = _table(isa if isa is not None else arch)
+    return dataclasses.replace(kernel, body=schedule_body(kernel.body, table),
+                               regs=list(kernel.regs), vars=list(kernel.vars),
+                               directives=list(kernel.directives))
+
+
+def schedule_module(module, arch=None):
+    arch = arch or module.target
+    table = _table(arch)
+    return dataclasses.replace(module, kernels=[schedule_kernel(k, isa=table)
+                                                for k in module.kernels])
+
+
+def print_debug(instrs, isa="sm_90", file=None):
+    """Schedule one region and print its per-cycle ready lists."""
+    return schedule_block(instrs, isa, debug=file or sys.stdout)
