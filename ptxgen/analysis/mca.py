@@ -8,8 +8,9 @@ For a region (a basic block, or the blocks of an innermost loop in layout order)
   * an in-order issue simulation of one warp (one instruction per scheduler cycle, an
     instruction waits for its source registers and for its unit), repeated for loops until the
     per-iteration time is steady: the estimated cycles per iteration and the IPC;
-  * which bound binds: 'latency' when dependency stalls dominate the single-warp time, else the
-    busiest unit or 'issue'; and how many warps a scheduler needs to hide that latency.
+  * which bound binds: 'latency' when the dependency chain (for a loop: its steady single-warp
+    time) exceeds the throughput bound, else the busiest unit or 'issue'; and how many warps a
+    scheduler needs so that the throughput bound, not latency, sets the pace.
 
 Latencies and issue intervals come only from the machine model (ptxgen.isa). Time is counted in
 scheduler cycles: one issue slot per cycle is the model's unit of time, the isa tables' issue
@@ -197,7 +198,10 @@ def analyze_region(region, units, repeats):
     else:
         firsts, end = simulate(region, 1)
         cycles = max(end, n * ISSUE_SLOT)
-    latency = max(cycles, cp if not repeats else 0.0)
+    # the latency bound: for a loop, its steady single-warp time (recurrences and in-order
+    # stalls); for one pass, the dependency chain alone (the drain after the last issue is not
+    # a bound, just the pipeline emptying)
+    latency = cycles if repeats else cp
     if n and latency > throughput + 1e-9:
         bound = "latency"
     elif busiest is not None and unit_cycles[busiest] > issue:

@@ -7,6 +7,7 @@
 With sass=True the PTX is also assembled by ptxas for `arch`: resources per kernel, the SASS
 instruction mix from nvdisasm, and PTX and SASS counts side by side per instruction class.
 """
+import re
 from dataclasses import dataclass, field
 
 from .. import isa
@@ -41,6 +42,9 @@ for _cls, _ops in {
 }.items():
     for _op in _ops.split():
         _SASS_CLASS[_op] = _cls
+
+
+_DEBUG_TARGET = re.compile(r"^[ \t]*\.target[ \t][^\n;]*\bdebug\b", re.M)
 
 
 def sass_class(opcode):
@@ -153,13 +157,15 @@ def _add_sass(result, module, text, arch):
     from .. import toolchain
     from ..emit import emit_module
     ptx = text if text is not None else emit_module(module, arch)
-    asm = toolchain.assemble(ptx, arch)
+    # PTX compiled for debugging ('.target sm_90, debug') is only accepted by ptxas at -O0
+    opt = 0 if text is not None and _DEBUG_TARGET.search(text) else 3
+    asm = toolchain.assemble(ptx, arch, opt_level=opt)
     sass_text = toolchain.disassemble(asm.cubin)
     per_kernel = toolchain.sass_instructions(sass_text)
     for kr in result.kernels:
         ops = per_kernel.get(kr.name)
         res = asm.resources.get(kr.name)
-        entry = {"arch": arch, "in_cubin": ops is not None}
+        entry = {"arch": arch, "opt_level": opt, "in_cubin": ops is not None}
         if res is not None:
             entry["resources"] = {"registers": res.registers, "shared_bytes": res.shared_bytes,
                                   "stack_bytes": res.stack_bytes,
