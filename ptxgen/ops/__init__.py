@@ -3,8 +3,13 @@ from ..errors import PtxgenError
 from .base import Launch, Operator
 from .matmul import Matmul
 from .saxpy import Saxpy
+from .elementwise import Add, Scale
+from .reduce import RowReduce
+from .softmax import Softmax
+from .transpose import Transpose
 
-OPERATORS = {op.name: op for op in (Saxpy(), Matmul())}
+OPERATORS = {op.name: op for op in (Saxpy(), Matmul(), Add(), Scale(), Transpose(),
+                                    RowReduce("sum"), RowReduce("max"), Softmax())}
 
 
 def get_operator(name):

@@ -1,0 +1,303 @@
+"""Operator benchmark (run on a GPU): ptxgen vs its Numba twin vs torch vs Triton, one process.
+
+    python benchmarks/operators.py             # prints one table; writes $OUT/operators.json
+
+For saxpy, add, scale, transpose, row_reduce (sum), row_max, softmax at a few shapes (some not
+multiples of any tile), each implementation runs on the same fresh random inputs with its output
+poisoned with NaN first, is checked against a float64 reference computed with torch on the
+device (the operator's own tolerances), then timed: median of CUDA-event timings after warm-up.
+
+Two bandwidth references put the numbers in context: a device-to-device copy of a 1 GiB buffer
+(bytes = read + write) and a read-only pass over 1 GiB (torch's x.sum(), and ptxgen's row sum
+over the same bytes; the faster one is the reference). Transpose is reported against copy
+bandwidth and the row reductions against read bandwidth, besides everything against torch.
+Shapes whose data fit in L2 (8192×1000) run from L2 after the first launch, for everyone alike.
+"""
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ptxgen import emit_module  # noqa: E402
+from ptxgen.ir.verify import verify_module  # noqa: E402
+from ptxgen.ops import get_operator  # noqa: E402
+from ptxgen.ops.elementwise import Add, Scale  # noqa: E402
+from ptxgen.ops.reduce import RowReduce  # noqa: E402
+from ptxgen.ops.saxpy import Saxpy  # noqa: E402
+from ptxgen.ops.softmax import Softmax  # noqa: E402
+from ptxgen.ops.transpose import Transpose  # noqa: E402
+
+import triton_ops  # noqa: E402  (beside this file; None-valued when triton is missing)
+
+CASES = [
+    ("saxpy", {"n": 1 << 28}), ("add", {"n": 1 << 28}), ("scale", {"n": 1 << 28}),
+    ("transpose", {"M": 8192, "N": 8192}), ("transpose", {"M": 8191, "N": 8193}),
+    ("row_reduce", {"M": 16384, "N": 8192}), ("row_reduce", {"M": 8192, "N": 1000}),
+    ("row_max", {"M": 16384, "N": 8192}), ("row_max", {"M": 8192, "N": 1000}),
+    ("softmax", {"M": 16384, "N": 1024}), ("softmax", {"M": 4096, "N": 4096}),
+]
+# Other configurations of the same operators, timed beside the library default.
+VARIANTS = {
+    "saxpy": [("chunks=2", Saxpy(chunks=2)), ("chunks=4 ctas/sm=4", Saxpy(chunks=4,
+                                                                          ctas_per_sm=4))],
+    "add": [("chunks=1", Add(chunks=1)), ("chunks=4 ctas/sm=4", Add(chunks=4, ctas_per_sm=4)),
+            ("v2", Add(vec=2))],
+    "scale": [("chunks=4", Scale(chunks=4)), ("v1", Scale(vec=1))],
+    "transpose": [("pad=0 (bank conflicts)", Transpose(pad=0)),
+                  ("block_rows=4", Transpose(block_rows=4)), ("tile=64", Transpose(tile=64))],
+    "row_reduce": [("unroll=4", RowReduce("sum", unroll=4)),
+                   ("threads=512", RowReduce("sum", threads=512)),
+                   ("cache=cs", RowReduce("sum", cache="cs"))],
+    "row_max": [("unroll=4", RowReduce("max", unroll=4))],
+    "softmax": [("threads=512", Softmax(threads=512)),
+                ("warp rows<=512", Softmax(warp_cols=512))],
+}
+WARMUP, REPEAT = 3, 20
+GIB = 1 << 30
+
+
+def events_median(fn, warmup=WARMUP, repeat=REPEAT):
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return float(np.median(times))
+
+
+# -- inputs and references ----------------------------------------------------------------------
+def device_inputs(op, shape, rng):
+    """The operator's own random inputs on the device (torch tensors; scalars stay numpy)."""
+    import torch
+    host = op.make_inputs(shape, rng)
+    return {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+            for k, v in host.items()}
+
+
+def reference(name, d):
+    """float64 result on the device."""
+    import torch
+    x = d["x"].double()
+    if name == "saxpy":
+        return float(d["a"]) * x + d["y"].double()
+    if name == "add":
+        return x + d["y"].double()
+    if name == "scale":
+        return float(d["s"]) * x
+    if name == "transpose":
+        return x.t()
+    if name == "row_reduce":
+        return x.sum(1)
+    if name == "row_max":
+        return x.amax(1)
+    if name == "softmax":
+        return torch.softmax(x, 1)
+    raise KeyError(name)
+
+
+def check(op, shape, got, want):
+    """The operator's tolerance rule (Operator.check) evaluated on the device."""
+    import torch
+    g = got.double()
+    scale = op.tolerance_scale(shape)
+    bound = op.atol * scale + op.rtol * scale * want.abs()
+    return bool(torch.isfinite(g).all()) and bool(((g - want).abs() <= bound).all())
+
+
+# -- implementations ----------------------------------------------------------------------------
+def ptxgen_impl(op, shape, d, arch, sms):
+    from ptxgen.runtime import load_kernel, time_kernel
+    from ptxgen.runtime.driver import launch
+    m = verify_module(op.build(shape, arch))
+    kir = m.kernel(op.kernel_name())
+    k = load_kernel(emit_module(m, arch), kir.name, kir.params)
+    cfg = op.launch(shape, sm_count=sms)
+    args = op.kernel_args(shape, d)
+    launch(k, cfg.grid, cfg.block, args, cfg.shared_bytes)
+    return (lambda: time_kernel(k, cfg.grid, cfg.block, args, cfg.shared_bytes, WARMUP,
+                                REPEAT)), k.registers
+
+
+def numba_impl(name, shape, d):
+    from numba import cuda
+
+    from ptxgen.runtime.twins import twin_kernel, twin_launch_args
+    dn = {k: cuda.as_cuda_array(v) if hasattr(v, "data_ptr") else v for k, v in d.items()}
+    tk = twin_kernel(name)
+    grid, block, args = twin_launch_args(name, shape, dn)
+    run = tk[grid, block]
+    run(*args)
+    cuda.synchronize()
+    return lambda: events_median(lambda: run(*args))
+
+
+def torch_impl(name, d):
+    """A callable that writes the result into d['out'] (through torch's own out= when it has
+    one; softmax has none, so its result is copied after timing)."""
+    import torch
+    x, o = d["x"], d["out"]
+    fns = {
+        "saxpy": lambda: torch.add(d["y"], x, alpha=float(d["a"]), out=o),
+        "add": lambda: torch.add(x, d["y"], out=o),
+        "scale": lambda: torch.mul(x, float(d["s"]), out=o),
+        "transpose": lambda: o.copy_(x.t()),
+        "row_reduce": lambda: torch.sum(x, 1, out=o),
+        "row_max": lambda: torch.amax(x, 1, out=o),
+        "softmax": lambda: torch.softmax(x, 1),
+    }
+    fn = fns[name]
+    res = fn()
+    if name == "softmax":
+        o.copy_(res)
+    return lambda: events_median(fn)
+
+
+def triton_impl(name, shape, d):
+    fn = triton_ops.launcher(name, shape, d)
+    if fn is None:
+        return None
+    fn()                        # autotunes on the first call, then writes the output
+    return lambda: events_median(fn)
+
+
+# -- bandwidth references -----------------------------------------------------------------------
+def references(arch, sms):
+    import torch
+    n = GIB // 4
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    rows = []
+    t = events_median(lambda: dst.copy_(src))
+    assert torch.equal(dst, src)
+    rows.append(("copy", "torch copy_ 1 GiB", t, 2 * GIB / t / 1e6))
+    t = events_median(lambda: src.sum())
+    rows.append(("read", "torch x.sum() 1 GiB", t, GIB / t / 1e6))
+    op = RowReduce("sum")
+    shape = op.shape(M=n // 8192, N=8192)
+    d = {"x": src.view(shape["M"], shape["N"]), "out": torch.full((shape["M"],), float("nan"),
+                                                                  device="cuda")}
+    timer, _ = ptxgen_impl(op, shape, d, arch, sms)
+    ok = check(op, shape, d["out"], d["x"].double().sum(1))
+    t = timer()
+    rows.append(("read", f"ptxgen row sum 1 GiB{'' if ok else ' (WRONG)'}", t,
+                 op.bytes_moved(shape) / t / 1e6))
+    copy_bw = max(r[3] for r in rows if r[0] == "copy")
+    read_bw = max(r[3] for r in rows if r[0] == "read" and "WRONG" not in r[1])
+    return rows, copy_bw, read_bw
+
+
+# -- one case -----------------------------------------------------------------------------------
+def run_case(name, dims, rng, arch, sms):
+    import torch
+    op = get_operator(name)
+    shape = op.shape(**dims)
+    d = device_inputs(op, shape, rng)
+    want = reference(name, d)
+    nbytes = op.bytes_moved(shape)
+    impls = [("ptxgen", lambda: ptxgen_impl(op, shape, d, arch, sms))]
+    for label, v in VARIANTS.get(name, []):
+        impls.append((f"ptxgen {label}", lambda v=v: ptxgen_impl(v, shape, d, arch, sms)))
+    impls += [("numba twin", lambda: (numba_impl(name, shape, d), None)),
+              ("torch", lambda: (torch_impl(name, d), None)),
+              ("triton", lambda: (triton_impl(name, shape, d), None))]
+    rows = []
+    for label, make in impls:
+        d["out"].fill_(float("nan"))
+        try:
+            timer, regs = make()
+            if timer is None:
+                continue                      # triton not installed
+            torch.cuda.synchronize()
+            ok = check(op, shape, d["out"], want)
+            ms = timer()
+            err = None
+        except Exception as e:               # one failing implementation must not hide the rest
+            ok, ms, regs, err = False, float("nan"), None, f"{type(e).__name__}: {e}"[:200]
+        rows.append({"operator": name, "shape": _dims(shape), "impl": label, "ms": ms,
+                     "GB/s": nbytes / ms / 1e6 if ms == ms else float("nan"), "correct": ok,
+                     "registers": regs, "error": err})
+    return rows
+
+
+def _dims(shape):
+    return "x".join(str(v) for v in shape.values())
+
+
+def main():
+    import numba
+    import torch
+    from numba import cuda
+
+    from ptxgen.runtime.device import device_arch
+    t_start = time.perf_counter()
+    arch = device_arch()
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    name = cuda.get_current_device().name
+    info = {"date": time.strftime("%Y-%m-%d"), "device": name.decode() if isinstance(
+        name, bytes) else name, "arch": arch, "sms": sms, "torch": torch.__version__,
+        "numba": numba.__version__, "triton": triton_ops.version(),
+        "python": platform.python_version(), "numpy": np.__version__,
+        "timing": f"median of {REPEAT} CUDA-event timings after {WARMUP} warm-up launches"}
+    try:
+        import numba_cuda
+        info["numba_cuda"] = numba_cuda.__version__
+    except Exception:
+        pass
+    refs, copy_bw, read_bw = references(arch, sms)
+    torch.cuda.empty_cache()
+    rng = np.random.default_rng()
+    rows = []
+    for name, dims in CASES:
+        rows.extend(run_case(name, dims, rng, arch, sms))
+        torch.cuda.empty_cache()          # the case's buffers died with run_case
+    for r in rows:
+        torch_row = next((t for t in rows if t["operator"] == r["operator"]
+                          and t["shape"] == r["shape"] and t["impl"] == "torch"), None)
+        r["x_torch"] = r["GB/s"] / torch_row["GB/s"] if torch_row else float("nan")
+        ref = {"transpose": copy_bw, "row_reduce": read_bw, "row_max": read_bw}.get(r["operator"])
+        r["x_ref"] = r["GB/s"] / ref if ref else None
+    info["seconds"] = round(time.perf_counter() - t_start, 1)
+    out = {"info": info, "references": [{"kind": k, "impl": l, "ms": t, "GB/s": g}
+                                        for k, l, t, g in refs],
+           "copy_GBps": copy_bw, "read_GBps": read_bw, "rows": rows}
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "operators.json"), "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(info))
+    print(_table(refs, rows, copy_bw, read_bw))
+
+
+def _table(refs, rows, copy_bw, read_bw):
+    head = (f"{'operator':11s} {'shape':12s} {'implementation':30s} {'ms':>8s} {'GB/s':>7s} "
+            f"{'x torch':>7s} {'x ref':>6s} {'regs':>4s} ok")
+    lines = [head, "-" * len(head)]
+    for kind, label, t, g in refs:
+        ref = copy_bw if kind == "copy" else read_bw
+        lines.append(f"{'[' + kind + ']':11s} {'1 GiB':12s} {label:30s} {t:8.3f} {g:7.0f} "
+                     f"{'':>7s} {g / ref:6.3f}")
+    for r in rows:
+        xr = f"{r['x_ref']:6.3f}" if r["x_ref"] is not None else ""
+        regs = str(r["registers"]) if r["registers"] else ""
+        ok = "yes" if r["correct"] else ("NO " + (r["error"] or "wrong result"))
+        lines.append(f"{r['operator']:11s} {r['shape']:12s} {r['impl'][:30]:30s} {r['ms']:8.3f} "
+                     f"{r['GB/s']:7.0f} {r['x_torch']:7.3f} {xr:>6s} {regs:>4s} {ok}")
+    lines.append(f"x ref: transpose vs copy bandwidth ({copy_bw:.0f} GB/s), row reductions vs "
+                 f"read bandwidth ({read_bw:.0f} GB/s). Targets: saxpy >= 0.97 x torch, "
+                 f"transpose >= 0.90 x copy, row reduction >= 0.90 x read.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
