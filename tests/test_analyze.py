@@ -395,3 +395,10 @@ def test_ten_thousand_instructions_under_a_second():
         best = min(best, time.perf_counter() - t0)
     assert r.kernels[0].instructions == 10_000
     assert best < 1.0
+
+
+def test_brx_successors_come_from_the_branch_table():
+    k = analyze((DATA / "hand_brx.ptx").read_text()).kernels[0]
+    by = {b["label"]: b for b in k.blocks}
+    assert sorted(by["$L_tab"]["succs"]) == sorted([by["$L_a"]["index"], by["$L_b"]["index"]])
+    assert by["$L_end"]["preds"] == sorted([by["$L_a"]["index"], by["$L_b"]["index"]])

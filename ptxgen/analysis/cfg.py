@@ -229,11 +229,12 @@ def build_cfg(kernel):
         nxt = b.index + 1 if b.index + 1 < len(blocks) else None
         succ = []
         if last is not None and last.is_branch:
-            names = [o.name for o in last.operands if isinstance(o, LabelRef)]
-            if last.opcode == "brx":
-                for o in last.operands:
-                    if isinstance(o, Sym) and o.name in targets:
-                        names.extend(targets[o.name])
+            names = []
+            for o in last.operands:
+                if isinstance(o, (LabelRef, Sym)):
+                    # brx.idx names a '.branchtargets' table: its entries are the successors
+                    names.extend(targets.get(o.name, [o.name]) if last.opcode == "brx"
+                                 else [o.name])
             succ.extend(label_block[x] for x in names if x in label_block)
             if last.guard is not None and nxt is not None:
                 succ.append(nxt)

@@ -96,8 +96,9 @@ class FunctionBody:
         t = tok[1]
         line = p.line_of(tok)
         if t == ".reg":
-            regs, text = self.reg_decl()
-            if top:
+            regs, text, vector = self.reg_decl()
+            # vector registers keep their declaration text: the IR's Reg has no vector type
+            if top and not vector:
                 self.k.regs.extend(regs)
             else:
                 self.k.body.append(Verbatim(text, regs=tuple(regs), line=line))
@@ -120,10 +121,11 @@ class FunctionBody:
         first = p.i
         p.i += 1
         type_ = None
+        vector = False
         while toks[p.i][0] == "w" and toks[p.i][1][0] == ".":
             w = toks[p.i][1]
             if w in (".v2", ".v4", ".v8"):
-                pass              # vector registers: items are typed like scalars here
+                vector = True
             elif T.type_of(w) is not None and type_ is None:
                 type_ = T.type_of(w)
             else:
@@ -162,7 +164,7 @@ class FunctionBody:
             if tok[1] != "," or tok[0] != "p":
                 raise p.error(f"expected ',' or ';' in a register declaration, found "
                               f"{_show(tok)}", tok)
-        return regs, p.slice_text(first, p.i - 1)
+        return regs, p.slice_text(first, p.i - 1), vector
 
     def lookup(self, name):
         for scope in reversed(self.scopes):
