@@ -1,0 +1,143 @@
+"""ptxgen simulate KERNEL [shape] | FILE.ptx [--kernel NAME --grid X,Y,Z --block X,Y,Z]
+[--arg NAME=VALUE ...] [--trip N] [--arch] [--json] [--trace FILE.json] [--png FILE.png]"""
+import argparse
+import json
+import os
+import re
+import sys
+
+from .. import arch as archmod
+from ..errors import PtxgenError
+from ..ops import OPERATORS, get_operator
+from .common import add_arch, add_shape, positive_int, read_text, shape_from_args
+
+
+def _dims(text):
+    try:
+        v = tuple(int(x, 0) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected X[,Y[,Z]] positive integers, got {text!r}") \
+            from None
+    if not 1 <= len(v) <= 3 or any(x <= 0 for x in v):
+        raise argparse.ArgumentTypeError(f"expected X[,Y[,Z]] positive integers, got {text!r}")
+    return v
+
+
+def _arg(text):
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, int(value, 0)
+    except ValueError:
+        pass
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: not a number: {value!r}") from None
+
+
+def _non_negative(text):
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def add_parser(sub):
+    p = sub.add_parser("simulate", help="predict a launch's cycles with the SM simulator")
+    p.add_argument("kernel", help=f"a library kernel ({', '.join(sorted(OPERATORS))}) or a "
+                                  f".ptx file")
+    add_shape(p)
+    p.add_argument("--kernel", dest="entry", help="entry to simulate in a PTX file")
+    p.add_argument("--grid", type=_dims, help="grid X[,Y[,Z]] (PTX files)")
+    p.add_argument("--block", type=_dims, help="block X[,Y[,Z]] (PTX files; default .reqntid)")
+    p.add_argument("--shared", type=_non_negative, default=0,
+                   help="dynamic shared memory per block in bytes (PTX files)")
+    p.add_argument("--arg", type=_arg, action="append", default=[], metavar="NAME=VALUE",
+                   help="a scalar argument's value (PTX files; repeatable)")
+    p.add_argument("--trip", type=positive_int, help="iterations of every loop (overrides "
+                                                     "values)")
+    add_arch(p)
+    p.add_argument("--level", choices=("auto", "L1", "L2", "DRAM"), default="auto",
+                   help="memory level serving global loads (default: the reuse model)")
+    p.add_argument("--footprint", type=positive_int,
+                   help="distinct bytes the launch touches, for the reuse model")
+    p.add_argument("--regs", type=positive_int, help="registers per thread (default: ptxas)")
+    p.add_argument("--sample", type=positive_int, default=16,
+                   help="loop iterations simulated before extrapolating (default 16)")
+    p.add_argument("--warps", type=_non_negative, default=8,
+                   help="warps shown in --trace/--png (default 8)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace")
+    p.add_argument("--png", metavar="FILE.png", help="write a timeline of the first warps")
+    return p
+
+
+def _is_file(name):
+    return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
+
+
+def _block_from_directives(kernel):
+    for d in kernel.directives:
+        m = re.match(r"\s*\.reqntid\s+([\d\s,]+)", d)
+        if m:
+            return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+    return None
+
+
+def _simulate_file(args, common):
+    from ..parse import parse_ptx
+    module = parse_ptx(read_text(args.kernel), filename=args.kernel)
+    entries = module.entries
+    if args.entry:
+        kernel = module.kernel(args.entry)
+    elif len(entries) == 1:
+        kernel = entries[0]
+    else:
+        names = ", ".join(k.name for k in entries) or "none"
+        raise PtxgenError(f"{args.kernel}: choose an entry with --kernel (entries: {names})")
+    if args.grid is None:
+        raise PtxgenError(f"{args.kernel}: give the launch grid with --grid X[,Y[,Z]]")
+    block = args.block or _block_from_directives(kernel)
+    if block is None:
+        raise PtxgenError(f"{args.kernel}: give the block shape with --block X[,Y[,Z]]")
+    from ..sim import simulate
+    return simulate(kernel, args.grid, block, args=dict(args.arg), shared_bytes=args.shared,
+                    module=module, **common)
+
+
+def run(args):
+    archmod.check_arch(args.arch)
+    common = dict(arch=args.arch, trip=args.trip, level=args.level, footprint=args.footprint,
+                  registers=args.regs, sample=args.sample, trace_warps=args.warps)
+    if args.sample < 4:
+        raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
+    if _is_file(args.kernel):
+        report = _simulate_file(args, common)
+    else:
+        for opt in ("entry", "grid", "block", "arg"):
+            if getattr(args, opt):
+                raise PtxgenError(f"--{'kernel' if opt == 'entry' else opt} applies to PTX "
+                                  f"files; {args.kernel} is a library kernel (use its shape "
+                                  f"options)")
+        op = get_operator(args.kernel)
+        from ..sim import simulate_operator
+        report = simulate_operator(op, shape_from_args(op, args), **common)
+    if args.trace:
+        report.write_trace(args.trace)
+    if args.png:
+        report.write_png(args.png)
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(report.format_text())
+        if args.trace:
+            print(f"  trace: {args.trace} (open in ui.perfetto.dev)")
+        if args.png:
+            print(f"  timeline: {args.png}")
+    return 0

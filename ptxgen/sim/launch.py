@@ -1,0 +1,321 @@
+"""A whole launch from one simulated SM: placement, waves, loop sampling, extrapolation.
+
+- Placement: CTAs per SM from the occupancy rules (threads, registers from ptxas, shared memory).
+- Waves: the grid runs in waves of sm_count × CTAs-per-SM CTAs. One full wave is simulated on
+  SM 0 with the CTAs the round-robin block scheduler gives it (0, S, 2S …), the last partial
+  wave separately with its CTAs, and the total is full_waves × wave + tail.
+- Paths: each warp's path comes from ptxgen.sim.paths with the real argument values.
+- Loop sampling: the outermost loop that runs more than `sample` iterations per entry keeps that
+  many in the simulated paths, and again half as many in a second run; the difference between
+  the two runs is what the left-out iterations cost, steady state and warp interplay included,
+  and every counter is extended linearly by the iterations left out.
+"""
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import isa as isamod
+from ..errors import PtxgenError
+from ..ir.module import Module
+from . import memory as memmod
+from .engine import STALLS, run_sm
+from .paths import PathPlan, follow
+from .program import LDG, compile_kernel
+from .report import SimReport, WaveResult
+from .values import Env
+
+SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
+SYNTHETIC_STRIDE = 1 << 36
+
+
+@dataclass
+class Launch:
+    grid: tuple
+    block: tuple
+    shared_bytes: int = 0
+
+
+def _dims(v, what):
+    t = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+    if not 1 <= len(t) <= 3 or any(x <= 0 for x in t):
+        raise PtxgenError(f"{what} must be 1 to 3 positive integers, got {v!r}")
+    return t + (1,) * (3 - len(t))
+
+
+def _param_values(kernel, args):
+    """Parameter name → scalar value (None unknown); pointers get synthetic addresses."""
+    names = [p.name for p in kernel.params]
+    if args is None:
+        given = {}
+    elif isinstance(args, dict):
+        given = {}
+        for key, v in args.items():
+            given[_param_name(kernel, names, key)] = v
+    else:
+        args = list(args)
+        if len(args) != len(names):
+            raise PtxgenError(f"kernel {_short(kernel.name)} takes {len(names)} arguments, got "
+                              f"{len(args)}")
+        given = dict(zip(names, args))
+    out = {}
+    for k, p in enumerate(kernel.params):
+        v = given.get(p.name)
+        if p.pointer is not None or (p.type.bits == 64 and v is not None
+                                     and not np.isscalar(v)):
+            out[p.name] = SYNTHETIC_BASE + k * SYNTHETIC_STRIDE
+        elif isinstance(v, (int, float, np.generic)) and not isinstance(v, bool):
+            out[p.name] = v.item() if isinstance(v, np.generic) else v
+        else:
+            out[p.name] = None
+    return out
+
+
+def _short(name, n=40):
+    return name if len(name) <= n else name[:n - 3] + "..."
+
+
+def _param_name(kernel, names, key):
+    """A parameter named exactly, by its position ('0', '1' …), or by a unique '_KEY' suffix
+    (compilers mangle names: '…_param_0')."""
+    key = str(key)
+    if key in names:
+        return key
+    if key.isdigit() and int(key) < len(names):
+        return names[int(key)]
+    ends = [n for n in names if n.endswith("_" + key)]
+    if len(ends) == 1:
+        return ends[0]
+    listed = ", ".join(n if len(n) <= 24 else "…" + n[-20:] for n in names[:6])
+    listed += " …" if len(names) > 6 else ""
+    raise PtxgenError(f"kernel {_short(kernel.name)} has no parameter {key!r} (parameters, "
+                      f"also accepted by position 0..{len(names) - 1}: {listed or 'none'})")
+
+
+def _footprint_of(args):
+    if args is None:
+        return None
+    vals = args.values() if isinstance(args, dict) else args
+    arrays = [a for a in vals if isinstance(a, np.ndarray)]
+    return sum(a.nbytes for a in arrays) if arrays else None
+
+
+def _symbols(kernel, module):
+    syms, shared = {}, 0
+    for v in list(module.vars if module else []) + list(kernel.vars):
+        if v.space == "shared":
+            al = max(v.align, 1)
+            shared = -(-shared // al) * al
+            syms[v.name] = shared
+            shared += v.nbytes
+        else:
+            syms[v.name] = SYNTHETIC_BASE - (len(syms) + 1) * SYNTHETIC_STRIDE
+    return syms
+
+
+def _registers(module, kernel, arch, warnings):
+    from ..emit import emit_module
+    from ..toolchain import ToolchainError, assemble
+    try:
+        res = assemble(emit_module(module, arch), arch).resources
+        return res[kernel.name].registers
+    except (ToolchainError, KeyError) as e:
+        warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed 32 — pass "
+                                 f"registers= / --regs")
+        return 32
+
+
+def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table):
+    """Special registers of the first and last thread of one warp of one CTA."""
+    gx, gy, gz = grid
+    bx, by, bz = block
+    threads = bx * by * bz
+    cx, cy, cz = cta_id % gx, (cta_id // gx) % gy, cta_id // (gx * gy)
+    first = warp * warp_size
+    specs = []
+    for t in sorted({first, min(first + warp_size - 1, threads - 1)}):
+        specs.append({
+            "tid.x": t % bx, "tid.y": (t // bx) % by, "tid.z": t // (bx * by),
+            "ntid.x": bx, "ntid.y": by, "ntid.z": bz,
+            "ctaid.x": cx, "ctaid.y": cy, "ctaid.z": cz,
+            "nctaid.x": gx, "nctaid.y": gy, "nctaid.z": gz,
+            "laneid": t - first, "warpid": warp, "nwarpid": table.header.max_warps_per_sm,
+            "smid": 0, "nsmid": sm_count, "gridid": 0,
+            "dynamic_smem_size": dyn_shared, "total_smem_size": dyn_shared,
+        })
+    return specs
+
+
+def _hot_loop(prog, pilot, sample):
+    """The outermost loop that runs more than `sample` iterations in one entry, or None."""
+    cands = [prog.loops[lid] for lid, n in pilot.loop_iters.items() if n > sample]
+    if not cands:
+        return None
+    return max(cands, key=lambda lp: (lp.end - lp.header, -lp.header))
+
+
+def _load_bytes(prog, trace):
+    nb = len(prog.blocks)
+    total = 0
+    for e in trace:
+        blk = prog.blocks[e % nb]
+        mask = e // nb
+        for i in range(blk.start, blk.end):
+            st = prog.instrs[i]
+            if st.kind == LDG and (st.guard_bit < 0 or not (mask >> st.guard_bit) & 1):
+                total += st.bytes
+    return total
+
+
+def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", module=None,
+             trip=None, level="auto", footprint=None, registers=None, sample=16,
+             trace_warps=8, budget=5_000_000):
+    """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
+
+    args: argument values (a list in parameter order or a dict by name; arrays or any object
+    stand for pointers); trip: iterations of every loop (overrides values); level: 'auto' or a
+    level every global load is served from; footprint: distinct bytes the launch touches (the
+    reuse model; defaults to the arrays' sizes when args has numpy arrays); registers: per
+    thread (default: ptxas's count).
+    """
+    t_start = time.perf_counter()
+    table = isamod.load(arch)
+    h = table.header
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    threads = block[0] * block[1] * block[2]
+    if threads > h.max_threads_per_block:
+        raise PtxgenError(f"block {block} has {threads} threads; {arch} allows "
+                          f"{h.max_threads_per_block}")
+    if trip is not None and (not isinstance(trip, int) or trip < 1):
+        raise PtxgenError(f"trip must be a positive integer, got {trip!r}")
+    if not (isinstance(sample, int) and sample >= 4):
+        raise PtxgenError(f"sample must be an integer >= 4, got {sample!r}")
+    if module is None:
+        module = Module(target=arch, kernels=[kernel])
+    warnings = {}
+    prog = compile_kernel(kernel, table)
+    regs = registers if registers is not None else _registers(module, kernel, arch, warnings)
+    smem = kernel.static_shared_bytes + int(shared_bytes)
+    from ..analysis.occupancy import occupancy
+    occ = occupancy(threads, int(regs), smem, arch)
+    per_sm = occ.active_blocks_per_sm
+    if per_sm < 1:
+        raise PtxgenError(f"kernel {kernel.name} does not fit on an SM of {arch} "
+                          f"({threads} threads, {regs} registers, {smem} B shared; limited by "
+                          f"{occ.limiter})")
+    env = Env(_param_values(kernel, args), _symbols(kernel, module))
+    plan = PathPlan(prog, env)
+    S, ws = h.sm_count, h.warp_size
+    n_ctas = grid[0] * grid[1] * grid[2]
+    warps_per_cta = -(-threads // ws)
+    full, rem = divmod(n_ctas, S * per_sm)
+    if footprint is None:
+        footprint = _footprint_of(args)
+
+    waves = []
+    if full:
+        waves.append(("full", full, [k * S for k in range(per_sm)], S))
+    if rem:
+        base = full * S * per_sm
+        waves.append(("tail", 1, [base + k * S for k in range(-(-rem // S))], min(S, rem)))
+
+    def specs(cta, w):
+        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table)
+
+    pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget, warnings=warnings)
+    hot = _hot_loop(prog, pilot, sample)
+    requested = _load_bytes(prog, pilot.trace) * warps_per_cta * n_ctas
+    dram_fraction = 1.0
+    if footprint is not None and requested > 0:
+        dram_fraction = min(1.0, footprint / requested)
+
+    results = []
+    steps = pilot.steps
+    for name, count, cta_ids, active in waves:
+        def run(cap):
+            nonlocal steps
+            traces, skipped = [], []
+            for c in cta_ids:
+                row = []
+                for w in range(warps_per_cta):
+                    p = follow(plan, specs(c, w), trip=trip, cap=cap,
+                               hot_loop=hot.id if hot else None, budget=budget,
+                               warnings=warnings)
+                    steps += p.steps
+                    row.append(p.trace)
+                    skipped.append(p.skipped)
+                traces.append(row)
+            mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction))
+            sm = run_sm(prog, traces, table, mem, trace_warps=trace_warps if not results else 0)
+            return sm, max(skipped, default=0)
+
+        big = run(sample)
+        small = run(sample // 2) if hot is not None and big[1] else None
+        results.append(_extrapolate(name, count, len(cta_ids), active, big, small))
+
+    return SimReport.build(
+        kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
+        shared=smem, occupancy=occ, waves=results, n_ctas=n_ctas, dram_fraction=dram_fraction,
+        footprint=footprint, requested=requested, level=level,
+        hot=(hot.header, hot.line) if hot else None, sample=sample,
+        warnings=list(warnings.values()), wall_s=time.perf_counter() - t_start,
+        path_steps=steps, trace_events=results[0].events if results else [])
+
+
+def _extrapolate(name, count, ctas, active, big, small):
+    """One wave's counters with the sampled-out loop iterations added back.
+
+    `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
+    `sample // 2` iterations of the sampled loop. Their difference is what the extra iterations
+    cost (every interaction between warps included), so each counter is extended linearly by the
+    iterations `big` left out."""
+    sm, skipped = big
+    scale, period = 0.0, 0.0
+    if small is not None and small[1] > skipped:
+        scale = skipped / (small[1] - skipped)
+        period = (sm.cycles - small[0].cycles) / (small[1] - skipped)
+
+    def ext(a, b):
+        return a + (a - b) * scale
+
+    lo = small[0] if small is not None else sm
+    return WaveResult(
+        name=name, count=count, ctas=ctas, active_sms=active,
+        cycles=ext(sm.cycles, lo.cycles), sampled_cycles=sm.cycles, period=period,
+        skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
+        unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
+        stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},
+        warp_cycles=ext(sm.warp_cycles, lo.warp_cycles),
+        loads={k: ext(v, lo.loads[k]) for k, v in sm.loads.items()},
+        bytes={k: ext(v, lo.bytes[k]) for k, v in sm.bytes.items()}, events=sm.events)
+
+
+def simulate_operator(op, shape, arch="sm_90", **kw):
+    """simulate() for a library operator: its IR, launch and argument values."""
+    module = op.build(shape, arch)
+    kernel = module.kernel(op.kernel_name())
+    cfg = op.launch(shape, isamod.load(arch).header.sm_count)
+    args = op.kernel_args(shape, _Placeholders(op))
+    kw.setdefault("footprint", op.bytes_moved(shape) or None)
+    return simulate(kernel, cfg.grid, cfg.block, args=args, shared_bytes=cfg.shared_bytes,
+                    arch=arch, module=module, **kw)
+
+
+class _Placeholders(dict):
+    """Stands for an operator's arrays: pointer arguments only need to exist."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def __missing__(self, key):
+        return _Buffer(key)
+
+
+class _Buffer:
+    def __init__(self, name):
+        self.name = name
+
+
+STALL_REASONS = STALLS

@@ -1,0 +1,109 @@
+"""The memory side of one SM: bandwidth servers per level and the choice of level for global
+loads.
+
+A level is a FIFO server of bytes: a request waits until the level's per-SM share of bandwidth
+has delivered everything asked before it (each request holds it for bytes/rate cycles); its data
+arrive the level's latency after it starts, so a lone request sees exactly the latency a pointer
+chase measures, and a stream of them is limited to the bandwidth (a token bucket with a queue). Shared memory and L1 belong to the SM;
+L2 and DRAM bandwidth are shared by every SM that runs CTAs, so each gets 1/active_sms of it.
+
+Which level serves a global load is a reuse model: when a launch asks for R bytes of global
+loads in total and touches F distinct bytes (its footprint), at best F of them come from DRAM
+(first touches) and the rest hit L2, so a fraction min(1, F/R) of the loads goes to DRAM.
+Without a footprint every load is a first touch (streaming). `level="L1"|"L2"|"DRAM"` forces one.
+Stores are written back to DRAM (to L2 when a level is forced on chip), so they draw that
+bandwidth and no register waits on them.
+"""
+from dataclasses import dataclass, field
+
+from ..errors import PtxgenError
+
+LEVELS = ("L1", "L2", "DRAM")
+
+
+class Server:
+    """Bytes through a level at `rate` bytes per cycle, first come first served."""
+
+    __slots__ = ("rate", "free", "busy", "bytes")
+
+    def __init__(self, rate):
+        self.rate = rate
+        self.free = 0.0
+        self.busy = 0.0
+        self.bytes = 0
+
+    def request(self, t, nbytes):
+        """The cycle at which a request made at t starts being served (its data arrive one
+        latency later: a lone request sees exactly the measured latency)."""
+        start = self.free if self.free > t else t
+        dur = nbytes / self.rate
+        self.free = start + dur
+        self.busy += dur
+        self.bytes += nbytes
+        return start
+
+
+@dataclass
+class MemoryConfig:
+    """Per-SM rates (bytes/cycle) and latencies (cycles) of each level, and the level mix."""
+    rates: dict
+    latencies: dict
+    dram_fraction: float = 1.0          # global loads served by DRAM; the rest by L2
+    forced: str = None                  # a level every global load goes to
+    notes: list = field(default_factory=list)
+
+
+def memory_config(table, active_sms, level="auto", dram_fraction=1.0):
+    h = table.header
+    clock_hz = h.clock_mhz * 1e6
+    rates, lat = {}, {}
+    for name, m in table.memory.items():
+        # SHARED and L1 are per SM; L2 and DRAM are split among the SMs that work
+        share = h.sm_count if name in ("SHARED", "L1") else max(1, min(active_sms, h.sm_count))
+        rates[name] = m.bandwidth_gbs * 1e9 / share / clock_hz
+        lat[name] = m.latency
+    if level not in ("auto",) + LEVELS:
+        raise PtxgenError(f"unknown memory level {level!r}; choose auto, {', '.join(LEVELS)}")
+    return MemoryConfig(rates, lat, min(1.0, max(0.0, dram_fraction)),
+                        None if level == "auto" else level)
+
+
+class SmMemory:
+    """The servers of one simulated SM."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.servers = {k: Server(r) for k, r in cfg.rates.items()}
+        self._acc = 0.0
+        self.loads = {k: 0 for k in LEVELS}
+
+    def global_level(self):
+        """Level of the next global load: forced, or DRAM for a dram_fraction of them,
+        spread evenly (an error-diffusion counter, so runs are deterministic)."""
+        if self.cfg.forced:
+            return self.cfg.forced
+        self._acc += self.cfg.dram_fraction
+        if self._acc >= 1.0 - 1e-12:
+            self._acc -= 1.0
+            return "DRAM"
+        return "L2"
+
+    def load_global(self, t, nbytes):
+        """Cycle at which a warp's global load issued at t delivers its registers."""
+        level = self.global_level()
+        self.loads[level] += 1
+        done = self.servers[level].request(t, nbytes)
+        if level == "DRAM":
+            # the line also passes through L2 on its way to the SM
+            done = max(done, self.servers["L2"].request(t, nbytes))
+        return done + self.cfg.latencies[level]
+
+    def store_global(self, t, nbytes):
+        # written lines leave through DRAM, unless the user says the data stay on chip
+        self.servers["L2" if self.cfg.forced in ("L1", "L2") else "DRAM"].request(t, nbytes)
+
+    def atomic(self, t, nbytes, latency):
+        return self.servers["L2"].request(t, nbytes) + latency
+
+    def shared(self, t, nbytes, latency):
+        return self.servers["SHARED"].request(t, nbytes) + latency

@@ -1,0 +1,190 @@
+"""A kernel compiled for simulation: flat instructions with their costs, basic blocks, loops,
+and the slice of instructions that decide control flow.
+
+Everything the event loop touches per dynamic instruction is precomputed here into plain tuples
+and ints, because that loop runs hundreds of thousands of times per simulation.
+"""
+from dataclasses import dataclass, field
+
+from ..errors import PtxgenError
+from ..ir.instr import Instr, Label
+
+# Kinds of instructions for the timing model.
+ALU, LDG, STG, LDS, STS, FIXED, ATOM, BAR, BRANCH, EXIT = range(10)
+KIND_NAMES = ("alu", "ldg", "stg", "lds", "sts", "fixed", "atom", "bar", "branch", "exit")
+
+
+@dataclass
+class StaticInstr:
+    index: int
+    instr: Instr
+    text: str
+    kind: int
+    uses: tuple                 # register ids read (guard included)
+    defs: tuple                 # register ids written
+    unit: int                   # index into Program.units
+    latency: float
+    interval: float
+    bytes: int = 0              # bytes one warp moves (memory kinds)
+    guard_bit: int = -1         # position among its block's guarded memory instructions
+    guard_id: int = -1          # register id of the guard predicate
+
+
+@dataclass
+class Block:
+    id: int
+    start: int                  # first instruction index
+    end: int                    # one past the last
+    guarded: list = field(default_factory=list)   # indices of guarded memory instructions
+
+
+@dataclass
+class Loop:
+    id: int
+    header: int                 # instruction index of the first instruction of the loop
+    end: int                    # index of the last back-edge branch
+    line: int = 0
+
+    def contains(self, i):
+        return self.header <= i <= self.end
+
+
+@dataclass
+class Program:
+    kernel: object
+    instrs: list                # StaticInstr, in order
+    blocks: list
+    block_of: list              # instruction index → block id
+    loops: list
+    loop_of: list               # instruction index → innermost loop id or -1
+    units: list                 # unit names (index = StaticInstr.unit)
+    nregs: int
+    reg_index: dict             # Reg → id
+    slice: set                  # instruction indices the control-flow interpreter runs
+    targets: dict               # branch instruction index → target instruction index
+
+
+def _kind(ins):
+    op, space = ins.opcode, ins.space
+    if op in ("ld", "ldu"):
+        return {"global": LDG, "generic": LDG, "shared": LDS}.get(space, FIXED)
+    if op == "ldmatrix":
+        return LDS
+    if op == "st":
+        return {"global": STG, "generic": STG, "shared": STS}.get(space, FIXED)
+    if op == "stmatrix":
+        return STS
+    if op in ("atom", "red"):
+        return ATOM if space in ("global", "generic") else FIXED
+    if ins.is_barrier and (not ins.mods or ins.mods[0] in ("sync", "red")):
+        return BAR
+    if op in ("bra", "brx"):
+        return BRANCH
+    if op in ("ret", "exit", "trap"):
+        return EXIT
+    if op in ("cp", "prefetch", "prefetchu", "membar", "fence") or ins.cls.endswith("memory"):
+        return FIXED
+    return ALU
+
+
+def _access_bytes(ins, warp_size):
+    t = ins.type
+    size = t.nbytes if t is not None else 4
+    return warp_size * size * ins.vector_width
+
+
+def compile_kernel(kernel, table):
+    """Program of `kernel` costed with the isa table."""
+    instrs, label_at = [], {}
+    for s in kernel.body:
+        if isinstance(s, Label):
+            label_at[s.name] = len(instrs)
+        elif isinstance(s, Instr):
+            instrs.append(s)
+    if not instrs:
+        raise PtxgenError(f"kernel {kernel.name} has no instructions to simulate")
+    n = len(instrs)
+    reg_index = {}
+
+    def rid(r):
+        if r not in reg_index:
+            reg_index[r] = len(reg_index)
+        return reg_index[r]
+
+    units = list(table.units)
+    warp = table.header.warp_size
+    statics, targets = [], {}
+    for i, ins in enumerate(instrs):
+        info = table.op_for(ins)
+        kind = _kind(ins)
+        st = StaticInstr(i, ins, str(ins), kind, tuple(rid(r) for r in ins.uses()),
+                         tuple(rid(r) for r in ins.defs()), units.index(info.unit),
+                         float(info.latency), float(info.issue_interval))
+        if ins.guard is not None:
+            st.guard_id = rid(ins.guard)
+        if kind in (LDG, STG, LDS, STS, ATOM):
+            st.bytes = _access_bytes(ins, warp)
+        if kind == BRANCH:
+            name = ins.operands[0].name if ins.operands else None
+            if name not in label_at:
+                raise PtxgenError(f"kernel {kernel.name}: branch `{ins}` targets no label")
+            targets[i] = label_at[name]
+        statics.append(st)
+
+    # basic blocks: leaders are the entry, branch targets (labels) and fall-throughs
+    leaders = {0} | {t for t in label_at.values() if t < n}
+    for i, st in enumerate(statics):
+        if st.kind in (BRANCH, EXIT) and i + 1 < n:
+            leaders.add(i + 1)
+    starts = sorted(leaders)
+    blocks, block_of = [], [0] * n
+    for b, s in enumerate(starts):
+        e = starts[b + 1] if b + 1 < len(starts) else n
+        blk = Block(b, s, e)
+        for i in range(s, e):
+            block_of[i] = b
+            st = statics[i]
+            if st.instr.guard is not None and st.kind in (LDG, STG, LDS, STS, ATOM, FIXED):
+                st.guard_bit = len(blk.guarded)
+                blk.guarded.append(i)
+        blocks.append(blk)
+
+    # loops: a branch to an earlier (or the same) position closes one; back-edges to one header
+    # form a single loop
+    heads = {}
+    for i, t in targets.items():
+        if t <= i:
+            heads[t] = max(heads.get(t, i), i)
+    loops = [Loop(k, h, e, instrs[h].line) for k, (h, e) in enumerate(sorted(heads.items()))]
+    loop_of = [-1] * n
+    for lp in sorted(loops, key=lambda lp: lp.end - lp.header, reverse=True):
+        for i in range(lp.header, lp.end + 1):
+            loop_of[i] = lp.id          # narrower loops overwrite: innermost wins
+
+    return Program(kernel, statics, blocks, block_of, loops, loop_of, units, len(reg_index),
+                   reg_index, _control_slice(statics, instrs, reg_index), targets)
+
+
+def _control_slice(statics, instrs, reg_index):
+    """Instructions whose results reach a branch condition or a memory instruction's guard."""
+    needed = set()
+    for st in statics:
+        ins = st.instr
+        if ins.guard is not None and st.kind in (BRANCH, LDG, STG, LDS, STS, ATOM, FIXED, BAR,
+                                                 EXIT):
+            needed.add(reg_index[ins.guard])
+    by_def = {}
+    for st in statics:
+        for d in st.defs:
+            by_def.setdefault(d, []).append(st.index)
+    chosen, work = set(), list(needed)
+    while work:
+        r = work.pop()
+        for i in by_def.get(r, ()):
+            if i not in chosen:
+                chosen.add(i)
+                for u in statics[i].uses:
+                    if u not in needed:
+                        needed.add(u)
+                        work.append(u)
+    return chosen

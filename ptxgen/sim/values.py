@@ -1,0 +1,243 @@
+"""Evaluators of single instructions on known scalar values, for following control flow.
+
+Only what loop counters, bounds checks and guards are made of is understood: integer and
+predicate arithmetic, comparisons, selects, conversions, moves, parameter loads, and float
+arithmetic well enough for float-controlled loops. Anything else yields None ("unknown"), which
+the path interpreter treats by its documented defaults. Each evaluator is a closure built once
+per static instruction: `fn(vals, spec)` updates the register value list `vals` of one lane.
+"""
+import math
+
+from ..ir import types as T
+from ..ir.values import Addr, Imm, PredPair, Reg, Special, Sym, Vec
+
+
+def convert(v, t):
+    """v read as a value of type t (ints wrap to width and signedness)."""
+    if v is None or t is None:
+        return v
+    if t.kind == "pred":
+        return bool(v)
+    if t.is_float:
+        try:
+            return float(v)
+        except (TypeError, ValueError, OverflowError):
+            return None
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return None
+        v = int(v)
+    v = int(v) & ((1 << t.bits) - 1)
+    if t.is_signed and v >> (t.bits - 1):
+        v -= 1 << t.bits
+    return v
+
+
+_CMP = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b,
+    "hi": lambda a, b: a > b, "hs": lambda a, b: a >= b,
+    "equ": lambda a, b: a == b, "neu": lambda a, b: a != b,
+    "ltu": lambda a, b: a < b, "leu": lambda a, b: a <= b,
+    "gtu": lambda a, b: a > b, "geu": lambda a, b: a >= b,
+}
+_BOOL = {"and": lambda a, b: a and b, "or": lambda a, b: a or b, "xor": lambda a, b: a != b}
+
+
+def _unsigned(t):
+    return T.TYPES.get(f"u{t.bits}", t) if t is not None and t.is_int else t
+
+
+class Env:
+    """What operands that are not registers mean: parameter values and symbol addresses."""
+
+    def __init__(self, params, symbols):
+        self.params = params          # parameter name → value (None: unknown)
+        self.symbols = symbols        # variable name → synthetic address
+
+
+def _getter(o, t, reg_index, env):
+    """fn(vals, spec) → the operand's value read as type t."""
+    if isinstance(o, Reg):
+        r = reg_index[o]
+        return lambda vals, spec: convert(vals[r], t)
+    if isinstance(o, Imm):
+        c = convert(o.value, t)
+        return lambda vals, spec: c
+    if isinstance(o, Special):
+        name = o.name
+        return lambda vals, spec: convert(spec.get(name), t)
+    if isinstance(o, Sym):
+        c = convert(env.symbols.get(o.name, env.params.get(o.name)), t)
+        return lambda vals, spec: c
+    if isinstance(o, Addr):
+        base = _getter(o.base, T.u64, reg_index, env)
+        off = o.offset
+
+        def addr(vals, spec):
+            b = base(vals, spec)
+            return None if b is None else b + off
+        return addr
+    return lambda vals, spec: None
+
+
+def _param_load(ins, env):
+    a = ins.operands[1]
+    if isinstance(a, Addr) and isinstance(a.base, Sym) and a.offset == 0:
+        return convert(env.params.get(a.base.name), ins.type)
+    return None
+
+
+def _arith(op, mods, t):
+    """fn(*values) → value for the arithmetic opcodes; None when not understood."""
+    fl = t is not None and t.is_float
+    if op == "add":
+        return lambda a, b: a + b
+    if op == "sub":
+        return lambda a, b: a - b
+    if op == "mul":
+        if fl or "lo" in mods or "wide" in mods:
+            return lambda a, b: a * b
+        if "hi" in mods:
+            bits = t.bits
+            return lambda a, b: (a * b) >> bits
+    if op in ("mad", "fma"):
+        if fl or "lo" in mods or "wide" in mods:
+            return lambda a, b, c: a * b + c
+        if "hi" in mods:
+            bits = t.bits
+            return lambda a, b, c: ((a * b) >> bits) + c
+    if op == "div":
+        if fl:
+            return lambda a, b: a / b if b else None
+        return lambda a, b: (abs(a) // abs(b)) * (1 if (a >= 0) == (b >= 0) else -1) if b else None
+    if op == "rem":
+        return lambda a, b: (abs(a) % abs(b)) * (1 if a >= 0 else -1) if b and not fl else None
+    if op == "min":
+        return min
+    if op == "max":
+        return max
+    if op == "neg":
+        return lambda a: -a
+    if op == "abs":
+        return abs
+    if op in ("and", "or", "xor"):
+        if t is not None and t.kind == "pred":
+            return _BOOL[op]
+        return {"and": lambda a, b: a & b, "or": lambda a, b: a | b,
+                "xor": lambda a, b: a ^ b}[op]
+    if op == "not":
+        return (lambda a: not a) if t is not None and t.kind == "pred" else (lambda a: ~a)
+    if op == "shl":
+        return lambda a, b: a << min(b, 64)
+    if op == "shr":
+        return lambda a, b: a >> min(b, 64)
+    return None
+
+
+def evaluator(st, reg_index, env):
+    """fn(vals, spec) that applies st's instruction to one lane's values (or None when the
+    instruction defines nothing we track)."""
+    ins = st.instr
+    op, mods, t = ins.opcode, ins.mods, ins.type
+    defs = st.defs
+    if not defs:
+        return None
+    dst_t = ins.dests[0].type if ins.dests and isinstance(ins.dests[0], Reg) else t
+    srcs = ins.sources
+    compute = None
+    if op == "ld" and ins.space == "param":
+        c = _param_load(ins, env)
+        compute = lambda vals, spec: (c,)
+    elif op in ("mov", "cvta") and len(srcs) == 1 and not isinstance(ins.dests[0], Vec):
+        g = _getter(srcs[0], dst_t, reg_index, env)
+        compute = lambda vals, spec: (g(vals, spec),)
+    elif op == "cvt" and len(srcs) == 1:
+        src_t = ins.types[-1] if ins.types else t
+        g = _getter(srcs[0], src_t, reg_index, env)
+        to = ins.types[0] if ins.types else t
+        rnd = {"rzi": math.trunc, "rni": round, "rmi": math.floor, "rpi": math.ceil}
+        f = next((rnd[m] for m in mods if m in rnd), None)
+
+        def compute(vals, spec):
+            v = g(vals, spec)
+            if v is None:
+                return (None,)
+            if to.is_int and isinstance(v, float):
+                if math.isnan(v) or math.isinf(v):
+                    return (None,)
+                v = (f or math.trunc)(v)
+            return (convert(v, to),)
+    elif op == "setp" and len(srcs) >= 2:
+        cmp = next((_CMP[m] for m in mods if m in _CMP), None)
+        comb = next((_BOOL[m] for m in mods if m in _BOOL), None)
+        ct = _unsigned(t) if any(m in ("lo", "ls", "hi", "hs") for m in mods) else t
+        a, b = (_getter(o, ct, reg_index, env) for o in srcs[:2])
+        c = _getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
+        pair = isinstance(ins.dests[0], PredPair)
+
+        def compute(vals, spec):
+            x, y = a(vals, spec), b(vals, spec)
+            r = None if cmp is None or x is None or y is None else bool(cmp(x, y))
+            if c is not None:
+                z = c(vals, spec)
+                r = None if comb is None or r is None or z is None else bool(comb(r, z))
+            if pair:
+                return (r, None if r is None else not r)
+            return (r,)
+    elif op == "selp" and len(srcs) == 3:
+        a, b = (_getter(o, t, reg_index, env) for o in srcs[:2])
+        p = _getter(srcs[2], T.pred, reg_index, env)
+
+        def compute(vals, spec):
+            c = p(vals, spec)
+            return (None if c is None else (a(vals, spec) if c else b(vals, spec)),)
+    else:
+        f = _arith(op, mods, t)
+        if f is not None and not isinstance(ins.dests[0], (Vec, PredPair)):
+            wide = "wide" in mods
+            ts = [t] * len(srcs)
+            if op in ("shl", "shr") and len(srcs) == 2:
+                ts[1] = T.u32
+            if op == "mad" and wide and len(srcs) == 3:
+                ts[2] = dst_t
+            getters = [_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
+
+            def compute(vals, spec):
+                xs = [g(vals, spec) for g in getters]
+                if any(x is None for x in xs):
+                    return (None,)
+                try:
+                    return (convert(f(*xs), dst_t),)
+                except (ArithmeticError, ValueError, TypeError):
+                    return (None,)
+
+    if compute is None:
+        def compute(vals, spec):
+            return (None,) * len(defs)
+
+    if ins.guard is None:
+        if len(defs) == 1:
+            d0 = defs[0]
+
+            def fn(vals, spec):
+                vals[d0] = compute(vals, spec)[0]
+            return fn
+
+        def fn(vals, spec):
+            for d, v in zip(defs, compute(vals, spec)):
+                vals[d] = v
+        return fn
+    g = reg_index[ins.guard]
+    neg = ins.guard_negated
+
+    def guarded(vals, spec):
+        c = vals[g]
+        if c is not None and bool(c) == neg:
+            return                          # guard false: the old values stay
+        new = compute(vals, spec)
+        for d, v in zip(defs, new):
+            vals[d] = v if c is not None or v == vals[d] else None
+    return guarded
