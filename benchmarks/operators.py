@@ -21,7 +21,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 from ptxgen import emit_module  # noqa: E402
 from ptxgen.ir.verify import verify_module  # noqa: E402
@@ -49,7 +51,7 @@ VARIANTS = {
             ("v2", Add(vec=2))],
     "scale": [("chunks=4", Scale(chunks=4)), ("v1", Scale(vec=1))],
     "transpose": [("pad=0 (bank conflicts)", Transpose(pad=0)),
-                  ("block_rows=4", Transpose(block_rows=4)), ("tile=64", Transpose(tile=64))],
+                  ("block_rows=8", Transpose(block_rows=8)), ("tile=64", Transpose(tile=64))],
     "row_reduce": [("unroll=4", RowReduce("sum", unroll=4)),
                    ("threads=512", RowReduce("sum", threads=512)),
                    ("cache=cs", RowReduce("sum", cache="cs"))],

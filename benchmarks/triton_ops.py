@@ -43,8 +43,8 @@ if triton is not None:
         tl.store(out + offs, s * tl.load(x + offs, mask=m), mask=m)
 
     @triton.autotune(configs=[triton.Config({"BM": bm, "BN": bn}, num_warps=w)
-                              for bm, bn, w in ((32, 32, 4), (64, 64, 4), (64, 64, 8),
-                                                (128, 32, 4))], key=["M", "N"])
+                              for bm, bn, w in ((32, 32, 4), (64, 64, 4), (64, 64, 8))],
+                     key=["M", "N"])
     @triton.jit
     def transpose_kernel(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
         rm = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -54,7 +54,7 @@ if triton is not None:
         tl.store(out + rn[:, None].to(tl.int64) * M + rm[None, :], tl.trans(t),
                  mask=tl.trans(m))
 
-    _RED = _cfgs(((1024, 4), (2048, 8), (4096, 8), (1024, 8)))
+    _RED = _cfgs(((1024, 4), (2048, 8), (4096, 8)))
 
     @triton.autotune(configs=_RED, key=["N"])
     @triton.jit

@@ -26,7 +26,7 @@ ASSEMBLE = [
     (Add(vec=2, chunks=1), [{"n": 37}]), (Scale(), [{"n": 1 << 28}, {"n": 37}]),
     (Scale(vec=1, chunks=4), [{"n": 37}]),
     (Transpose(), [{"M": 8192, "N": 8192}, {"M": 8191, "N": 8193}]),
-    (Transpose(pad=0), [{"M": 37, "N": 37}]), (Transpose(block_rows=4), [{"M": 37, "N": 37}]),
+    (Transpose(pad=0), [{"M": 37, "N": 37}]), (Transpose(block_rows=8), [{"M": 37, "N": 37}]),
     (Transpose(tile=64), [{"M": 37, "N": 37}]),
     (RowReduce("sum"), [{"M": 16384, "N": 8192}, {"M": 8192, "N": 1000}, {"M": 37, "N": 37}]),
     (RowReduce("max"), [{"M": 16384, "N": 8192}, {"M": 8192, "N": 1000}]),
@@ -113,7 +113,7 @@ def test_poisoned_output_fails_the_check():
 EMULATE = [
     (Add(), {"n": 1003}), (Add(), {"n": 3}), (Add(vec=2, chunks=3), {"n": 2001}),
     (Add(vec=1), {"n": 77}), (Scale(), {"n": 4099}), (Scale(vec=2), {"n": 5}),
-    (Transpose(), {"M": 37, "N": 70}), (Transpose(), {"M": 1, "N": 33}),
+    (Transpose(), {"M": 37, "N": 70}), (Transpose(), {"M": 1, "N": 33}), (Transpose(block_rows=8), {"M": 40, "N": 9}),
     (Transpose(pad=0), {"M": 33, "N": 31}), (Transpose(tile=64, block_rows=4), {"M": 65, "N": 130}),
     # warp plan with rows that start misaligned (N % 4 != 0) and a partial last CTA
     (RowReduce("sum"), {"M": 11, "N": 301}), (RowReduce("max"), {"M": 9, "N": 3}),
