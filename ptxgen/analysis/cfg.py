@@ -219,7 +219,9 @@ def build_cfg(kernel):
             n += 1
             if s.is_terminator:
                 cur = None
-    if pending:                       # labels after the last instruction: an empty exit block
+    targeted = {o.name for b in blocks for i in b.instrs if i.is_branch for o in i.operands
+                if isinstance(o, LabelRef)}
+    if targeted.intersection(pending):   # a branch to the end of the body: an empty exit block
         b = Block(len(blocks), pending, [], n)
         for name in pending:
             label_block[name] = b.index
