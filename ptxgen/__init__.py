@@ -5,8 +5,8 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["emit_module", "parse_ptx", "analyze", "PtxgenError", "ParseError", "VerifyError",
-           "ToolchainError", "LaunchError", "EmulationError", "__version__"]
+__all__ = ["emit_module", "parse_ptx", "analyze", "emulate", "PtxgenError", "ParseError",
+           "VerifyError", "ToolchainError", "LaunchError", "EmulationError", "__version__"]
 
 
 def __getattr__(name):
@@ -17,4 +17,7 @@ def __getattr__(name):
     if name == "analyze":
         from .analysis import analyze
         return analyze
+    if name == "emulate":
+        from .emu import emulate
+        return emulate
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")

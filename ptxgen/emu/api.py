@@ -1,0 +1,234 @@
+"""`emulate(...)`: run a kernel of a Module (or PTX text) on the CPU.
+
+Arguments follow the kernel's parameter list: numpy arrays for pointers (placed in emulated
+global memory and written back in place), numpy scalars typed like the parameters for the rest.
+"""
+import hashlib
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import EmulationError, LaunchError, PtxgenError
+from ..ir.instr import Instr
+from ..ir.module import Module
+from .executor import Batch, Launch
+from .memory import GlobalMemory, Region, var_image
+from .program import Program
+from .values import STORAGE
+
+CHECK_MODES = ("error", "warn", "off")
+# Lanes per batch: enough that numpy's per-call overhead is amortised, small enough that the
+# register file (one array per register) stays in cache-friendly sizes.
+LANES_PER_BATCH = 16384
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
+
+
+@dataclass
+class EmulationResult:
+    kernel: str
+    grid: tuple
+    block: tuple
+    ctas: int
+    steps: int                        # instructions executed, counted once per lane group
+    seconds: float
+    findings: list = field(default_factory=list)   # check='warn' reports
+
+
+_programs = weakref.WeakKeyDictionary()
+_parsed = {}
+
+
+def _module(ptx_or_module):
+    if isinstance(ptx_or_module, Module):
+        return ptx_or_module
+    if isinstance(ptx_or_module, (str, bytes)):
+        text = ptx_or_module.decode() if isinstance(ptx_or_module, bytes) else ptx_or_module
+        key = hashlib.sha1(text.encode()).hexdigest()
+        m = _parsed.get(key)
+        if m is None:
+            from ..parse import parse_ptx
+            m = parse_ptx(text)
+            if len(_parsed) > 32:
+                _parsed.clear()
+            _parsed[key] = m
+        return m
+    raise PtxgenError(f"emulate() takes a Module or PTX text, not {type(ptx_or_module).__name__}")
+
+
+def _fingerprint(module, kernel):
+    body = tuple((s.opcode, s.mods, s.operands, id(s.guard), s.guard_negated)
+                 if isinstance(s, Instr) else id(s) for s in kernel.body)
+    vars_ = tuple((v.name, v.space, v.type.name, v.count, v.init, v.extern)
+                  for v in list(kernel.vars) + list(module.vars))
+    return hash((body, vars_, tuple(kernel.params), len(kernel.regs)))
+
+
+def compile_kernel(module, kernel_name):
+    """The compiled Program of a kernel (cached while the kernel is unchanged)."""
+    kernel = module.kernel(kernel_name)
+    fp = _fingerprint(module, kernel)
+    hit = _programs.get(kernel)
+    if hit is not None and hit[0] == fp:
+        return hit[1]
+    prog = Program(module, kernel)
+    _programs[kernel] = (fp, prog)
+    return prog
+
+
+def _dims(v, what, kernel):
+    if isinstance(v, (int, np.integer)):
+        v = (int(v),)
+    try:
+        t = tuple(int(x) for x in v)
+    except TypeError:
+        raise PtxgenError(f"kernel {kernel}: {what} must be an int or a tuple of up to 3 ints, "
+                          f"got {v!r}") from None
+    if not 1 <= len(t) <= 3:
+        raise PtxgenError(f"kernel {kernel}: {what} must have 1 to 3 dimensions, got {v!r}")
+    t = t + (1,) * (3 - len(t))
+    if any(d <= 0 for d in t):
+        raise PtxgenError(f"kernel {kernel}: {what} {t} must be positive")
+    return t
+
+
+def _check_launch(kernel, grid, block):
+    name = kernel.name
+    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
+        raise LaunchError(f"kernel {name}: block {block} has more than {MAX_THREADS_PER_BLOCK} "
+                          f"threads")
+    for d, lim, what in zip(block, MAX_BLOCK_DIM, "xyz"):
+        if d > lim:
+            raise LaunchError(f"kernel {name}: block.{what}={d} exceeds {lim}")
+    for d, lim, what in zip(grid, MAX_GRID_DIM, "xyz"):
+        if d > lim:
+            raise LaunchError(f"kernel {name}: grid.{what}={d} exceeds {lim}")
+    for d in kernel.directives:
+        words = d.replace(",", " ").split()
+        if not words or words[0] not in (".reqntid", ".maxntid"):
+            continue
+        dims = tuple(int(x) for x in words[1:]) + (1,) * (4 - len(words))
+        if words[0] == ".reqntid" and dims != block:
+            raise LaunchError(f"kernel {name}: declared {d.strip()} but launched with block "
+                              f"{block}")
+        if words[0] == ".maxntid" and block[0] * block[1] * block[2] > \
+                dims[0] * dims[1] * dims[2]:
+            raise LaunchError(f"kernel {name}: declared {d.strip()} but launched with block "
+                              f"{block}")
+
+
+def _pack_params(prog, args, gmem):
+    kernel = prog.kernel
+    params = kernel.params
+    if len(args) != len(params):
+        raise PtxgenError(f"kernel {kernel.name} takes {len(params)} arguments "
+                          f"({', '.join(p.name for p in params) or 'none'}), got {len(args)}")
+    region = Region(0, np.zeros(max(prog.param_size, 1), np.uint8), "param space")
+    region.size = prog.param_size
+    buf = region.buf
+    for p, a in zip(params, args):
+        off = prog.params[p.name][0]
+        if p.array:
+            data = _bytes_arg(kernel.name, p, a)
+            buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
+            continue
+        want = STORAGE.get(p.type.name)
+        if isinstance(a, np.ndarray) and a.ndim > 0:
+            if p.type.bits != 64 or p.type.kind not in ("uint", "bits", "sint"):
+                raise PtxgenError(f"kernel {kernel.name}: parameter {p.name} is .{p.type}; an "
+                                  f"array can only be passed for a 64-bit pointer parameter")
+            addr = gmem.place_array(a, p.name)
+            buf[off:off + 8] = np.frombuffer(np.uint64(addr).tobytes(), np.uint8)
+            continue
+        if isinstance(a, np.ndarray):          # 0-d array: its scalar
+            a = a[()]
+        ok = isinstance(a, np.generic) and (a.dtype == want or (
+            p.type.kind == "bits" and a.dtype.kind in "uif" and a.dtype.itemsize * 8 ==
+            p.type.bits))
+        if not ok:
+            got = f"numpy {a.dtype}" if isinstance(a, np.generic) else type(a).__name__
+            hint = f"np.{want}(...)" if want is not None else "a numpy scalar"
+            if p.pointer is not None or (p.type.bits == 64 and p.type.kind != "float"):
+                hint += " or a numpy array"
+            raise PtxgenError(f"kernel {kernel.name}: parameter {p.name} is .{p.type}; pass "
+                              f"{hint}, got {got}")
+        data = np.asarray(a).tobytes()
+        buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
+    return region
+
+
+def _bytes_arg(kname, p, a):
+    if isinstance(a, (bytes, bytearray)):
+        data = bytes(a)
+    elif isinstance(a, (np.ndarray, np.generic)):
+        data = np.asarray(a).tobytes()
+    else:
+        raise PtxgenError(f"kernel {kname}: parameter {p.name} is a {p.nbytes}-byte "
+                          f"aggregate; pass bytes or a numpy array, got {type(a).__name__}")
+    if len(data) != p.nbytes:
+        raise PtxgenError(f"kernel {kname}: parameter {p.name} has {p.nbytes} bytes, got "
+                          f"{len(data)}")
+    return data
+
+
+def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error"):
+    """Run kernel `kernel_name` on the CPU emulator with a grid of `grid` blocks of `block`
+    threads (ints or tuples of up to 3). Pointer parameters take numpy arrays (results are
+    written back into them), other parameters numpy scalars of the parameter's type.
+
+    check: 'error' raises EmulationError on the first out-of-bounds or misaligned access,
+    uninitialized shared-memory read or shared-memory race; 'warn' issues EmulationWarning
+    instead (once per instruction and kind), skips invalid accesses and goes on; 'off' skips
+    the shared-memory checks (invalid accesses still raise: there is nothing to emulate).
+    Returns an EmulationResult."""
+    if check not in CHECK_MODES:
+        raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
+    module = _module(ptx_or_module)
+    prog = compile_kernel(module, kernel_name)
+    kernel = prog.kernel
+    grid = _dims(grid, "grid", kernel.name)
+    block = _dims(block, "block", kernel.name)
+    _check_launch(kernel, grid, block)
+    if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+        raise PtxgenError(f"kernel {kernel.name}: shared_bytes must be a non-negative int")
+    t0 = time.perf_counter()
+    gmem = GlobalMemory()
+    global_addr = {}
+    for v in prog.global_vars:
+        buf = np.frombuffer(var_image(v, kernel.name), np.uint8).copy()
+        global_addr[v.name] = gmem.add(buf, v.name).start
+    params = _pack_params(prog, args, gmem)
+    const = Region(0, np.frombuffer(prog.const_image + bytes(16), np.uint8).copy(),
+                   "const space")
+    const.size = len(prog.const_image)
+    launch = Launch(prog, grid, block, gmem, params, const, global_addr, int(shared_bytes),
+                    check)
+    ncta = grid[0] * grid[1] * grid[2]
+    per_batch = max(1, LANES_PER_BATCH // launch.threads)
+    try:
+        with np.errstate(all="ignore"):
+            for first in range(0, ncta, per_batch):
+                ctas = np.arange(first, min(ncta, first + per_batch))
+                Batch(launch, ctas).run()
+    finally:
+        gmem.write_back()
+    return EmulationResult(kernel.name, grid, block, ncta, launch.steps,
+                           time.perf_counter() - t0, launch.findings)
+
+
+def numba_array_args(arr):
+    """The kernel arguments Numba's array ABI passes for one array: meminfo, parent, nitems,
+    itemsize, data, shape…, strides… (all 64-bit). The data pointer is the array itself, so the
+    emulator places it in global memory and writes results back into it."""
+    if not isinstance(arr, np.ndarray):
+        raise PtxgenError(f"numba_array_args takes a numpy array, got {type(arr).__name__}")
+    mask = (1 << 64) - 1
+    u64 = np.uint64
+    return ([u64(0), u64(0), u64(arr.size), u64(arr.itemsize), arr]
+            + [u64(s) for s in arr.shape] + [u64(s & mask) for s in arr.strides])
+
+
+__all__ = ["emulate", "numba_array_args", "EmulationResult", "compile_kernel", "EmulationError"]

@@ -1,0 +1,403 @@
+"""A kernel's body compiled once into a list of ops for the executor.
+
+Each register gets a slot in the batch's register list; labels become op indices; every operand
+becomes a small fetch function; every instruction becomes a closure `fn(state, mask)` from the
+semantics tables (alu, floats, convert, memops, warp). Control flow (bra, ret/exit, bar.sync)
+is not a closure: the executor handles it from the op's kind. An instruction the emulator cannot
+run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
+unsupported code on paths never taken still run.
+"""
+import re
+
+import numpy as np
+
+from ..errors import EmulationError
+from ..ir import types as T
+from ..ir.instr import Instr, Label, Verbatim
+from ..ir.values import Addr, Imm, LabelRef, Raw, Reg, Special, Sym, Vec
+from . import memory
+from .values import STORAGE, const, convert, storage
+
+NORMAL, BRANCH, BARRIER, EXIT = range(4)
+_CALL_PARAM = re.compile(r"\.param\b[^;]*?([A-Za-z_$][\w$]*)\s*(?:\[\d*\])?\s*;$")
+
+# Opcodes that change nothing the emulator models (ordering and hints).
+NO_OPS = frozenset({"membar", "fence", "prefetch", "prefetchu", "brkpt", "nanosleep",
+                    "pmevent", "griddepcontrol", "discard", "applypriority", "createpolicy"})
+
+
+class Unsupported(Exception):
+    """Raised by a semantics builder: the instruction cannot be emulated (message says why)."""
+
+
+class Op:
+    __slots__ = ("kind", "fn", "target", "guard", "neg", "instr", "index", "line")
+
+    def __init__(self, kind, fn, instr, index, target=-1, guard=-1, neg=False):
+        self.kind, self.fn, self.instr, self.index = kind, fn, instr, index
+        self.target, self.guard, self.neg = target, guard, neg
+        self.line = instr.line if instr is not None else 0
+
+    @property
+    def where(self):
+        return f"PTX line {self.line}" if self.line else f"instruction {self.index}"
+
+    @property
+    def text(self):
+        return str(self.instr).split("  //")[0] if self.instr is not None else "<end of kernel>"
+
+
+class Program:
+    """A kernel compiled for emulation; holds no launch state and is reused across launches."""
+
+    def __init__(self, module, kernel):
+        if kernel.kind != "entry":
+            raise EmulationError(f"{kernel.name} is a .func, not a kernel entry; only .entry "
+                                 f"functions can be launched")
+        self.module, self.kernel, self.name = module, kernel, kernel.name
+        self.slot_of, self.slot_dtypes, self.slot_regs = {}, [], []
+        self.by_name = {}
+        for r in kernel.regs:
+            self.by_name.setdefault(r.name, r)
+        self._layout()
+        self.code, self.labels = [], {}
+        self.granule = 16
+        self.uses_barrier = False
+        self._compile()
+
+    # -- registers -----------------------------------------------------------------------------
+    def slot(self, reg):
+        s = self.slot_of.get(id(reg))
+        if s is None:
+            s = len(self.slot_dtypes)
+            self.slot_of[id(reg)] = s
+            self.slot_dtypes.append(storage(reg.type))
+            self.slot_regs.append(reg)
+            self.by_name.setdefault(reg.name, reg)
+        return s
+
+    # -- variables and parameters ----------------------------------------------------------------
+    def _layout(self):
+        k, m = self.kernel, self.module
+        used = _symbols_used(k)
+        off = 0
+        self.params = {}
+        for p in k.params:
+            align = max(p.align or 0, p.type.nbytes if not p.array else 1, 1)
+            off = _align(off, align)
+            self.params[p.name] = (off, p)
+            off += p.nbytes
+        self.param_size = off
+        self.shared_vars, self.local_vars, self.const_vars, self.global_vars = {}, {}, {}, []
+        shared_off, local_off, dyn_align = 0, 0, 16
+        self.dynamic_vars = set()
+        candidates = list(k.vars) + [v for v in m.vars if v.name in used]
+        seen = set()
+        const_image = bytearray()
+        for v in candidates:
+            if v.name in seen:
+                continue
+            seen.add(v.name)
+            align = max(v.align or v.type.nbytes, 1)
+            if v.space == "shared":
+                if v.extern:
+                    self.dynamic_vars.add(v.name)
+                    dyn_align = max(dyn_align, align)
+                else:
+                    shared_off = _align(shared_off, align)
+                    self.shared_vars[v.name] = shared_off
+                    shared_off += v.nbytes
+            elif v.space == "local":
+                local_off = _align(local_off, align)
+                self.local_vars[v.name] = local_off
+                local_off += v.nbytes
+            elif v.space == "const":
+                start = _align(len(const_image), align)
+                const_image.extend(bytes(start - len(const_image)))
+                self.const_vars[v.name] = start
+                const_image.extend(memory.var_image(v, self.name))
+            elif v.space == "global":
+                self.global_vars.append(v)
+        self.static_shared = shared_off
+        self.dynamic_offset = _align(shared_off, dyn_align)
+        for name in self.dynamic_vars:
+            self.shared_vars[name] = self.dynamic_offset
+        self.local_size = local_off
+        self.const_image = bytes(const_image)
+        # '.param' declared inside a body belongs to a call sequence (kept verbatim)
+        self.call_params = set()
+        for st in k.body:
+            if isinstance(st, Verbatim):
+                m = _CALL_PARAM.match(st.text.strip())
+                if m:
+                    self.call_params.add(m.group(1))
+
+    def symbol(self, name):
+        """(space, address) of a symbol; global variables' addresses are known per launch, so
+        their address is None here and the state supplies it."""
+        if name in self.params:
+            return "param", self.params[name][0]
+        if name in self.shared_vars:
+            return "shared", self.shared_vars[name]
+        if name in self.local_vars:
+            return "local", self.local_vars[name]
+        if name in self.const_vars:
+            return "const", self.const_vars[name]
+        if any(v.name == name for v in self.global_vars):
+            return "global", None
+        if name in self.call_params:
+            raise Unsupported(f"{name} is a parameter of a .func call sequence, and .func calls "
+                              f"are not emulated")
+        if any(f.name == name for f in self.module.kernels):
+            raise Unsupported(f"function address {name} (indirect calls are not emulated)")
+        raise Unsupported(f"unknown symbol {name}")
+
+    # -- compilation -------------------------------------------------------------------------------
+    def _compile(self):
+        from . import alu, convert as conv, floats, memops, warp
+        table = {}
+        for mod in (alu, floats, conv, memops, warp):
+            table.update(mod.BUILDERS)
+        self.granule = memops.shared_granule(self.kernel.body)
+        pending = []
+        for index, s in enumerate(self.kernel.body):
+            if isinstance(s, Label):
+                self.labels[s.name] = len(self.code)
+                continue
+            if not isinstance(s, Instr):
+                continue
+            self.code.append(self._op(s, index, table, pending))
+        self.code.append(Op(EXIT, None, None, len(self.kernel.body)))
+        for op, name in pending:
+            if name not in self.labels:
+                op.kind, op.fn = NORMAL, _raiser(self._unsupported(
+                    op.instr, op.index, f"branch target {name} is not a label"))
+            else:
+                op.target = self.labels[name]
+
+    def _op(self, ins, index, table, pending):
+        guard, neg = -1, False
+        if ins.guard is not None:
+            guard, neg = self.slot(ins.guard), ins.guard_negated
+        opc = ins.opcode
+        ctx = Ctx(self, ins, index)
+        ctx.code_index = len(self.code)
+        try:
+            if opc == "bra":
+                target = next((o for o in ins.operands if isinstance(o, (LabelRef, Sym))), None)
+                if target is None:
+                    raise Unsupported("branch without a label target")
+                op = Op(BRANCH, None, ins, index, guard=guard, neg=neg)
+                pending.append((op, target.name))
+                return op
+            if opc in ("ret", "exit"):
+                if guard >= 0:
+                    return Op(BRANCH, None, ins, index, target=-2, guard=guard, neg=neg)
+                return Op(EXIT, None, ins, index)
+            if opc in ("bar", "barrier") and not {"warp", "arrive", "red"} & set(ins.mods):
+                if guard >= 0:
+                    raise Unsupported("a predicated CTA barrier")
+                self.uses_barrier = True
+                return Op(BARRIER, None, ins, index)
+            if opc == "trap":
+                fn = _raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
+            elif opc in NO_OPS:
+                fn = _nop
+            elif opc == "call":
+                raise Unsupported(".func calls are not emulated")
+            else:
+                builder = table.get(opc)
+                if builder is None:
+                    raise Unsupported(f"opcode {opc!r} is not emulated")
+                fn = builder(ctx, ins)
+        except Unsupported as e:
+            fn = _raiser(self._unsupported(ins, index, str(e)))
+            guard = -1
+        if guard >= 0:
+            fn = _guarded(fn, guard, neg)
+        return Op(NORMAL, fn, ins, index)
+
+    def _unsupported(self, ins, index, why):
+        return (f"kernel {self.name}: cannot emulate `{str(ins).split('  //')[0]}` "
+                f"(opcode {ins.opcode}) at {_where(ins, index)}: {why}")
+
+
+def _where(ins, index):
+    return f"PTX line {ins.line}" if ins.line else f"instruction {index}"
+
+
+def _align(n, a):
+    return -(-n // a) * a
+
+
+def _symbols_used(kernel):
+    names = set()
+
+    def visit(o):
+        if isinstance(o, Sym):
+            names.add(o.name)
+        elif isinstance(o, Addr):
+            visit(o.base)
+        elif isinstance(o, Vec):
+            for i in o.items:
+                visit(i)
+        elif isinstance(o, Raw):
+            names.update(w for w in _words(o.text))
+
+    for s in kernel.body:
+        if isinstance(s, Instr):
+            for o in s.operands:
+                visit(o)
+    return names
+
+
+def _words(text):
+    return re.findall(r"[A-Za-z_$][A-Za-z0-9_$]*", text)
+
+
+def _nop(st, m):
+    pass
+
+
+def _raiser(message):
+    def fn(st, m):
+        raise EmulationError(message)
+    return fn
+
+
+def _guarded(fn, slot, neg):
+    if neg:
+        def g(st, m):
+            p = ~st.R[slot]
+            fn(st, p if m is None else p & m)
+    else:
+        def g(st, m):
+            p = st.R[slot]
+            fn(st, p if m is None else p & m)
+    return g
+
+
+class Ctx:
+    """What a semantics builder needs while compiling one instruction."""
+
+    def __init__(self, prog, ins, index):
+        self.prog, self.ins, self.index = prog, ins, index
+
+    def fail(self, why):
+        raise Unsupported(why)
+
+    def mods(self):
+        return set(self.ins.mods)
+
+    # -- operand fetchers: fn(state) -> array (one element per lane) or numpy scalar -----------
+    def read(self, o, dt, type_=None):
+        """Fetcher of operand o as numpy dtype dt (type_: the IR type, for immediates)."""
+        dt = np.dtype(dt)
+        if isinstance(o, Reg):
+            return self._reg_reader(self.prog.slot(o), dt)
+        if isinstance(o, Raw) and o.text.startswith("!"):
+            reg = self.prog.by_name.get(o.text[1:].strip())
+            if reg is None or reg.type != T.pred:
+                self.fail(f"operand {o.text} is not a negated predicate register")
+            s = self.prog.slot(reg)
+            return lambda st: ~st.R[s]
+        if isinstance(o, Imm):
+            t = type_ or _type_for(dt)
+            c = const(o.value, t)
+            if c.dtype != dt:
+                c = convert(np.asarray(c), dt)[()]
+            return lambda st: c
+        if isinstance(o, Special):
+            name = o.name
+            if name not in SPECIAL_NAMES:
+                self.fail(f"special register %{name} is not emulated")
+            sdt = storage(o.type)
+            if sdt == dt:
+                return lambda st: st.special(name)
+            return lambda st: convert(st.special(name), dt)
+        if isinstance(o, Sym):
+            return self.address_of(o.name, dt)
+        if isinstance(o, Raw):
+            self.fail(f"operand {o.text!r} is not emulated")
+        self.fail(f"operand {o!r} cannot be read as a value")
+
+    def _reg_reader(self, s, dt):
+        sd = self.prog.slot_dtypes[s]
+        if sd == dt:
+            return lambda st: st.R[s]
+        if (sd == np.dtype(bool)) != (dt == np.dtype(bool)):
+            self.fail("predicate and non-predicate registers mixed")
+        if sd.itemsize == dt.itemsize:
+            return lambda st: st.R[s].view(dt)
+        return lambda st: convert(st.R[s], dt)
+
+    def address_of(self, name, dt):
+        """Fetcher of a symbol's address in its own state space (what `mov %r, sym` gives)."""
+        space, addr = self.prog.symbol(name)
+        if addr is None:
+            return lambda st: np.asarray(st.global_addr[name]).astype(dt)[()]
+        c = np.asarray(addr).astype(dt)[()]
+        return lambda st: c
+
+    # -- destination writers ---------------------------------------------------------------------
+    def write(self, o, dt=None):
+        """Writer fn(state, mask, values): full-width values merged under the mask."""
+        if _is_sink(o):
+            return lambda st, m, v: None
+        if not isinstance(o, Reg):
+            self.fail(f"destination {o} is not a register")
+        s = self.prog.slot(o)
+        sd = self.prog.slot_dtypes[s]
+
+        def w(st, m, v):
+            if v.dtype != sd:
+                v = convert(v, sd)
+            if m is None:
+                if v.ndim == 0:
+                    v = np.full(st.n, v, sd)
+                st.R[s] = v
+            else:
+                st.R[s] = np.where(m, v, st.R[s])
+        return w
+
+    def write_lanes(self, o):
+        """Writer fn(state, lanes, values): values for the listed lanes only (None: all)."""
+        if _is_sink(o):
+            return lambda st, lanes, v: None
+        if not isinstance(o, Reg):
+            self.fail(f"destination {o} is not a register")
+        s = self.prog.slot(o)
+        sd = self.prog.slot_dtypes[s]
+
+        def w(st, lanes, v):
+            if v.dtype != sd:
+                v = convert(v, sd)
+            if lanes is None:
+                st.R[s] = v
+            else:
+                new = st.R[s].copy()
+                new[lanes] = v
+                st.R[s] = new
+        return w
+
+    def dest_dtype(self, o):
+        return self.prog.slot_dtypes[self.prog.slot(o)] if isinstance(o, Reg) else None
+
+
+def _is_sink(o):
+    return isinstance(o, Raw) and o.text.strip() == "_"
+
+
+def _type_for(dt):
+    for name in ("pred", "u8", "s8", "u16", "s16", "u32", "s32", "u64", "s64", "f16", "f32",
+                 "f64"):
+        if STORAGE[name] == dt:
+            return T.TYPES[name]
+    raise Unsupported(f"no PTX type for {dt}")
+
+
+SPECIAL_NAMES = frozenset(
+    [f"{n}.{c}" for n in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"]
+    + ["laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "clock", "clock_hi", "clock64",
+       "globaltimer", "globaltimer_lo", "globaltimer_hi", "lanemask_eq", "lanemask_le",
+       "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size", "total_smem_size"])

@@ -1,0 +1,114 @@
+"""Shared-memory checks: reads of bytes never written, and data races between barriers.
+
+The shadow state is kept per granule, the smallest access width any instruction of the kernel
+may make to shared memory (so no access covers part of a granule and the check is exact, never a
+false positive from neighbouring bytes). Per granule: written-at-all, the last writer lane since
+the last barrier (and the instruction that wrote), and the reader lane since the last barrier
+(-2: several different lanes). A race is two different threads touching a granule between two
+barriers with at least one of them writing; two threads writing it in one instruction is a race
+too. Atomics neither race with each other nor are recorded (their order is the hardware's job),
+but an atomic on a never-written granule is an uninitialized read.
+"""
+import numpy as np
+
+NONE, MANY = -1, -2
+
+
+class SharedShadow:
+    def __init__(self, nbytes, granule):
+        self.g = granule
+        n = nbytes // granule
+        self.init = np.zeros(n, bool)
+        self.writer = np.full(n, NONE, np.int32)
+        self.writer_op = np.zeros(n, np.int32)
+        self.reader = np.full(n, NONE, np.int32)
+
+    def _granules(self, lanes, flat, width):
+        gi = flat // self.g
+        k = width // self.g
+        if k > 1:
+            gi = (gi[:, None] + np.arange(k)).ravel()
+            lanes = np.repeat(lanes, k)
+            return gi, lanes, k
+        return gi, lanes, 1
+
+    def read(self, st, op, lanes, flat, width):
+        gi, who, k = self._granules(lanes, flat, width)
+        init = self.init[gi]
+        if not init.all():
+            i = int(np.flatnonzero(~init)[0])
+            st.report("uninit", op, int(who[i]), _addr(st, flat, who, i, k),
+                      f"read of shared memory never written ({width} bytes)")
+        w = self.writer[gi]
+        bad = (w >= 0) & (w != who)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
+                      f"shared-memory race: read of a location that {self._writer(st, w, gi, i)}"
+                      " with no barrier between")
+        r = self.reader[gi]
+        new = np.where((r == NONE) | (r == who), who, MANY).astype(np.int32)
+        self.reader[gi] = new
+        back = self.reader[gi]
+        dup = back != new
+        if dup.any():
+            self.reader[gi[dup]] = MANY
+
+    def write(self, st, op, lanes, flat, width):
+        gi, who, k = self._granules(lanes, flat, width)
+        w = self.writer[gi]
+        bad = (w >= 0) & (w != who)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
+                      f"shared-memory race: write to a location that {self._writer(st, w, gi, i)}"
+                      " with no barrier between")
+        r = self.reader[gi]
+        bad = (r == MANY) | ((r >= 0) & (r != who))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            other = "several other threads" if r[i] == MANY else st.thread_name(int(r[i]))
+            st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
+                      f"shared-memory race: write to a location that {other} read with no "
+                      "barrier between")
+        self.writer[gi] = who
+        back = self.writer[gi]
+        dup = back != who
+        if dup.any():
+            i = int(np.flatnonzero(dup)[0])
+            st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
+                      f"shared-memory race: {st.thread_name(int(back[i]))} writes the same "
+                      "location in the same instruction")
+        self.writer_op[gi] = op
+        self.init[gi] = True
+
+    def atomic(self, st, op, lanes, flat, width):
+        gi, who, k = self._granules(lanes, flat, width)
+        init = self.init[gi]
+        if not init.all():
+            i = int(np.flatnonzero(~init)[0])
+            st.report("uninit", op, int(who[i]), _addr(st, flat, who, i, k),
+                      "atomic on shared memory never written")
+        self.init[gi] = True
+
+    def _writer(self, st, w, gi, i):
+        return f"{st.thread_name(int(w[i]))} wrote at {st.op_where(int(self.writer_op[gi[i]]))}"
+
+    def barrier(self):
+        self.writer.fill(NONE)
+        self.reader.fill(NONE)
+
+    def warp_sync(self, synced_lane):
+        """bar.warp.sync: forget accesses by lanes of the warps that synchronized
+        (synced_lane: bool per lane)."""
+        w = self.writer
+        hit = (w >= 0) & synced_lane[np.maximum(w, 0)]
+        w[hit] = NONE
+        r = self.reader
+        hit = (r >= 0) & synced_lane[np.maximum(r, 0)]
+        r[hit] = NONE
+
+
+def _addr(st, flat, who, i, k):
+    """The shared-space address of access i (flat buffer offset minus the lane's CTA base)."""
+    return int(flat[i // k]) - int(st.shared.base[int(who[i])])

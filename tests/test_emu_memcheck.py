@@ -1,0 +1,188 @@
+"""Memcheck (out-of-bounds, misaligned) and racecheck/initcheck on shared memory."""
+import warnings
+
+import numpy as np
+import pytest
+
+from ptxgen import EmulationError
+from ptxgen.emu import EmulationWarning, emulate
+from ptxgen.emu.memory import GLOBAL_BASE
+from ptxgen.ir import Addr, Builder, Module, Param, ptr
+from ptxgen.ir import types as T
+from ptxgen.ops import get_operator
+
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+OFF_BY = HEAD + """.visible .entry fill(.param .u64 out, .param .u32 n, .param .u32 shift)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd0, [out];
+    ld.param.u32 %r0, [n];
+    ld.param.u32 %r6, [shift];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.u32 %r4, %r2, %r3, %r1;
+    setp.ge.u32 %p0, %r4, %r0;
+    @%p0 bra $done;
+    add.u32 %r5, %r4, %r6;
+    mul.wide.u32 %rd1, %r5, 4;
+    add.u64 %rd2, %rd0, %rd1;
+    st.global.u32 [%rd2], %r4;
+$done:
+    ret;
+}
+"""
+STORE_LINE = OFF_BY.splitlines().index("    st.global.u32 [%rd2], %r4;") + 1
+
+
+def test_out_of_bounds_store_names_block_thread_address_and_line():
+    n = 100
+    out = np.zeros(n, np.uint32)
+    emulate(OFF_BY, "fill", 4, 32, out, np.uint32(n), np.uint32(0))
+    np.testing.assert_array_equal(out, np.arange(n))
+    with pytest.raises(EmulationError) as e:
+        emulate(OFF_BY, "fill", 4, 32, out, np.uint32(n), np.uint32(1))
+    msg = str(e.value)
+    # thread 99 = block 3, thread 3 writes out[100], one element past the end
+    addr = GLOBAL_BASE + 4 * n
+    assert "kernel fill" in msg and "out-of-bounds global store of 4 bytes" in msg
+    assert "block (3, 0, 0) thread (3, 0, 0)" in msg
+    assert f"{addr:#x}" in msg
+    assert "`st.global.u32 [%rd2], %r4;`" in msg and f"PTX line {STORE_LINE}" in msg
+    assert "0 bytes past the end of out" in msg
+    assert "\n" not in msg
+
+
+def test_out_of_bounds_in_warn_mode_skips_the_access():
+    out = np.zeros(10, np.uint32)
+    with pytest.warns(EmulationWarning, match="out-of-bounds global store"):
+        r = emulate(OFF_BY, "fill", 1, 32, out, np.uint32(12), np.uint32(0), check="warn")
+    np.testing.assert_array_equal(out, np.arange(10))
+    assert len(r.findings) == 1 and "thread (10, 0, 0)" in r.findings[0]
+    # an invalid access is a fault even with the shared-memory checks off
+    with pytest.raises(EmulationError, match="out-of-bounds"):
+        emulate(OFF_BY, "fill", 1, 32, out, np.uint32(12), np.uint32(0), check="off")
+
+
+def test_operator_with_short_arrays_faults():
+    op = get_operator("saxpy")
+    shape = op.shape(n=1000)
+    arrays = op.make_inputs(shape, np.random.default_rng(0))
+    arrays["y"] = arrays["y"][:900].copy()
+    from ptxgen.emu.backend import run_operator
+    with pytest.raises(EmulationError, match=r"kernel saxpy: out-of-bounds global load .* "
+                                             r"by block \(\d+, 0, 0\) thread \(\d+, 0, 0\)"):
+        run_operator(op, shape, arrays)
+
+
+def test_misaligned_access():
+    text = OFF_BY.replace("mul.wide.u32 %rd1, %r5, 4;", "mul.wide.u32 %rd1, %r5, 6;")
+    with pytest.raises(EmulationError, match=r"misaligned global store of 4 bytes .* thread "
+                                             r"\(1, 0, 0\)"):
+        emulate(text, "fill", 1, 8, np.zeros(64, np.uint32), np.uint32(8), np.uint32(0))
+
+
+def reduction(barriers=(True,) * 7, init_shared=True, n=64):
+    """Per-block sums of n floats through shared memory (block c sums x[c*n:(c+1)*n] into
+    out[c]), built with the IR builder; barriers[i] says whether the i-th bar.sync is there
+    (leave one out to plant a race)."""
+    m = Module()
+    k = m.add_kernel("block_sum", [Param("x", T.u64, ptr(T.f32)), Param("out", T.u64,
+                                                                         ptr(T.f32))])
+    b = Builder(k)
+    buf = b.shared("buf", T.f32, n)
+    tid = b.special("tid.x")
+    x, out = b.param("x"), b.param("out")
+    slot = b.add(b.address_of(buf), b.shl(tid, 2), name="slot")
+    if init_shared:
+        gid = b.global_index()
+        b.st("shared", slot, b.ld("global", T.f32, b.element_addr(x, gid, 4)))
+    bars = iter(barriers)
+    if next(bars):
+        b.bar_sync()
+    s = n // 2
+    while s:
+        with b.if_(b.setp("lt", tid, s)):
+            lo = b.ld("shared", T.f32, slot)
+            hi = b.ld("shared", T.f32, Addr(slot, 4 * s))
+            b.st("shared", slot, b.add(lo, hi))
+        if next(bars):
+            b.bar_sync()
+        s //= 2
+    with b.if_(b.setp("eq", tid, 0)):
+        cta = b.special("ctaid.x")
+        b.st("global", b.element_addr(out, cta, 4), b.ld("shared", T.f32, slot))
+    b.ret()
+    return m
+
+
+def test_reduction_with_barriers_is_clean():
+    x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    r = emulate(reduction(), "block_sum", 1, 64, x, out)
+    assert r.findings == []
+    assert out[0] == pytest.approx(float(x.astype(np.float64).sum()), abs=1e-4)
+
+
+def test_planted_race_is_reported():
+    # no barrier after the first step: step 2 reads buf[t+16], which thread t+16 just wrote
+    m = reduction(barriers=(True, False, True, True, True, True, True))
+    x = np.ones(64, np.float32)
+    with pytest.raises(EmulationError) as e:
+        emulate(m, "block_sum", 1, 64, x, np.zeros(1, np.float32))
+    msg = str(e.value)
+    assert "shared-memory race" in msg and "kernel block_sum" in msg
+    assert "block (0, 0, 0) thread (0, 0, 0)" in msg and "thread (16, 0, 0) wrote" in msg
+    assert "shared address 0x40" in msg and "ld.shared.f32" in msg
+    with pytest.warns(EmulationWarning, match="shared-memory race"):
+        r = emulate(m, "block_sum", 1, 64, x, np.zeros(1, np.float32), check="warn")
+    assert r.findings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = emulate(m, "block_sum", 1, 64, x, np.zeros(1, np.float32), check="off")
+    assert r.findings == []
+
+
+def test_write_after_read_race():
+    # without the first barrier, step 1 reads buf[t+32] possibly before thread t+32 stores it
+    m = reduction(barriers=(False, True, True, True, True, True, True))
+    with pytest.raises(EmulationError, match="shared-memory race"):
+        emulate(m, "block_sum", 1, 64, np.ones(64, np.float32), np.zeros(1, np.float32))
+
+
+def test_same_location_written_by_many_threads():
+    text = HEAD + """.visible .entry flag(.param .u64 out)
+{
+    .shared .align 4 .u32 f;
+    .reg .b32 %r<3>;
+    mov.u32 %r0, %tid.x;
+    st.shared.u32 [f], %r0;
+    ret;
+}
+"""
+    with pytest.raises(EmulationError, match=r"race: thread \(\d+, 0, 0\) writes the same "
+                                             r"location in the same instruction"):
+        emulate(text, "flag", 1, 32, np.zeros(1, np.uint32))
+    emulate(text, "flag", 1, 1, np.zeros(1, np.uint32))
+
+
+def test_uninitialized_shared_read():
+    m = reduction(init_shared=False)
+    with pytest.raises(EmulationError) as e:
+        emulate(m, "block_sum", 1, 64, np.ones(64, np.float32), np.zeros(1, np.float32))
+    msg = str(e.value)
+    assert "read of shared memory never written" in msg
+    assert "block (0, 0, 0) thread (0, 0, 0)" in msg and "shared address 0x0" in msg
+
+
+def test_many_ctas_have_separate_shared_memory():
+    # 40 CTAs run side by side in one batch; each has its own shared memory and its own race
+    # bookkeeping, so equal shared addresses in different CTAs are neither mixed nor a race
+    x = np.random.default_rng(2).standard_normal(64 * 40).astype(np.float32)
+    out = np.full(40, np.nan, np.float32)
+    r = emulate(reduction(), "block_sum", 40, 64, x, out)
+    np.testing.assert_allclose(out, x.reshape(40, 64).astype(np.float64).sum(1), atol=1e-4)
+    assert r.findings == []

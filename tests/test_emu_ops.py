@@ -1,0 +1,232 @@
+"""Differential tests: the emulator against numpy references for every library operator, for
+NVVM PTX of Numba kernels (compiled here with numba.cuda.compile_ptx, no GPU needed) and for
+Triton PTX collected on a GPU."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ptxgen.emu import emulate, numba_array_args
+from ptxgen.emu.backend import run_operator
+from ptxgen.ops import OPERATORS
+
+DATA = Path(__file__).parent / "data" / "ptx"
+SEED = np.random.SeedSequence().entropy          # fresh inputs every run; printed on failure
+
+
+def _shapes(op, rng):
+    if op.shape_names == ("n",):
+        fixed = [{"n": 1}, {"n": 5}, {"n": 1003}]
+        return fixed + [{"n": int(rng.integers(1, 5000))}]
+    if op.shape_names == ("M", "N", "K"):
+        fixed = [dict(M=67, N=45, K=33), dict(M=1, N=1, K=1)]
+        return fixed + [dict(zip("MNK", (int(v) for v in rng.integers(1, 90, 3))))]
+    fixed = [dict(zip(op.shape_names, (67, 45))), dict(zip(op.shape_names, (1, 1)))]
+    return fixed + [dict(zip(op.shape_names, (int(v) for v in rng.integers(1, 300, 2))))]
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_operator_matches_reference(name):
+    op = OPERATORS[name]
+    rng = np.random.default_rng([SEED, sorted(OPERATORS).index(name)])
+    for given in _shapes(op, rng):
+        shape = op.shape(**given)
+        arrays = op.make_inputs(shape, rng)
+        for out in op.outputs:                      # a kernel that skips an element shows up
+            if arrays[out].dtype.kind == "f":
+                arrays[out][...] = np.nan
+        run_operator(op, shape, arrays)
+        ok, err = op.check(shape, arrays)
+        assert ok, f"{name} {shape}: max relative error {err} (seed {SEED})"
+
+
+def test_saxpy_large_odd_n():
+    op = OPERATORS["saxpy"]
+    shape = op.shape(n=1000003)
+    arrays = op.make_inputs(shape, np.random.default_rng(SEED))
+    run_operator(op, shape, arrays)
+    ok, err = op.check(shape, arrays)
+    assert ok, f"max relative error {err} (seed {SEED})"
+    # fma.rn.f32 rounds once: the result is the float64 value rounded to float32
+    want = (np.float64(arrays["a"]) * arrays["x"] + arrays["y"]).astype(np.float32)
+    np.testing.assert_array_equal(arrays["out"], want)
+
+
+# -- NVVM PTX of Numba kernels ---------------------------------------------------------------------
+TILE = 16
+
+
+def _numba_kernels():
+    from numba import cuda, float32
+
+    def saxpy(a, x, y, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = a * x[i] + y[i]
+
+    def matmul_naive(A, B, C):
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            acc = float32(0.0)
+            for k in range(A.shape[1]):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+
+    def matmul_shared(A, B, C):
+        sA = cuda.shared.array((TILE, TILE), float32)
+        sB = cuda.shared.array((TILE, TILE), float32)
+        x, y = cuda.grid(2)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        acc = float32(0.0)
+        for t in range((A.shape[1] + TILE - 1) // TILE):
+            sA[ty, tx] = 0.0
+            sB[ty, tx] = 0.0
+            if y < A.shape[0] and tx + t * TILE < A.shape[1]:
+                sA[ty, tx] = A[y, tx + t * TILE]
+            if x < B.shape[1] and ty + t * TILE < B.shape[0]:
+                sB[ty, tx] = B[ty + t * TILE, x]
+            cuda.syncthreads()
+            for k in range(TILE):
+                acc += sA[ty, k] * sB[k, tx]
+            cuda.syncthreads()
+        if y < C.shape[0] and x < C.shape[1]:
+            C[y, x] = acc
+
+    def block_reduce(x, total):
+        buf = cuda.shared.array(256, float32)
+        tid = cuda.threadIdx.x
+        i = cuda.grid(1)
+        buf[tid] = x[i] if i < x.size else 0.0
+        cuda.syncthreads()
+        s = 128
+        while s > 0:
+            if tid < s:
+                buf[tid] += buf[tid + s]
+            cuda.syncthreads()
+            s //= 2
+        if tid == 0:
+            cuda.atomic.add(total, 0, buf[0])
+
+    def transpose_padded(a, b):
+        tile = cuda.shared.array((32, 33), float32)
+        x = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+        y = cuda.blockIdx.y * 32 + cuda.threadIdx.y
+        if x < a.shape[1] and y < a.shape[0]:
+            tile[cuda.threadIdx.y, cuda.threadIdx.x] = a[y, x]
+        cuda.syncthreads()
+        x = cuda.blockIdx.y * 32 + cuda.threadIdx.x
+        y = cuda.blockIdx.x * 32 + cuda.threadIdx.y
+        if x < b.shape[1] and y < b.shape[0]:
+            b[y, x] = tile[cuda.threadIdx.x, cuda.threadIdx.y]
+
+    return {"saxpy": (saxpy, "float32, float32[:], float32[:], float32[:]"),
+            "matmul_naive": (matmul_naive, "float32[:,:], float32[:,:], float32[:,:]"),
+            "matmul_shared": (matmul_shared, "float32[:,:], float32[:,:], float32[:,:]"),
+            "block_reduce": (block_reduce, "float32[:], float32[:]"),
+            "transpose_padded": (transpose_padded, "float32[:,:], float32[:,:]")}
+
+
+@pytest.fixture(scope="module")
+def numba_ptx():
+    cuda = pytest.importorskip("numba.cuda")
+    out = {}
+    for name, (fn, sig) in _numba_kernels().items():
+        try:
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=(8, 0))
+        except Exception as e:                      # no NVVM in this environment
+            pytest.skip(f"numba.cuda.compile_ptx unavailable: {e}")
+        from ptxgen.parse import parse_ptx
+        m = parse_ptx(ptx)
+        out[name] = (m, m.entries[0].name)
+    return out
+
+
+def _run(numba_ptx, name, grid, block, *arrays, scalars=()):
+    module, kname = numba_ptx[name]
+    args = list(scalars)
+    for a in arrays:
+        args += numba_array_args(a)
+    return emulate(module, kname, grid, block, *args)
+
+
+def test_numba_saxpy(numba_ptx):
+    rng = np.random.default_rng(SEED)
+    n = 1000
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    out = np.full(n, np.nan, np.float32)
+    a = np.float32(rng.uniform(-2, 2))
+    _run(numba_ptx, "saxpy", -(-n // 128), 128, x, y, out, scalars=[a])
+    np.testing.assert_array_equal(out, (np.float64(a) * x + y).astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", ["matmul_naive", "matmul_shared"])
+def test_numba_matmul(numba_ptx, kind):
+    rng = np.random.default_rng(SEED)
+    M, N, K = 37, 29, 45
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    C = np.full((M, N), np.nan, np.float32)
+    # naive: i = grid x over rows; shared: x over columns (as the Python source says)
+    grid = (-(-M // 16), -(-N // 16)) if kind == "matmul_naive" else (-(-N // 16), -(-M // 16))
+    _run(numba_ptx, kind, grid, (16, 16), A, B, C)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, atol=1e-4, rtol=1e-5)
+
+
+def test_numba_block_reduce_with_atomic_add(numba_ptx):
+    rng = np.random.default_rng(SEED)
+    x = rng.standard_normal(5000).astype(np.float32)
+    total = np.zeros(1, np.float32)
+    _run(numba_ptx, "block_reduce", -(-5000 // 256), 256, x, total)
+    assert total[0] == pytest.approx(float(x.astype(np.float64).sum()), abs=1e-3)
+
+
+def test_numba_transpose_padded(numba_ptx):
+    rng = np.random.default_rng(SEED)
+    a = rng.standard_normal((70, 45)).astype(np.float32)
+    b = np.full((45, 70), np.nan, np.float32)
+    _run(numba_ptx, "transpose_padded", (2, 3), (32, 32), a, b)
+    np.testing.assert_array_equal(b, a.T)
+
+
+def test_numba_array_args_layout():
+    a = np.zeros((3, 5), np.float32)
+    args = numba_array_args(a)
+    assert args[4] is a
+    assert [int(v) for v in args[:4]] == [0, 0, 15, 4]
+    assert [int(v) for v in args[5:]] == [3, 5, 20, 4]
+    neg = numba_array_args(a[:, ::-1])
+    assert int(neg[-1]) == (1 << 64) - 4
+
+
+# -- Triton PTX (collected on a GPU, checked in) ---------------------------------------------------
+def test_triton_vector_add():
+    rng = np.random.default_rng(SEED)
+    x, y = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))
+    out = np.full(4096, np.nan, np.float32)
+    scratch = np.zeros(16, np.uint8)
+    emulate((DATA / "triton_add.ptx").read_text(), "add_kernel", 4, 128, x, y, out,
+            np.uint32(4096), scratch, scratch.copy())
+    np.testing.assert_array_equal(out, x + y)
+
+
+def test_triton_softmax():
+    rng = np.random.default_rng(SEED)
+    s = rng.standard_normal((64, 1000)).astype(np.float32)
+    out = np.full_like(s, np.nan)
+    scratch = np.zeros(16, np.uint8)
+    emulate((DATA / "triton_softmax.ptx").read_text(), "softmax_kernel", 64, 128, out, s,
+            np.uint32(1000), np.uint32(1000), scratch, scratch.copy(), shared_bytes=64)
+    e = np.exp(s.astype(np.float64) - s.max(1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_triton_matmul_with_cp_async():
+    rng = np.random.default_rng(SEED)
+    a = rng.standard_normal((256, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 192)).astype(np.float32)
+    c = np.full((256, 192), np.nan, np.float32)
+    scratch = np.zeros(16, np.uint8)
+    dims = [np.uint32(v) for v in (256, 192, 128, 128, 192, 192)]
+    emulate((DATA / "triton_matmul.ptx").read_text(), "matmul_kernel", (4, 3), 128, a, b, c,
+            *dims, scratch, scratch.copy(), shared_bytes=64 * 1024)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, atol=1e-3, rtol=1e-4)
