@@ -28,6 +28,7 @@ _SPECIAL = re.compile(
     r"|dynamic_smem_size|current_graph_exec|is_explicit_cluster|cluster_ctarank"
     r"|cluster_nctarank|envreg\d+|pm[0-7](?:_64)?|reserved_smem_offset_\w+", re.ASCII)
 
+
 class FunctionBody:
     """The statements of one function body."""
 
@@ -111,7 +112,8 @@ class FunctionBody:
             if t == ".extern":
                 linkage = "extern"
                 p.i += 1
-            p.variable(linkage, start, self.k.vars, self.k.body, line=line)
+            p.variable(linkage, start, self.k.vars,
+                       lambda text: self.k.body.append(Verbatim(text, line=line)))
         else:
             # .param in call sequences, .pragma, .branchtargets, nested declarations …
             self.k.body.append(Verbatim(p.until_semicolon(), line=line))

@@ -14,7 +14,6 @@ import re
 
 from ..errors import ParseError
 from ..ir import types as T
-from ..ir.instr import Verbatim
 from ..ir.module import Kernel, Module, Param, Pointer, Var
 from .body import VAR_SPACES, FunctionBody
 from .lexer import Source, show as _show, tokenize
@@ -26,6 +25,8 @@ FUNC_DIRECTIVES = frozenset({
     ".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn",
     ".pragma", ".explicitcluster", ".reqnctapercluster", ".maxclusterrank", ".blocksareclusters",
 })
+
+
 class Parser:
     def __init__(self, text, filename):
         self.src = Source(text, filename)
@@ -197,15 +198,15 @@ class Parser:
             self.function(linkage[0] if linkage else "", start)
         elif t in VAR_SPACES:
             self.variable(linkage[0] if linkage else "", start, self.module.vars,
-                          self.module.header)
+                          self.module.header.append)
         else:
             raise self.error(f"expected .entry, .func or a variable after .{linkage[-1]}, "
                              f"found {_show(self.toks[self.i])}")
 
     # -- variables -------------------------------------------------------------------------------
-    def variable(self, linkage, start, out, verbatim_out, line=0):
-        """A variable declaration → Var(s) appended to `out`; shapes Var cannot express
-        (vector or texture types, several names, constant banks) go to `verbatim_out` as text."""
+    def variable(self, linkage, start, out, keep):
+        """A variable declaration → a Var appended to `out`; shapes Var cannot express (vector
+        or texture types, several names, constant banks) are passed to `keep` as text."""
         space_tok = self.toks[self.i]
         space = space_tok[1][1:]
         self.i += 1
@@ -227,7 +228,7 @@ class Parser:
         if type_ is None and modelled:
             raise self.error("variable declaration without a type", space_tok)
         if not modelled:
-            verbatim_out.append(full if line == 0 else Verbatim(full, line=line))
+            keep(full)
             return
         self.i = decl_start
         name = self.word("variable name")
@@ -254,7 +255,7 @@ class Parser:
             # several names in one declaration, or syntax Var does not model
             self.i = decl_start
             self.until_semicolon()
-            verbatim_out.append(full if line == 0 else Verbatim(full, line=line))
+            keep(full)
             return
         else:
             self.i += 1
