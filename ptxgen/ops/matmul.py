@@ -1,12 +1,16 @@
-"""matmul: C = A @ B, row-major fp32, shared-memory tiles with predicated edges.
+"""matmul: C = A @ B, row-major fp32 (FFMA only).
 
-This is the straightforward tiled kernel (one output per thread, TILE×TILE threads); the
-schedule API of the operators issue replaces it with a register-blocked one.
+By default the kernel is lowered from a MatmulSchedule (ptxgen.schedule): a register-blocked
+SIMT SGEMM whose schedule is chosen per shape (default_schedule), or the one given. With
+schedule=None it is the simple tiled kernel: one output per thread, 16x16 threads, shared-memory
+tiles with predicated edges.
 """
 import numpy as np
 
+from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
+from ..schedule import MatmulSchedule, default_schedule, lower_matmul
 from .base import Launch, Operator
 
 
@@ -18,7 +22,27 @@ class Matmul(Operator):
     outputs = ("C",)
     tile = 16
 
+    def __init__(self, schedule="auto"):
+        """schedule: "auto" (the default schedule for each shape), a MatmulSchedule, or None
+        for the simple 16x16 tiled kernel."""
+        if not (schedule == "auto" or schedule is None or isinstance(schedule, MatmulSchedule)):
+            raise PtxgenError(f"matmul: schedule must be 'auto', None or a MatmulSchedule, "
+                              f"got {schedule!r}")
+        self.schedule = schedule
+
+    def schedule_for(self, shape):
+        """The MatmulSchedule used for `shape` (None: the simple tiled kernel)."""
+        if self.schedule == "auto":
+            return default_schedule(shape)
+        return self.schedule
+
     def build(self, shape, arch="sm_90"):
+        s = self.schedule_for(shape)
+        if s is not None:
+            return lower_matmul(s, arch, shape, name=self.name)
+        return self._build_tiled(shape, arch)
+
+    def _build_tiled(self, shape, arch):
         TS = self.tile
         m = Module(target=arch)
         k = m.add_kernel("matmul", [
@@ -69,6 +93,9 @@ class Matmul(Operator):
         return m
 
     def launch(self, shape, sm_count=132):
+        s = self.schedule_for(shape)
+        if s is not None:
+            return Launch(grid=s.grid(shape), block=s.block())     # static shared memory only
         TS = self.tile
         return Launch(grid=(-(-shape["N"] // TS), -(-shape["M"] // TS), 1), block=(TS, TS, 1))
 

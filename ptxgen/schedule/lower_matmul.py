@@ -1,0 +1,476 @@
+"""Lowering of a MatmulSchedule to ptxgen IR: a register-blocked SIMT SGEMM.
+
+Kernel signature (all schedules): matmul(u32 M, u32 N, u32 K, f32* A, f32* B, f32* C).
+
+Edges cost nothing in the main loop:
+  * K: the first k tile is the partial one. Tile t covers [kfirst + (t-1)*BK, kfirst + t*BK)
+    with kfirst = ((K-1) mod BK) + 1, so tile 0 starts at a negative k; its loads are predicated
+    on k >= 0 and zero-filled, and every later tile is whole and unpredicated.
+  * M: A rows past M are clamped to M-1; they only feed C rows that are never stored.
+  * N: with 128-bit B loads (N % 4 == 0) a 4-column group is all in or all out, so its start is
+    clamped to N-4. Scalar B loads (N % 4 != 0) are guarded by per-column predicates computed once;
+    a skipped load leaves a value that only reaches C columns that are never stored.
+  * C stores are predicated on row < M and column < N.
+
+Global addresses come from 32-bit element offsets (one register each instead of a 64-bit pointer
+pair), so A and B must each hold fewer than 2^32 elements; MatmulSchedule.validate checks it when
+given the shape.
+"""
+import contextlib
+
+from ..ir import Addr, Builder, Module, Param, ptr
+from ..ir import types as T
+
+
+def _log2(x):
+    return x.bit_length() - 1
+
+
+def lower(s, arch, shape=None, name="matmul"):
+    """Module with one kernel `name` for schedule `s` (see MatmulSchedule / lower_matmul)."""
+    s.validate(arch, shape)
+    va = s.vec_global if shape is None or shape["K"] % 4 == 0 else 1
+    vb = s.vec_global if shape is None or shape["N"] % 4 == 0 else 1
+    # C rows are 8- or 16-byte aligned only when N is even or a multiple of 4
+    n_align = vb if shape is None else next(w for w in (4, 2, 1) if shape["N"] % w == 0)
+    vc = min(s.vec_store, n_align)
+    return _Lowering(s, arch, va, vb, vc, name).build()
+
+
+class _Lowering:
+    def __init__(self, s, arch, va, vb, vc, name):
+        self.s, self.arch, self.name = s, arch, name
+        self.va, self.vb, self.vc = va, vb, vc        # A, B load and C store widths
+        self.vs = s.vec_shared
+        self.a_ld = (s.BM if s.a_transposed else s.BK) + s.pad_a     # As row length (floats)
+        self.b_ld = s.BN + s.pad_b
+        self.a_bytes = 4 * s.a_smem_floats
+
+    # -- setup --------------------------------------------------------------------------------
+    def build(self):
+        s = self.s
+        m = Module(target=self.arch)
+        k = m.add_kernel(self.name, [
+            Param("M", T.u32), Param("N", T.u32), Param("K", T.u32),
+            Param("A", T.u64, ptr(T.f32, align=4 * self.va)),
+            Param("B", T.u64, ptr(T.f32, align=4 * self.vb)),
+            Param("C", T.u64, ptr(T.f32, align=4 * self.vc))])
+        k.directives.append(f".reqntid {s.threads}, 1, 1")
+        if s.min_ctas_per_sm:
+            k.directives.append(f".minnctapersm {s.min_ctas_per_sm}")
+        self.b = b = Builder(k)
+        self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
+        smem = b.shared("smem", T.f32, s.stages * s.stage_bytes // 4, align=16)
+        self.sbase = b.address_of(smem)
+        self.tid = b.special("tid.x")
+        self.fzero = b.const(0.0, T.f32, name="zero")
+        self.bm0, self.bn0 = self._tile_origin()
+        self._k_tiles()
+        self._fragment_bases()
+        self._global_slots()
+        self.acc = [[b.const(0.0, T.f32, name="acc") for _ in range(s.TN)] for _ in range(s.TM)]
+        self._zero_shared()
+        if s.use_cp_async:
+            self._main_cp_async()
+        else:
+            self._main_registers()
+        self._epilogue()
+        b.ret()
+        return m
+
+    def _tile_origin(self):
+        s, b = self.s, self.b
+        if s.group_m:
+            # 1-D grid walked GROUP_M row tiles at a time so concurrent CTAs share B columns
+            pid = b.special("ctaid.x")
+            tiles_n = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
+            tiles_m = b.shr(b.add(self.M, s.BM - 1), _log2(s.BM), name="tiles_m")
+            width = b.mul(tiles_n, s.group_m, name="gw")
+            group = b.div(pid, width, name="grp")
+            first = b.mul(group, s.group_m, name="gfirst")
+            gsize = b.min(b.sub(tiles_m, first), s.group_m, name="gsize")
+            r = b.sub(pid, b.mul(group, width), name="gr")
+            pid_n = b.div(r, gsize, name="pid_n")
+            pid_m = b.add(first, b.sub(r, b.mul(pid_n, gsize)), name="pid_m")
+        else:
+            pid_n, pid_m = b.special("ctaid.x"), b.special("ctaid.y")
+        return b.shl(pid_m, _log2(s.BM), name="bm0"), b.shl(pid_n, _log2(s.BN), name="bn0")
+
+    def _k_tiles(self):
+        s, b = self.s, self.b
+        km1 = b.sub(self.K, 1, name="km1")
+        self.tiles_m1 = b.shr(km1, _log2(s.BK), name="ntiles")       # whole tiles after tile 0
+        self.kfirst = b.add(b.and_(km1, s.BK - 1), 1, name="kfirst")
+        self.kzero = b.sub(s.BK, self.kfirst, type=T.u32, name="kzero")  # tile-0 k below this: 0
+
+    def _thread_offsets(self, tid):
+        """First row and column of this thread's TM x TN tile inside the block tile."""
+        s, b = self.s, self.b
+        warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
+        wm = b.shr(warp, _log2(s.warps_n), name="wm")
+        wn = b.and_(warp, s.warps_n - 1, name="wn")
+        lm = b.shr(lane, _log2(s.lanes_n), name="lm")
+        ln = b.and_(lane, s.lanes_n - 1, name="ln")
+        return (b.mad(wm, s.WM, b.mul(lm, self.vs), name="mthr"),
+                b.mad(wn, s.WN, b.mul(ln, self.vs), name="nthr"))
+
+    def _fragment_bases(self):
+        """Shared-memory byte addresses of this thread's first A and B fragment (stage 0)."""
+        s, b = self.s, self.b
+        m_thr, n_thr = self._thread_offsets(self.tid)
+        a_stride = self.a_ld if not s.a_transposed else 1
+        self.a_rd0 = b.mad(m_thr, 4 * a_stride, self.sbase, name="a_rd")
+        self.b_rd0 = b.add(b.mad(n_thr, 4, self.sbase), self.a_bytes, name="b_rd")
+
+    def _row_off(self, i, lanes):
+        """Offset of a thread's i-th row (or column) from its first: vec_shared groups spaced
+        vec_shared*lanes apart so a warp's lanes cover contiguous 16-byte pieces."""
+        return (i // self.vs) * self.vs * lanes + i % self.vs
+
+    def _global_slots(self):
+        """Per-thread pointers, shared store bases and predicates for the tile loads."""
+        s, b = self.s, self.b
+        g, rows, na = s.a_slots()
+        per_row = s.BK // 4 // g
+        self.a_slot = [(rows * (i // per_row), g * (i % per_row)) for i in range(na)]
+        ar = b.shr(self.tid, _log2(g), name="ar")
+        ak4 = b.and_(self.tid, g - 1, name="ak4")
+        k_in = b.add(b.shl(ak4, 2), self.kfirst, name="ak")            # k of the group, tile 1
+        mlast = b.sub(self.M, 1, name="mlast")
+        # 32-bit element offsets (tile 1) rather than 64-bit pointers: one register each, and
+        # the address is one mad.wide per tile
+        self.a_off = {}
+        for d_row in sorted({r for r, _ in self.a_slot}):
+            row = b.min(b.add(b.add(self.bm0, ar), d_row), mlast, name="arow")
+            self.a_off[d_row] = b.mad(row, self.K, k_in, name="a_off")
+        if s.a_transposed:
+            self.a_wr0 = b.mad(b.mad(ak4, 4 * self.a_ld, ar), 4, self.sbase, name="a_wr")
+        else:
+            self.a_wr0 = b.mad(b.mad(ar, self.a_ld, b.shl(ak4, 2)), 4, self.sbase, name="a_wr")
+        self.a_kl = b.shl(ak4, 2, name="akl")                          # tile-local k of slot 0
+
+        rows_b, nb = s.b_slots()
+        c4 = s.BN // 4
+        self.b_slot = [rows_b * i for i in range(nb)]
+        bk = b.shr(self.tid, _log2(c4), name="bk")
+        bn4 = b.and_(self.tid, c4 - 1, name="bn4")
+        col = b.add(self.bn0, b.shl(bn4, 2), name="bcol")
+        if self.vb == 4:
+            col = b.min(col, b.sub(self.N, 4), name="bcol")
+            self.b_colp = None
+        else:
+            self.b_colp = [b.setp("lt", b.add(col, e), self.N, name="pcol") for e in range(4)]
+        self.b_step = b.shl(self.N, _log2(s.BK), name="bstep")
+        krow = b.add(bk, self.kfirst, name="bkrow")
+        self.b_off = [b.mad(b.add(krow, d), self.N, col, name="b_off") for d in self.b_slot]
+        self.b_wr0 = b.add(b.mad(b.mad(bk, self.b_ld, b.shl(bn4, 2)), 4, self.sbase),
+                           self.a_bytes, name="b_wr")
+        self.b_kl = bk
+
+    def _zero_shared(self):
+        """Zero every stage once. Stages the pipeline reads but never fills (the prefetch after
+        the last tile, stages beyond a short K, columns past N that cp.async skips) then hold
+        defined values; it costs a few 128-bit stores and one barrier per CTA."""
+        s, b = self.s, self.b
+        n16 = s.shared_bytes // 16
+        base = b.mad(self.tid, 16, self.sbase, name="zaddr")
+        z = [self.fzero] * 4
+        for j in range(-(-n16 // s.threads)):
+            if (j + 1) * s.threads <= n16:
+                b.st("shared", Addr(base, 16 * j * s.threads), z)
+            else:
+                with b.predicated(b.setp("lt", self.tid, n16 - j * s.threads, name="pz")):
+                    b.st("shared", Addr(base, 16 * j * s.threads), z)
+        b.bar_sync(0)
+
+    # -- tile loads -----------------------------------------------------------------------------
+    def _prologue_preds(self):
+        """Tile-0 validity (k >= 0) per A slot element and per B slot."""
+        b = self.b
+        pa = []
+        for _, dk4 in self.a_slot:
+            es = (0,) if self.va == 4 else range(4)
+            pa.append([b.setp("ge", b.add(self.a_kl, 4 * dk4 + e), self.kzero, name="pk")
+                       for e in es])
+        pb = [b.setp("ge", b.add(self.b_kl, d), self.kzero, name="pk") for d in self.b_slot]
+        return pa, pb
+
+    def _tile_ptrs(self, prologue=False):
+        """64-bit addresses of this tile's loads from the element offsets: A per row, B per
+        slot (tile 0 of A is reached through a negative displacement instead)."""
+        b = self.b
+        A, B = b.param("A"), b.param("B")
+        a = {d: b.mad(o, 4, A, mode="wide", name="a_g") for d, o in self.a_off.items()}
+        offs = self.b_off
+        if prologue:
+            offs = [b.sub(o, self.b_step, name="b_off0") for o in offs]
+        return a, [b.mad(o, 4, B, mode="wide", name="b_g") for o in offs]
+
+    def _a_src(self, a_ptrs, i, e=0, prologue=False):
+        d_row, dk4 = self.a_slot[i]
+        return Addr(a_ptrs[d_row], 16 * dk4 + 4 * e - (4 * self.s.BK if prologue else 0))
+
+    def _a_dst(self, base, i, e=None):
+        """Shared address of A slot i (element e when stored transposed one float at a time)."""
+        d_row, dk4 = self.a_slot[i]
+        if self.s.a_transposed:
+            return Addr(base, 4 * ((4 * dk4 + e) * self.a_ld + d_row))
+        return Addr(base, 4 * (d_row * self.a_ld + 4 * dk4) + (4 * e if e else 0))
+
+    def _b_dst(self, base, i, e=0):
+        return Addr(base, 4 * (self.b_slot[i] * self.b_ld + e))
+
+    def _load_regs(self, stage, prologue=False, guard=None):
+        """ld.global one tile into the staging registers: tile 0 predicated on k >= 0 (the
+        registers hold zeros), later tiles under `guard`."""
+        b = self.b
+        pa, pb = self._prologue_preds() if prologue else (None, None)
+        a_ptrs, b_ptrs = self._tile_ptrs(prologue)
+        for i, regs in enumerate(stage["a"]):
+            if self.va == 4:
+                with self._guard(pa[i][0] if pa else guard):
+                    b.ld("global", T.f32, self._a_src(a_ptrs, i, 0, prologue), vec=4, out=regs)
+            else:
+                for e in range(4):
+                    with self._guard(pa[i][e] if pa else guard):
+                        b.ld("global", T.f32, self._a_src(a_ptrs, i, e, prologue), out=regs[e])
+        for i, (p, regs) in enumerate(zip(b_ptrs, stage["b"])):
+            kp = pb[i] if pb else guard
+            if self.vb == 4:
+                with self._guard(kp):
+                    b.ld("global", T.f32, Addr(p), vec=4, out=regs)
+            else:
+                for e in range(4):
+                    p_e = self.b_colp[e] if kp is None else b.and_(kp, self.b_colp[e])
+                    with self._guard(p_e):
+                        b.ld("global", T.f32, Addr(p, 4 * e), out=regs[e])
+
+    def _store_regs(self, stage, off):
+        b = self.b
+        a_w = self.a_wr0 if off is None else b.add(self.a_wr0, off, name="a_w")
+        b_w = self.b_wr0 if off is None else b.add(self.b_wr0, off, name="b_w")
+        for i, regs in enumerate(stage["a"]):
+            if self.s.a_transposed:
+                for e in range(4):
+                    b.st("shared", self._a_dst(a_w, i, e), regs[e])
+            else:
+                b.st("shared", self._a_dst(a_w, i), list(regs))
+        for i, regs in enumerate(stage["b"]):
+            b.st("shared", self._b_dst(b_w, i), list(regs))
+
+    def _issue_cp_async(self, off, guard=None, prologue=False):
+        """cp.async one tile into the stage at byte offset `off` (a register or None for 0)."""
+        b = self.b
+        a_w = self.a_wr0 if off is None else b.add(self.a_wr0, off, name="a_w")
+        b_w = self.b_wr0 if off is None else b.add(self.b_wr0, off, name="b_w")
+        pa, pb = self._prologue_preds() if prologue else (None, None)
+        a_ptrs, b_ptrs = self._tile_ptrs(prologue)
+        for i in range(len(self.a_slot)):
+            whole = self.va == 4 and not self.s.a_transposed
+            for e in range(1 if whole else 4):
+                p = (pa[i][0] if self.va == 4 else pa[i][e]) if pa else guard
+                dst = self._a_dst(a_w, i, e if self.s.a_transposed else (None if whole else e))
+                with self._guard(p):
+                    b.cp_async(dst, self._a_src(a_ptrs, i, 0 if whole else e, prologue),
+                               16 if whole else 4)
+                if pa:
+                    with self._guard(p, negate=True):
+                        b.st("shared", dst, [self.fzero] * 4 if whole else self.fzero)
+        for i, p_src in enumerate(b_ptrs):
+            kp = pb[i] if pb else guard
+            if self.vb == 4:
+                with self._guard(kp):
+                    b.cp_async(self._b_dst(b_w, i), Addr(p_src), 16)
+            else:
+                for e in range(4):
+                    p = self.b_colp[e] if kp is None else b.and_(kp, self.b_colp[e])
+                    with self._guard(p):
+                        b.cp_async(self._b_dst(b_w, i, e), Addr(p_src, 4 * e), 4)
+            if pb:
+                with self._guard(kp, negate=True):
+                    b.st("shared", self._b_dst(b_w, i), [self.fzero] * 4)
+
+    def _guard(self, pred, negate=False):
+        return self.b.predicated(pred, negate) if pred is not None else contextlib.nullcontext()
+
+    def _advance(self):
+        b = self.b
+        for o in self.a_off.values():
+            b.add(o, self.s.BK, out=o)
+        for o in self.b_off:
+            b.add(o, self.b_step, out=o)
+
+    # -- compute --------------------------------------------------------------------------------
+    def _frags(self, a_base, b_base, kk, out=None):
+        """Load the A and B fragments of step kk: TM and TN floats."""
+        s, b, vs = self.s, self.b, self.vs
+        a, bb = [], []
+        outa, outb = out if out is not None else (None, None)
+        if s.a_transposed:
+            for i in range(0, s.TM, vs):
+                addr = Addr(a_base, 4 * (kk * self.a_ld + self._row_off(i, s.lanes_m)))
+                dst = outa[i:i + vs] if outa else None
+                r = b.ld("shared", T.f32, addr, vec=vs, out=dst if vs > 1 else
+                         (dst[0] if dst else None), name="fa")
+                a.extend(r if vs > 1 else [r])
+        else:
+            for i in range(s.TM):
+                addr = Addr(a_base, 4 * (self._row_off(i, s.lanes_m) * self.a_ld + kk))
+                a.append(b.ld("shared", T.f32, addr, out=outa[i] if outa else None, name="fa"))
+        for j in range(0, s.TN, vs):
+            addr = Addr(b_base, 4 * (kk * self.b_ld + self._row_off(j, s.lanes_n)))
+            dst = outb[j:j + vs] if outb else None
+            r = b.ld("shared", T.f32, addr, vec=vs, out=dst if vs > 1 else
+                     (dst[0] if dst else None), name="fb")
+            bb.extend(r if vs > 1 else [r])
+        return a, bb
+
+    def _ffma(self, frag):
+        a, bv = frag
+        for i in range(self.s.TM):
+            cols = range(self.s.TN)
+            if self.s.ffma_order == "serpentine" and i % 2:
+                cols = reversed(cols)      # the B operand of a row's first FMA is still hot
+            for j in cols:
+                self.b.fma(a[i], bv[j], self.acc[i][j], out=self.acc[i][j])
+
+    def _compute_tile(self, a_r, b_r, frag0, at_end):
+        """BK fully unrolled k steps. Fragments of step kk+1 load before step kk's FMAs; before
+        the last step's FMAs `at_end()` runs (store or await the next tile, sync, load its
+        step-0 fragments)."""
+        frag, nxt = frag0, None
+        for kk in range(self.s.BK):
+            if kk + 1 < self.s.BK:
+                nxt = self._frags(a_r, b_r, kk + 1)
+            elif at_end is not None:
+                at_end()
+            self._ffma(frag)
+            frag = nxt
+
+    def _frag_regs(self):
+        b, s = self.b, self.s
+        return ([b.reg(T.f32, "fa") for _ in range(s.TM)],
+                [b.reg(T.f32, "fb") for _ in range(s.TN)])
+
+    def _main_registers(self):
+        """ld.global → registers → st.shared. One loop trip per k tile; the trip loads the next
+        tile into registers first, computes, then stores it to the other stage, so global
+        latency hides behind a whole tile of FMAs and one barrier per tile suffices. The last
+        trip's loads are predicated off: one copy of the compute body keeps the code small and
+        leaves the epilogue outside any body where fragments are live."""
+        s, b = self.s, self.b
+        n4 = lambda k: [[b.const(0.0, T.f32, name="st") for _ in range(4)] for _ in range(k)]
+        stage = {"a": n4(len(self.a_slot)), "b": n4(len(self.b_slot))}
+        self._load_regs(stage, prologue=True)
+        self._store_regs(stage, None)
+        b.bar_sync(0)
+        double = s.frag_double_buffer and s.stages == 2
+        f0 = self._frag_regs() if double else None
+        if double:
+            self._frags(self.a_rd0, self.b_rd0, 0, out=f0)
+        off = b.const(0, T.u32, name="off") if s.stages == 2 else None
+        ntiles = b.add(self.tiles_m1, 1, name="ktiles")
+        with b.for_range(0, ntiles, 1, type=T.u32, name="kt") as kt:
+            more = b.setp("lt", kt, self.tiles_m1, name="pmore")
+            # fresh registers: nothing of the last tile's values needs to survive
+            stage = {k: [[b.reg(T.f32, "st") for _ in range(4)] for _ in v]
+                     for k, v in stage.items()}
+            self._load_regs(stage, guard=more)
+            self._advance()
+            if s.stages == 2:
+                a_r, b_r = b.add(self.a_rd0, off, name="a_r"), b.add(self.b_rd0, off, name="b_r")
+                noff = b.sub(s.stage_bytes, off, type=T.u32, name="noff")
+            else:
+                a_r, b_r, noff = self.a_rd0, self.b_rd0, None
+            frag = f0 if double else self._frags(a_r, b_r, 0)
+
+            def at_end():
+                if s.stages == 1:
+                    return
+                with b.predicated(more):
+                    self._store_regs(stage, noff)
+                b.bar_sync(0)
+                if double:
+                    self._frags(b.add(self.a_rd0, noff), b.add(self.b_rd0, noff), 0, out=f0)
+            self._compute_tile(a_r, b_r, frag, at_end)
+            if s.stages == 1:
+                b.bar_sync(0)
+                with b.predicated(more):
+                    self._store_regs(stage, None)
+                b.bar_sync(0)
+            else:
+                b.mov(noff, out=off)
+
+    def _next_stage(self, off):
+        s, b = self.s, self.b
+        if s.stages == 2:
+            b.sub(s.stage_bytes, off, type=T.u32, out=off)
+            return
+        b.add(off, s.stage_bytes, out=off)
+        wrap = b.setp("ge", off, s.stages * s.stage_bytes, name="pwrap")
+        b.selp(0, off, wrap, type=T.u32, out=off)
+
+    def _main_cp_async(self):
+        """cp.async straight into shared memory, `stages` tiles in flight: the prologue issues
+        tiles 0..S-2, each trip issues tile t+S-1 into the stage read last trip and waits for
+        tile t+1 before the barrier that ends it."""
+        s, b = self.s, self.b
+        S = s.stages
+        ntiles = b.add(self.tiles_m1, 1, name="ktiles")
+        self._issue_cp_async(None, prologue=True)
+        b.cp_async_commit()
+        for t in range(1, S - 1):
+            have = b.setp("ge", self.tiles_m1, t, name="phave")   # tile t exists ⇔ T-1 >= t
+            self._issue_cp_async(b.const(t * s.stage_bytes, T.u32, name="soff"), guard=have)
+            self._advance()
+            b.cp_async_commit()
+        b.cp_async_wait(S - 2)
+        b.bar_sync(0)
+        woff = b.const((S - 1) * s.stage_bytes, T.u32, name="woff")
+        roff = b.const(0, T.u32, name="roff")
+        double = s.frag_double_buffer
+        f0 = self._frag_regs() if double else None
+        if double:
+            self._frags(self.a_rd0, self.b_rd0, 0, out=f0)
+        with b.for_range(0, ntiles, 1, type=T.u32, name="kt") as kt:
+            a_r, b_r = b.add(self.a_rd0, roff, name="a_r"), b.add(self.b_rd0, roff, name="b_r")
+            frag = f0 if double else self._frags(a_r, b_r, 0)
+            # the tile S-1 ahead goes to the stage everyone finished reading last iteration
+            have = b.setp("lt", b.add(kt, S - 1), ntiles, name="pload")
+            self._issue_cp_async(woff, guard=have)
+            b.cp_async_commit()
+            self._advance()
+            self._next_stage(woff)
+
+            def at_end():
+                b.cp_async_wait(S - 2)
+                b.bar_sync(0)
+                self._next_stage(roff)
+                if double:
+                    self._frags(b.add(self.a_rd0, roff), b.add(self.b_rd0, roff), 0, out=f0)
+            self._compute_tile(a_r, b_r, frag, at_end)
+
+    # -- epilogue -------------------------------------------------------------------------------
+    def _epilogue(self):
+        s, b = self.s, self.b
+        # recomputed rather than kept live through the main loop, where registers are scarce
+        bm0, bn0 = self._tile_origin()
+        m_thr, n_thr = self._thread_offsets(b.special("tid.x"))
+        row0 = b.add(bm0, m_thr, name="crow")
+        col0 = b.add(bn0, n_thr, name="ccol")
+        C = b.param("C")
+        idx = b.mad(row0, self.N, b.cvt(T.u64, col0), mode="wide", name="cidx")
+        cbase = b.add(C, b.shl(idx, 2, type=T.u64), type=T.u64, name="c_g")
+        width = self.vc
+        cols = [self._row_off(j, s.lanes_n) for j in range(0, s.TN, width)]
+        # a width-aligned group of columns is all inside or all outside [0, N)
+        pcol = [b.setp("lt", b.add(col0, c), self.N, name="pc") for c in cols]
+        for i in range(s.TM):
+            ro = self._row_off(i, s.lanes_m)
+            prow = b.setp("lt", b.add(row0, ro), self.M, name="pr")
+            rptr = cbase if ro == 0 else b.add(
+                cbase, b.mul(self.N, 4 * ro, mode="wide"), type=T.u64, name="c_r")
+            for g, c in enumerate(cols):
+                vals = self.acc[i][g * width:(g + 1) * width]
+                with b.predicated(b.and_(prow, pcol[g], name="pst")):
+                    b.st("global", Addr(rptr, 4 * c), vals if width > 1 else vals[0])
