@@ -204,3 +204,67 @@ def test_runtime_loop_carries_accumulators(M, N):
     cm = np.full(N, np.nan, np.float32)
     _emulate(col_max, dict(BM=8, BN=512), (-(-N // 512),), x, cm, np.int32(M), np.int32(N))
     assert np.array_equal(cm, x.max(axis=0))
+
+
+# -- dot: a matmul kernel lowered to the SGEMM schedule ------------------------------------------
+def _schedule():
+    mod = pytest.importorskip("ptxgen.schedule.matmul")
+    if not hasattr(mod, "lower_matmul"):
+        pytest.skip("ptxgen.schedule has no lower_matmul in this build")
+    return mod
+
+
+@bk.kernel(num_warps=4)
+def matmul(A: bk.pointer, B: bk.pointer, C: bk.pointer, M: bk.int32, N: bk.int32, K: bk.int32,
+           BM: bk.constexpr, BN: bk.constexpr, BK: bk.constexpr):
+    rm = bk.program_id(0) * BM + bk.arange(0, BM)
+    rn = bk.program_id(1) * BN + bk.arange(0, BN)
+    rk = bk.arange(0, BK)
+    acc = bk.zeros([BM, BN])
+    for k in bk.range(0, K, BK):
+        a = bk.load(A + rm[:, None] * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K))
+        b = bk.load(B + (k + rk)[:, None] * N + rn[None, :],
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N))
+        acc += bk.dot(a, b)
+    bk.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_dot_lowers_to_the_sgemm_schedule(arch):
+    _schedule()
+    text = matmul.ptx(arch, BM=64, BN=64, BK=8)
+    s = matmul.dot_schedule
+    assert (s.BM, s.BN, s.BK, s.threads) == (64, 64, 8, 128)
+    assert "ld.shared.v4.f32" in text and "fma.rn.f32" in text
+    r = toolchain.assemble(text, arch).resources["matmul"]
+    assert r.spills == 0
+
+
+@needs_emu
+@pytest.mark.parametrize("M,N,K,hints", [(70, 45, 33, None), (64, 128, 16, {"K": 4, "N": 4})])
+def test_dot_matmul_on_emulator(M, N, K, hints):
+    _schedule()
+    from ptxgen.emu import emulate
+    rng = np.random.default_rng(K)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    C = np.full((M, N), np.nan, np.float32)
+    m = matmul.build(BM=64, BN=64, BK=8, hints=hints)
+    grid, args = matmul.dot_launch((-(-M // 64), -(-N // 64)),
+                                   [A, B, C, np.int32(M), np.int32(N), np.int32(K)])
+    emulate(m, "matmul", grid, (matmul.threads(),), *args)
+    assert np.allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
+
+
+def test_dot_outside_the_matmul_form_is_refused():
+    _schedule()
+
+    @bk.kernel
+    def loose(A: bk.pointer, B: bk.pointer, C: bk.pointer, M: bk.int32, N: bk.int32,
+              K: bk.int32, BM: bk.constexpr, BN: bk.constexpr, BK: bk.constexpr):
+        acc = bk.dot(bk.load(A + bk.arange(0, BM)), bk.load(B + bk.arange(0, BN)))
+        bk.store(C + bk.arange(0, BM), acc)
+    with pytest.raises(PtxgenError, match="acc \\+= bk.dot"):
+        loose.build(BM=64, BN=64, BK=8)

@@ -324,7 +324,25 @@ class BlockKernel:
             m = verify_module(self.build(arch, num_warps, hints, **constexprs))
             kir = m.kernel(self.name)
             self._built[key] = load_kernel(emit_module(m, arch), kir.name, kir.params)
-        return launch(self._built[key], grid, (self.threads(num_warps), 1, 1), list(args))
+        args = list(args)
+        if getattr(self, "dot_roles", None):
+            grid, args = self.dot_launch(grid, args)
+        return launch(self._built[key], grid, (self.threads(num_warps), 1, 1), args)
+
+    def dot_launch(self, grid, args):
+        """A dot kernel runs the schedule's kernel: (M, N, K, A, B, C) and the schedule's grid
+        (as many programs as the given grid asks for)."""
+        import numpy as np
+        names = [n for n, p in inspect.signature(self.fn).parameters.items()
+                 if getattr(p.annotation, "kind", None) != "constexpr"]
+        vals = dict(zip(names, args))
+        r = self.dot_roles
+        size = {d: int(vals[r[d]]) for d in "MNK"}
+        g = self.dot_schedule.grid(size)
+        if int(np.prod(grid)) != g[0] * g[1] * g[2]:
+            raise PtxgenError(f"{self.name}: the grid must have one program per {self.dot_schedule.BM}"
+                              f"x{self.dot_schedule.BN} tile of C ({g[0] * g[1] * g[2]})")
+        return g, [np.uint32(size[d]) for d in "MNK"] + [vals[r[d]] for d in "ABC"]
 
 
 def kernel(fn=None, *, num_warps=4, name=None):
