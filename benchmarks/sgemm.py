@@ -292,8 +292,6 @@ def run_shape(loader, shape, names, arch, use_triton, seed):
         r["tflops"] = 2.0 * M * N * K / (r["ms"] * 1e9) if r["ms"] == r["ms"] else float("nan")
         rows.append(r)
         print(_row(r), flush=True)
-    del A, B, C, ref
-    torch.cuda.empty_cache()
     cub = next((r for r in rows if r["impl"] == "cublas" and r["ms"] == r["ms"]), None)
     for r in rows:
         r["x_cublas"] = cub["ms"] / r["ms"] if cub and r["ms"] == r["ms"] else float("nan")
@@ -378,6 +376,7 @@ def main(argv=None):
     rows = []
     for shape in shapes:
         rows.extend(run_shape(loader, shape, names, arch, not a.no_triton, a.seed))
+        torch.cuda.empty_cache()              # the shape's buffers died with run_shape
     info["seconds"] = round(time.perf_counter() - t_start, 1)
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "sgemm.json"), "w") as f:
