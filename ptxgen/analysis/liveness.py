@@ -6,8 +6,12 @@ definition does not kill: where the guard is false the old value survives. Regis
 Python ints used as bit sets so the fixed point is cheap on large functions.
 """
 from ..emit.ptx import decl_type
+from ..ir.instr import Verbatim
 
 CLASSES = ("pred", "b16", "b32", "b64", "f32", "f64")
+# 32-bit register slots a value of each class takes: 64-bit values two, predicates none (they
+# live in predicate registers); 8-bit values, like 16-bit ones, take a whole slot
+_SLOTS = {"pred": 0, "b8": 1, "b16": 1, "b32": 1, "f32": 1, "b64": 2, "f64": 2}
 
 
 def reg_class(reg):
@@ -15,44 +19,40 @@ def reg_class(reg):
     return decl_type(reg.type)
 
 
-def _width32(counts):
-    """32-bit register slots a set of live values needs (64-bit values take two, predicates
-    none: they live in predicate registers)."""
-    total = 0
-    for c, n in counts.items():
-        if c == "pred":
-            continue
-        total += 2 * n if c in ("b64", "f64") else n
-    return total
-
-
-def register_pressure(cfg, kernel=None):
+def register_pressure(cfg, kernel=None, uses_defs=None):
     """{'max_live': {class: n}, 'max_live_total': n, 'max_live_32bit': n, 'peak_line': line,
-    'declared': {class: n}, 'live_in_entry': [names]} for the CFG of a function."""
+    'declared': {class: n}, 'live_in_entry': [names]} for the CFG of a function.
+
+    uses_defs: optional [(uses, defs)] per instruction in CFG order, when already computed."""
     blocks = cfg.blocks
     index, regs = {}, []
-
-    def bit(r):
-        i = index.get(r)
-        if i is None:
-            i = index[r] = len(regs)
-            regs.append(r)
-        return 1 << i
+    if uses_defs is None:
+        uses_defs = [(i.uses(), i.defs()) for b in blocks for i in b.instrs]
 
     # per-instruction use/def bit sets, and per-block upward-exposed uses and kills
     per_block = []
+    n = 0
     for b in blocks:
         use = kill = 0
         steps = []
         for ins in b.instrs:
-            u = 0
-            for r in ins.uses():
-                u |= bit(r)
-            d = 0
-            for r in ins.defs():
-                d |= bit(r)
+            us, ds = uses_defs[n]
+            n += 1
+            u = d = 0
+            for r in us:
+                i = index.get(r)
+                if i is None:
+                    i = index[r] = len(regs)
+                    regs.append(r)
+                u |= 1 << i
+            for r in ds:
+                i = index.get(r)
+                if i is None:
+                    i = index[r] = len(regs)
+                    regs.append(r)
+                d |= 1 << i
             k = d if ins.guard is None else 0
-            steps.append((u, d, k, ins))
+            steps.append((u, d, k, ins.line))
             use |= u & ~kill
             kill |= k
         per_block.append((use, kill, steps))
@@ -73,28 +73,37 @@ def register_pressure(cfg, kernel=None):
                 live_out[bi], live_in[bi] = out, new_in
                 changed = True
 
-    cls = [reg_class(r) for r in regs]
-    max_live = {c: 0 for c in CLASSES}
-    best_total, best_32, peak_line = 0, 0, 0
+    names = list(CLASSES) + sorted({reg_class(r) for r in regs} - set(CLASSES))
+    slot_of = [names.index(reg_class(r)) for r in regs]
+    weight = [_SLOTS.get(c, 1) for c in names]
+    peak = _Peak(len(names), weight)
     for bi, b in enumerate(blocks):
         live = live_out[bi]
-        counts = _count(live, cls)
-        for u, d, k, ins in reversed(per_block[bi][2]):
-            # at the instruction: values live across it, plus its results (even dead ones)
-            extra = _count(d & ~live, cls)
-            here = _merge(counts, extra)
-            best_total, best_32, peak_line = _track(here, max_live, best_total, best_32,
-                                                    peak_line, ins.line)
+        counts = [0] * len(names)
+        _add(counts, live, slot_of)
+        grew = True
+        for u, d, k, line in reversed(per_block[bi][2]):
+            # at the instruction: values live across it, plus its results (even dead ones);
+            # only when something was added since the last look can a new maximum appear
+            extra = d & ~live
+            if extra:
+                here = counts[:]
+                _add(here, extra, slot_of)
+                peak.see(here, line)
+            elif grew:
+                peak.see(counts, line)
+            grew = False
             removed = live & k
             if removed:
-                _sub(counts, removed, cls)
-            live &= ~k
+                _add(counts, removed, slot_of, -1)
+                live &= ~k
             added = u & ~live
             if added:
-                _add(counts, added, cls)
-            live |= u
-        best_total, best_32, peak_line = _track(counts, max_live, best_total, best_32,
-                                                peak_line, b.line)
+                _add(counts, added, slot_of)
+                live |= u
+                grew = True
+        if grew:
+            peak.see(counts, b.line)
     declared = {c: 0 for c in CLASSES}
     if kernel is not None:
         for r in _declared(kernel):
@@ -102,17 +111,36 @@ def register_pressure(cfg, kernel=None):
             declared[c] = declared.get(c, 0) + 1
     entry_live = [regs[i].name for i in _bits(live_in[0])] if blocks else []
     return {
-        "max_live": max_live,
-        "max_live_total": best_total,
-        "max_live_32bit": best_32,
-        "peak_line": peak_line,
+        "max_live": {c: peak.max[i] for i, c in enumerate(names)
+                     if c in CLASSES or peak.max[i]},
+        "max_live_total": peak.total,
+        "max_live_32bit": peak.slots,
+        "peak_line": peak.line,
         "declared": declared,
         "live_in_entry": sorted(entry_live),
     }
 
 
+class _Peak:
+    def __init__(self, n, weight):
+        self.max = [0] * n
+        self.weight = weight
+        self.total = self.slots = self.line = 0
+
+    def see(self, counts, line):
+        m = self.max
+        for i, c in enumerate(counts):
+            if c > m[i]:
+                m[i] = c
+        total = sum(counts)
+        slots = sum(c * w for c, w in zip(counts, self.weight))
+        if slots > self.slots or (slots == self.slots and total > self.total):
+            self.line = line
+        self.total = max(self.total, total)
+        self.slots = max(self.slots, slots)
+
+
 def _declared(kernel):
-    from ..ir.instr import Verbatim
     out = list(kernel.regs)
     for s in kernel.body:
         if isinstance(s, Verbatim) and s.regs:
@@ -121,49 +149,14 @@ def _declared(kernel):
 
 
 def _bits(x):
-    i = 0
     while x:
-        if x & 1:
-            yield i
-        x >>= 1
-        i += 1
+        low = x & -x
+        yield low.bit_length() - 1
+        x ^= low
 
 
-def _count(bits, cls):
-    counts = {}
+def _add(counts, bits, slot_of, sign=1):
     while bits:
         low = bits & -bits
-        c = cls[low.bit_length() - 1]
-        counts[c] = counts.get(c, 0) + 1
+        counts[slot_of[low.bit_length() - 1]] += sign
         bits ^= low
-    return counts
-
-
-def _add(counts, bits, cls):
-    for c, n in _count(bits, cls).items():
-        counts[c] = counts.get(c, 0) + n
-
-
-def _sub(counts, bits, cls):
-    for c, n in _count(bits, cls).items():
-        counts[c] -= n
-
-
-def _merge(a, b):
-    if not b:
-        return a
-    out = dict(a)
-    for c, n in b.items():
-        out[c] = out.get(c, 0) + n
-    return out
-
-
-def _track(counts, max_live, best_total, best_32, peak_line, line):
-    for c, n in counts.items():
-        if n > max_live.get(c, 0):
-            max_live[c] = n
-    total = sum(counts.values())
-    w = _width32(counts)
-    if w > best_32 or (w == best_32 and total > best_total):
-        peak_line = line
-    return max(best_total, total), max(best_32, w), peak_line

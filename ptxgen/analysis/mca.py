@@ -20,6 +20,8 @@ reads its operands at issue, and scoreboarded writes retire in order.
 import math
 from dataclasses import dataclass, field
 
+from ..ir.values import Special
+
 ISSUE_SLOT = 1.0        # cycles per issued warp instruction: the model's time unit (see above)
 
 
@@ -37,8 +39,14 @@ class Prepared:
 
 def prepare(instrs, table):
     out = []
+    cache = {}
     for ins in instrs:
-        info = table.op_for(ins)
+        # the cost class depends on opcode, modifiers and whether a special register is read
+        key = (ins.opcode, ins.mods, ins.opcode == "mov" and any(
+            isinstance(o, Special) for o in ins.operands))
+        info = cache.get(key)
+        if info is None:
+            info = cache[key] = table.op_for(ins)
         out.append(Prepared(ins, tuple(ins.uses()), tuple(ins.defs()), info.latency,
                             info.issue_interval, info.unit, info.key))
     return out
@@ -229,13 +237,17 @@ def block_timings(cfg, prepared, units):
     return out
 
 
-def loop_timings(cfg, prepared, units):
+def loop_timings(cfg, prepared, units, blocks=None):
     """Timing per innermost loop (its blocks in layout order, each once per iteration); outer
-    loops get None: their inner trip counts are not known statically."""
+    loops get None: their inner trip counts are not known statically. `blocks`: block_timings()
+    when already computed (a one-block loop is timed exactly like its block)."""
     out = []
     for loop in cfg.loops:
         if not loop.innermost:
             out.append(None)
+            continue
+        if blocks is not None and len(loop.blocks) == 1 and blocks[loop.header].repeated:
+            out.append(blocks[loop.header])
             continue
         region = []
         for bi in loop.blocks:

@@ -132,17 +132,22 @@ def summarize(ops):
     }
 
 
-def bytes_per_iteration(cfg):
+def bytes_per_iteration(cfg, ops=None):
     """Per loop: bytes each thread moves per iteration, by space and direction, counting the
     blocks of the loop itself (inner loops report their own). Every block counts once, as if
-    each conditional path ran: an upper bound where the body branches."""
+    each conditional path ran: an upper bound where the body branches.
+
+    ops: optional memory_op() of every instruction in CFG order, when already computed."""
+    if ops is None:
+        ops = [memory_op(i) for b in cfg.blocks for i in b.instrs]
     out = []
     for li, loop in enumerate(cfg.loops):
         per = {}
         total = 0
         for bi in cfg.own_blocks(li):
-            for m in memory_ops(cfg.blocks[bi].instrs):
-                if m.kind == "prefetch":
+            b = cfg.blocks[bi]
+            for m in ops[b.first:b.first + len(b.instrs)]:
+                if m is None or m.kind == "prefetch":
                     continue
                 reads = m.bytes if m.kind in ("load", "atomic", "copy") else 0
                 writes = m.bytes if m.kind in ("store", "atomic", "reduction") else 0

@@ -1,5 +1,6 @@
 """Static instruction mix: how many of each opcode and of each class a function contains."""
 from ..ir.instr import Instr
+from ..ir.values import Special
 
 
 def _sorted(counts):
@@ -25,9 +26,13 @@ def base_opcode_mix(instrs):
 
 def class_mix(instrs):
     """{Instr.cls: count}, most frequent first."""
-    counts = {}
+    counts, cache = {}, {}
     for ins in instrs:
-        c = ins.cls
+        # the class depends on opcode, modifiers and whether a special register is read
+        key = (ins.opcode, ins.mods, any(isinstance(o, Special) for o in ins.operands))
+        c = cache.get(key)
+        if c is None:
+            c = cache[key] = ins.cls
         counts[c] = counts.get(c, 0) + 1
     return _sorted(counts)
 

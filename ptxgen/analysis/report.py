@@ -126,7 +126,7 @@ def analyze_kernel(kernel, table):
     instrs = graph.instructions
     prepared = mca.prepare(instrs, table)
     timings = mca.block_timings(graph, prepared, table.units)
-    loop_times = mca.loop_timings(graph, prepared, table.units)
+    loop_times = mca.loop_timings(graph, prepared, table.units, timings)
     blocks = []
     for b, t in zip(graph.blocks, timings):
         blocks.append({
@@ -134,7 +134,8 @@ def analyze_kernel(kernel, table):
             "succs": list(b.succs), "preds": list(b.preds),
             "idom": graph.idom[b.index] if graph.idom else None,
             "reachable": b.reachable, "loop_depth": b.loop_depth, "timing": t.to_dict()})
-    mem_loops = memory.bytes_per_iteration(graph)
+    mem_ops = [memory.memory_op(i) for i in instrs]
+    mem_loops = memory.bytes_per_iteration(graph, mem_ops)
     loops = []
     for i, (l, t) in enumerate(zip(graph.loops, loop_times)):
         loops.append({
@@ -145,12 +146,14 @@ def analyze_kernel(kernel, table):
             "instructions": sum(len(graph.blocks[b].instrs) for b in l.blocks),
             "total_bytes_per_iteration": mem_loops[i]["total_bytes_per_iteration"],
             "timing": t.to_dict() if t is not None else None})
-    mem = memory.summarize(memory.memory_ops(instrs))
+    mem = memory.summarize([m for m in mem_ops if m is not None])
     mem["loops"] = mem_loops
     return KernelReport(
         name=kernel.name, kind=kernel.kind, line=kernel.line, instructions=len(instrs),
         opcodes=mix.opcode_mix(instrs), classes=mix.class_mix(instrs), blocks=blocks,
-        loops=loops, register_pressure=liveness.register_pressure(graph, kernel), memory=mem)
+        loops=loops, memory=mem,
+        register_pressure=liveness.register_pressure(
+            graph, kernel, [(p.uses, p.defs) for p in prepared]))
 
 
 def _add_sass(result, module, text, arch):
