@@ -1,0 +1,160 @@
+"""Raw microbenchmark numbers → model values, the table, and the machine-model entries they
+replace."""
+import math
+from dataclasses import asdict, dataclass, field
+
+from .kernels import ARITH_CLASSES, CHAIN_PTX
+
+
+@dataclass
+class Measurement:
+    name: str                  # what the table calls it
+    value: float
+    unit: str
+    what: str                  # how it was measured (goes into the source text)
+    targets: tuple = ()        # ("ops.FMA.latency", …): machine-model entries it sets
+    model: float = None        # the value the machine model has now (first target)
+    decimals: int = 1
+
+    def to_dict(self):
+        return asdict(self)
+
+
+@dataclass
+class Calibration:
+    device: str
+    arch: str
+    date: str
+    measurements: list = field(default_factory=list)
+    errors: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    def source(self, m):
+        return f"measured {self.date} on {self.device} by ptxgen calibrate: {m.what}"
+
+    def updates(self):
+        """{"ops.FMA.latency": (value, source)} for every entry a measurement sets."""
+        out = {}
+        for m in self.measurements:
+            if not _usable(m.value):
+                continue
+            v = round(m.value, m.decimals) if m.decimals else int(round(m.value))
+            for t in m.targets:
+                out[t] = (v, self.source(m))
+        return out
+
+    def to_dict(self):
+        return {"device": self.device, "arch": self.arch, "date": self.date,
+                "measurements": [m.to_dict() for m in self.measurements],
+                "errors": dict(self.errors), "notes": list(self.notes)}
+
+    def format_table(self):
+        rows = [("measurement", "value", "model now", "sets")]
+        for m in self.measurements:
+            fmt = f"{{:.{m.decimals}f}}" if m.decimals else "{:.0f}"
+            now = "" if m.model is None else fmt.format(m.model)
+            rows.append((m.name, f"{fmt.format(m.value)} {m.unit}", now,
+                         ", ".join(m.targets) or "-"))
+        w = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = [f"calibration of {self.arch} on {self.device} ({self.date})", ""]
+        for k, r in enumerate(rows):
+            lines.append(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}")
+            if k == 0:
+                lines.append("-" * (sum(w) + 6))
+        for n in self.notes:
+            lines.append(f"note: {n}")
+        for name, e in self.errors.items():
+            lines.append(f"failed: {name}: {e}")
+        return "\n".join(lines)
+
+
+def _usable(v):
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def _model(table, target):
+    if table is None:
+        return None
+    kind, name, key = target.split(".")
+    if kind == "ops":
+        return getattr(table.ops[name], key)
+    return getattr(table.memory[name], key)
+
+
+def derive(raw, table=None):
+    """The Calibration a raw measurement dict gives (`table`: the current machine model, for
+    the comparison column and the issue-interval arithmetic)."""
+    cal = Calibration(raw.get("device", "?"), raw.get("arch", "?"), raw.get("date", "?"),
+                      errors=dict(raw.get("errors", {})))
+    ms = cal.measurements
+
+    def add(name, value, unit, what, targets=(), decimals=1):
+        m = Measurement(name, float(value), unit, what, tuple(targets),
+                        _model(table, targets[0]) if targets else None, decimals)
+        if _usable(m.value):
+            ms.append(m)
+        else:
+            cal.errors[name] = f"measured {value!r}, not a positive number"
+
+    for cls in ARITH_CLASSES:
+        r = raw.get("latency", {}).get(cls)
+        if r:
+            add(f"{cls} latency", (r["cycles"] - r["base"]) / r["n"], "cycles",
+                f"dependent {CHAIN_PTX[cls]} chain, {r['n']} instructions, one warp",
+                [f"ops.{cls}.latency"])
+    sched = table.header.schedulers_per_sm if table is not None else None
+    for cls in ARITH_CLASSES:
+        r = raw.get("throughput", {}).get(cls)
+        if r and sched:
+            per_sp = r["warps"] * r["chains"] * r["ops_per_chain"] / sched
+            add(f"{cls} issue interval", r["cycles"] / per_sp, "cycles/warp instr",
+                f"{r['warps']} warps x {r['chains']} independent {CHAIN_PTX[cls]} chains, "
+                f"cycles per warp instruction per sub-partition",
+                [f"ops.{cls}.issue_interval"], decimals=2)
+    chase = raw.get("chase", {})
+    what = {"SHARED": "ld.shared.u32 pointer chase",
+            "L1": "ld.global.ca pointer chase, {kb} KB array (L1-resident)",
+            "L2": "ld.global.cg pointer chase, {kb} KB array (L2-resident)",
+            "DRAM": "ld.global.cg pointer chase, {kb} KB array, after writing {fkb} KB to "
+                    "flush L2"}
+    targets = {"SHARED": ["memory.SHARED.latency", "ops.LDS.latency"],
+               "L1": ["memory.L1.latency"],
+               "L2": ["memory.L2.latency", "ops.LDG.latency"],
+               "DRAM": ["memory.DRAM.latency"]}
+    for level in ("SHARED", "L1", "L2", "DRAM"):
+        r = chase.get(level)
+        if r:
+            text = what[level].format(kb=r.get("bytes", 0) // 1024,
+                                      fkb=r.get("flush_bytes", 0) // 1024)
+            add(f"{level} load latency", r["cycles"] / r["steps"], "cycles",
+                f"{text}, {r['steps']} dependent loads", targets[level])
+    r = raw.get("barrier")
+    if r:
+        add("bar.sync", r["cycles"] / r["n"], "cycles",
+            f"{r['n']} back-to-back bar.sync, {r['warps']} warps", ["ops.BAR.latency"])
+    copy = raw.get("copy", {})
+    for level, key in (("DRAM", "memory.DRAM.bandwidth_gbs"), ("L2", "memory.L2.bandwidth_gbs")):
+        r = copy.get(level)
+        if r:
+            gbs = r["bytes"] / (r["ms"] * 1e-3) / 1e9
+            add(f"{level} copy bandwidth", gbs, "GB/s",
+                f"v4 copy kernel, {r['bytes'] // (1 << 20)} MiB read+written, CUDA events "
+                f"median", [key], decimals=0)
+    r = raw.get("ffma")
+    if r:
+        tflops = r["flops"] / (r["ms"] * 1e-3) / 1e12
+        add("FFMA peak", tflops, "TFLOP/s", "independent FMAs on every SM", decimals=1)
+        if table is not None:
+            lanes = table.header.fp32_lanes_per_sm * r["sm_count"]
+            mhz = r["flops"] / 2 / lanes / (r["ms"] * 1e-3) / 1e6
+            add("sustained FMA clock", mhz, "MHz",
+                "FFMA peak / (2 x FP32 lanes x SMs): the clock under full load", decimals=0)
+            if mhz < 0.95 * table.header.clock_mhz:
+                cal.notes.append(
+                    f"the GPU sustained {mhz:.0f} MHz under full FMA load, below the model's "
+                    f"{table.header.clock_mhz:.0f} MHz: predicted times of compute-bound "
+                    f"kernels will read short by {100 * (1 - mhz / table.header.clock_mhz):.0f}%")
+    if raw.get("launch_us") is not None:
+        add("empty kernel (events)", raw["launch_us"], "us",
+            "launch of an empty kernel timed with CUDA events", decimals=2)
+    return cal
