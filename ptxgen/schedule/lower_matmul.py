@@ -8,15 +8,20 @@ Edges cost nothing in the main loop:
     on k >= 0 and zero-filled, and every later tile is whole and unpredicated.
   * M: A rows past M are clamped to M-1; they only feed C rows that are never stored.
   * N: with 128-bit B loads (N % 4 == 0) a 4-column group is all in or all out, so its start is
-    clamped to N-4. Scalar B loads (N % 4 != 0) are guarded by per-column predicates computed once;
-    a skipped load leaves a value that only reaches C columns that are never stored.
+    clamped to N-4; with 32-bit loads (N % 4 != 0) each thread owns whole columns, clamped to
+    N-1. Either way the clamped columns only feed C columns that are never stored.
   * C stores are predicated on row < M and column < N.
+
+When K or N is not a multiple of 4 the rows of A or B are not 16-byte aligned and that operand
+is loaded 32 bits at a time, with a thread-to-element mapping that keeps each warp instruction
+on few 128-byte lines (MatmulSchedule.a_scalar_slots / b_scalar_slots).
 
 Global addresses come from 32-bit element offsets (one register each instead of a 64-bit pointer
 pair), so A and B must each hold fewer than 2^32 elements; MatmulSchedule.validate checks it when
 given the shape.
 """
 import contextlib
+from dataclasses import dataclass
 
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
@@ -24,6 +29,17 @@ from ..ir import types as T
 
 def _log2(x):
     return x.bit_length() - 1
+
+
+@dataclass(frozen=True)
+class _Load:
+    """One global load instruction of a thread's share of a tile."""
+    off: int          # which offset register (A: tile row, B: column)
+    rows: int         # B: multiples of the per-load row step added to the offset
+    disp: int         # elements added to the address
+    width: int        # 4 (ld.v4) or 1
+    k: int            # tile-local k of its first element beyond the thread's k (A) or row (B)
+    dst: tuple        # shared byte displacements from the store base: one per store
 
 
 def lower(s, arch, shape=None, name="matmul"):
@@ -128,43 +144,68 @@ class _Lowering:
         return (i // self.vs) * self.vs * lanes + i % self.vs
 
     def _global_slots(self):
-        """Per-thread pointers, shared store bases and predicates for the tile loads."""
+        """The tile loads of this thread (_Load lists for A and B), their offset registers and
+        shared-memory store bases."""
         s, b = self.s, self.b
-        g, rows, na = s.a_slots()
-        per_row = s.BK // 4 // g
-        self.a_slot = [(rows * (i // per_row), g * (i % per_row)) for i in range(na)]
-        ar = b.shr(self.tid, _log2(g), name="ar")
-        ak4 = b.and_(self.tid, g - 1, name="ak4")
-        k_in = b.add(b.shl(ak4, 2), self.kfirst, name="ak")            # k of the group, tile 1
         mlast = b.sub(self.M, 1, name="mlast")
-        # 32-bit element offsets (tile 1) rather than 64-bit pointers: one register each, and
-        # the address is one mad.wide per tile
-        self.a_off = {}
-        for d_row in sorted({r for r, _ in self.a_slot}):
-            row = b.min(b.add(b.add(self.bm0, ar), d_row), mlast, name="arow")
-            self.a_off[d_row] = b.mad(row, self.K, k_in, name="a_off")
+        if self.va == 4:
+            # 4-float groups along K, g per row per instruction (conflict-free transposed stores)
+            g, rows, na = s.a_slots()
+            per_row = s.BK // 4 // g
+            ar = b.shr(self.tid, _log2(g), name="ar")
+            ak = b.shl(b.and_(self.tid, g - 1), 2, name="ak")
+            place = [(rows * (i // per_row), 4 * g * (i % per_row), 0) for i in range(na)]
+        else:
+            ek, lanes_k, rows = s.a_scalar_slots()
+            ar = b.shr(self.tid, _log2(lanes_k), name="ar")
+            ak = b.mul(b.and_(self.tid, lanes_k - 1), ek, name="ak")
+            place = [(rows * i, 0, e) for i in range(s.BM // rows) for e in range(ek)]
+        d_rows = sorted({r for r, _, _ in place})
+        k_in = b.add(ak, self.kfirst, name="ak1")                      # k of tile 1
+        # 32-bit element offsets rather than 64-bit pointers: one register each, and the
+        # address is one mad.wide per tile. Rows past M are clamped (they feed no stored C).
+        self.a_off = [b.mad(b.min(b.add(b.add(self.bm0, ar), d), mlast, name="arow"), self.K,
+                            k_in, name="a_off") for d in d_rows]
+        ld = self.a_ld
+        self.a_loads = []
+        for d_row, dk, e in place:
+            k0 = dk + e
+            if s.a_transposed:              # As[k][m]: one 32-bit store per element
+                dst = [4 * ((k0 + q) * ld + d_row) for q in range(self.va)]
+            else:
+                dst = [4 * (d_row * ld + k0)]
+            self.a_loads.append(_Load(d_rows.index(d_row), 0, k0, self.va, k0, tuple(dst)))
         if s.a_transposed:
-            self.a_wr0 = b.mad(b.mad(ak4, 4 * self.a_ld, ar), 4, self.sbase, name="a_wr")
+            self.a_wr0 = b.mad(b.mad(ak, ld, ar), 4, self.sbase, name="a_wr")
         else:
-            self.a_wr0 = b.mad(b.mad(ar, self.a_ld, b.shl(ak4, 2)), 4, self.sbase, name="a_wr")
-        self.a_kl = b.shl(ak4, 2, name="akl")                          # tile-local k of slot 0
+            self.a_wr0 = b.mad(b.mad(ar, ld, ak), 4, self.sbase, name="a_wr")
+        self.a_kl = ak
 
-        rows_b, nb = s.b_slots()
-        c4 = s.BN // 4
-        self.b_slot = [rows_b * i for i in range(nb)]
-        bk = b.shr(self.tid, _log2(c4), name="bk")
-        bn4 = b.and_(self.tid, c4 - 1, name="bn4")
-        col = b.add(self.bn0, b.shl(bn4, 2), name="bcol")
         if self.vb == 4:
-            col = b.min(col, b.sub(self.N, 4), name="bcol")
-            self.b_colp = None
+            rows_b, nb = s.b_slots()
+            lanes = s.BN // 4
+            bk = b.shr(self.tid, _log2(lanes), name="bk")
+            bn = b.shl(b.and_(self.tid, lanes - 1), 2, name="bn")
+            # a 4-column group is all in or all out (N % 4 == 0): clamp its start
+            cols = [b.min(b.add(self.bn0, bn), b.sub(self.N, 4), name="bcol")]
+            self.b_loads = [_Load(0, i, 0, 4, rows_b * i, (4 * rows_b * i * self.b_ld,))
+                            for i in range(nb)]
         else:
-            self.b_colp = [b.setp("lt", b.add(col, e), self.N, name="pcol") for e in range(4)]
-        self.b_step = b.shl(self.N, _log2(s.BK), name="bstep")
+            lanes, rows_b = s.b_scalar_slots()
+            bk = b.shr(self.tid, _log2(lanes), name="bk")
+            bn = b.and_(self.tid, lanes - 1, name="bn")
+            nlast = b.sub(self.N, 1, name="nlast")
+            cols = [b.min(b.add(self.bn0, b.add(bn, j * lanes)), nlast, name="bcol")
+                    for j in range(s.BN // lanes)]
+            self.b_loads = [_Load(j, i, 0, 1, rows_b * i, (4 * (rows_b * i * self.b_ld +
+                                                                 j * lanes),))
+                            for j in range(len(cols)) for i in range(s.BK // rows_b)]
+        self.b_step = b.shl(self.N, _log2(s.BK), name="bstep")         # one tile of rows
+        self.b_rows = b.mul(self.N, rows_b, name="brows")             # one load's rows
         krow = b.add(bk, self.kfirst, name="bkrow")
-        self.b_off = [b.mad(b.add(krow, d), self.N, col, name="b_off") for d in self.b_slot]
-        self.b_wr0 = b.add(b.mad(b.mad(bk, self.b_ld, b.shl(bn4, 2)), 4, self.sbase),
-                           self.a_bytes, name="b_wr")
+        self.b_off = [b.mad(krow, self.N, c, name="b_off") for c in cols]
+        self.b_wr0 = b.add(b.mad(b.mad(bk, self.b_ld, bn), 4, self.sbase), self.a_bytes,
+                           name="b_wr")
         self.b_kl = bk
 
     def _zero_shared(self):
@@ -184,118 +225,98 @@ class _Lowering:
         b.bar_sync(0)
 
     # -- tile loads -----------------------------------------------------------------------------
-    def _prologue_preds(self):
-        """Tile-0 validity (k >= 0) per A slot element and per B slot."""
-        b = self.b
-        pa = []
-        for _, dk4 in self.a_slot:
-            es = (0,) if self.va == 4 else range(4)
-            pa.append([b.setp("ge", b.add(self.a_kl, 4 * dk4 + e), self.kzero, name="pk")
-                       for e in es])
-        pb = [b.setp("ge", b.add(self.b_kl, d), self.kzero, name="pk") for d in self.b_slot]
-        return pa, pb
-
     def _tile_ptrs(self, prologue=False):
         """64-bit addresses of this tile's loads from the element offsets: A per row, B per
-        slot (tile 0 of A is reached through a negative displacement instead)."""
+        load. Tile 0 (prologue) lies one tile back: for A a negative displacement, for B one
+        tile of rows subtracted."""
         b = self.b
         A, B = b.param("A"), b.param("B")
-        a = {d: b.mad(o, 4, A, mode="wide", name="a_g") for d, o in self.a_off.items()}
-        offs = self.b_off
-        if prologue:
-            offs = [b.sub(o, self.b_step, name="b_off0") for o in offs]
-        return a, [b.mad(o, 4, B, mode="wide", name="b_g") for o in offs]
+        a = [b.mad(o, 4, A, mode="wide", name="a_g") for o in self.a_off]
+        bp = {}
+        for L in self.b_loads:
+            if (L.off, L.rows) not in bp:
+                o = self.b_off[L.off]
+                if L.rows:
+                    o = b.mad(self.b_rows, L.rows, o, name="b_o")
+                if prologue:
+                    o = b.sub(o, self.b_step, name="b_o")
+                bp[L.off, L.rows] = b.mad(o, 4, B, mode="wide", name="b_g")
+        back = -4 * self.s.BK if prologue else 0
+        return ([Addr(a[L.off], 4 * L.disp + back) for L in self.a_loads],
+                [Addr(bp[L.off, L.rows], 4 * L.disp) for L in self.b_loads])
 
-    def _a_src(self, a_ptrs, i, e=0, prologue=False):
-        d_row, dk4 = self.a_slot[i]
-        return Addr(a_ptrs[d_row], 16 * dk4 + 4 * e - (4 * self.s.BK if prologue else 0))
+    def _prologue_preds(self):
+        """Tile-0 validity (k >= 0) per A load element and per B load (row)."""
+        b = self.b
+        pa = [[b.setp("ge", b.add(self.a_kl, L.k + e), self.kzero, name="pk")
+               for e in range(1 if L.width == 4 else L.width)] for L in self.a_loads]
+        pb = [[b.setp("ge", b.add(self.b_kl, L.k), self.kzero, name="pk")]
+              for L in self.b_loads]
+        return pa, pb
 
-    def _a_dst(self, base, i, e=None):
-        """Shared address of A slot i (element e when stored transposed one float at a time)."""
-        d_row, dk4 = self.a_slot[i]
-        if self.s.a_transposed:
-            return Addr(base, 4 * ((4 * dk4 + e) * self.a_ld + d_row))
-        return Addr(base, 4 * (d_row * self.a_ld + 4 * dk4) + (4 * e if e else 0))
-
-    def _b_dst(self, base, i, e=0):
-        return Addr(base, 4 * (self.b_slot[i] * self.b_ld + e))
+    def _staging(self, init):
+        """Registers receiving one tile (zeros for the prologue's skipped loads)."""
+        b = self.b
+        make = (lambda: b.const(0.0, T.f32, name="st")) if init else \
+            (lambda: b.reg(T.f32, "st"))
+        return {"a": [[make() for _ in range(L.width)] for L in self.a_loads],
+                "b": [[make() for _ in range(L.width)] for L in self.b_loads]}
 
     def _load_regs(self, stage, prologue=False, guard=None):
         """ld.global one tile into the staging registers: tile 0 predicated on k >= 0 (the
         registers hold zeros), later tiles under `guard`."""
         b = self.b
-        pa, pb = self._prologue_preds() if prologue else (None, None)
-        a_ptrs, b_ptrs = self._tile_ptrs(prologue)
-        for i, regs in enumerate(stage["a"]):
-            if self.va == 4:
-                with self._guard(pa[i][0] if pa else guard):
-                    b.ld("global", T.f32, self._a_src(a_ptrs, i, 0, prologue), vec=4, out=regs)
-            else:
-                for e in range(4):
-                    with self._guard(pa[i][e] if pa else guard):
-                        b.ld("global", T.f32, self._a_src(a_ptrs, i, e, prologue), out=regs[e])
-        for i, (p, regs) in enumerate(zip(b_ptrs, stage["b"])):
-            kp = pb[i] if pb else guard
-            if self.vb == 4:
-                with self._guard(kp):
-                    b.ld("global", T.f32, Addr(p), vec=4, out=regs)
-            else:
-                for e in range(4):
-                    p_e = self.b_colp[e] if kp is None else b.and_(kp, self.b_colp[e])
-                    with self._guard(p_e):
-                        b.ld("global", T.f32, Addr(p, 4 * e), out=regs[e])
+        preds = self._prologue_preds() if prologue else (None, None)
+        for loads, srcs, regs, pp in zip((self.a_loads, self.b_loads), self._tile_ptrs(prologue),
+                                         (stage["a"], stage["b"]), preds):
+            for i, (L, src, r) in enumerate(zip(loads, srcs, regs)):
+                with self._guard(pp[i][0] if pp else guard):
+                    if L.width == 4:
+                        b.ld("global", T.f32, src, vec=4, out=r)
+                    else:
+                        b.ld("global", T.f32, src, out=r[0])
 
     def _store_regs(self, stage, off):
         b = self.b
-        a_w = self.a_wr0 if off is None else b.add(self.a_wr0, off, name="a_w")
-        b_w = self.b_wr0 if off is None else b.add(self.b_wr0, off, name="b_w")
-        for i, regs in enumerate(stage["a"]):
-            if self.s.a_transposed:
-                for e in range(4):
-                    b.st("shared", self._a_dst(a_w, i, e), regs[e])
-            else:
-                b.st("shared", self._a_dst(a_w, i), list(regs))
-        for i, regs in enumerate(stage["b"]):
-            b.st("shared", self._b_dst(b_w, i), list(regs))
+        for loads, base, regs in ((self.a_loads, self.a_wr0, stage["a"]),
+                                  (self.b_loads, self.b_wr0, stage["b"])):
+            w = base if off is None else b.add(base, off, name="s_w")
+            for L, r in zip(loads, regs):
+                if len(L.dst) == L.width > 1:          # transposed: one float per store
+                    for d, x in zip(L.dst, r):
+                        b.st("shared", Addr(w, d), x)
+                else:
+                    b.st("shared", Addr(w, L.dst[0]), r if L.width > 1 else r[0])
 
     def _issue_cp_async(self, off, guard=None, prologue=False):
-        """cp.async one tile into the stage at byte offset `off` (a register or None for 0)."""
+        """cp.async one tile into the stage at byte offset `off` (a register or None for 0);
+        in the prologue, elements with k < 0 are zeroed with st.shared instead."""
         b = self.b
-        a_w = self.a_wr0 if off is None else b.add(self.a_wr0, off, name="a_w")
-        b_w = self.b_wr0 if off is None else b.add(self.b_wr0, off, name="b_w")
-        pa, pb = self._prologue_preds() if prologue else (None, None)
-        a_ptrs, b_ptrs = self._tile_ptrs(prologue)
-        for i in range(len(self.a_slot)):
-            whole = self.va == 4 and not self.s.a_transposed
-            for e in range(1 if whole else 4):
-                p = (pa[i][0] if self.va == 4 else pa[i][e]) if pa else guard
-                dst = self._a_dst(a_w, i, e if self.s.a_transposed else (None if whole else e))
-                with self._guard(p):
-                    b.cp_async(dst, self._a_src(a_ptrs, i, 0 if whole else e, prologue),
-                               16 if whole else 4)
-                if pa:
-                    with self._guard(p, negate=True):
-                        b.st("shared", dst, [self.fzero] * 4 if whole else self.fzero)
-        for i, p_src in enumerate(b_ptrs):
-            kp = pb[i] if pb else guard
-            if self.vb == 4:
-                with self._guard(kp):
-                    b.cp_async(self._b_dst(b_w, i), Addr(p_src), 16)
-            else:
-                for e in range(4):
-                    p = self.b_colp[e] if kp is None else b.and_(kp, self.b_colp[e])
+        preds = self._prologue_preds() if prologue else (None, None)
+        for loads, base, srcs, pp in zip((self.a_loads, self.b_loads), (self.a_wr0, self.b_wr0),
+                                         self._tile_ptrs(prologue), preds):
+            w = base if off is None else b.add(base, off, name="s_w")
+            for i, (L, src) in enumerate(zip(loads, srcs)):
+                p = pp[i][0] if pp else guard
+                if len(L.dst) == L.width > 1:          # transposed: 4-byte copies
+                    parts = [(d, Addr(src.base, src.offset + 4 * e), 4, self.fzero)
+                             for e, d in enumerate(L.dst)]
+                else:
+                    parts = [(L.dst[0], src, 4 * L.width,
+                              [self.fzero] * 4 if L.width == 4 else self.fzero)]
+                for d, a, n, zero in parts:
                     with self._guard(p):
-                        b.cp_async(self._b_dst(b_w, i, e), Addr(p_src, 4 * e), 4)
-            if pb:
-                with self._guard(kp, negate=True):
-                    b.st("shared", self._b_dst(b_w, i), [self.fzero] * 4)
+                        b.cp_async(Addr(w, d), a, n)
+                    if pp:
+                        with self._guard(p, negate=True):
+                            b.st("shared", Addr(w, d), zero)
 
     def _guard(self, pred, negate=False):
         return self.b.predicated(pred, negate) if pred is not None else contextlib.nullcontext()
 
     def _advance(self):
         b = self.b
-        for o in self.a_off.values():
+        for o in self.a_off:
             b.add(o, self.s.BK, out=o)
         for o in self.b_off:
             b.add(o, self.b_step, out=o)
@@ -359,8 +380,7 @@ class _Lowering:
         trip's loads are predicated off: one copy of the compute body keeps the code small and
         leaves the epilogue outside any body where fragments are live."""
         s, b = self.s, self.b
-        n4 = lambda k: [[b.const(0.0, T.f32, name="st") for _ in range(4)] for _ in range(k)]
-        stage = {"a": n4(len(self.a_slot)), "b": n4(len(self.b_slot))}
+        stage = self._staging(init=True)
         self._load_regs(stage, prologue=True)
         self._store_regs(stage, None)
         b.bar_sync(0)
@@ -372,9 +392,7 @@ class _Lowering:
         ntiles = b.add(self.tiles_m1, 1, name="ktiles")
         with b.for_range(0, ntiles, 1, type=T.u32, name="kt") as kt:
             more = b.setp("lt", kt, self.tiles_m1, name="pmore")
-            # fresh registers: nothing of the last tile's values needs to survive
-            stage = {k: [[b.reg(T.f32, "st") for _ in range(4)] for _ in v]
-                     for k, v in stage.items()}
+            stage = self._staging(init=False)   # nothing of the last tile needs to survive
             self._load_regs(stage, guard=more)
             self._advance()
             if s.stages == 2:

@@ -136,6 +136,31 @@ class MatmulSchedule:
                                 f"of BN/4={c4} and BK*BN/4 a multiple of threads)")
         return t // c4, self.BK * c4 // t
 
+    def a_scalar_slots(self):
+        """Element mapping of A for 32-bit loads (K not a multiple of 4): (ek, lanes_k, rows).
+        A thread loads ek consecutive k in each of BM/rows rows: lanes_k threads span a tile
+        row and one load instruction covers `rows` rows, so a warp touches few 128-byte lines
+        per instruction; ek grows with the per-thread share so a thread keeps at most four
+        rows (offset registers)."""
+        t, per = self.threads, self.BM * self.BK // self.threads
+        ek = min(self.BK, max(1, per // 4))
+        lanes_k = self.BK // ek
+        if per < 1 or t % lanes_k or t // lanes_k > self.BM:
+            raise ScheduleError(f"{self}: {t} threads cannot share the {self.BM}x{self.BK} A "
+                                f"tile element-wise (need BM*BK a multiple of threads)")
+        return ek, lanes_k, t // lanes_k
+
+    def b_scalar_slots(self):
+        """Element mapping of B for 32-bit loads (N not a multiple of 4): (lanes, rows): lanes
+        consecutive threads take consecutive columns (one clamp per column), a load instruction
+        covers `rows` rows of the tile."""
+        t = self.threads
+        lanes = min(self.BN, t)
+        if (t // lanes) > self.BK:
+            raise ScheduleError(f"{self}: {t} threads are more than the {self.BK}x{self.BN} B "
+                                f"tile's elements")
+        return lanes, t // lanes
+
     def registers_estimate(self):
         """Live 32-bit registers in the main loop: accumulators, fragments, staged tile data,
         pointers and offsets. ptxas usually lands within a few registers of it."""
@@ -205,6 +230,8 @@ class MatmulSchedule:
                                 f"threads exceed {arch}'s {lim['max_threads_per_sm']} per SM")
         self.a_slots()
         self.b_slots()
+        self.a_scalar_slots()
+        self.b_scalar_slots()
         smem = self.shared_bytes
         if smem > lim["static_shared_per_block"]:
             raise ScheduleError(f"{self}: {smem} bytes of shared memory exceed the "
