@@ -212,6 +212,28 @@ def _follow(m, k, grid, block, cta=0, warp=0, args=None):
     return prog, follow(plan, specs)
 
 
+def test_sampled_loop_is_counted_without_running_it():
+    m, k = loop_kernel()
+    from ptxgen.sim.launch import _lane_specs, _param_values, _symbols
+    prog = compile_kernel(k, TABLE)
+    specs = _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, H.sm_count, 0, TABLE)
+    results = []
+    for n in (37, 1000, 123457):
+        plan = PathPlan(prog, Env(_param_values(k, {"n": n}), _symbols(k, m)))
+        full = follow(plan, specs) if n < 2000 else None
+        p = follow(plan, specs, cap=(8, 4), hot_loop=0)
+        assert [sk for _t, sk in p.samples] == [n - 8, n - 4]
+        assert p.loop_iters[0] == n
+        if full is not None:
+            # the trace keeps the first 8 iterations and the last, partial one
+            nb = len(prog.blocks)
+            per_iter = (len(full.trace) - len(p.trace)) / (n - 8)
+            assert per_iter == int(per_iter) and per_iter >= 1
+            assert [e % nb for e in p.trace[-3:]] == [e % nb for e in full.trace[-3:]]
+        results.append(p.steps)
+    assert results[2] < 3 * results[1]          # 100x the trips, not 100x the work
+
+
 def test_grid_stride_trip_count_follows_the_thread():
     op = get_operator("saxpy")
     shape = op.shape(n=1 << 20)

@@ -14,7 +14,6 @@ warp waits on a register (`dependency`, or `memory` when a load produced it), a 
 (`throughput`), a barrier (`barrier`), or is ready while the scheduler picks another warp
 (`not_selected`).
 """
-import heapq
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
@@ -25,17 +24,16 @@ _INF = float("inf")
 
 
 class _Warp:
-    __slots__ = ("wid", "cta", "sched", "age", "trace", "ti", "pc", "end", "mask", "regs",
-                 "memreg", "ready", "reason", "cursor", "epoch", "in_ready", "done",
-                 "finish", "events")
+    __slots__ = ("wid", "cta", "sched", "trace", "ti", "pc", "end", "mask", "regs", "memreg",
+                 "ready", "cursor", "done", "finish", "events")
 
-    def __init__(self, wid, cta, sched, age, trace, nregs):
-        self.wid, self.cta, self.sched, self.age, self.trace = wid, cta, sched, age, trace
+    def __init__(self, wid, cta, sched, trace, nregs):
+        self.wid, self.cta, self.sched, self.trace = wid, cta, sched, trace
         self.ti, self.pc, self.end, self.mask = -1, 0, 0, 0
         self.regs = [0.0] * nregs
         self.memreg = [False] * nregs
-        self.ready, self.reason, self.cursor = 0.0, "dependency", 0.0
-        self.epoch, self.in_ready, self.done, self.finish = 0, False, False, 0.0
+        self.ready, self.cursor = 0.0, 0.0
+        self.done, self.finish = False, 0.0
         self.events = None
 
 
@@ -76,17 +74,18 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
         ctas.append(_Cta(len(traces)))
         for tr in traces:
             wid = len(warps)
-            w = _Warp(wid, c, wid % nsched, wid, tr, prog.nregs)
+            w = _Warp(wid, c, wid % nsched, tr, prog.nregs)
             if wid < trace_warps:
                 w.events = []
             warps.append(w)
-    pending = [[] for _ in range(nsched)]       # heaps of (time, age, epoch, wid)
-    ready = [[] for _ in range(nsched)]         # heaps of (age, epoch, wid)
+    # each scheduler's live warps, oldest first (a warp's age is its position on the SM)
+    queues = [[w for w in warps if w.sched == s] for s in range(nsched)]
     last = [None] * nsched
     unit_free = [[0.0] * nunits for _ in range(nsched)]
     unit_busy = [0.0] * nunits
     stalls = dict.fromkeys(STALLS, 0.0)
     issued = 0
+    INF = _INF
 
     def load_block(w):
         w.ti += 1
@@ -95,17 +94,18 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
         e = w.trace[w.ti]
         b = e % nb
         w.mask = e // nb
-        w.pc, w.end = blocks[b].start, blocks[b].end
+        blk = blocks[b]
+        w.pc, w.end = blk.start, blk.end
         return True
 
     def note(w, kind, start, end, text):
-        if w.events is not None and len(w.events) < max_events and end > start:
+        if len(w.events) < max_events and end > start:
             w.events.append((kind, start, end, text))
 
-    def schedule(w, t0):
-        """Work out when w's next instruction can issue (t0: the earliest) and queue it."""
+    def schedule(w, t):
+        """Work out when w's next instruction can issue (t: the earliest)."""
         st = instrs[w.pc]
-        t, reason = t0, None
+        reason = -1
         regs = w.regs
         for r in st.uses:
             if regs[r] > t:
@@ -113,21 +113,21 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
         for r in st.defs:
             if regs[r] > t:
                 t, reason = regs[r], r
-        why = "dependency" if reason is None or not w.memreg[reason] else "memory"
+        why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
         uf = unit_free[w.sched][st.unit]
         if uf > t:
             t, why = uf, "throughput"
         if t > w.cursor:
             stalls[why] += t - w.cursor
-            note(w, why, w.cursor, t, why)
+            if w.events is not None:
+                note(w, why, w.cursor, t, why)
             w.cursor = t
         w.ready = t
-        w.epoch += 1
-        w.in_ready = False
-        heapq.heappush(pending[w.sched], (t, w.age, w.epoch, w.wid))
 
     def finish(w, now):
         w.done, w.finish = True, now + 1
+        w.ready = INF
+        queues[w.sched].remove(w)
         cta = ctas[w.cta]
         cta.live -= 1
         if cta.arrived and len(cta.arrived) >= cta.live:
@@ -137,75 +137,78 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
         t = now + bar_latency
         for v in cta.arrived:
             stalls["barrier"] += t - v.cursor
-            note(v, "barrier", v.cursor, t, "barrier")
+            if v.events is not None:
+                note(v, "barrier", v.cursor, t, "barrier")
             v.cursor = t
             schedule(v, t)
         cta.arrived = []
 
+    live = len(warps)
     for w in warps:
         if load_block(w):
             schedule(w, 0.0)
         else:
             finish(w, -1.0)
-    live = sum(not w.done for w in warps)
+            live -= 1
     now = 0.0
     while live:
+        busy = False
         for s in range(nsched):
-            pq, rq = pending[s], ready[s]
-            while pq and pq[0][0] <= now:
-                _t, age, ep, wid = heapq.heappop(pq)
-                w = warps[wid]
-                if ep == w.epoch and not w.done:
-                    w.in_ready = True
-                    heapq.heappush(rq, (age, ep, wid))
-            w = None
-            g = last[s]
-            if g is not None and warps[g].in_ready:
-                w = warps[g]
-            while True:
-                if w is None:
-                    while rq:
-                        _a, ep, wid = heapq.heappop(rq)
-                        cand = warps[wid]
-                        if cand.in_ready and ep == cand.epoch:
-                            w = cand
-                            break
-                    if w is None:
-                        break
-                st = instrs[w.pc]
-                uf = unit_free[s][st.unit]
-                if uf > now:
-                    # the pipe was taken since the warp became ready
-                    stalls["not_selected"] += now - w.cursor
-                    note(w, "not_selected", w.cursor, now, "not_selected")
-                    w.cursor = now
-                    schedule(w, uf)
-                    w = None
-                    continue
-                break
-            if w is None:
+            q = queues[s]
+            if not q:
                 continue
+            uf = unit_free[s]
+            # greedy: the warp issued last, if it can go; else the oldest that can
+            w = last[s]
+            if w is None or w.ready > now or uf[instrs[w.pc].unit] > now:
+                w = None
+                for c in q:
+                    if c.ready <= now:
+                        u = uf[instrs[c.pc].unit]
+                        if u > now:
+                            # its pipe was taken since it became ready
+                            stalls["not_selected"] += now - c.cursor
+                            if c.events is not None:
+                                note(c, "not_selected", c.cursor, now, "not_selected")
+                            stalls["throughput"] += u - now
+                            if c.events is not None:
+                                note(c, "throughput", now, u, "throughput")
+                            c.cursor = c.ready = u
+                            continue
+                        w = c
+                        break
+                if w is None:
+                    continue
+            busy = True
             # -- issue --------------------------------------------------------------------
-            w.in_ready = False
-            w.epoch += 1
-            last[s] = w.wid
-            stalls["not_selected"] += now - w.cursor
-            note(w, "not_selected", w.cursor, now, "not_selected")
-            note(w, "issue", now, now + 1, st.text)
+            last[s] = w
+            st = instrs[w.pc]
+            if now > w.cursor:
+                stalls["not_selected"] += now - w.cursor
+                if w.events is not None:
+                    note(w, "not_selected", w.cursor, now, "not_selected")
+            if w.events is not None:
+                note(w, "issue", now, now + 1, st.text)
             w.cursor = now + 1
             issued += 1
-            unit_free[s][st.unit] = now + st.interval
+            uf[st.unit] = now + st.interval
             unit_busy[st.unit] += st.interval
             kind = st.kind
-            on = st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1
             nxt = now + 1
             if kind == ALU:
                 done = now + st.latency
                 for d in st.defs:
                     w.regs[d] = done
                     w.memreg[d] = False
-            elif kind == LDG or kind == LDS or kind == FIXED or kind == ATOM:
-                if on:
+            elif kind == BRANCH:
+                nxt = now + branch_latency
+            elif st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1:
+                # memory and fixed-latency instructions whose guard holds
+                if kind == STG:
+                    memory.store_global(now, st.bytes)
+                elif kind == STS:
+                    memory.shared(now, st.bytes, 0.0)
+                elif kind == LDG or kind == LDS or kind == FIXED or kind == ATOM:
                     if kind == LDG:
                         done = memory.load_global(now, st.bytes)
                     elif kind == LDS:
@@ -217,24 +220,16 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
                     for d in st.defs:
                         w.regs[d] = done
                         w.memreg[d] = True
-            elif kind == STG:
-                if on:
-                    memory.store_global(now, st.bytes)
-            elif kind == STS:
-                if on:
-                    memory.shared(now, st.bytes, 0.0)
-            elif kind == BRANCH:
-                nxt = now + branch_latency
             # -- advance ----------------------------------------------------------------------
             w.pc += 1
-            alive = True
-            if w.pc >= w.end:       # an exit ends its block: the path says whether lanes go on
-                alive = load_block(w)
-            if not alive:
+            # an exit ends its block: the path says whether lanes go on
+            if w.pc >= w.end and not load_block(w):
                 finish(w, now)
                 live -= 1
+                last[s] = None
                 continue
             if kind == BAR:
+                w.ready = INF
                 cta = ctas[w.cta]
                 cta.arrived.append(w)
                 if len(cta.arrived) >= cta.live:
@@ -243,18 +238,19 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
             schedule(w, nxt)
         if not live:
             break
-        # next cycle with work: the next one if a scheduler still has ready warps, else the
-        # earliest queued warp
-        if any(ready[s] for s in range(nsched)):
+        if busy:
             now += 1
             continue
-        nxt = min((pending[s][0][0] for s in range(nsched) if pending[s]), default=_INF)
-        if nxt == _INF:
+        # nothing could issue: jump to the first cycle something can
+        nxt = min((w.ready for q in queues for w in q), default=INF)
+        if nxt == INF:
             stuck = [w.wid for w in warps if not w.done]
             raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
-                               f"no other warp of their CTA reaches")
+                              f"no other warp of their CTA reaches")
         now = max(now + 1, nxt)
-    cycles = max((w.finish for w in warps), default=0.0)
+    # the launch is over when the last warp has exited and the memory system has delivered
+    # what it queued (stores in flight still draw bandwidth after their warp is gone)
+    cycles = max(max((w.finish for w in warps), default=0.0), memory.drained())
     return SmResult(cycles=cycles, issued=issued, unit_busy=unit_busy, stalls=stalls,
                     warp_cycles=sum(w.finish for w in warps),
                     events=[w.events for w in warps if w.events is not None],

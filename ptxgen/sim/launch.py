@@ -232,27 +232,35 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
 
     results = []
     steps = pilot.steps
+    caps = (sample, sample // 2) if hot is not None else (sample,)
     for name, count, cta_ids, active in waves:
-        def run(cap):
-            nonlocal steps
-            traces, skipped = [], []
-            for c in cta_ids:
-                row = []
-                for w in range(warps_per_cta):
-                    p = follow(plan, specs(c, w), trip=trip, cap=cap,
-                               hot_loop=hot.id if hot else None, budget=budget,
-                               warnings=warnings)
-                    steps += p.steps
-                    row.append(p.trace)
-                    skipped.append(p.skipped)
-                traces.append(row)
+        if results and len(cta_ids) == results[0].ctas:
+            # a tail wave as full as a full wave behaves like one
+            results[0].count += count
+            continue
+        runs = [([], []) for _ in caps]           # per cap: traces per CTA, skipped per warp
+        for c in cta_ids:
+            rows = [[] for _ in caps]
+            for w in range(warps_per_cta):
+                p = follow(plan, specs(c, w), trip=trip, cap=caps,
+                           hot_loop=hot.id if hot else None, budget=budget,
+                           warnings=warnings)
+                steps += p.steps
+                for k, (tr, sk) in enumerate(p.samples):
+                    rows[k].append(tr)
+                    runs[k][1].append(sk)
+            for k in range(len(caps)):
+                runs[k][0].append(rows[k])
+        sims = []
+        for k, (traces, skipped) in enumerate(runs):
+            if k and sims[0][1] == 0:
+                break                             # nothing was left out: no second run
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction))
-            sm = run_sm(prog, traces, table, mem, trace_warps=trace_warps if not results else 0)
-            return sm, max(skipped, default=0)
-
-        big = run(sample)
-        small = run(sample // 2) if hot is not None and big[1] else None
-        results.append(_extrapolate(name, count, len(cta_ids), active, big, small))
+            sm = run_sm(prog, traces, table, mem,
+                        trace_warps=trace_warps if not results and not k else 0)
+            sims.append((sm, max(skipped, default=0)))
+        results.append(_extrapolate(name, count, len(cta_ids), active, sims[0],
+                                    sims[1] if len(sims) > 1 else None))
 
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),

@@ -77,6 +77,10 @@ class SmMemory:
         self._acc = 0.0
         self.loads = {k: 0 for k in LEVELS}
 
+    def drained(self):
+        """The cycle at which every level has moved all the bytes asked of it."""
+        return max(s.free for s in self.servers.values())
+
     def global_level(self):
         """Level of the next global load: forced, or DRAM for a dram_fraction of them,
         spread evenly (an error-diffusion counter, so runs are deterministic)."""

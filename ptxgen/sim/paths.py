@@ -19,6 +19,9 @@ each guarded memory instruction of the block whose guard is false in every activ
 
 Loops can be sampled: the hottest loop keeps its first `cap` iterations in the trace and the rest
 are counted in `skipped`, for the simulator to extrapolate from the steady state it measures.
+Counting does not mean running: once three consecutive iterations show every value moving by a
+constant step (loop counters, addresses) the walker jumps ahead, finding where the loop ends by
+running single probe iterations from extrapolated states (exponential, then binary search).
 """
 from dataclasses import dataclass, field
 
@@ -29,10 +32,11 @@ from .values import evaluator
 
 @dataclass
 class WarpPath:
-    trace: list
-    skipped: int = 0                # iterations of the sampled loop left out of the trace
+    trace: list                     # with the first cap (of caps) sampled iterations
+    skipped: int = 0                # iterations of the sampled loop left out of `trace`
     steps: int = 0                  # slice instructions evaluated
     loop_iters: dict = field(default_factory=dict)   # loop id → most iterations in one entry
+    samples: list = field(default_factory=list)      # [(trace, skipped)] for every cap
 
 
 class PathPlan:
@@ -63,23 +67,27 @@ class PathPlan:
         self.header_block = {lp.id: self.start_block.get(lp.header) for lp in prog.loops}
 
 
-def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None):
-    """The WarpPath of one warp whose representative lanes have special registers `specs`."""
-    prog = plan.prog
-    instrs, blocks, loops = prog.instrs, prog.blocks, prog.loops
-    nb = plan.nb
-    lanes = range(len(specs))
-    vals = [[None] * prog.nregs for _ in lanes]
-    active = [True for _ in lanes]
-    wait_at = [None for _ in lanes]
-    iters = [0] * len(loops)
-    best = {}
-    trace, held = [], None          # held: the current sampled-out iteration's blocks
-    steps = skipped = 0
-    hot = loops[hot_loop] if hot_loop is not None else None
-    b = 0
-    while True:
-        blk = blocks[b]
+class _Walker:
+    """One warp's interpreter state and the step from one block to the next."""
+
+    def __init__(self, plan, specs, trip, warnings, budget):
+        prog = plan.prog
+        self.plan, self.prog, self.specs = plan, prog, specs
+        self.trip, self.warnings, self.budget = trip, warnings, budget
+        self.lanes = range(len(specs))
+        self.vals = [[None] * prog.nregs for _ in self.lanes]
+        self.active = [True for _ in self.lanes]
+        self.wait_at = [None for _ in self.lanes]
+        self.iters = [0] * len(prog.loops)
+        self.best = {}
+        self.steps = 0
+
+    def step(self, b):
+        """Run block b: (trace entry, next block or None at the end, loop ids whose back-edge
+        was taken)."""
+        plan, prog, lanes = self.plan, self.prog, self.lanes
+        vals, active, wait_at, specs = self.vals, self.active, self.wait_at, self.specs
+        blk = prog.blocks[b]
         for lane in lanes:
             if wait_at[lane] == blk.start:
                 active[lane], wait_at[lane] = True, None
@@ -89,27 +97,25 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
                 for lane in lanes:
                     if active[lane]:
                         a(vals[lane], specs[lane])
-                steps += 1
+                self.steps += 1
             else:
                 neg, bit = c
                 if not any(active[lane] and (vals[lane][a] is None or
                                              bool(vals[lane][a]) != neg) for lane in lanes):
                     mask |= 1 << bit
-        if budget is not None and steps > budget:
+        if self.budget is not None and self.steps > self.budget:
             raise PtxgenError(f"kernel {prog.kernel.name}: following the control flow took more "
-                              f"than {budget} steps; give a trip count (--trip N)")
-        (trace if held is None else held).append(b + nb * mask)
-        last = instrs[blk.end - 1]
-        nxt = b + 1
-        back = None
+                              f"than {self.budget} steps; give a trip count (--trip N)")
+        last = prog.instrs[blk.end - 1]
+        nxt, back = b + 1, None
         if last.kind == EXIT:
             for lane in lanes:             # lanes whose guard holds leave; the rest go on
                 if active[lane] and _lane_takes(last, vals[lane]):
                     active[lane] = False
         elif last.kind == BRANCH:
             target = prog.targets[last.index]
-            if _branch(plan, last, target, vals, active, wait_at, lanes, iters, trip,
-                       warnings):
+            if _branch(plan, last, target, vals, active, wait_at, lanes, self.iters, self.trip,
+                       self.warnings):
                 nxt = plan.start_block[target]
                 if target <= last.index:
                     back = target
@@ -117,31 +123,163 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
             # every lane has left or waits elsewhere: resume at the earliest waiting point
             pending = [w for w in wait_at if w is not None]
             if not pending:
-                break
-            w = min(pending)
-            nxt = plan.start_block[w]
-        elif nxt >= nb:
-            break
+                return b + plan.nb * mask, None, ()
+            nxt = plan.start_block[min(pending)]
+        elif nxt >= plan.nb:
+            return b + plan.nb * mask, None, ()
         # loop bookkeeping: back-edges count iterations, other entries into a header reset it
+        taken = []
         for lid in plan.headed.get(nxt, ()):
-            lp = loops[lid]
+            lp = prog.loops[lid]
             if back == lp.header and lp.contains(last.index):
-                iters[lid] += 1
-                best[lid] = max(best.get(lid, 0), iters[lid])
-                if hot is not None and lid == hot.id and iters[lid] >= cap:
-                    if held is not None:
-                        skipped += 1          # a whole iteration between two back-edges
-                    held = []
+                self.iters[lid] += 1
+                self.best[lid] = max(self.best.get(lid, 0), self.iters[lid])
+                taken.append(lid)
             else:
-                iters[lid] = 0
-                best.setdefault(lid, 0)
-        if held is not None and not hot.contains(blocks[nxt].start):
-            trace.extend(held)                # the loop's last, partial iteration stays
-            held = None
+                self.iters[lid] = 0
+                self.best.setdefault(lid, 0)
+        return b + plan.nb * mask, nxt, taken
+
+    # -- fast-forward of a loop whose state advances by the same step every iteration ---------
+    def state(self):
+        return ([list(v) for v in self.vals], list(self.iters))
+
+    def set_state(self, st):
+        self.vals = [list(v) for v in st[0]]
+        self.iters = list(st[1])
+
+    def probe(self, lp, st, budget=20000):
+        """From state st at lp's header: does the next iteration come back (True), leave the
+        loop (False), or neither within the budget (None)? The walker is left unchanged."""
+        saved = (self.state(), list(self.active), list(self.wait_at), dict(self.best),
+                 self.steps)
+        self.set_state(st)
+        b, result = self.plan.start_block[lp.header], None
+        try:
+            for _ in range(budget):
+                _e, b, taken = self.step(b)
+                if b is None or not lp.contains(self.prog.blocks[b].start):
+                    result = False
+                    break
+                if lp.id in taken:
+                    result = True
+                    break
+        finally:
+            st0, self.active, self.wait_at, self.best, self.steps = saved
+            self.set_state(st0)
+        return result
+
+
+def _affine(states):
+    """The per-iteration step of three consecutive loop states, if every value moves by the
+    same amount each time (ints) or stays put (everything else); else None."""
+    (v0, _), (v1, _), (v2, _) = states
+    step = []
+    for l0, l1, l2 in zip(v0, v1, v2):
+        d = [0] * len(l0)
+        for r, (a, b, c) in enumerate(zip(l0, l1, l2)):
+            if a is None or b is None or c is None:
+                if not (a is None and b is None and c is None):
+                    return None
+            elif type(a) is int and type(b) is int and type(c) is int:
+                if b - a != c - b:
+                    return None
+                d[r] = c - b
+            elif not (a == b == c):
+                return None
+        step.append(d)
+    return step
+
+
+def _advance(st, step, j, lid):
+    """Loop state st moved on by j iterations of `step`."""
+    vals, iters = st
+    out = [[v + j * d if d else v for v, d in zip(lv, ld)] for lv, ld in zip(vals, step)]
+    it = list(iters)
+    it[lid] += j
+    return out, it
+
+
+def _skippable(walker, lp, st, step):
+    """How many more whole iterations the loop runs from state st (all of them identical in
+    control), found by probing; 0 when unsure."""
+    if walker.probe(lp, _advance(st, step, 0, lp.id)) is not True:
+        return 0
+    hi = 1
+    while True:
+        r = walker.probe(lp, _advance(st, step, hi, lp.id))
+        if r is None:
+            return 0
+        if r is False:
+            break
+        hi *= 2
+        if hi > 1 << 40:
+            return 0
+    lo = hi // 2                       # probe(lo) continues, probe(hi) leaves
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        r = walker.probe(lp, _advance(st, step, mid, lp.id))
+        if r is None:
+            return 0
+        if r:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None):
+    """The WarpPath of one warp whose representative lanes have special registers `specs`.
+    `cap` (an int or a tuple of them) is how many iterations of loop `hot_loop` the trace
+    keeps; one pass gives the trace of every cap (WarpPath.samples). Iterations beyond every
+    cap are only counted: once the loop state moves by a constant step per iteration, the
+    remaining count is found by probing single iterations ahead, not by running them all."""
+    prog = plan.prog
+    walker = _Walker(plan, specs, trip, warnings, budget)
+    caps = (cap,) if isinstance(cap, int) or cap is None else tuple(cap)
+    ncaps = range(len(caps))
+    traces = [[] for _ in caps]
+    held = [None for _ in caps]     # per cap: the current sampled-out iteration's blocks
+    skipped = [0 for _ in caps]
+    hot = prog.loops[hot_loop] if hot_loop is not None else None
+    recent = []                     # loop states at the last back-edges beyond every cap
+    b = 0
+    while b is not None:
+        e, nxt, taken = walker.step(b)
+        for k in ncaps:
+            (traces[k] if held[k] is None else held[k]).append(e)
+        if hot is not None and hot.id in taken:
+            for k in ncaps:
+                if walker.iters[hot.id] >= caps[k]:
+                    if held[k] is not None:
+                        skipped[k] += 1     # a whole iteration between back-edges
+                    held[k] = []
+            if all(h is not None for h in held) and all(walker.active) and \
+                    not any(w is not None for w in walker.wait_at):
+                recent = (recent + [walker.state()])[-3:]
+                step = _affine(recent) if len(recent) == 3 else None
+                if step is not None:
+                    n = _skippable(walker, hot, recent[-1], step)
+                    if n:
+                        walker.set_state(_advance(recent[-1], step, n, hot.id))
+                        walker.best[hot.id] = max(walker.best.get(hot.id, 0),
+                                                  walker.iters[hot.id])
+                        skipped = [x + n for x in skipped]
+                    recent = []
+            else:
+                recent = []
+        elif nxt is not None and hot is not None and not hot.contains(prog.blocks[nxt].start):
+            recent = []
+            for k in ncaps:
+                if held[k] is not None:
+                    traces[k].extend(held[k])   # the loop's last, partial iteration stays
+                    held[k] = None
         b = nxt
-    if held:
-        trace.extend(held)
-    return WarpPath(trace, skipped, steps, best)
+    for k in ncaps:
+        if held[k]:
+            traces[k].extend(held[k])
+    return WarpPath(traces[0], skipped[0], walker.steps, walker.best,
+                    list(zip(traces, skipped)))
 
 
 def _lane_takes(st, vals):
