@@ -47,7 +47,8 @@ def _block_kernel(steps):
         fx, fy = flts[i % len(flts)], flts[j % len(flts)]
         p = preds[c % len(preds)]
         goff = b.and_(x, 63, name="gi")                 # keeps addresses inside 64 elements
-        with b.predicated(p, neg) if guarded else _nullctx():
+        # a barrier is never predicated (the whole CTA must reach it)
+        with b.predicated(p, neg) if guarded and op != "bar" else _nullctx():
             if op == "iadd":
                 ints.append(b.add(x, y))
             elif op == "isub":
