@@ -3,7 +3,6 @@ arithmetic from raw numbers to model values, and the machine-model file update."
 import json
 import shutil
 import tomllib
-from pathlib import Path
 
 import pytest
 

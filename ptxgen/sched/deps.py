@@ -19,7 +19,7 @@ against a brute-force pairwise definition (`conflict`).
 """
 from dataclasses import dataclass, field
 
-from ..ir.instr import Instr, Label, Verbatim
+from ..ir.instr import Instr, Verbatim
 from ..ir.values import Raw, Special
 
 # Opcodes whose only effect is writing their destination registers.

@@ -10,9 +10,8 @@
   the two runs is what the left-out iterations cost, steady state and warp interplay included,
   and every counter is extended linearly by the iterations left out.
 """
-import math
+import dataclasses
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,13 +27,6 @@ from .values import Env
 
 SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
 SYNTHETIC_STRIDE = 1 << 36
-
-
-@dataclass
-class Launch:
-    grid: tuple
-    block: tuple
-    shared_bytes: int = 0
 
 
 def _dims(v, what):
@@ -118,7 +110,9 @@ def _registers(module, kernel, arch, warnings):
     from ..emit import emit_module
     from ..toolchain import ToolchainError, assemble
     try:
-        res = assemble(emit_module(module, arch), arch).resources
+        # the emitter picks the PTX version the arch needs (a parsed file may carry an older)
+        res = assemble(emit_module(dataclasses.replace(module, version=""), arch),
+                       arch).resources
         return res[kernel.name].registers
     except (ToolchainError, KeyError) as e:
         warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed 32 — pass "

@@ -26,6 +26,7 @@ running single probe iterations from extrapolated states (exponential, then bina
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
+from ..ir.values import Reg
 from .program import BRANCH, EXIT
 from .values import evaluator
 
@@ -112,6 +113,17 @@ class _Walker:
             for lane in lanes:             # lanes whose guard holds leave; the rest go on
                 if active[lane] and _lane_takes(last, vals[lane]):
                     active[lane] = False
+        elif last.kind == BRANCH and last.index in prog.tables:
+            # brx.idx: the first active lane's index picks the table entry (the first when
+            # the index is unknown or out of range)
+            table = prog.tables[last.index]
+            lane = next(lane for lane in lanes if active[lane])
+            r = last.instr.operands[0]
+            i = vals[lane][prog.reg_index[r]] if isinstance(r, Reg) else None
+            target = table[i] if isinstance(i, int) and 0 <= i < len(table) else table[0]
+            nxt = plan.start_block[target]
+            if target <= last.index:
+                back = target
         elif last.kind == BRANCH:
             target = prog.targets[last.index]
             if _branch(plan, last, target, vals, active, wait_at, lanes, self.iters, self.trip,

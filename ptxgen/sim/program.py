@@ -4,10 +4,14 @@ and the slice of instructions that decide control flow.
 Everything the event loop touches per dynamic instruction is precomputed here into plain tuples
 and ints, because that loop runs hundreds of thousands of times per simulation.
 """
+import re
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
+from ..ir.values import Reg
+
+_BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
 
 # Kinds of instructions for the timing model.
 ALU, LDG, STG, LDS, STS, FIXED, ATOM, BAR, BRANCH, EXIT = range(10)
@@ -62,6 +66,7 @@ class Program:
     reg_index: dict             # Reg → id
     slice: set                  # instruction indices the control-flow interpreter runs
     targets: dict               # branch instruction index → target instruction index
+    tables: dict = field(default_factory=dict)   # brx.idx index → its targets' indices
 
 
 def _kind(ins):
@@ -95,12 +100,19 @@ def _access_bytes(ins, warp_size):
 
 def compile_kernel(kernel, table):
     """Program of `kernel` costed with the isa table."""
-    instrs, label_at = [], {}
+    instrs, label_at, tables, last_label = [], {}, {}, None
     for s in kernel.body:
         if isinstance(s, Label):
             label_at[s.name] = len(instrs)
-        elif isinstance(s, Instr):
+            last_label = s.name
+            continue
+        if isinstance(s, Instr):
             instrs.append(s)
+        else:
+            m = _BRANCHTARGETS.match(str(s))
+            if m and last_label is not None:
+                tables[last_label] = [x.strip() for x in m.group(1).split(",") if x.strip()]
+        last_label = None
     if not instrs:
         raise PtxgenError(f"kernel {kernel.name} has no instructions to simulate")
     n = len(instrs)
@@ -113,7 +125,7 @@ def compile_kernel(kernel, table):
 
     units = list(table.units)
     warp = table.header.warp_size
-    statics, targets = [], {}
+    statics, targets, brx = [], {}, {}
     for i, ins in enumerate(instrs):
         info = table.op_for(ins)
         kind = _kind(ins)
@@ -125,10 +137,16 @@ def compile_kernel(kernel, table):
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BRANCH:
-            name = ins.operands[0].name if ins.operands else None
-            if name not in label_at:
+            names = [o.name for o in ins.operands if hasattr(o, "name")
+                     and not isinstance(o, Reg)]
+            if ins.opcode == "brx" and names:
+                # brx.idx jumps through a '.branchtargets' table
+                names = tables.get(names[-1], names[-1:])
+            if not names or any(n not in label_at for n in names):
                 raise PtxgenError(f"kernel {kernel.name}: branch `{ins}` targets no label")
-            targets[i] = label_at[name]
+            targets[i] = label_at[names[0]]
+            if ins.opcode == "brx":
+                brx[i] = [label_at[n] for n in names]
         statics.append(st)
 
     # basic blocks: leaders are the entry, branch targets (labels) and fall-throughs
@@ -153,8 +171,9 @@ def compile_kernel(kernel, table):
     # form a single loop
     heads = {}
     for i, t in targets.items():
-        if t <= i:
-            heads[t] = max(heads.get(t, i), i)
+        for t in brx.get(i, [t]):
+            if t <= i:
+                heads[t] = max(heads.get(t, i), i)
     loops = [Loop(k, h, e, instrs[h].line) for k, (h, e) in enumerate(sorted(heads.items()))]
     loop_of = [-1] * n
     for lp in sorted(loops, key=lambda lp: lp.end - lp.header, reverse=True):
@@ -162,7 +181,7 @@ def compile_kernel(kernel, table):
             loop_of[i] = lp.id          # narrower loops overwrite: innermost wins
 
     return Program(kernel, statics, blocks, block_of, loops, loop_of, units, len(reg_index),
-                   reg_index, _control_slice(statics, instrs, reg_index), targets)
+                   reg_index, _control_slice(statics, instrs, reg_index), targets, brx)
 
 
 def _control_slice(statics, instrs, reg_index):
@@ -170,6 +189,8 @@ def _control_slice(statics, instrs, reg_index):
     needed = set()
     for st in statics:
         ins = st.instr
+        if ins.opcode == "brx" and ins.operands and isinstance(ins.operands[0], Reg):
+            needed.add(reg_index[ins.operands[0]])
         if ins.guard is not None and st.kind in (BRANCH, LDG, STG, LDS, STS, ATOM, FIXED, BAR,
                                                  EXIT):
             needed.add(reg_index[ins.guard])

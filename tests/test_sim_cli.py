@@ -1,0 +1,72 @@
+"""`ptxgen simulate`: library kernels, PTX files, outputs, and one-line errors."""
+import json
+import os
+
+import pytest
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "ptx")
+KEYS = ("cycles", "time_us", "ipc", "issue_utilization", "unit_utilization", "stalls")
+
+
+def test_library_kernel_json(cli):
+    rc, out, err = cli("simulate", "saxpy", "--n", "65536", "--json", "--regs", "24")
+    assert rc == 0, err
+    d = json.loads(out)
+    for k in KEYS:
+        assert k in d
+    assert d["cycles"] > 0 and d["time_us"] == pytest.approx(d["cycles"] / 1980.0)
+    assert set(d["stalls"]) == {"dependency", "memory", "throughput", "barrier",
+                                "not_selected"}
+    assert d["grid"] == [64, 1, 1] and d["block"] == [256, 1, 1]
+
+
+def test_text_trace_and_png(cli, tmp_path):
+    trace, png = tmp_path / "t.json", tmp_path / "t.png"
+    rc, out, err = cli("simulate", "saxpy", "--n", "1048576", "--trace", str(trace),
+                       "--png", str(png), "--warps", "4")
+    assert rc == 0, err
+    assert "predicted:" in out and "warp stalls:" in out and "IPC" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["tid"] for e in events if e.get("ph") == "X"} == {0, 1, 2, 3}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ptx_file_with_arguments(cli):
+    path = os.path.join(DATA, "ptxgen_saxpy_sm90.ptx")
+    base = ("simulate", path, "--grid", "1056", "--block", "256", "--json", "--regs", "24")
+    rc, out, err = cli(*base, "--arg", "n=16777216")
+    assert rc == 0, err
+    big = json.loads(out)
+    assert not big["warnings"]
+    rc, out, err = cli(*base, "--arg", "n=1048576")
+    small = json.loads(out)
+    assert big["cycles"] > 8 * small["cycles"]
+    rc, out, err = cli(*base)                 # no n: the loop's trip count is unknown
+    assert rc == 0 and json.loads(out)["warnings"]
+    rc, out, err = cli(*base, "--trip", "50")
+    assert rc == 0 and not json.loads(out)["warnings"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("nope",), "unknown kernel"),
+    (("saxpy", "--grid", "4"), "--grid applies to PTX files"),
+    (("saxpy", "--n", "0"), "positive"),
+    (("saxpy", "--arch", "sm_99"), "sm_99"),
+    (("saxpy", "--sample", "2"), "--sample"),
+    (("missing.ptx", "--grid", "1"), "cannot read"),
+    ((os.path.join(DATA, "hand_loops.ptx"),), "--grid"),
+    ((os.path.join(DATA, "hand_loops.ptx"), "--grid", "1,x"), "grid"),
+    ((os.path.join(DATA, "hand_loops.ptx"), "--grid", "1", "--block", "32",
+      "--arg", "bogus"), "NAME=VALUE"),
+    ((os.path.join(DATA, "hand_loops.ptx"), "--grid", "1", "--block", "32",
+      "--arg", "zz=1"), "no parameter"),
+    ((os.path.join(DATA, "hand_loops.ptx"), "--grid", "1", "--block", "2048"), "threads"),
+    ((os.path.join(DATA, "hand_loops.ptx"), "--grid", "1", "--block", "32",
+      "--kernel", "nope"), "no kernel named"),
+])
+def test_bad_inputs_are_one_line_errors(cli, args, needle):
+    rc, out, err = cli("simulate", *args)
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert needle in lines[0]
