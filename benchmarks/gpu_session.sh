@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run named GPU steps in one device session; each step has its own time limit and log.
+#   benchmarks/gpu_session.sh STEP[:SECONDS] ...
+# Steps: gputests foundation occupancy banks reliability calibrate sgemm operators accuracy
+# Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT/w"; W=$OUT/w
+export PYTHONUNBUFFERED=1 OUT_DIR=$W
+step() {
+  case "$1" in
+    gputests) python3 -m pytest -m gpu -q -p no:cacheprovider tests ;;
+    foundation) OUT=$W python3 benchmarks/foundation.py ;;
+    occupancy) python3 benchmarks/occupancy_sweep.py ;;
+    banks) python3 benchmarks/bank_ncu.py all ;;
+    reliability) OUT=$W python3 benchmarks/reliability_gpu.py ;;
+    calibrate) python3 -m ptxgen calibrate --arch sm_90 -o isa/sm_90.toml --json $W/calibrate.json ;;
+    sgemm) OUT=$W python3 benchmarks/sgemm.py ;;
+    operators) OUT=$W python3 benchmarks/operators.py ;;
+    accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
+    *) echo "unknown step $1" ;;
+  esac
+}
+for s in "$@"; do
+  name=${s%%:*}; limit=${s#*:}; [ "$limit" = "$s" ] && limit=300
+  t0=$(date +%s)
+  timeout "$limit" bash -c "$(declare -f step); step $name" > "$W/$name.log" 2>&1
+  rc=$?
+  echo "=== $name rc=$rc $(( $(date +%s) - t0 ))s"; tail -n 25 "$W/$name.log"
+done
+tar czf "$OUT/results.tar.gz" "$W" tests/data/*.json tests/data/*.meta.json isa/sm_90.toml 2>/dev/null
