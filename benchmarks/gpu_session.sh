@@ -5,7 +5,7 @@
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-out}; mkdir -p "$OUT/w"; W=$OUT/w
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT/w"; export W=$OUT/w
 export PYTHONUNBUFFERED=1 OUT_DIR=$W
 step() {
   case "$1" in
