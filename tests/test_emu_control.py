@@ -398,3 +398,65 @@ def test_argument_checks():
         emulate(text, "scalar", 1, (64, 32), np.uint32(3), np.float32(1), out)
     with pytest.raises(PtxgenError, match="no kernel named"):
         emulate(text, "nope", 1, 1)
+
+
+MORE_WARP = kernel("more_warp", ".param .u64 out, .param .align 8 .b8 pair[16]", """
+    .shared .align 8 .u64 acc;
+    ld.param.u64 %rd0, [out];
+    ld.param.u32 %r20, [pair+8];
+    mov.u64 %rd9, pair;
+    ld.param.u32 %r21, [%rd9+12];
+    mov.u32 %r0, %tid.x;
+    redux.sync.add.u32 %r1, %r0, -1;
+    redux.sync.max.s32 %r2, %r0, -1;
+    and.b32 %r3, %r0, 1;
+    setp.eq.u32 %p0, %r3, 1;
+    setp.lt.u32 %p1, %r0, 64;
+    vote.sync.uni.pred %p2, %p1, -1;
+    selp.u32 %r4, 1, 0, %p2;
+    mov.u32 %r5, 0;
+    @%p0 bra $odd;
+    activemask.b32 %r5;
+$odd:
+    bar.warp.sync -1;
+    setp.eq.u32 %p3, %r0, 0;
+    mov.u64 %rd1, acc;
+    cvta.shared.u64 %rd2, %rd1;
+    mov.u64 %rd3, 0;
+    @%p3 st.u64 [%rd2], %rd3;
+    bar.sync 0;
+    cvt.u64.u32 %rd4, %r0;
+    atom.add.u64 %rd5, [%rd2], %rd4;
+    bar.sync 0;
+    ld.shared.u64 %rd6, [acc];
+    mul.wide.u32 %rd7, %r0, 32;
+    add.u64 %rd8, %rd0, %rd7;
+    st.global.v4.u32 [%rd8], {%r1, %r2, %r4, %r5};
+    st.global.v2.u32 [%rd8+16], {%r20, %r21};
+    st.global.u64 [%rd8+24], %rd6;
+""")
+
+
+def test_redux_vote_uni_activemask_generic_atomics_and_byte_params():
+    out = np.zeros((64, 8), np.uint32)
+    pair = np.array([1, 2, 77, 99], np.uint32)
+    emulate(MORE_WARP, "more_warp", 1, 64, out, pair.tobytes())
+    tid = np.arange(64)
+    np.testing.assert_array_equal(out[:, 0], np.where(tid < 32, sum(range(32)),
+                                                      sum(range(32, 64))))
+    np.testing.assert_array_equal(out[:, 1], np.where(tid < 32, 31, 63))
+    np.testing.assert_array_equal(out[:, 2], 1)
+    # even lanes only are active inside the branch
+    np.testing.assert_array_equal(out[:, 3], np.where(tid % 2 == 0, 0x55555555, 0))
+    np.testing.assert_array_equal(out[:, 4:6], np.tile([77, 99], (64, 1)))
+    assert (out[:, 6:8].copy().view(np.uint64) == sum(range(64))).all()
+    with pytest.raises(PtxgenError, match="pair has 16 bytes, got 12"):
+        emulate(MORE_WARP, "more_warp", 1, 64, out, pair[:3].tobytes())
+
+
+def test_infinite_loop_is_stopped(monkeypatch):
+    from ptxgen.emu import executor
+    monkeypatch.setattr(executor, "MAX_GROUP_STEPS", 1000)
+    text = kernel("spin", "", "$top:\n    bra.uni $top;")
+    with pytest.raises(EmulationError, match="spin: no end after"):
+        emulate(text, "spin", 1, 1)

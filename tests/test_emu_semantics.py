@@ -467,3 +467,93 @@ def test_mov_pack_unpack_and_immediates():
     got = run_op("and.b64 %d, %a, -9223372036854775808;", "u64", ("u64", np.uint64([2 ** 63 + 5,
                                                                                         5])))
     np.testing.assert_array_equal(got, [2 ** 63, 0])
+
+
+def test_narrow_loads_and_stores_extend_and_truncate():
+    v = np.array([0x80, 0x7F, 0xFF, 0x01], np.uint8)
+    got = run_op(["cvt.u32.u8 %d, %a;"], "u32", ("u8", v))
+    np.testing.assert_array_equal(got, v)
+    got = run_op([".reg .b32 %w;", "ld.global.s8 %w, [%rd8];", "mov.b32 %d, %w;"], "u32",
+                 ("u8", v))
+    np.testing.assert_array_equal(got, v.view(np.int8).astype(np.int32).view(np.uint32))
+    got = run_op([".reg .b16 %h;", "ld.global.u8 %h, [%rd8];", "cvt.u32.u16 %d, %h;"], "u32",
+                 ("u8", v))
+    np.testing.assert_array_equal(got, v)
+
+
+def test_packed_half_arithmetic():
+    rng = np.random.default_rng(9)
+    h = rng.standard_normal((64, 2)).astype(np.float16)
+    g = rng.standard_normal((64, 2)).astype(np.float16)
+    a, b = h.view(np.uint32).ravel(), g.view(np.uint32).ravel()
+    got = run_op("add.rn.f16x2 %d, %a, %b;", "u32", ("u32", a), ("u32", b))
+    want = (h.astype(np.float64) + g).astype(np.float16)
+    np.testing.assert_array_equal(got.view(np.float16).reshape(64, 2), want)
+    got = run_op("fma.rn.f16x2 %d, %a, %b, %a;", "u32", ("u32", a), ("u32", b))
+    want = (h.astype(np.float64) * g + h).astype(np.float16)
+    np.testing.assert_array_equal(got.view(np.float16).reshape(64, 2), want)
+    f = rng.standard_normal(64).astype(np.float32)
+    got = run_op("cvt.rn.f16x2.f32 %d, %a, %b;", "u32", ("f32", f), ("f32", f[::-1].copy()))
+    pair = got.view(np.float16).reshape(64, 2)
+    np.testing.assert_array_equal(pair[:, 1], f.astype(np.float16))      # a: upper half
+    np.testing.assert_array_equal(pair[:, 0], f[::-1].astype(np.float16))
+
+
+def test_float_sign_ops_and_classification():
+    x = np.array([1.5, -2.0, 0.0, -0.0, np.inf, np.nan, 1e-40, -3e-39], np.float32)
+    np.testing.assert_array_equal(_bits(run_op("neg.f32 %d, %a;", "f32", ("f32", x))),
+                                  _bits(x) ^ 0x80000000)
+    np.testing.assert_array_equal(_bits(run_op("abs.f32 %d, %a;", "f32", ("f32", x))),
+                                  _bits(x) & 0x7FFFFFFF)
+    np.testing.assert_array_equal(run_op("testp.subnormal.f32 %d, %a;", "pred", ("f32", x)),
+                                  [0, 0, 0, 0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(run_op("testp.finite.f32 %d, %a;", "pred", ("f32", x)),
+                                  [1, 1, 1, 1, 0, 0, 1, 1])
+    got = run_op("copysign.f32 %d, %a, %b;", "f32", ("f32", x), ("f32", np.full(8, 2,
+                                                                                np.float32)))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+    ftz = run_op("mul.ftz.f32 %d, %a, 0f3F800000;", "f32", ("f32", x))
+    assert ftz[6] == 0 and ftz[7] == 0 and np.signbit(ftz[7])     # flushed keeping the sign
+    plain = run_op("mul.f32 %d, %a, 0f3F800000;", "f32", ("f32", x))
+    np.testing.assert_array_equal(plain[6:], x[6:])
+
+
+def test_carry_chain_and_mul24():
+    rng = np.random.default_rng(10)
+    a = rng.integers(0, 2 ** 64, 50, dtype=np.uint64)
+    b = rng.integers(0, 2 ** 64, 50, dtype=np.uint64)
+    # 128-bit addition of (a, a) + (b, b) from 32-bit pieces through the carry flag
+    lines = [".reg .b32 %a0, %a1, %b0, %b1, %s0, %s1;", "mov.b64 {%a0, %a1}, %a;",
+             "mov.b64 {%b0, %b1}, %b;", "add.cc.u32 %s0, %a0, %b0;", "addc.u32 %s1, %a1, %b1;",
+             "mov.b64 %d, {%s0, %s1};"]
+    got = run_op(lines, "u64", ("u64", a), ("u64", b))
+    np.testing.assert_array_equal(got, a + b)
+    lines = [".reg .b32 %a0, %a1, %b0, %b1, %s0, %s1;", "mov.b64 {%a0, %a1}, %a;",
+             "mov.b64 {%b0, %b1}, %b;", "sub.cc.u32 %s0, %a0, %b0;", "subc.u32 %s1, %a1, %b1;",
+             "mov.b64 %d, {%s0, %s1};"]
+    np.testing.assert_array_equal(run_op(lines, "u64", ("u64", a), ("u64", b)), a - b)
+    x = rng.integers(-2 ** 23, 2 ** 23, 50).astype(np.int32)
+    y = rng.integers(-2 ** 23, 2 ** 23, 50).astype(np.int32)
+    got = run_op("mul24.lo.s32 %d, %a, %b;", "s32", ("s32", x), ("s32", y))
+    np.testing.assert_array_equal(got, (x.astype(np.int64) * y).astype(np.int32))
+    got = run_op("mul24.hi.s32 %d, %a, %b;", "s32", ("s32", x), ("s32", y))
+    np.testing.assert_array_equal(got, ((x.astype(np.int64) * y) >> 16).astype(np.int32))
+
+
+def test_fma_f32_subnormal_results():
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal(100) * 2.0 ** -70).astype(np.float32)
+    b = (rng.standard_normal(100) * 2.0 ** -70).astype(np.float32)
+    c = (rng.standard_normal(100) * 2.0 ** -140).astype(np.float32)
+    got = run_op("fma.rn.f32 %d, %a, %b, %c;", "f32", ("f32", a), ("f32", b), ("f32", c))
+    want = np.array([round_exact(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)),
+                                 "f32") for x, y, z in zip(a, b, c)], np.float32)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_nan_payload_literals():
+    x = np.zeros(2, np.float32)
+    got = run_op("mov.f32 %d, 0f7FC00001;", "f32", ("f32", x))
+    np.testing.assert_array_equal(_bits(got), 0x7FC00001)
+    got = run_op("add.f32 %d, %a, -0f7F800000;", "f32", ("f32", x))
+    assert np.all(np.isneginf(got))

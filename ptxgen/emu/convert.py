@@ -171,8 +171,6 @@ def build_mov(ctx, ins):
         return _pack(ctx, dst, src, dt)
     if isinstance(dst, Vec):
         return _unpack(ctx, dst, src, dt)
-    if isinstance(src, Raw):
-        ctx.fail(f"operand {src.text!r} is not emulated")
     a = ctx.read(src, dt, t)
     w = ctx.write(dst)
     return lambda st, m: w(st, m, a(st))

@@ -250,6 +250,8 @@ class Batch:
                         alive &= ~grp
                         reschedule_pc = False
                         break
+                    if target <= p and steps > MAX_GROUP_STEPS:
+                        break                           # a loop that does not end: below
                     p = target
                     if p >= limit:
                         break

@@ -114,8 +114,37 @@ def _fma_exact(a, b, c, fmt, mode):
 
 
 def build_fma(ctx, ins):
+    if ins.type is not None and ins.type.name == "f32" and _mode(ins) == "rn" and \
+            not set(ins.mods) & {"ftz", "sat", "relu"}:
+        return _fma_f32_rn(ctx, ins)
     return float_unit(ctx, ins, 3, lambda a, b, c, f, m: _fma_exact(
         np.asarray(a), np.asarray(b), np.asarray(c), f, m))
+
+
+def _fma_f32_rn(ctx, ins):
+    """The common fma.rn.f32 with as few numpy calls as possible (it dominates matmul-like
+    kernels); same result as _fma_exact. Every float32 midpoint, normal or subnormal, has the
+    low 28 bits of its float64 significand clear, so one cheap test clears almost every call;
+    only sums that pass it (exact float32 values, zeros, midpoints) get _fma_exact's checks."""
+    from .alu import _srcs
+    a, b, c = _srcs(ctx, ins, 3)
+    w = ctx.write(ins.operands[0])
+    low, mid, tiny = _LOW["f32"]
+    low28 = np.uint64((1 << 28) - 1)
+    zero = np.uint64(0)
+
+    def fn(st, m):
+        x, y, z = a(st), b(st), c(st)
+        s = np.multiply(x, y, dtype=_F64)              # exact product
+        s = np.add(s, z, dtype=_F64)
+        bits = np.asarray(s).view(_U64)
+        if ((bits & low28) == zero).any():
+            small = np.abs(s) < tiny
+            if ((bits & low) == mid).any() or (small & (s != 0)).any():
+                s = _fma_exact(np.asarray(x, _F64), np.asarray(y, _F64), np.asarray(z, _F64),
+                               "f32", "rn")
+        w(st, m, s.astype(np.float32))
+    return fn
 
 
 def build_div(ctx, ins):

@@ -16,7 +16,7 @@ from ..ir import types as T
 from ..ir.instr import Instr, Label, Verbatim
 from ..ir.values import Addr, Imm, LabelRef, Raw, Reg, Special, Sym, Vec
 from . import memory
-from .values import STORAGE, const, convert, storage
+from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_bits, storage
 
 NORMAL, BRANCH, BARRIER, EXIT = range(4)
 _CALL_PARAM = re.compile(r"\.param\b[^;]*?([A-Za-z_$][\w$]*)\s*(?:\[\d*\])?\s*;$")
@@ -318,7 +318,14 @@ class Ctx:
         if isinstance(o, Sym):
             return self.address_of(o.name, dt)
         if isinstance(o, Raw):
-            self.fail(f"operand {o.text!r} is not emulated")
+            lit = literal_bits(o.text)
+            if lit is None:
+                self.fail(f"operand {o.text!r} is not emulated")
+            bits, nbytes = lit
+            v = np.array(bits, UNSIGNED[nbytes]).view(FLOAT_OF_WIDTH[nbytes])
+            c = convert(v, dt)[()] if dt.itemsize == nbytes or dt.kind != "f" else \
+                v.astype(dt)[()]
+            return lambda st: c
         self.fail(f"operand {o!r} cannot be read as a value")
 
     def _reg_reader(self, s, dt):

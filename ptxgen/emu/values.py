@@ -6,8 +6,6 @@ same width is a free `.view`, a different width (ld/st/cvt allow wider registers
 bf16 has no numpy dtype: its values travel as uint16 bit patterns and arithmetic converts them
 through float64 (see fp.py).
 """
-import struct
-
 import numpy as np
 
 from . import fp
@@ -74,13 +72,27 @@ def const(value, type_):
 
 
 def float_bits(value, nbytes):
-    if nbytes == 8:
-        return struct.unpack("<Q", struct.pack("<d", value))[0]
-    if nbytes == 4:
-        return struct.unpack("<I", struct.pack("<f", value))[0]
-    if nbytes == 2:
-        return int(np.array(value, np.float16).view(np.uint16))
-    raise ValueError(f"no {nbytes}-byte float")
+    """Bits of value rounded to the float format of nbytes (out of range: infinity)."""
+    with np.errstate(over="ignore"):
+        return int(np.array(value, FLOAT_OF_WIDTH[nbytes]).view(UNSIGNED[nbytes]))
+
+
+def literal_bits(text):
+    """(bits, nbytes) of a PTX hexadecimal float literal such as 0f7FFFFFFF or -0d8000…,
+    the form the parser keeps as text when the value has a NaN payload."""
+    t = text.strip()
+    neg = t.startswith("-")
+    t = t.lstrip("-")
+    if len(t) < 3 or t[0] != "0" or t[1] not in "fFdD":
+        return None
+    try:
+        bits = int(t[2:], 16)
+    except ValueError:
+        return None
+    nbytes = 4 if t[1] in "fF" else 8
+    if neg:
+        bits ^= 1 << (8 * nbytes - 1)
+    return bits, nbytes
 
 
 def to_f64(v, type_name):
