@@ -557,3 +557,12 @@ def test_nan_payload_literals():
     np.testing.assert_array_equal(_bits(got), 0x7FC00001)
     got = run_op("add.f32 %d, %a, -0f7F800000;", "f32", ("f32", x))
     assert np.all(np.isneginf(got))
+
+
+def test_cvt_rna_tf32():
+    x = np.array([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -(1 + 2.0 ** -11), 1 + 2.0 ** -12,
+                  np.inf, 3.0], np.float32)
+    got = run_op("cvt.rna.tf32.f32 %d, %a;", "u32", ("f32", x)).view(np.float32)
+    # 10 fraction bits kept; a tie (2^-11 past 1.0) rounds away from zero
+    np.testing.assert_array_equal(got, np.float32([1 + 2.0 ** -10, 1 + 2.0 ** -9,
+                                                   -(1 + 2.0 ** -10), 1, np.inf, 3]))

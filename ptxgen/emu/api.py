@@ -19,9 +19,10 @@ from .program import Program
 from .values import STORAGE
 
 CHECK_MODES = ("error", "warn", "off")
-# Lanes per batch: enough that numpy's per-call overhead is amortised, small enough that the
-# register file (one array per register) stays in cache-friendly sizes.
+# Lanes per batch: enough that numpy's per-call overhead is amortised over many threads; fewer
+# when the register file (one array per register, one element per lane) would pass the budget.
 LANES_PER_BATCH = 16384
+REGISTER_BUDGET_BYTES = 256 << 20
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
@@ -207,7 +208,9 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     launch = Launch(prog, grid, block, gmem, params, const, global_addr, int(shared_bytes),
                     check)
     ncta = grid[0] * grid[1] * grid[2]
-    per_batch = max(1, LANES_PER_BATCH // launch.threads)
+    lane_bytes = sum(dt.itemsize for dt in prog.slot_dtypes) + prog.local_size + 64
+    lanes = max(launch.threads, min(LANES_PER_BATCH, REGISTER_BUDGET_BYTES // lane_bytes))
+    per_batch = max(1, lanes // launch.threads)
     try:
         with np.errstate(all="ignore"):
             for first in range(0, ncta, per_batch):

@@ -95,7 +95,7 @@ def convert_fn(ctx, dtype_t, stype, mods):
         return f
     fmt = dtype_t.name
     if rnd == "rna":
-        ctx.fail("cvt.rna is not emulated")
+        ctx.fail("cvt.rna is only emulated to .tf32")
     if not _is_float(stype):
         mode = rnd if rnd in FLOAT_ROUND else "rn"
 
@@ -132,10 +132,14 @@ def convert_fn(ctx, dtype_t, stype, mods):
 def build_cvt(ctx, ins):
     from .alu import make
     types = ins.types
+    mods = set(ins.mods)
+    if "tf32" in mods and len(types) == 1 and len(ins.operands) == 2:
+        f = _to_tf32(ctx, types[0], mods)          # tf32 is no IR type: bits of an f32
+        a = ctx.read(ins.operands[1], storage(types[0]), types[0])
+        return make(ctx.write(ins.operands[0]), [a], f)
     if len(types) != 2:
         ctx.fail("cvt needs a destination and a source type")
     dtype_t, stype = types
-    mods = set(ins.mods)
     if dtype_t.name in ("f16x2", "bf16x2"):
         half = dtype_t.name[:-2]
         from ..ir import types as T
@@ -158,6 +162,20 @@ def build_cvt(ctx, ins):
     f = convert_fn(ctx, dtype_t, stype, mods)
     a = ctx.read(ins.operands[1], storage(stype), stype)
     return make(ctx.write(ins.operands[0]), [a], f)
+
+
+def _to_tf32(ctx, stype, mods):
+    """cvt.rna.tf32.f32: keep 10 fraction bits, rounding to nearest with ties away from zero
+    (sign-magnitude bits: add half of the dropped range, then truncate); NaN stays NaN."""
+    if stype.name != "f32" or "rna" not in mods:
+        ctx.fail("only cvt.rna.tf32.f32 is emulated")
+
+    def f(x):
+        u = np.asarray(x).view(_U32)
+        nan = (u & _U32.type(0x7FFFFFFF)) > _U32.type(0x7F800000)
+        r = (u + _U32.type(0x1000)) & _U32.type(0xFFFFE000)
+        return np.where(nan, u, r).astype(_U32)
+    return f
 
 
 # -- mov ----------------------------------------------------------------------------------------

@@ -240,18 +240,26 @@ def _elem_dtype(ctx, ins):
     return storage(t)
 
 
+def _operands(ctx, ins, what):
+    ops = ins.operands
+    if len(ops) == 3 and any(m.startswith("L2::cache_hint") for m in ins.mods):
+        ops = ops[:2]                      # the cache policy operand changes no value
+    if len(ops) != 2:
+        ctx.fail(f"{ins.opcode} takes {what}")
+    return ops
+
+
 def build_ld(ctx, ins):
-    if len(ins.operands) != 2:
-        ctx.fail("ld takes a destination and an address")
+    ops = _operands(ctx, ins, "a destination and an address")
     space = ins.space or "generic"
     dt = _elem_dtype(ctx, ins)
     vec = ins.vector_width
-    dst = ins.operands[0]
+    dst = ops[0]
     dests = dst.items if isinstance(dst, Vec) else (dst,)
     if len(dests) != vec:
         ctx.fail(f"{vec}-element load into {len(dests)} registers")
     writers = [ctx.write_lanes(d) for d in dests]
-    af = address_fetch(ctx, ins.operands[1], space)
+    af = address_fetch(ctx, ops[1], space)
     opi = ctx.code_index
 
     def fn(st, m):
@@ -265,13 +273,12 @@ def build_ld(ctx, ins):
 
 
 def build_st(ctx, ins):
-    if len(ins.operands) != 2:
-        ctx.fail("st takes an address and a value")
+    ops = _operands(ctx, ins, "an address and a value")
     space = ins.space or "generic"
     dt = _elem_dtype(ctx, ins)
     vec = ins.vector_width
-    vals = _value_fetchers(ctx, ins.operands[1], dt, vec)
-    af = address_fetch(ctx, ins.operands[0], space)
+    vals = _value_fetchers(ctx, ops[1], dt, vec)
+    af = address_fetch(ctx, ops[0], space)
     opi = ctx.code_index
 
     def fn(st, m):
@@ -352,6 +359,8 @@ def _build_atomic(ctx, ins, has_dest):
     t = ins.type
     if t is None:
         ctx.fail("atomic without a type")
+    if t.name in ("f16x2", "bf16x2"):
+        ctx.fail(f"packed {t.name} atomics are not emulated")
     dt = storage(t)
     ops = ins.operands
     first = 1 if has_dest else 0
