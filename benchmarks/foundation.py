@@ -95,10 +95,14 @@ def saxpy_bandwidth(n):
     t = events_median(lambda: torch.add(y, x, alpha=float(a), out=o))
     rows.append(("torch.add", t, bool(torch.allclose(o.double(), ref, rtol=1e-5, atol=1e-5))))
     variants = [("ptxgen saxpy (default)", get_operator("saxpy"))]
-    for chunks, cps, threads in ((1, 4, 256), (2, 4, 256), (2, 8, 256), (4, 4, 256),
-                                 (4, 2, 256), (2, 2, 512), (4, 1, 1024)):
-        variants.append((f"saxpy chunks={chunks} ctas/sm={cps} t={threads}",
-                         Saxpy(threads=threads, ctas_per_sm=cps, chunks=chunks)))
+    for chunks, cps, threads, cache, lcache in (
+            (1, None, 256, "cs", None), (1, None, 128, "cs", None), (1, None, 512, "cs", None),
+            (1, None, 256, None, None), (1, None, 256, "cs", "nc"), (2, None, 256, "cs", None),
+            (2, None, 128, None, "nc"), (1, 16, 256, "cs", None), (1, 8, 512, "cs", "nc"),
+            (1, 8, 256, None, "nc")):
+        variants.append((f"saxpy c={chunks} cta/sm={cps} t={threads} {cache}/{lcache or cache}",
+                         Saxpy(threads=threads, ctas_per_sm=cps, chunks=chunks, cache=cache,
+                               load_cache=lcache)))
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     for label, op in variants:
         shape = op.shape(n=n)
@@ -149,9 +153,9 @@ def main():
           f" ptxgen emit+load {comp['ptxgen_emit_load_ms']:.1f} ms; ratios cold "
           f"{comp['numba_cold_ms'] / comp['ptxgen_emit_ptxas_ms']:.1f}x / warm "
           f"{comp['numba_warm_ms'] / comp['ptxgen_emit_ptxas_ms']:.1f}x (emit+ptxas)")
-    print(f"{'saxpy n=2^28':36s} {'ms':>8s} {'GB/s':>8s} {'x torch':>8s} ok")
+    print(f"{'saxpy n=2^28':44s} {'ms':>8s} {'GB/s':>8s} {'x torch':>8s} ok")
     for l, t, g, ok in rows:
-        print(f"{l:36s} {t:8.3f} {g:8.0f} {g / torch_gbs:8.3f} {ok}")
+        print(f"{l:44s} {t:8.3f} {g:8.0f} {g / torch_gbs:8.3f} {ok}")
 
 
 if __name__ == "__main__":

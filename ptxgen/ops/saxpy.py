@@ -15,10 +15,12 @@ class Saxpy(Operator):
     inputs = ("x", "y")
     outputs = ("out",)
 
-    def __init__(self, threads=256, ctas_per_sm=8, cache="cs", chunks=1):
+    def __init__(self, threads=256, ctas_per_sm=8, cache="cs", chunks=1, load_cache=None):
         self.threads = threads
-        self.ctas_per_sm = ctas_per_sm      # grid = SMs × this, or fewer CTAs for small n
+        # grid = SMs × ctas_per_sm (grid-stride loop), or None: one trip, a CTA per slice
+        self.ctas_per_sm = ctas_per_sm
         self.cache = cache                  # "cs": streaming, the data is touched once
+        self.load_cache = load_cache or cache   # loads may differ ("nc": read-only path)
         self.chunks = chunks                # 16-byte chunks per thread per trip
 
     def build(self, shape, arch="sm_90"):
@@ -45,8 +47,8 @@ class Saxpy(Operator):
                 off = b.mul(j, 16, mode="wide", type=T.u32, name="off")
                 xa, ya, oa = (b.add(q, off, type=T.u64, name="addr") for q in (x, y, out))
                 with b.predicated(p) if p is not None else _nothing():
-                    xv = b.ld("global", T.f32, xa, vec=4, cache=self.cache, name="x")
-                    yv = b.ld("global", T.f32, ya, vec=4, cache=self.cache, name="y")
+                    xv = b.ld("global", T.f32, xa, vec=4, cache=self.load_cache, name="x")
+                    yv = b.ld("global", T.f32, ya, vec=4, cache=self.load_cache, name="y")
                 vals.append((oa, p, xv, yv))
             for oa, p, xv, yv in vals:
                 res = [b.fma(a, xi, yi, name="o") for xi, yi in zip(xv, yv)]
@@ -65,7 +67,9 @@ class Saxpy(Operator):
 
     def launch(self, shape, sm_count=132):
         n = shape["n"]
-        blocks = max(1, min(-(-max(n // 4, 1) // self.threads), sm_count * self.ctas_per_sm))
+        blocks = max(1, -(-max(n // 4, 1) // (self.threads * self.chunks)))
+        if self.ctas_per_sm is not None:
+            blocks = min(blocks, sm_count * self.ctas_per_sm)
         return Launch(grid=(blocks, 1, 1), block=(self.threads, 1, 1))
 
     def make_inputs(self, shape, rng):
