@@ -1,4 +1,9 @@
-"""saxpy: out = a*x + y over n floats, 128-bit accesses in a grid-stride loop, scalar tail."""
+"""saxpy: out = a*x + y over n floats, 128-bit accesses, scalar tail.
+
+By default each thread moves one 16-byte chunk of each array (a CTA per 4 KB slice, as many CTAs
+as needed): on the H200 this beat every grid-stride variant measured (docs/PERF.md). With
+`ctas_per_sm` set the grid is capped and threads loop with a grid stride.
+"""
 import contextlib
 
 import numpy as np
@@ -15,7 +20,7 @@ class Saxpy(Operator):
     inputs = ("x", "y")
     outputs = ("out",)
 
-    def __init__(self, threads=256, ctas_per_sm=8, cache="cs", chunks=1, load_cache=None):
+    def __init__(self, threads=256, ctas_per_sm=None, cache="cs", chunks=1, load_cache=None):
         self.threads = threads
         # grid = SMs × ctas_per_sm (grid-stride loop), or None: one trip, a CTA per slice
         self.ctas_per_sm = ctas_per_sm
