@@ -113,7 +113,8 @@ def test_poisoned_output_fails_the_check():
 EMULATE = [
     (Add(), {"n": 1003}), (Add(), {"n": 3}), (Add(vec=2, chunks=3), {"n": 2001}),
     (Add(vec=1), {"n": 77}), (Scale(), {"n": 4099}), (Scale(vec=2), {"n": 5}),
-    (Transpose(), {"M": 37, "N": 70}), (Transpose(), {"M": 1, "N": 33}), (Transpose(block_rows=8), {"M": 40, "N": 9}),
+    (Transpose(), {"M": 37, "N": 70}), (Transpose(), {"M": 1, "N": 33}),
+    (Transpose(block_rows=8), {"M": 40, "N": 9}),
     (Transpose(pad=0), {"M": 33, "N": 31}), (Transpose(tile=64, block_rows=4), {"M": 65, "N": 130}),
     # warp plan with rows that start misaligned (N % 4 != 0) and a partial last CTA
     (RowReduce("sum"), {"M": 11, "N": 301}), (RowReduce("max"), {"M": 9, "N": 3}),

@@ -340,8 +340,9 @@ class BlockKernel:
         size = {d: int(vals[r[d]]) for d in "MNK"}
         g = self.dot_schedule.grid(size)
         if int(np.prod(grid)) != g[0] * g[1] * g[2]:
-            raise PtxgenError(f"{self.name}: the grid must have one program per {self.dot_schedule.BM}"
-                              f"x{self.dot_schedule.BN} tile of C ({g[0] * g[1] * g[2]})")
+            s = self.dot_schedule
+            raise PtxgenError(f"{self.name}: the grid must have one program per {s.BM}x{s.BN} "
+                              f"tile of C ({g[0] * g[1] * g[2]})")
         return g, [np.uint32(size[d]) for d in "MNK"] + [vals[r[d]] for d in "ABC"]
 
 
