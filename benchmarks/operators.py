@@ -45,11 +45,10 @@ CASES = [
 ]
 # Other configurations of the same operators, timed beside the library default.
 VARIANTS = {
-    "saxpy": [("chunks=2", Saxpy(chunks=2)), ("chunks=4 ctas/sm=4", Saxpy(chunks=4,
-                                                                          ctas_per_sm=4))],
-    "add": [("chunks=1", Add(chunks=1)), ("chunks=4 ctas/sm=4", Add(chunks=4, ctas_per_sm=4)),
-            ("v2", Add(vec=2))],
-    "scale": [("chunks=4", Scale(chunks=4)), ("v1", Scale(vec=1))],
+    "saxpy": [("grid stride ctas/sm=8", Saxpy(ctas_per_sm=8)), ("chunks=2", Saxpy(chunks=2))],
+    "add": [("grid stride ctas/sm=8 chunks=2", Add(ctas_per_sm=8, chunks=2)),
+            ("chunks=2", Add(chunks=2)), ("v2", Add(vec=2))],
+    "scale": [("grid stride ctas/sm=8", Scale(ctas_per_sm=8)), ("v1", Scale(vec=1))],
     "transpose": [("pad=0 (bank conflicts)", Transpose(pad=0)),
                   ("block_rows=8", Transpose(block_rows=8)),
                   ("tile=64 (32x8 threads)", Transpose(tile=64, block_rows=8))],

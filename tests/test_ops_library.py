@@ -113,6 +113,9 @@ def test_poisoned_output_fails_the_check():
 EMULATE = [
     (Add(), {"n": 1003}), (Add(), {"n": 3}), (Add(vec=2, chunks=3), {"n": 2001}),
     (Add(vec=1), {"n": 77}), (Scale(), {"n": 4099}), (Scale(vec=2), {"n": 5}),
+    # capped grid: threads loop several trips with a grid stride
+    (Add(threads=32, ctas_per_sm=1, chunks=2), {"n": 40003}),
+    (Scale(threads=32, ctas_per_sm=1), {"n": 20001}),
     (Transpose(), {"M": 37, "N": 70}), (Transpose(), {"M": 1, "N": 33}),
     (Transpose(block_rows=8), {"M": 40, "N": 9}),
     (Transpose(pad=0), {"M": 33, "N": 31}), (Transpose(tile=64, block_rows=4), {"M": 65, "N": 130}),
