@@ -566,3 +566,19 @@ def test_cvt_rna_tf32():
     # 10 fraction bits kept; a tie (2^-11 past 1.0) rounds away from zero
     np.testing.assert_array_equal(got, np.float32([1 + 2.0 ** -10, 1 + 2.0 ** -9,
                                                    -(1 + 2.0 ** -10), 1, np.inf, 3]))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_exact_zero_sum_sign_under_directed_rounding(t):
+    # IEEE 754: x + (-x) is -0 when rounding toward -inf, +0 otherwise; +0 + +0 stays +0
+    a = np.array([-0.0, 0.0, 1.5, 0.0, -0.0], NP[t])
+    b = np.array([0.0, 0.0, -1.5, -0.0, -0.0], NP[t])
+    for mode in ("rn", "rz", "rm", "rp"):
+        want = np.signbit(a + b) if mode != "rm" else [True, False, True, True, True]
+        got = run_op(f"add.{mode}.{t} %d, %a, %b;", t, (t, a), (t, b))
+        np.testing.assert_array_equal(np.signbit(got), want, err_msg=f"add.{mode}")
+        got = run_op(f"fma.{mode}.{t} %d, %a, 0f3F800000, %b;" if t == "f32" else
+                     f"fma.{mode}.{t} %d, %a, 0d3FF0000000000000, %b;", t, (t, a), (t, b))
+        np.testing.assert_array_equal(np.signbit(got), want, err_msg=f"fma.{mode}")
+    got = run_op(f"sub.rm.{t} %d, %a, %a;", t, (t, b))
+    assert np.all(np.signbit(got))

@@ -131,15 +131,14 @@ def _fma_f32_rn(ctx, ins):
     w = ctx.write(ins.operands[0])
     low, mid, tiny = _LOW["f32"]
     low28 = np.uint64((1 << 28) - 1)
-    zero = np.uint64(0)
 
     def fn(st, m):
         x, y, z = a(st), b(st), c(st)
         s = np.multiply(x, y, dtype=_F64)              # exact product
         s = np.add(s, z, dtype=_F64)
-        bits = np.asarray(s).view(_U64)
-        if ((bits & low28) == zero).any():
+        if not (np.asarray(s).view(_U64) & low28).all():
             small = np.abs(s) < tiny
+            bits = np.asarray(s).view(_U64)
             if ((bits & low) == mid).any() or (small & (s != 0)).any():
                 s = _fma_exact(np.asarray(x, _F64), np.asarray(y, _F64), np.asarray(z, _F64),
                                "f32", "rn")

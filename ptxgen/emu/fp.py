@@ -166,9 +166,22 @@ def to_format(x, fmt, mode="rn"):
 
 
 # -- arithmetic with one rounding ------------------------------------------------------------------
+def exact_zero_sign(s, a, b, mode):
+    """The sign IEEE 754 (6.3) gives an exact zero sum a + b: the operands' sign when both are
+    zeros of one sign, otherwise +0, or -0 when rounding toward negative. (Error-free
+    transformations lose the signs of zeros, so they are set here from the rule.)"""
+    zero = s == 0
+    if not np.any(zero):
+        return s
+    same = (a == 0) & (b == 0) & (np.signbit(a) == np.signbit(b))
+    z = np.where(same, np.copysign(0.0, a), -0.0 if mode == "rm" else 0.0)
+    return np.where(zero, z, s)
+
+
 def sum_rounded(a64, b64, fmt, mode):
     """a + b rounded once to fmt (a64, b64 float64 values of the operands)."""
     s, e = two_sum(a64, b64)
+    s = exact_zero_sign(s, a64, b64, mode)
     if fmt == "f64":
         return directed_f64(s, e, mode)
     return to_format(round_to_odd(s, e), fmt, mode)
@@ -203,11 +216,13 @@ def fma_rounded(a64, b64, c64, fmt, mode):
     if fmt != "f64":
         p = a64 * b64                                   # exact: <= 24-bit significands
         s, e = two_sum(p, c64)
+        s = exact_zero_sign(s, p, c64, mode)
         return to_format(round_to_odd(s, e), fmt, mode)
     ph, pl = two_prod(a64, b64)
     th, tl = two_sum(c64, ph)
     v = round_to_odd(*two_sum(tl, pl))
     r, re = two_sum(th, v)
+    r = exact_zero_sign(r, ph, c64, mode)
     out = directed_f64(r, re, mode) if mode != "rn" else r
     ok = _safe(a64, b64, c64) & ((np.abs(ph) > _SAFE_LO) | (ph == 0))
     if not ok.all():

@@ -212,7 +212,6 @@ class Program:
                 fn = builder(ctx, ins)
         except Unsupported as e:
             fn = _raiser(self._unsupported(ins, index, str(e)))
-            guard = -1
         if guard >= 0:
             fn = _guarded(fn, guard, neg)
         return Op(NORMAL, fn, ins, index)
@@ -261,7 +260,8 @@ def _nop(st, m):
 
 def _raiser(message):
     def fn(st, m):
-        raise EmulationError(message)
+        if m is None or m.any():                 # only when some thread really executes it
+            raise EmulationError(message)
     return fn
 
 
