@@ -1,4 +1,5 @@
 """ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check]"""
+from .. import arch as archmod
 from ..backend import BACKENDS, run_operator
 from ..ops import get_operator
 from .common import add_arch, add_shape, shape_from_args
@@ -17,6 +18,8 @@ def add_parser(sub):
 
 
 def run(args):
+    if args.arch is not None:
+        archmod.check_arch(args.arch)      # the emulator backend would otherwise ignore it
     op = get_operator(args.kernel)
     shape = shape_from_args(op, args)
     res = run_operator(op, shape, args.backend, arch=args.arch, check=args.check,

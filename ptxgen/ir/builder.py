@@ -408,6 +408,8 @@ def _widen(t):
 
 
 def _mov_type(t):
+    if t.name in ("f16", "bf16"):
+        return T.b16          # PTX mov has no .f16/.bf16 type: 16-bit floats move as bits
     return t if t.kind != "bits" or t.name in ("b16", "b32", "b64") else T.TYPES[f"b{t.bits}"]
 
 

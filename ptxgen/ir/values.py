@@ -29,12 +29,21 @@ class Imm:
             if t.bits == 64:
                 return "0d%016X" % struct.unpack("<Q", struct.pack("<d", float(self.value)))[0]
             if t.bits == 32:
-                return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(self.value)))[0]
+                return "0f%08X" % _f32_bits(float(self.value))
             # PTX has no f16 immediates; 16-bit floats travel as their bit pattern.
             return str(int(self.value))
         if isinstance(self.value, float):
-            return "0f%08X" % struct.unpack("<I", struct.pack("<f", self.value))[0]
+            return "0f%08X" % _f32_bits(self.value)
         return str(int(self.value))
+
+
+def _f32_bits(x):
+    """Bits of x rounded to single precision; beyond its range that is an infinity, as ptxas
+    reads an out-of-range literal (struct refuses to pack it)."""
+    try:
+        return struct.unpack("<I", struct.pack("<f", x))[0]
+    except OverflowError:
+        return 0xFF800000 if x < 0 else 0x7F800000
 
 
 @dataclass(frozen=True)
