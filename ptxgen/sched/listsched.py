@@ -35,7 +35,7 @@ def critical_path_first(c):
 @dataclass
 class CycleView:
     """The scheduler's state in one cycle (debug view)."""
-    cycle: int
+    cycle: float
     ready: list                     # [(index, key, why)] best first; why: "" (issuable),
                                     # "operands" (waiting for a result) or "pipe:UNIT"
     issued: object = None           # index of the instruction issued, or None
@@ -56,7 +56,7 @@ class BlockSchedule:
         lines = []
         for v in self.debug:
             chosen = "-" if v.issued is None else f"#{v.issued}"
-            lines.append(f"cycle {v.cycle:>5}: issue {chosen}")
+            lines.append(f"cycle {v.cycle:>7g}: issue {chosen}")
             for idx, key, why in v.ready:
                 mark = "*" if idx == v.issued else " "
                 state = "ready" if not why else f"wait {why}"
@@ -129,7 +129,7 @@ def schedule_block(instrs, isa="sm_90", debug=False):
         issuable = [j for j in ready if not states[j]]
         pick = min(issuable, key=lambda j: key[j]) if issuable else None
         if views is not None:
-            views.append(CycleView(int(cycle), [(j, key[j], states[j])
+            views.append(CycleView(cycle, [(j, key[j], states[j])
                                                 for j in sorted(ready, key=lambda j: key[j])],
                                    pick))
         if pick is None:

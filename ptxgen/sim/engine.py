@@ -6,7 +6,8 @@ it issued last if that one is ready, else the oldest ready warp. A warp is ready
 scoreboard says every register it reads or writes has arrived (latency from the isa table, or
 the memory level's latency after its bandwidth queue), its pipe in that sub-partition has taken
 no other instruction within the issue interval, and it is not waiting at a barrier. bar.sync
-releases a CTA's warps once every live warp of the CTA has arrived.
+releases the warps waiting at a barrier once every live warp of the CTA (or the thread count
+the instruction names) has arrived; bar.arrive counts without waiting.
 
 Time jumps straight to the next cycle in which anything can issue, so idle stretches (a memory
 latency) cost nothing. Stall accounting is per warp, by intervals: from one issue to the next a
@@ -14,6 +15,7 @@ warp waits on a register (`dependency`, or `memory` when a load produced it), a 
 (`throughput`), a barrier (`barrier`), or is ready while the scheduler picks another warp
 (`not_selected`).
 """
+import math
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
@@ -38,10 +40,11 @@ class _Warp:
 
 
 class _Cta:
-    __slots__ = ("live", "arrived")
+    __slots__ = ("live", "bars")
 
     def __init__(self, n):
-        self.live, self.arrived = n, []
+        self.live = n
+        self.bars = {}              # barrier id → [warps that arrived, warps waiting, count]
 
 
 @dataclass
@@ -65,6 +68,7 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
     nb = len(blocks)
     nunits = len(prog.units)
     bar_latency = table.ops["BAR"].latency
+    warp_size = h.warp_size
     branch_latency = table.ops["BRANCH"].latency
     lds_latency = table.ops["LDS"].latency
     atom_latency = table.ops["ATOM"].latency
@@ -130,18 +134,29 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
         queues[w.sched].remove(w)
         cta = ctas[w.cta]
         cta.live -= 1
-        if cta.arrived and len(cta.arrived) >= cta.live:
-            release(cta, now)
+        for bid, (n, waiting, count) in list(cta.bars.items()):
+            if n and n >= (count or cta.live):
+                release(cta, bid, now)
 
-    def release(cta, now):
+    def arrive(w, st, now):
+        bid, threads, waits = st.barrier
+        cta = ctas[w.cta]
+        n, waiting, count = cta.bars.get(bid) or (0, [], -(-threads // warp_size))
+        if waits:
+            w.ready = INF
+            waiting.append(w)
+        cta.bars[bid] = (n + 1, waiting, count)
+        if n + 1 >= (count or cta.live):
+            release(cta, bid, now)
+
+    def release(cta, bid, now):
         t = now + bar_latency
-        for v in cta.arrived:
+        for v in cta.bars.pop(bid)[1]:
             stalls["barrier"] += t - v.cursor
             if v.events is not None:
                 note(v, "barrier", v.cursor, t, "barrier")
             v.cursor = t
             schedule(v, t)
-        cta.arrived = []
 
     live = len(warps)
     for w in warps:
@@ -153,26 +168,31 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
     now = 0.0
     while live:
         busy = False
+        end = now + 1.0
         for s in range(nsched):
             q = queues[s]
             if not q:
                 continue
             uf = unit_free[s]
-            # greedy: the warp issued last, if it can go; else the oldest that can
+            # greedy: the warp issued last, if it can go in this cycle; else the oldest that
+            # can. Readiness is continuous time (latencies and issue intervals are measured
+            # averages such as 4.1 or 1.02), so whatever becomes ready within the cycle issues
+            # in it, at that moment.
             w = last[s]
-            if w is None or w.ready > now or uf[instrs[w.pc].unit] > now:
+            if w is None or w.ready >= end or uf[instrs[w.pc].unit] >= end:
                 w = None
                 for c in q:
-                    if c.ready <= now:
+                    if c.ready < end:
                         u = uf[instrs[c.pc].unit]
-                        if u > now:
+                        if u >= end:
                             # its pipe was taken since it became ready
-                            stalls["not_selected"] += now - c.cursor
+                            t = max(now, c.cursor)
+                            stalls["not_selected"] += t - c.cursor
                             if c.events is not None:
-                                note(c, "not_selected", c.cursor, now, "not_selected")
-                            stalls["throughput"] += u - now
+                                note(c, "not_selected", c.cursor, t, "not_selected")
+                            stalls["throughput"] += u - t
                             if c.events is not None:
-                                note(c, "throughput", now, u, "throughput")
+                                note(c, "throughput", t, u, "throughput")
                             c.cursor = c.ready = u
                             continue
                         w = c
@@ -183,40 +203,41 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
             # -- issue --------------------------------------------------------------------
             last[s] = w
             st = instrs[w.pc]
-            if now > w.cursor:
-                stalls["not_selected"] += now - w.cursor
+            t = max(now, w.ready, uf[st.unit])
+            if t > w.cursor:
+                stalls["not_selected"] += t - w.cursor
                 if w.events is not None:
-                    note(w, "not_selected", w.cursor, now, "not_selected")
+                    note(w, "not_selected", w.cursor, t, "not_selected")
             if w.events is not None:
-                note(w, "issue", now, now + 1, st.text)
-            w.cursor = now + 1
+                note(w, "issue", t, t + 1, st.text)
+            w.cursor = t + 1
             issued += 1
-            uf[st.unit] = now + st.interval
+            uf[st.unit] = t + st.interval
             unit_busy[st.unit] += st.interval
             kind = st.kind
-            nxt = now + 1
+            nxt = t + 1
             if kind == ALU:
-                done = now + st.latency
+                done = t + st.latency
                 for d in st.defs:
                     w.regs[d] = done
                     w.memreg[d] = False
             elif kind == BRANCH:
-                nxt = now + branch_latency
+                nxt = t + branch_latency
             elif st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1:
                 # memory and fixed-latency instructions whose guard holds
                 if kind == STG:
-                    memory.store_global(now, st.bytes)
+                    memory.store_global(t, st.bytes)
                 elif kind == STS:
-                    memory.shared(now, st.bytes, 0.0)
+                    memory.shared(t, st.bytes, 0.0)
                 elif kind == LDG or kind == LDS or kind == FIXED or kind == ATOM:
                     if kind == LDG:
-                        done = memory.load_global(now, st.bytes)
+                        done = memory.load_global(t, st.bytes)
                     elif kind == LDS:
-                        done = memory.shared(now, st.bytes, lds_latency)
+                        done = memory.shared(t, st.bytes, lds_latency)
                     elif kind == ATOM:
-                        done = memory.atomic(now, st.bytes, atom_latency)
+                        done = memory.atomic(t, st.bytes, atom_latency)
                     else:
-                        done = now + st.latency
+                        done = t + st.latency
                     for d in st.defs:
                         w.regs[d] = done
                         w.memreg[d] = True
@@ -224,17 +245,14 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
             w.pc += 1
             # an exit ends its block: the path says whether lanes go on
             if w.pc >= w.end and not load_block(w):
-                finish(w, now)
+                finish(w, t)
                 live -= 1
                 last[s] = None
                 continue
             if kind == BAR:
-                w.ready = INF
-                cta = ctas[w.cta]
-                cta.arrived.append(w)
-                if len(cta.arrived) >= cta.live:
-                    release(cta, now)
-                continue
+                arrive(w, st, t)
+                if st.barrier[2]:
+                    continue            # the barrier schedules it when it releases
             schedule(w, nxt)
         if not live:
             break
@@ -247,7 +265,7 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
             stuck = [w.wid for w in warps if not w.done]
             raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
                               f"no other warp of their CTA reaches")
-        now = max(now + 1, nxt)
+        now = max(now + 1, float(math.floor(nxt)))
     # the launch is over when the last warp has exited and the memory system has delivered
     # what it queued (stores in flight still draw bandwidth after their warp is gone)
     cycles = max(max((w.finish for w in warps), default=0.0), memory.drained())

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
-from ..ir.values import Reg
+from ..ir.values import Imm, Reg
 
 _BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
 
@@ -32,6 +32,7 @@ class StaticInstr:
     bytes: int = 0              # bytes one warp moves (memory kinds)
     guard_bit: int = -1         # position among its block's guarded memory instructions
     guard_id: int = -1          # register id of the guard predicate
+    barrier: tuple = None       # (id, threads or 0 for the whole CTA, waits) of bar/barrier
 
 
 @dataclass
@@ -81,7 +82,7 @@ def _kind(ins):
         return STS
     if op in ("atom", "red"):
         return ATOM if space in ("global", "generic") else FIXED
-    if ins.is_barrier and (not ins.mods or ins.mods[0] in ("sync", "red")):
+    if ins.is_barrier and (not ins.mods or ins.mods[0] in ("sync", "red", "arrive")):
         return BAR
     if op in ("bra", "brx"):
         return BRANCH
@@ -90,6 +91,18 @@ def _kind(ins):
     if op in ("cp", "prefetch", "prefetchu", "membar", "fence") or ins.cls.endswith("memory"):
         return FIXED
     return ALU
+
+
+def _barrier(ins):
+    """(barrier id, participating threads or 0 for all, whether the warp waits): bar.sync a{, b}
+    and bar.red wait, bar.arrive only counts. A barrier id or count in a register is taken as
+    barrier 0 of the whole CTA."""
+    ops = [o for o in ins.operands if isinstance(o, Imm) or isinstance(o, Reg)]
+    if ins.mods and ins.mods[0] == "red":
+        ops = ops[1:]                 # bar.red's first operand is its destination
+    bid = int(ops[0].value) if ops and isinstance(ops[0], Imm) else 0
+    count = int(ops[1].value) if len(ops) > 1 and isinstance(ops[1], Imm) else 0
+    return bid, count, not (ins.mods and ins.mods[0] == "arrive")
 
 
 def _access_bytes(ins, warp_size):
@@ -136,6 +149,8 @@ def compile_kernel(kernel, table):
             st.guard_id = rid(ins.guard)
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
+        if kind == BAR:
+            st.barrier = _barrier(ins)
         if kind == BRANCH:
             names = [o.name for o in ins.operands if hasattr(o, "name")
                      and not isinstance(o, Reg)]
