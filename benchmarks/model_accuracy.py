@@ -121,7 +121,7 @@ def calibration_cases(dev, sm_count):
         args = [dev.cuda.device_array(grid[0] * 256, np.float32), a, c, np.uint32(iters)]
     cases.append(("calib FFMA peak", ffma, grid, (256,), args, {"args": {"iters": iters}}))
     n16 = GIB // 16
-    copy = K.copy_v4(ARCH)
+    copy = K.copy_v4(arch=ARCH)
     args = None
     if dev is not None:
         args = [np.uint32(n16), np.uint32(1), dev.cuda.device_array(GIB // 4, np.uint32),

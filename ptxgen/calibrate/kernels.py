@@ -183,9 +183,11 @@ def barrier_loop(n, arch="sm_90"):
     return m
 
 
-def copy_v4(arch="sm_90"):
-    """dst = src over n16 16-byte elements, `reps` times, grid-stride, 128-bit accesses.
-    params (n16: u32, reps: u32, src: u32*, dst: u32*)."""
+def copy_v4(unroll=4, arch="sm_90"):
+    """dst = src over n16 16-byte elements, `reps` times, grid-stride, 128-bit accesses; each
+    thread has `unroll` loads in flight before it stores (one at a time leaves DRAM idle: the
+    bytes in flight per SM must cover bandwidth x latency). params (n16: u32, reps: u32,
+    src: u32*, dst: u32*)."""
     m = Module(target=arch)
     k = m.add_kernel("copy_v4", [Param("n16", T.u32), Param("reps", T.u32),
                                  Param("src", T.u64, ptr(T.u32, align=16)),
@@ -195,11 +197,21 @@ def copy_v4(arch="sm_90"):
     src, dst = b.param("src"), b.param("dst")
     gid = b.global_index()
     stride = b.mul(b.special("nctaid.x"), b.special("ntid.x"), name="stride")
+    chunk = b.mul(stride, unroll, name="chunk")
     with b.for_range(0, reps, 1, type=T.u32, name="r"):
-        with b.for_range(gid, n16, stride, type=T.u32, name="i") as i:
-            off = b.mul(i, 16, mode="wide", type=T.u32, name="off")
-            v = b.ld("global", T.u32, b.add(src, off, type=T.u64, name="sa"), vec=4, name="v")
-            b.st("global", b.add(dst, off, type=T.u64, name="da"), list(v))
+        with b.for_range(gid, n16, chunk, type=T.u32, name="i") as i:
+            todo = []
+            for u in range(unroll):
+                j = i if u == 0 else b.mad(stride, u, i, name="j")
+                ok = b.setp("lt", j, n16, name="ok")
+                off = b.mul(j, 16, mode="wide", type=T.u32, name="off")
+                with b.predicated(ok):
+                    v = b.ld("global", T.u32, b.add(src, off, type=T.u64, name="sa"), vec=4,
+                             name="v")
+                todo.append((ok, off, v))
+            for ok, off, v in todo:
+                with b.predicated(ok):
+                    b.st("global", b.add(dst, off, type=T.u64, name="da"), list(v))
     b.ret()
     return m
 

@@ -157,7 +157,7 @@ def _copy_ms(gpu, plan, nbytes, reps, repeat):
     # one 16-byte chunk per thread per rep: on the H200 the capped grid-stride layout read
     # 3430 GB/s against torch's 4176, and saxpy lost 6 % to it (docs/PERF.md)
     grid = (max(1, -(-(nbytes // 16) // 256)),)
-    ms = gpu.time_ms(K.copy_v4(gpu.arch), grid, (256,),
+    ms = gpu.time_ms(K.copy_v4(arch=gpu.arch), grid, (256,),
                      [np.uint32(nbytes // 16), np.uint32(reps), src, dst], repeat)
     del src, dst
     return ms
@@ -235,7 +235,7 @@ def measure(arch, plan=Plan(), only=None, log=None):
                                           plan.dram_nodes)
             fsrc = gpu.device_array(plan.flush_bytes, np.uint32)
             fdst = gpu.device_array(plan.flush_bytes, np.uint32)
-            copy = K.copy_v4(gpu.arch)
+            copy = K.copy_v4(arch=gpu.arch)
 
             def flush():
                 gpu.run(copy, (gpu.sm_count * 8,), (256,),
