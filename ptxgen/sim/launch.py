@@ -228,8 +228,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
     steps = pilot.steps
     caps = (sample, sample // 2) if hot is not None else (sample,)
     for name, count, cta_ids, active in waves:
-        if results and len(cta_ids) == results[0].ctas:
-            # a tail wave as full as a full wave behaves like one
+        if results and len(cta_ids) == results[0].ctas and active == results[0].active_sms:
+            # a tail wave as full as a full wave (and as spread) behaves like one
             results[0].count += count
             continue
         runs = [([], []) for _ in caps]           # per cap: traces per CTA, skipped per warp
