@@ -126,7 +126,8 @@ def calibration_cases(dev, sm_count):
     if dev is not None:
         args = [np.uint32(n16), np.uint32(1), dev.cuda.device_array(GIB // 4, np.uint32),
                 dev.cuda.device_array(GIB // 4, np.uint32)]
-    cases.append(("calib copy 1 GiB", copy, (sm_count * 8,), (256,), args,
+    # one 16-byte chunk per thread, as calibrate measures DRAM bandwidth
+    cases.append(("calib copy 1 GiB", copy, (n16 // 256,), (256,), args,
                   {"args": {"n16": n16, "reps": 1}, "footprint": 2 * GIB}))
     chase = K.chase_global("cg", 4096, ARCH)
     args = None

@@ -183,11 +183,12 @@ def barrier_loop(n, arch="sm_90"):
     return m
 
 
-def copy_v4(unroll=4, arch="sm_90"):
-    """dst = src over n16 16-byte elements, `reps` times, grid-stride, 128-bit accesses; each
-    thread has `unroll` loads in flight before it stores (one at a time leaves DRAM idle: the
-    bytes in flight per SM must cover bandwidth x latency). params (n16: u32, reps: u32,
-    src: u32*, dst: u32*)."""
+def copy_v4(unroll=1, arch="sm_90"):
+    """dst = src over n16 16-byte elements, `reps` times, grid-stride, 128-bit accesses. With a
+    grid smaller than one 16-byte chunk per thread, `unroll` > 1 keeps that many loads in
+    flight per thread before it stores (the bytes in flight per SM must cover bandwidth x
+    latency); calibrate launches one chunk per thread, the layout measured fastest on the
+    H200. params (n16: u32, reps: u32, src: u32*, dst: u32*)."""
     m = Module(target=arch)
     k = m.add_kernel("copy_v4", [Param("n16", T.u32), Param("reps", T.u32),
                                  Param("src", T.u64, ptr(T.u32, align=16)),
