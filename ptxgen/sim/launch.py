@@ -279,12 +279,14 @@ def _extrapolate(name, count, ctas, active, big, small):
         period = (sm.cycles - small[0].cycles) / (small[1] - skipped)
 
     def ext(a, b):
-        return a + (a - b) * scale
+        # a counter the longer sample saw less of than the shorter (start-up or end effects
+        # of a small one) must not go negative
+        return max(0.0, a + (a - b) * scale)
 
     lo = small[0] if small is not None else sm
     return WaveResult(
         name=name, count=count, ctas=ctas, active_sms=active,
-        cycles=ext(sm.cycles, lo.cycles), sampled_cycles=sm.cycles, period=period,
+        cycles=max(sm.cycles, ext(sm.cycles, lo.cycles)), sampled_cycles=sm.cycles, period=period,
         skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
         unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
         stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},
