@@ -88,10 +88,12 @@ class AnalysisResult:
     target: str
     version: str
     kernels: list = field(default_factory=list)
+    model: str = ""                  # the machine model used (sm_90 for sm_90a)
 
     def to_dict(self):
-        return {"arch": self.arch, "file": self.filename, "target": self.target,
-                "version": self.version, "kernels": [k.to_dict() for k in self.kernels]}
+        return {"arch": self.arch, "model": self.model or self.arch, "file": self.filename,
+                "target": self.target, "version": self.version,
+                "kernels": [k.to_dict() for k in self.kernels]}
 
     def to_text(self):
         return render(self.to_dict())
@@ -103,22 +105,30 @@ def analyze(src, arch="sm_90", kernel=None, sass=False, filename="<ptx>"):
     kernel: analyze only the function of that name (entries and .func both qualify).
     sass: also assemble with ptxas and disassemble with nvdisasm (needs the CUDA tools)."""
     from ..parse import parse_ptx
+    table = load_model(arch)                  # an unknown arch fails before any work
     if isinstance(src, Module):
         module, text = src, None
     else:
         text = src if isinstance(src, str) else bytes(src).decode("utf-8", errors="replace")
         module = parse_ptx(text, filename)
-    table = isa.load(arch)
     if kernel is not None:
         funcs = [module.kernel(kernel)]
     else:
         funcs = list(module.kernels)
-    result = AnalysisResult(arch, module.filename, module.target, module.version)
+    result = AnalysisResult(arch, module.filename, module.target, module.version,
+                            model=table.arch)
     for k in funcs:
         result.kernels.append(analyze_kernel(k, table))
     if sass:
         _add_sass(result, module, text, arch)
     return result
+
+
+def load_model(arch):
+    """The machine model for arch; an arch-specific target ('sm_90a') runs on its base model."""
+    if arch not in isa.available() and arch.endswith("a") and arch[:-1] in isa.available():
+        return isa.load(arch[:-1])
+    return isa.load(arch)
 
 
 def analyze_kernel(kernel, table):
@@ -220,7 +230,7 @@ def _fmt(x):
 
 def render(d):
     lines = [f"ptxgen analyze: {d['file']} (.target {d['target']}, PTX {d['version'] or '?'}), "
-             f"machine model {d['arch']}"]
+             f"machine model {d['model']}"]
     if not d["kernels"]:
         lines.append("  no functions with a body")
     for k in d["kernels"]:

@@ -4,14 +4,16 @@ import sys
 
 from .. import isa as isamod
 from ..analysis import analyze
-from .common import add_arch, read_text
+from .common import read_text
 
 
 def add_parser(sub):
     p = sub.add_parser("analyze", help="static analysis of any PTX file: instruction mix, "
                                        "loops, throughput, register pressure, memory traffic")
     p.add_argument("file", help="PTX file ('-' reads standard input)")
-    add_arch(p)
+    p.add_argument("--arch", default="sm_90",
+                   help="machine model and ptxas target (models: "
+                        + ", ".join(isamod.available()) + "; sm_90a uses sm_90's)")
     p.add_argument("--kernel", help="analyze only this function (default: all)")
     p.add_argument("--sass", action="store_true",
                    help="also assemble with ptxas: resources and SASS mix beside the PTX counts")
@@ -20,7 +22,6 @@ def add_parser(sub):
 
 
 def run(args):
-    isamod.load(args.arch)                    # an unknown arch fails before any work
     if args.file == "-":
         text, name = sys.stdin.read(), "<stdin>"
     else:
