@@ -402,3 +402,10 @@ def test_brx_successors_come_from_the_branch_table():
     by = {b["label"]: b for b in k.blocks}
     assert sorted(by["$L_tab"]["succs"]) == sorted([by["$L_a"]["index"], by["$L_b"]["index"]])
     assert by["$L_end"]["preds"] == sorted([by["$L_a"]["index"], by["$L_b"]["index"]])
+
+
+def test_arch_specific_target_uses_base_model():
+    d = analyze((DATA / "hand_loops.ptx").read_text(), arch="sm_90a").to_dict()
+    assert d["arch"] == "sm_90a" and d["model"] == "sm_90"
+    with pytest.raises(PtxgenError, match="sm_75"):
+        analyze((DATA / "hand_loops.ptx").read_text(), arch="sm_75")
