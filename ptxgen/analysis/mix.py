@@ -1,5 +1,4 @@
 """Static instruction mix: how many of each opcode and of each class a function contains."""
-from ..ir.instr import Instr
 from ..ir.values import Special
 
 
@@ -16,14 +15,6 @@ def opcode_mix(instrs):
     return _sorted(counts)
 
 
-def base_opcode_mix(instrs):
-    """{opcode without modifiers: count}, most frequent first."""
-    counts = {}
-    for ins in instrs:
-        counts[ins.opcode] = counts.get(ins.opcode, 0) + 1
-    return _sorted(counts)
-
-
 def class_mix(instrs):
     """{Instr.cls: count}, most frequent first."""
     counts, cache = {}, {}
@@ -36,6 +27,3 @@ def class_mix(instrs):
         counts[c] = counts.get(c, 0) + 1
     return _sorted(counts)
 
-
-def instructions_of(kernel):
-    return [s for s in kernel.body if isinstance(s, Instr)]
