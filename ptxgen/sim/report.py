@@ -167,7 +167,7 @@ class SimReport:
                   "throughput": "tab:purple", "barrier": "tab:blue",
                   "not_selected": "tab:gray"}
         n = len(self.trace_events)
-        fig, ax = plt.subplots(figsize=(12, 1 + 0.45 * max(n, 1)))
+        fig, ax = plt.subplots(figsize=(12, 1.6 + 0.45 * max(n, 1)))
         end = 0
         for wid, events in enumerate(self.trace_events):
             by = {}
@@ -184,10 +184,10 @@ class SimReport:
         ax.invert_yaxis()
         ax.set_xlim(0, max_cycles or max(end, 1))
         ax.set_xlabel("cycle")
-        ax.set_title(f"{self.kernel}: first {n} warps of SM 0 (first wave)")
         handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-        ax.legend(handles, list(colors), loc="upper center", ncol=len(colors),
-                  bbox_to_anchor=(0.5, -0.35 if n < 4 else -0.12), fontsize=8)
+        ax.legend(handles, list(colors), loc="lower center", ncol=len(colors),
+                  bbox_to_anchor=(0.5, 1.0), fontsize=8, frameon=False)
+        fig.suptitle(f"{self.kernel}: first {n} warps of SM 0 (first wave)")
         fig.tight_layout()
         try:
             fig.savefig(path, dpi=110)
