@@ -31,6 +31,17 @@ def test_text_trace_and_png(cli, tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_schedule_option(cli):
+    base = ("simulate", "matmul", "--M", "256", "--N", "256", "--K", "256", "--json")
+    rc, out, err = cli(*base, "--schedule")
+    assert rc == 0, err
+    assert json.loads(out)["cycles"] > 0
+    path = os.path.join(DATA, "numba_matmul_shared_sm90.ptx")
+    rc, out, err = cli("simulate", path, "--grid", "16,16", "--block", "16,16", "--trip", "16",
+                       "--schedule", "--json")
+    assert rc == 0, err
+
+
 def test_ptx_file_with_arguments(cli):
     path = os.path.join(DATA, "ptxgen_saxpy_sm90.ptx")
     base = ("simulate", path, "--grid", "1056", "--block", "256", "--json", "--regs", "24")

@@ -69,6 +69,8 @@ def add_parser(sub):
     p.add_argument("--regs", type=positive_int, help="registers per thread (default: ptxas)")
     p.add_argument("--sample", type=positive_int, default=16,
                    help="loop iterations simulated before extrapolating (default 16)")
+    p.add_argument("--schedule", action="store_true",
+                   help="list-schedule the kernel's basic blocks first (ptxgen.sched)")
     p.add_argument("--warps", type=_non_negative, default=8,
                    help="warps shown in --trace/--png (default 8)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -102,6 +104,10 @@ def _simulate_file(args, common):
         raise PtxgenError(f"{args.kernel}: choose an entry with --kernel (entries: {names})")
     if args.grid is None:
         raise PtxgenError(f"{args.kernel}: give the launch grid with --grid X[,Y[,Z]]")
+    if args.schedule:
+        from ..sched import schedule_module
+        module = schedule_module(module, args.arch)
+        kernel = module.kernel(kernel.name)
     block = args.block or _block_from_directives(kernel)
     if block is None:
         raise PtxgenError(f"{args.kernel}: give the block shape with --block X[,Y[,Z]]")
@@ -126,7 +132,8 @@ def run(args):
                                   f"options)")
         op = get_operator(args.kernel)
         from ..sim import simulate_operator
-        report = simulate_operator(op, shape_from_args(op, args), **common)
+        report = simulate_operator(op, shape_from_args(op, args), schedule=args.schedule,
+                                   **common)
     if args.trace:
         report.write_trace(args.trace)
     if args.png:

@@ -295,9 +295,13 @@ def _extrapolate(name, count, ctas, active, big, small):
         bytes={k: ext(v, lo.bytes[k]) for k, v in sm.bytes.items()}, events=sm.events)
 
 
-def simulate_operator(op, shape, arch="sm_90", **kw):
-    """simulate() for a library operator: its IR, launch and argument values."""
+def simulate_operator(op, shape, arch="sm_90", schedule=False, **kw):
+    """simulate() for a library operator: its IR, launch and argument values. schedule=True
+    list-schedules the kernel's blocks first (ptxgen.sched)."""
     module = op.build(shape, arch)
+    if schedule:
+        from ..sched import schedule_module
+        module = schedule_module(module, arch)
     kernel = module.kernel(op.kernel_name())
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
     args = op.kernel_args(shape, _Placeholders(op))
