@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+# the driver's on-disk JIT cache would make repeated loads of the same PTX look free
+os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ptxgen import emit_module, toolchain  # noqa: E402
