@@ -582,3 +582,17 @@ def test_exact_zero_sum_sign_under_directed_rounding(t):
         np.testing.assert_array_equal(np.signbit(got), want, err_msg=f"fma.{mode}")
     got = run_op(f"sub.rm.{t} %d, %a, %a;", t, (t, b))
     assert np.all(np.signbit(got))
+
+
+def test_f64_directed_rounding_outside_the_fast_range():
+    # operands whose TwoProduct error terms would overflow or underflow take exact arithmetic
+    a = np.array([1e300, -1e300, 3e-300, 1.0000000000000002e200], np.float64)
+    two_thirds = 0.6666666666666666
+    for mode in ("rz", "rm", "rp", "rn"):
+        got = run_op(f"mul.{mode}.f64 %d, %a, 0d3FE5555555555555;", "f64", ("f64", a))
+        want = [round_exact(Fraction(float(x)) * Fraction(two_thirds), "f64", mode) for x in a]
+        np.testing.assert_array_equal(got, want, err_msg=mode)
+        got = run_op(f"fma.{mode}.f64 %d, %a, 0d3FE5555555555555, %a;", "f64", ("f64", a))
+        want = [round_exact(Fraction(float(x)) * Fraction(two_thirds) + Fraction(float(x)),
+                            "f64", mode) for x in a]
+        np.testing.assert_array_equal(got, want, err_msg=mode)

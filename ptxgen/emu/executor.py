@@ -60,9 +60,8 @@ class Batch:
         self.tlin = self.lane_ids % nt
         self.gmem, self.params, self.const = launch.gmem, launch.params, launch.const
         self.global_addr = launch.global_addr
-        self.shared = LaneSpace("shared", len(ctas), launch.shared_size, self.lane_cta,
-                                prog.granule)
-        self.local = LaneSpace("local", n, prog.local_size, self.lane_ids, 16)
+        self.shared = LaneSpace("shared", len(ctas), launch.shared_size, self.lane_cta)
+        self.local = LaneSpace("local", n, prog.local_size, self.lane_ids)
         self.shadow = None
         if launch.check != "off" and launch.shared_size > 0:
             self.shadow = SharedShadow(self.shared.region.size, prog.granule)
@@ -213,7 +212,7 @@ class Batch:
                 steps += 1
                 if kind == NORMAL:
                     op.fn(self, mask)
-                    p += 1
+                    p += op.span
                     if p >= limit:
                         break
                     continue

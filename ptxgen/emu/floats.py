@@ -146,6 +146,50 @@ def _fma_f32_rn(ctx, ins):
     return fn
 
 
+def fusable_fma(ins):
+    """Whether ins can join a fused run of fma.rn.f32 (unguarded, registers or immediates)."""
+    return (ins.opcode in ("fma", "mad") and ins.guard is None and ins.type is not None
+            and ins.type.name == "f32" and _mode(ins) == "rn"
+            and not set(ins.mods) & {"ftz", "sat", "relu"} and len(ins.operands) == 4)
+
+
+def build_fused_fma(ctxs, instrs):
+    """One op for a run of independent fma.rn.f32 (no instruction reads a register an earlier
+    one of the run writes): the operands are stacked into (run, lanes) arrays and computed
+    together, with _fma_f32_rn's screen and exact fallback, then written in program order.
+    Reading every operand before writing any result is what sequential execution gives when
+    no instruction depends on another of the run."""
+    from .alu import _srcs
+    from ..ir.values import Reg
+    fetch = [_srcs(c, ins, 3) for c, ins in zip(ctxs, instrs)]
+    writers = [c.write(ins.operands[0]) for c, ins in zip(ctxs, instrs)]
+    cols = [[f[k] for f in fetch] for k in range(3)]
+    # a column of registers only is one concatenate; immediates need broadcasting row by row
+    regs_only = [all(isinstance(ins.operands[1 + k], Reg) for ins in instrs) for k in range(3)]
+    low28 = np.uint64((1 << 28) - 1)
+    f32 = np.dtype(np.float32)
+    k = len(instrs)
+
+    def stacked(st, fs, regs):
+        if regs:
+            return np.concatenate([f(st) for f in fs]).reshape(k, st.n)
+        out = np.empty((k, st.n), f32)
+        for i, f in enumerate(fs):
+            out[i] = f(st)
+        return out
+
+    def fn(st, m):
+        x, y, z = (stacked(st, c, r) for c, r in zip(cols, regs_only))
+        s = np.multiply(x, y, dtype=_F64)
+        s += z
+        if not (s.view(_U64) & low28).all():
+            s = _fma_exact(x.astype(_F64), y.astype(_F64), z.astype(_F64), "f32", "rn")
+        r = s.astype(f32)
+        for i, w in enumerate(writers):
+            w(st, m, r[i])
+    return fn
+
+
 def build_div(ctx, ins):
     mods = set(ins.mods)
     if mods & {"approx", "full"}:

@@ -237,13 +237,14 @@ def fma_rounded(a64, b64, c64, fmt, mode):
 
 def _exact_slow(out, where, fn, mode, *args):
     """Exact rational evaluation for the rare float64 operands outside the fast path's range."""
-    idx = np.flatnonzero(where)
-    if idx.size == 0:
+    if not np.any(where):
         return out
-    out = np.array(out, F64, copy=True)
-    for i in idx:
-        exact = fn(*(Fraction(float(a[i])) for a in args))
-        out[i] = _fraction_to_f64(exact, mode)
+    shape = np.broadcast(out, where, *args).shape
+    out = np.array(np.broadcast_to(out, shape), F64)      # a writable copy
+    args = [np.broadcast_to(a, shape) for a in args]
+    for i in np.flatnonzero(np.broadcast_to(where, shape)):
+        exact = fn(*(Fraction(float(a.flat[i])) for a in args))
+        out.flat[i] = _fraction_to_f64(exact, mode)
     return out
 
 

@@ -180,33 +180,29 @@ def load(st, space, lanes, addr, dt, vec, opi):
     """The values (one array per vector element) of the accesses."""
     width = dt.itemsize * vec
     segs = resolve(st, space, lanes, addr, width, opi, "load")
-    isz = dt.itemsize
     if len(segs) == 1 and segs[0][1] is None:
         reg, _, off = segs[0]
         if reg is st.shared and st.shadow is not None:
             st.shadow.read(st, opi, _lane_ids(st, lanes, None), off, width)
-        v = reg.view(dt)
-        ei = off // isz if isz > 1 else off
         if vec == 1:
-            return [v[ei]]
-        return [v[ei + k] for k in range(vec)]
+            return [reg.view(dt)[off // width]]
+        # one gather of whole vectors; the transposed copy makes each element contiguous
+        return list(reg.view(dt, vec)[off // width].T.copy())
     n = addr.shape[0]
-    outs = [np.zeros(n, dt) for _ in range(vec)]
+    outs = np.zeros((vec, n), dt)
     for reg, sel, off in segs:
         if reg is st.shared and st.shadow is not None:
             st.shadow.read(st, opi, _lane_ids(st, lanes, sel), off, width)
-        v = reg.view(dt)
-        ei = off // isz
-        for k in range(vec):
-            outs[k][sel] = v[ei + k]
-    return outs
+        rows = reg.view(dt, vec)[off // width]
+        outs[:, sel] = rows.T if vec > 1 else rows
+    return list(outs)
 
 
 def store(st, space, lanes, addr, dt, vec, values, opi):
     width = dt.itemsize * vec
     segs = resolve(st, space, lanes, addr, width, opi, "store")
-    isz = dt.itemsize
     n = addr.shape[0]
+    data = None
     for reg, sel, off in segs:
         if reg is st.shared and st.shadow is not None:
             st.shadow.write(st, opi, _lane_ids(st, lanes, sel), off, width)
@@ -214,14 +210,17 @@ def store(st, space, lanes, addr, dt, vec, values, opi):
             st.report("oob", opi, int(_lane_ids(st, lanes, sel)[0]), 0,
                       f"store to read-only {space} space", space=space)
             continue
-        v = reg.view(dt)
-        ei = off // isz
-        for k in range(vec):
-            x = values[k]
-            if np.ndim(x) == 0:
-                v[ei + k] = x
-            else:
-                v[ei + k] = x if sel is None else np.broadcast_to(x, (n,))[sel]
+        if vec == 1:
+            x = values[0]
+            if np.ndim(x) and sel is not None:
+                x = x[sel]
+            reg.view(dt)[off // width] = x
+            continue
+        if data is None:
+            data = np.empty((n, vec), dt)
+            for k in range(vec):
+                data[:, k] = values[k]
+        reg.view(dt, vec)[off // width] = data if sel is None else data[sel]
 
 
 def _value_fetchers(ctx, src, dt, vec):

@@ -44,12 +44,18 @@ class Region:
     def end(self):
         return self.start + self.size
 
-    def view(self, dt):
-        v = self._views.get(dt)
+    def view(self, dt, vec=1):
+        """The buffer as an array of dt; with vec > 1 as rows of vec elements (for aligned
+        vector accesses: row i is bytes [i*width, (i+1)*width))."""
+        key = (dt.str, vec)
+        v = self._views.get(key)
         if v is None:
-            n = self.size - self.size % dt.itemsize
+            width = dt.itemsize * vec
+            n = self.size - self.size % width
             v = self.buf[:n].view(dt)
-            self._views[dt] = v
+            if vec > 1:
+                v = v.reshape(-1, vec)
+            self._views[key] = v
         return v
 
 
@@ -160,16 +166,18 @@ class LaneSpace:
     """Memory partitioned by lane group: shared (one part per CTA) or local (one per thread).
     Address a of lane l is byte base[l] + a of one buffer holding every part of the batch."""
 
-    def __init__(self, name, parts, size, part_of_lane, granule=16):
+    ALIGN = 32          # part boundaries keep every aligned access (up to .v8.b32) in a row
+
+    def __init__(self, name, parts, size, part_of_lane):
         self.name = name
         self.size = size                                    # valid bytes per part
-        self.stride = max(granule, -(-size // granule) * granule)
+        self.stride = max(self.ALIGN, -(-size // self.ALIGN) * self.ALIGN)
         buf = np.zeros(parts * self.stride, np.uint8)
         self.region = Region(0, buf, name)
         self.base = part_of_lane.astype(np.int64) * self.stride
 
-    def view(self, dt):
-        return self.region.view(dt)
+    def view(self, dt, vec=1):
+        return self.region.view(dt, vec)
 
     def locate(self, lanes, addr, width):
         """int64 buffer offsets of the accesses, and positions out of bounds."""

@@ -31,12 +31,13 @@ class Unsupported(Exception):
 
 
 class Op:
-    __slots__ = ("kind", "fn", "target", "guard", "neg", "instr", "index", "line")
+    __slots__ = ("kind", "fn", "target", "guard", "neg", "instr", "index", "line", "span")
 
     def __init__(self, kind, fn, instr, index, target=-1, guard=-1, neg=False):
         self.kind, self.fn, self.instr, self.index = kind, fn, instr, index
         self.target, self.guard, self.neg = target, guard, neg
         self.line = instr.line if instr is not None else 0
+        self.span = 1              # ops this one executes (a fused run covers several)
 
     @property
     def where(self):
@@ -167,6 +168,7 @@ class Program:
             if not isinstance(s, Instr):
                 continue
             self.code.append(self._op(s, index, table, pending))
+        self._fuse(floats)
         self.code.append(Op(EXIT, None, None, len(self.kernel.body)))
         for op, name in pending:
             if name not in self.labels:
@@ -174,6 +176,40 @@ class Program:
                     op.instr, op.index, f"branch target {name} is not a label"))
             else:
                 op.target = self.labels[name]
+
+    def _fuse(self, floats, longest=256):
+        """Runs of independent fma.rn.f32 become one op spanning them. A run never contains a
+        label after its first op, so no lane can stop inside it (lanes stop only at labels,
+        after branches and barriers, and where other lanes stopped)."""
+        targets = set(self.labels.values())
+        code = self.code
+        i = 0
+        while i < len(code):
+            if not (code[i].kind == NORMAL and floats.fusable_fma(code[i].instr)):
+                i += 1
+                continue
+            written = set()
+            j = i
+            while j < len(code) and j - i < longest and code[j].kind == NORMAL and \
+                    (j == i or j not in targets) and floats.fusable_fma(code[j].instr):
+                ins = code[j].instr
+                if any(id(o) in written for o in ins.operands[1:]):
+                    break
+                written.add(id(ins.operands[0]))
+                j += 1
+            if j - i >= 2:
+                run = code[i:j]
+                ctxs = []
+                for op in run:
+                    c = Ctx(self, op.instr, op.index)
+                    c.code_index = code.index(op, i, j)
+                    ctxs.append(c)
+                try:
+                    code[i].fn = floats.build_fused_fma(ctxs, [op.instr for op in run])
+                    code[i].span = j - i
+                except Unsupported:
+                    pass                  # the ops keep their own closures (or raisers)
+            i = max(j, i + 1)
 
     def _op(self, ins, index, table, pending):
         guard, neg = -1, False

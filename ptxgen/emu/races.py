@@ -12,6 +12,14 @@ but an atomic on a never-written granule is an uninitialized read.
 import numpy as np
 
 NONE, MANY = -1, -2
+_STEPS = {}
+
+
+def _steps(k):
+    a = _STEPS.get(k)
+    if a is None:
+        a = _STEPS[k] = np.arange(k)
+    return a
 
 
 class SharedShadow:
@@ -27,7 +35,7 @@ class SharedShadow:
         gi = flat // self.g
         k = width // self.g
         if k > 1:
-            gi = (gi[:, None] + np.arange(k)).ravel()
+            gi = (gi[:, None] + _steps(k)).ravel()
             lanes = np.repeat(lanes, k)
             return gi, lanes, k
         return gi, lanes, 1
@@ -40,17 +48,23 @@ class SharedShadow:
             st.report("uninit", op, int(who[i]), _addr(st, flat, who, i, k),
                       f"read of shared memory never written ({width} bytes)")
         w = self.writer[gi]
-        bad = (w >= 0) & (w != who)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
-                      f"shared-memory race: read of a location that {self._writer(st, w, gi, i)}"
-                      " with no barrier between")
+        if w.max() >= 0:                   # some location written since the barrier
+            bad = (w >= 0) & (w != who)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
+                          "shared-memory race: read of a location that "
+                          f"{self._writer(st, w, gi, i)} with no barrier between")
         r = self.reader[gi]
-        new = np.where((r == NONE) | (r == who), who, MANY).astype(np.int32)
+        top = r.max()
+        if top == MANY:                    # every location already read by several threads
+            return
+        if top == NONE:                    # none read yet: this instruction's lanes only
+            new = who
+        else:
+            new = np.where((r == NONE) | (r == who), who, MANY).astype(np.int32)
         self.reader[gi] = new
-        back = self.reader[gi]
-        dup = back != new
+        dup = self.reader[gi] != new       # several lanes of this instruction read one place
         if dup.any():
             self.reader[gi[dup]] = MANY
 
