@@ -596,3 +596,55 @@ def test_f64_directed_rounding_outside_the_fast_range():
         want = [round_exact(Fraction(float(x)) * Fraction(two_thirds) + Fraction(float(x)),
                             "f64", mode) for x in a]
         np.testing.assert_array_equal(got, want, err_msg=mode)
+
+
+FMA_RUN = HEAD + """.visible .entry run(.param .u64 pa, .param .u64 pout)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<8>;
+    .reg .f32 %fa, %fb, %fc, %f<7>;
+    ld.param.u64 %rd0, [pa];
+    ld.param.u64 %rd1, [pout];
+    mov.u32 %r0, %tid.x;
+    mul.wide.u32 %rd2, %r0, 16;
+    add.u64 %rd3, %rd0, %rd2;
+    ld.global.v4.f32 {%fa, %fb, %fc, %f6}, [%rd3];
+    fma.rn.f32 %f1, %fa, %fb, %fc;
+    fma.rn.f32 %f2, %fb, %fc, %fa;
+    fma.rn.f32 %f3, %f1, %fa, %fb;            // reads %f1 of the run: a new run starts
+    fma.rn.f32 %f1, %fc, 0f3F800000, %f2;     // writes a register the run read (WAR)
+    fma.rn.f32 %f4, %f1, %f1, %fc;
+    fma.rn.f32 %f5, %fa, %fa, 0f40000000;
+    fma.rn.f32 %f5, %fb, %fb, %fa;            // writes %f5 twice in one run (WAW)
+    fma.rn.f32 %fa, %fc, %fc, %fb;            // overwrites an operand of earlier ones
+    mul.wide.u32 %rd4, %r0, 32;
+    add.u64 %rd5, %rd1, %rd4;
+    st.global.v4.f32 [%rd5], {%f1, %f2, %f3, %f4};
+    st.global.v4.f32 [%rd5+16], {%f5, %fa, %fb, %fc};
+    ret;
+}
+"""
+
+
+def test_fused_fma_runs_match_one_at_a_time(monkeypatch):
+    from ptxgen.emu import api, floats
+    from ptxgen.parse import parse_ptx
+    rng = np.random.default_rng(12)
+    a = (rng.standard_normal((96, 4)) * 2.0 ** rng.integers(-8, 8, (96, 4))).astype(np.float32)
+    m = parse_ptx(FMA_RUN)
+    prog = api.compile_kernel(m, "run")
+    assert max(op.span for op in prog.code) >= 3          # runs were fused
+    fused = np.zeros((96, 8), np.float32)
+    emulate(m, "run", 1, 96, a, fused)
+    monkeypatch.setattr(floats, "fusable_fma", lambda ins: False)
+    single = np.zeros((96, 8), np.float32)
+    emulate(parse_ptx(FMA_RUN), "run", 1, 96, a, single)
+    np.testing.assert_array_equal(_bits(fused), _bits(single))
+    x, y, z = (a[:, i].astype(np.float64) for i in range(3))
+    f1 = (x * y + z).astype(np.float32)
+    f2 = (y * z + x).astype(np.float32)
+    np.testing.assert_array_equal(single[:, 2], (f1.astype(np.float64) * x + y).astype(
+        np.float32))
+    np.testing.assert_array_equal(single[:, 4], (y * y + x).astype(np.float32))
+    np.testing.assert_array_equal(single[:, 5], (z * z + y).astype(np.float32))
+    np.testing.assert_array_equal(single[:, 0], (z + f2).astype(np.float32))
