@@ -28,7 +28,7 @@ LANES = range(32)
     ([16 * i for i in LANES], 16, 4, 4),                       # 128-bit consecutive: 4 quarters
     ([16 * i for i in LANES], 8, 4, 2),                        # 64-bit stride 2: 2-way per half
     ([32 * i for i in LANES], 16, 8, 4),                       # 128-bit stride 2: 2-way per quarter
-    ([64] * 32, 16, 4, 4),                                     # 128-bit broadcast: 1 per quarter
+    ([64] * 32, 16, 2, 2),                                     # 128-bit broadcast: 1 per half (ncu)
     ([128 * i for i in LANES], 8, 32, 2),                      # 64-bit, all in banks 0-1
     ([16 * i if i < 8 else None for i in LANES], 16, 1, 1),    # one active quarter-warp
     ([], 4, 0, 0),                                             # no active lane
