@@ -175,7 +175,8 @@ def _bytes_arg(kname, p, a):
     return data
 
 
-def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error"):
+def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error",
+            observer=None):
     """Run kernel `kernel_name` on the CPU emulator with a grid of `grid` blocks of `block`
     threads (ints or tuples of up to 3). Pointer parameters take numpy arrays (results are
     written back into them), other parameters numpy scalars of the parameter's type.
@@ -184,6 +185,9 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     uninitialized shared-memory read or shared-memory race; 'warn' issues EmulationWarning
     instead (once per instruction and kind), skips invalid accesses and goes on; 'off' skips
     the shared-memory checks (invalid accesses still raise: there is nothing to emulate).
+    observer: called as observer(batch, op_index, mask) before each op a group of lanes runs
+    (ptxgen.analysis.warp_efficiency uses it to see active lanes); op_index indexes
+    compile_kernel(...).code, mask is a bool per lane of the batch or None for every live lane.
     Returns an EmulationResult."""
     if check not in CHECK_MODES:
         raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
@@ -207,6 +211,7 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     const.size = len(prog.const_image)
     launch = Launch(prog, grid, block, gmem, params, const, global_addr, int(shared_bytes),
                     check)
+    launch.observer = observer
     ncta = grid[0] * grid[1] * grid[2]
     lane_bytes = sum(dt.itemsize for dt in prog.slot_dtypes) + prog.local_size + 64
     lanes = max(launch.threads, min(LANES_PER_BATCH, REGISTER_BUDGET_BYTES // lane_bytes))

@@ -44,6 +44,9 @@ class Launch:
         self._warned = set()
         self.steps = 0
         self.clock = 0
+        # observer(batch, op_index, mask) before every op a lane group executes (mask None: all
+        # live lanes of the batch); None, the default, costs one test per step
+        self.observer = None
 
 
 class Batch:
@@ -187,6 +190,7 @@ class Batch:
         any_waiting = False
         self._steps = steps = 0
         R = self.R
+        observe = self.launch.observer
         while True:
             sched = alive & ~waiting if any_waiting else alive
             if not sched.any():
@@ -210,6 +214,8 @@ class Batch:
                 op = code[p]
                 kind = op.kind
                 steps += 1
+                if observe is not None:
+                    observe(self, p, mask)
                 if kind == NORMAL:
                     op.fn(self, mask)
                     p += op.span
