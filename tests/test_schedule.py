@@ -44,6 +44,7 @@ BAD = [
     (dict(BM=128, BN=256, min_ctas_per_sm=5), "5 CTAs of 512 threads exceed"),
     (dict(ffma_order="zigzag"), "ffma_order must be"),
     (dict(group_m=-1), "must be >= 0"),
+    (dict(unroll=3), "unroll must be 1, 2 or 4"),
     (dict(BM=32, BN=128, WM=32, WN=32, TM=4, TN=8, BK=4), "cannot share the 32x4 A tile"),
 ]
 
@@ -240,7 +241,8 @@ def test_candidates_correct_on_emulator(name):
 VARIANTS = [dict(a_transposed=False), dict(a_transposed=False, use_cp_async=True, stages=3),
             dict(stages=1), dict(frag_double_buffer=False), dict(vec_global=1),
             dict(vec_shared=1, vec_store=1), dict(ffma_order="row", vec_store=4),
-            dict(group_m=2), dict(use_cp_async=True, stages=4, pad_a=0),
+            dict(group_m=2), dict(use_cp_async=True, stages=4, pad_a=0), dict(unroll=2),
+            dict(use_cp_async=True, stages=3, unroll=2),
             dict(BM=128, BN=32, WM=64, WN=32, TM=16, TN=4)]
 
 

@@ -390,7 +390,7 @@ class _Lowering:
             self._frags(self.a_rd0, self.b_rd0, 0, out=f0)
         off = b.const(0, T.u32, name="off") if s.stages == 2 else None
         ntiles = b.add(self.tiles_m1, 1, name="ktiles")
-        with b.for_range(0, ntiles, 1, type=T.u32, name="kt") as kt:
+        with b.for_range(0, ntiles, 1, unroll=s.unroll, type=T.u32, name="kt") as kt:
             more = b.setp("lt", kt, self.tiles_m1, name="pmore")
             stage = self._staging(init=False)   # nothing of the last tile needs to survive
             self._load_regs(stage, guard=more)
@@ -450,7 +450,7 @@ class _Lowering:
         f0 = self._frag_regs() if double else None
         if double:
             self._frags(self.a_rd0, self.b_rd0, 0, out=f0)
-        with b.for_range(0, ntiles, 1, type=T.u32, name="kt") as kt:
+        with b.for_range(0, ntiles, 1, unroll=s.unroll, type=T.u32, name="kt") as kt:
             a_r, b_r = b.add(self.a_rd0, roff, name="a_r"), b.add(self.b_rd0, roff, name="b_r")
             frag = f0 if double else self._frags(a_r, b_r, 0)
             # the tile S-1 ahead goes to the stage everyone finished reading last iteration

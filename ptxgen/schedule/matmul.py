@@ -76,6 +76,7 @@ class MatmulSchedule:
     group_m: int = 0             # >0: CTAs walk GROUP_M row tiles per column (L2 reuse)
     min_ctas_per_sm: int = 2     # .minnctapersm: caps registers at 65536/(threads*this)
     ffma_order: str = "serpentine"    # "serpentine" (alternate row direction) or "row"
+    unroll: int = 1              # k-tile loop copies per trip (the BK steps are always unrolled)
 
     # -- derived sizes ------------------------------------------------------------------------
     @property
@@ -211,6 +212,8 @@ class MatmulSchedule:
                                 f"floats) must stay multiples of 4 for 128-bit accesses")
         if self.ffma_order not in ("serpentine", "row"):
             raise ScheduleError(f"{self}: ffma_order must be 'serpentine' or 'row'")
+        if self.unroll not in (1, 2, 4):
+            raise ScheduleError(f"{self}: unroll must be 1, 2 or 4")
         if self.group_m < 0 or self.min_ctas_per_sm < 0:
             raise ScheduleError(f"{self}: group_m and min_ctas_per_sm must be >= 0")
         if self.use_cp_async:
@@ -262,7 +265,7 @@ class MatmulSchedule:
                  f"t{self.TM}x{self.TN}", f"{'cp' if self.use_cp_async else 's'}{self.stages}"]
         d = MatmulSchedule()
         for f in ("vec_global", "vec_shared", "vec_store", "a_transposed", "pad_a", "pad_b",
-                  "frag_double_buffer", "group_m", "min_ctas_per_sm", "ffma_order"):
+                  "frag_double_buffer", "group_m", "min_ctas_per_sm", "ffma_order", "unroll"):
             if getattr(self, f) != getattr(d, f):
                 parts.append(f"{f}={getattr(self, f)}")
         return "_".join(parts)
