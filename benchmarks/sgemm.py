@@ -73,6 +73,11 @@ class DriverLoader:
     def __init__(self):
         self.lib = ctypes.CDLL("libcuda.so.1")
         self._modules = []
+        # the device's primary context (the one torch uses), current on this thread
+        ctx = ctypes.c_void_p()
+        self._check(self.lib.cuInit(0), "cuInit")
+        self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), "primary context")
+        self._check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
     def _check(self, rc, what):
         if rc != 0:
