@@ -351,8 +351,8 @@ $skip:
     emulate(text.replace("99", "0"), "uses_tex", 1, 1, np.zeros(1, np.uint32))
 
 
-def test_call_is_reported():
-    text = HEAD + """
+CALLS = HEAD + """
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 fmt, .param .b64 args);
 .func (.param .b32 r) twice(.param .b32 x)
 {
     .reg .b32 %r<3>;
@@ -361,25 +361,113 @@ def test_call_is_reported():
     st.param.b32 [r], %r2;
     ret;
 }
-.visible .entry caller()
+.func (.param .b32 r) twice_plus(.param .b32 x, .param .b32 y)
 {
-    .reg .b32 %r<3>;
-    mov.u32 %r1, 3;
+    .reg .pred %p<2>;
+    .reg .b32 %r<5>;
+    ld.param.b32 %r1, [x];
+    ld.param.b32 %r2, [y];
+    setp.gt.s32 %p1, %r2, 100;
+    @%p1 bra $big;
     {
     .param .b32 p0;
     st.param.b32 [p0], %r1;
     .param .b32 r0;
     call.uni (r0), twice, (p0);
+    ld.param.b32 %r3, [r0];
+    }
+    add.s32 %r4, %r3, %r2;
+    st.param.b32 [r], %r4;
+    ret;
+$big:
+    st.param.b32 [r], %r2;
+    ret;
+}
+.func loop_forever(.param .b32 x)
+{
+    {
+    .param .b32 q;
+    st.param.b32 [q], 1;
+    call.uni loop_forever, (q);
+    }
+    ret;
+}
+.visible .entry caller(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd0, [out];
+    mov.u32 %r0, %tid.x;
+    mul.lo.u32 %r1, %r0, 10;
+    {
+    .param .b32 p0;
+    st.param.b32 [p0], %r0;
+    .param .b32 p1;
+    st.param.b32 [p1], %r1;
+    .param .b32 r0;
+    call.uni (r0), twice_plus, (p0, p1);
     ld.param.b32 %r2, [r0];
+    }
+    setp.eq.u32 %p1, %r0, 3;
+    @%p1 bra $skip;
+    {
+    .param .b32 p0;
+    st.param.b32 [p0], %r2;
+    .param .b32 r0;
+    call.uni (r0), twice, (p0);
+    ld.param.b32 %r2, [r0];
+    }
+$skip:
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd2, %rd0, %rd1;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+.visible .entry prints()
+{
+    .reg .b64 %rd<2>;
+    {
+    .param .b64 a0;
+    st.param.b64 [a0], 0;
+    .param .b64 a1;
+    st.param.b64 [a1], 0;
+    .param .b32 r0;
+    call.uni (r0), vprintf, (a0, a1);
+    }
+    ret;
+}
+.visible .entry recurses()
+{
+    {
+    .param .b32 q;
+    st.param.b32 [q], 1;
+    call.uni loop_forever, (q);
     }
     ret;
 }
 """
-    line = text.splitlines().index("    st.param.b32 [p0], %r1;") + 1
+
+
+def test_func_calls_are_inlined():
+    out = np.zeros(16, np.uint32)
+    emulate(CALLS, "caller", 1, 16, out)
+    t = np.arange(16)
+    first = np.where(10 * t > 100, 10 * t, 2 * t + 10 * t)      # twice_plus(t, 10 t)
+    np.testing.assert_array_equal(out, np.where(t == 3, first, 2 * first))
+
+
+@pytest.mark.parametrize("entry,why", [("prints", "vprintf has no body"),
+                                       ("recurses", "recursion is not emulated")])
+def test_calls_that_cannot_be_emulated_are_reported(entry, why):
+    line = CALLS.splitlines().index(next(x for x in CALLS.splitlines()[
+        CALLS.splitlines().index(f".visible .entry {entry}()"):] if "call.uni" in x)) + 1
     with pytest.raises(EmulationError) as e:
-        emulate(text, "caller", 1, 1)
+        emulate(CALLS, entry, 1, 1)
     msg = str(e.value)
-    assert "kernel caller" in msg and ".func call" in msg and f"PTX line {line}" in msg
+    assert f"kernel {entry}" in msg and "opcode call" in msg and why in msg
+    if entry == "prints":
+        assert f"PTX line {line}" in msg
 
 
 def test_argument_checks():

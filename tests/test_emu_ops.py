@@ -188,6 +188,38 @@ def test_numba_transpose_padded(numba_ptx):
     np.testing.assert_array_equal(b, a.T)
 
 
+def test_numba_libdevice_math_with_internal_calls():
+    # NVVM's libdevice: sin/cos with Payne-Hanek reduction of large arguments (a .func with a
+    # local array and extended-precision mad.cc chains), pow through an internal .func
+    cuda = pytest.importorskip("numba.cuda")
+    from ptxgen.parse import parse_ptx
+    import math
+
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i, 0] = math.sin(x[i])
+            out[i, 1] = math.cos(x[i])
+            out[i, 2] = math.pow(x[i], 0.37)
+            out[i, 3] = math.exp(x[i] * 1e-6)
+
+    rng = np.random.default_rng(SEED)
+    for dt, sig, tol in ((np.float32, "float32[:], float32[:,:]", 3e-7),
+                         (np.float64, "float64[:], float64[:,:]", 1e-15)):
+        try:
+            ptx, _ = cuda.compile_ptx(k, sig, cc=(8, 0))
+        except Exception as e:
+            pytest.skip(f"numba.cuda.compile_ptx unavailable: {e}")
+        assert "call.uni" in ptx
+        m = parse_ptx(ptx)
+        x = (rng.random(500) * 1e6).astype(dt)
+        out = np.full((500, 4), np.nan, dt)
+        emulate(m, m.entries[0].name, 4, 128, *numba_array_args(x), *numba_array_args(out))
+        x64 = x.astype(np.float64)
+        want = np.stack([np.sin(x64), np.cos(x64), x64 ** 0.37, np.exp(x64 * 1e-6)], 1)
+        np.testing.assert_allclose(out, want, rtol=tol, atol=tol, err_msg=str(dt))
+
+
 def test_numba_array_args_layout():
     a = np.zeros((3, 5), np.float32)
     args = numba_array_args(a)

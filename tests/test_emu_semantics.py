@@ -648,3 +648,17 @@ def test_fused_fma_runs_match_one_at_a_time(monkeypatch):
     np.testing.assert_array_equal(single[:, 4], (y * y + x).astype(np.float32))
     np.testing.assert_array_equal(single[:, 5], (z * z + y).astype(np.float32))
     np.testing.assert_array_equal(single[:, 0], (z + f2).astype(np.float32))
+
+
+def test_mad_carry_chain_with_high_halves():
+    # (a1:a0) * b as a 96-bit product from 32-bit pieces; keep its upper 64 bits
+    rng = np.random.default_rng(13)
+    a = np.concatenate([np.array([2 ** 64 - 1, 2 ** 32 - 1], np.uint64),
+                        rng.integers(0, 2 ** 64, 60, dtype=np.uint64)])
+    b = np.concatenate([np.array([2 ** 32 - 1, 2 ** 32 - 1], np.uint32),
+                        rng.integers(0, 2 ** 32, 60, dtype=np.uint32)])
+    lines = [".reg .b32 %a0, %a1, %t, %q1, %q2;", "mov.b64 {%a0, %a1}, %a;",
+             "mul.hi.u32 %t, %a0, %b;", "mad.lo.cc.u32 %q1, %a1, %b, %t;",
+             "madc.hi.u32 %q2, %a1, %b, 0;", "mov.b64 %d, {%q1, %q2};"]
+    got = run_op(lines, "u64", ("u64", a), ("u32", b))
+    np.testing.assert_array_equal(got, [(int(x) * int(y)) >> 32 for x, y in zip(a, b)])

@@ -124,7 +124,7 @@ def build_add(ctx, ins, sub=False):
             c = (x < y) | ((x == y) & (cin > 0)) if carry_in else x < y
         else:
             r = x + y + cin
-            c = (r < x) | ((r == x) & (cin > 0)) if carry_in else r < x
+            c = (r < x) | ((r == x) & (cin > 0)) if carry_in else r < x   # r == x: y = 2^n-1
         if carry_out:
             _carry_out(st, m, c)
         w(st, m, r.view(dt))
@@ -167,24 +167,28 @@ def build_mad(ctx, ins):
     w = ctx.write(ins.operands[0])
     if wide:
         return make(w, [a, b, c], lambda x, y, z: mulwide(x, y, dt) + z)
-    if "hi" in mods:
-        if "sat" in mods:
-            return make(w, [a, b, c], lambda x, y, z: _saturate_s32(
-                mulhi(x, y, dt).astype(np.int64) + np.asarray(z, np.int64)))
-        return make(w, [a, b, c], lambda x, y, z: mulhi(x, y, dt) + z)
+    hi = "hi" in mods
     carry_in, carry_out = ins.opcode == "madc", "cc" in mods
     if carry_in or carry_out:
+        # extended-precision chains (mad.lo.cc, madc.hi, …): the half of the product, plus c,
+        # plus the carry flag, with the carry out of that sum when .cc
         ut = UNSIGNED[dt.itemsize]
 
         def fn(st, m):
-            p = np.asarray(np.multiply(a(st), b(st))).view(ut)
+            x, y = a(st), b(st)
+            p = np.asarray(mulhi(x, y, dt) if hi else np.multiply(x, y)).view(ut)
             z = np.asarray(c(st)).view(ut)
             cin = st.carry.astype(ut) if carry_in else ut.type(0)
             r = p + z + cin
             if carry_out:
-                _carry_out(st, m, (r < p) | ((r == p) & (cin > 0)))
+                _carry_out(st, m, (r < p) | ((r == p) & ((z > 0) | (cin > 0))))
             w(st, m, r.view(dt))
         return fn
+    if hi:
+        if "sat" in mods:
+            return make(w, [a, b, c], lambda x, y, z: _saturate_s32(
+                mulhi(x, y, dt).astype(np.int64) + np.asarray(z, np.int64)))
+        return make(w, [a, b, c], lambda x, y, z: mulhi(x, y, dt) + z)
     return make(w, [a, b, c], lambda x, y, z: x * y + z)
 
 

@@ -58,7 +58,7 @@ def address_fetch(ctx, a, space):
         uns = UNSIGNED[sd.itemsize]
         return lambda st: st.R[s].view(uns).astype(_U64) + off
     if isinstance(base, Sym):
-        sp, addr = ctx.prog.symbol(base.name)
+        sp, addr = ctx.symbol(base.name)
         window = np.uint64(memory.WINDOWS[sp]) if space == "generic" else np.uint64(0)
         if addr is None:
             name = base.name
@@ -69,6 +69,16 @@ def address_fetch(ctx, a, space):
         c = np.uint64(int(base.value) % (1 << 64)) + off
         return lambda st: c
     ctx.fail(f"address base {base} is not emulated")
+
+
+def access_space(ctx, ins, a):
+    """The space an access really touches: ld/st.param on a call-sequence parameter (or an
+    inlined function's own parameter) goes to the thread's local memory."""
+    space = ins.space or "generic"
+    if space == "param" and isinstance(a, Addr) and isinstance(a.base, Sym) and \
+            ctx.symbol(a.base.name)[0] == "local":
+        return "local"
+    return space
 
 
 def _lanes(m):
@@ -250,7 +260,7 @@ def _operands(ctx, ins, what):
 
 def build_ld(ctx, ins):
     ops = _operands(ctx, ins, "a destination and an address")
-    space = ins.space or "generic"
+    space = access_space(ctx, ins, ops[1])
     dt = _elem_dtype(ctx, ins)
     vec = ins.vector_width
     dst = ops[0]
@@ -273,7 +283,7 @@ def build_ld(ctx, ins):
 
 def build_st(ctx, ins):
     ops = _operands(ctx, ins, "an address and a value")
-    space = ins.space or "generic"
+    space = access_space(ctx, ins, ops[0])
     dt = _elem_dtype(ctx, ins)
     vec = ins.vector_width
     vals = _value_fetchers(ctx, ops[1], dt, vec)

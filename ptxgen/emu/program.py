@@ -8,6 +8,7 @@ run compiles to an op that raises EmulationError when a thread reaches it, so ke
 unsupported code on paths never taken still run.
 """
 import re
+from collections import ChainMap
 
 import numpy as np
 
@@ -19,7 +20,6 @@ from . import memory
 from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_bits, storage
 
 NORMAL, BRANCH, BARRIER, EXIT = range(4)
-_CALL_PARAM = re.compile(r"\.param\b[^;]*?([A-Za-z_$][\w$]*)\s*(?:\[\d*\])?\s*;$")
 
 # Opcodes that change nothing the emulator models (ordering and hints).
 NO_OPS = frozenset({"membar", "fence", "prefetch", "prefetchu", "brkpt", "nanosleep",
@@ -61,7 +61,7 @@ class Program:
         for r in kernel.regs:
             self.by_name.setdefault(r.name, r)
         self._layout()
-        self.code, self.labels = [], {}
+        self.code = []
         self.granule = 16
         self.uses_barrier = False
         self._compile()
@@ -80,7 +80,9 @@ class Program:
     # -- variables and parameters ----------------------------------------------------------------
     def _layout(self):
         k, m = self.kernel, self.module
-        used = _symbols_used(k)
+        # functions are inlined, so their variables and accesses count as the kernel's
+        self.funcs = [f for f in m.kernels if f.kind == "func" and f.body]
+        used = set().union(*(_symbols_used(f) for f in [k] + self.funcs))
         off = 0
         self.params = {}
         for p in k.params:
@@ -125,13 +127,6 @@ class Program:
             self.shared_vars[name] = self.dynamic_offset
         self.local_size = local_off
         self.const_image = bytes(const_image)
-        # '.param' declared inside a body belongs to a call sequence (kept verbatim)
-        self.call_params = set()
-        for st in k.body:
-            if isinstance(st, Verbatim):
-                m = _CALL_PARAM.match(st.text.strip())
-                if m:
-                    self.call_params.add(m.group(1))
 
     def symbol(self, name):
         """(space, address) of a symbol; global variables' addresses are known per launch, so
@@ -146,9 +141,6 @@ class Program:
             return "const", self.const_vars[name]
         if any(v.name == name for v in self.global_vars):
             return "global", None
-        if name in self.call_params:
-            raise Unsupported(f"{name} is a parameter of a .func call sequence, and .func calls "
-                              f"are not emulated")
         if any(f.name == name for f in self.module.kernels):
             raise Unsupported(f"function address {name} (indirect calls are not emulated)")
         raise Unsupported(f"unknown symbol {name}")
@@ -156,32 +148,116 @@ class Program:
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
         from . import alu, convert as conv, floats, memops, warp
-        table = {}
+        self.table = {}
         for mod in (alu, floats, conv, memops, warp):
-            table.update(mod.BUILDERS)
-        self.granule = memops.shared_granule(self.kernel.body)
-        pending = []
-        for index, s in enumerate(self.kernel.body):
+            self.table.update(mod.BUILDERS)
+        self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
+        self.targets = set()
+        self._func_locals = {}
+        self._emit(self.kernel, {}, 0)
+        self._fuse(floats)
+        self.code.append(Op(EXIT, None, None, len(self.kernel.body)))
+
+    def _emit(self, func, binding, depth):
+        """Append the ops of func's body. A .func is inlined at its call site: `binding` maps its
+        parameters and return values to the caller's call-sequence .params, which live in the
+        thread's local memory; its `ret` branches past the inlined body."""
+        labels, pending, returns = {}, [], []
+        scopes = [dict(binding)]
+        if func is not self.kernel:
+            for v in func.vars:               # a function's .local frame (NVVM's depot)
+                if v.space == "local":
+                    scopes[0][v.name] = self._func_local(func, v)
+        for index, s in enumerate(func.body):
             if isinstance(s, Label):
-                self.labels[s.name] = len(self.code)
+                labels[s.name] = len(self.code)
+                self.targets.add(len(self.code))
+                continue
+            if isinstance(s, Verbatim):
+                t = s.text.strip()
+                if t.startswith("{"):
+                    scopes.append({})
+                elif t.startswith("}") and len(scopes) > 1:
+                    scopes.pop()
+                else:
+                    m = _CALL_PARAM.match(t)
+                    if m:
+                        scopes[-1][m.group(3)] = self._call_param(m)
                 continue
             if not isinstance(s, Instr):
                 continue
-            self.code.append(self._op(s, index, table, pending))
-        self._fuse(floats)
-        self.code.append(Op(EXIT, None, None, len(self.kernel.body)))
+            visible = ChainMap(*reversed(scopes))
+            if s.opcode == "call":
+                self._inline(s, index, visible, depth)
+                continue
+            op = self._op(s, index, pending, visible, inlined=func is not self.kernel)
+            if op.kind == BRANCH and op.target == -3:
+                returns.append(op)
+            self.code.append(op)
         for op, name in pending:
-            if name not in self.labels:
+            if name not in labels:
                 op.kind, op.fn = NORMAL, _raiser(self._unsupported(
                     op.instr, op.index, f"branch target {name} is not a label"))
             else:
-                op.target = self.labels[name]
+                op.target = labels[name]
+        for op in returns:
+            op.target = len(self.code)
+        self.targets.add(len(self.code))
+
+    def _func_local(self, func, var):
+        """One frame per function: calls do not recurse, so activations never overlap."""
+        key = (id(func), var.name)
+        off = self._func_locals.get(key)
+        if off is None:
+            off = _align(self.local_size, max(var.align or var.type.nbytes, 1))
+            self.local_size = off + var.nbytes
+            self._func_locals[key] = off
+        return off
+
+    def _call_param(self, m):
+        """Local-memory offset of a call-sequence '.param' declaration."""
+        t = T.type_of(m.group(2)) if m.group(2) else T.b8
+        count = int(m.group(4)) if m.group(4) else 1
+        align = max(int(m.group(1) or 0), t.nbytes)
+        off = _align(self.local_size, align)
+        self.local_size = off + t.nbytes * count
+        return off
+
+    def _inline(self, ins, index, visible, depth):
+        rets, name, args = _call_parts(ins)
+        why = None
+        callee = next((f for f in self.module.kernels if f.name == name), None) if name else None
+        if name is None:
+            why = "indirect calls are not emulated"
+        elif callee is None or not callee.body:
+            why = f"{name} has no body in this module (an external function)"
+        elif depth >= MAX_INLINE_DEPTH:
+            why = f"calls nest deeper than {MAX_INLINE_DEPTH} (recursion is not emulated)"
+        elif len(args) != len(callee.params) or len(rets) != len(callee.returns):
+            why = f"{name} takes {len(callee.params)} arguments and returns " \
+                  f"{len(callee.returns)} values"
+        elif any(a not in visible for a in args + rets):
+            why = "call arguments must be call-sequence .params"
+        if why is not None:
+            self.code.append(Op(NORMAL, _raiser(self._unsupported(ins, index, why)), ins, index))
+            return
+        binding = {p.name: visible[a] for p, a in zip(callee.params, args)}
+        binding.update({r.name: visible[a] for r, a in zip(callee.returns, rets)})
+        skip = None
+        if ins.guard is not None:         # @p call: branch around the inlined body when !p
+            skip = Op(BRANCH, None, ins, index, guard=self.slot(ins.guard),
+                      neg=not ins.guard_negated)
+            self.code.append(skip)
+        self._emit(callee, binding, depth + 1)
+        if skip is not None:
+            skip.target = len(self.code)
+            self.targets.add(len(self.code))
 
     def _fuse(self, floats, longest=256):
         """Runs of independent fma.rn.f32 become one op spanning them. A run never contains a
         label after its first op, so no lane can stop inside it (lanes stop only at labels,
         after branches and barriers, and where other lanes stopped)."""
-        targets = set(self.labels.values())
+        targets = self.targets
         code = self.code
         i = 0
         while i < len(code):
@@ -201,7 +277,7 @@ class Program:
                 run = code[i:j]
                 ctxs = []
                 for op in run:
-                    c = Ctx(self, op.instr, op.index)
+                    c = Ctx(self, op.instr, op.index, {})
                     c.code_index = code.index(op, i, j)
                     ctxs.append(c)
                 try:
@@ -211,12 +287,13 @@ class Program:
                     pass                  # the ops keep their own closures (or raisers)
             i = max(j, i + 1)
 
-    def _op(self, ins, index, table, pending):
+    def _op(self, ins, index, pending, scope, inlined=False):
         guard, neg = -1, False
         if ins.guard is not None:
             guard, neg = self.slot(ins.guard), ins.guard_negated
         opc = ins.opcode
-        ctx = Ctx(self, ins, index)
+        table = self.table
+        ctx = Ctx(self, ins, index, scope)
         ctx.code_index = len(self.code)
         try:
             if opc == "bra":
@@ -226,6 +303,8 @@ class Program:
                 op = Op(BRANCH, None, ins, index, guard=guard, neg=neg)
                 pending.append((op, target.name))
                 return op
+            if opc == "ret" and inlined:   # back to the caller: target set after the body
+                return Op(BRANCH, None, ins, index, target=-3, guard=guard, neg=neg)
             if opc in ("ret", "exit"):
                 if guard >= 0:
                     return Op(BRANCH, None, ins, index, target=-2, guard=guard, neg=neg)
@@ -239,8 +318,6 @@ class Program:
                 fn = _raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
             elif opc in NO_OPS:
                 fn = _nop
-            elif opc == "call":
-                raise Unsupported(".func calls are not emulated")
             else:
                 builder = table.get(opc)
                 if builder is None:
@@ -255,6 +332,28 @@ class Program:
     def _unsupported(self, ins, index, why):
         return (f"kernel {self.name}: cannot emulate `{str(ins).split('  //')[0]}` "
                 f"(opcode {ins.opcode}) at {_where(ins, index)}: {why}")
+
+
+MAX_INLINE_DEPTH = 16
+_CALL_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?(?:\.(\w+)\s+)?([A-Za-z_$][\w$]*)"
+                         r"\s*(?:\[(\d+)\])?\s*;")
+
+
+def _call_parts(ins):
+    """(return names, function name or None, argument names) of a call instruction."""
+    rets, name, args = [], None, []
+    for o in ins.operands:
+        if isinstance(o, Sym) and name is None:
+            name = o.name
+        elif isinstance(o, Raw) and o.text.strip().startswith("("):
+            names = _words(o.text)
+            if name is None:
+                rets = names
+            else:
+                args = names
+        elif isinstance(o, Reg) and name is None:
+            return rets, None, args          # call through a register
+    return rets, name, args
 
 
 def _where(ins, index):
@@ -316,8 +415,17 @@ def _guarded(fn, slot, neg):
 class Ctx:
     """What a semantics builder needs while compiling one instruction."""
 
-    def __init__(self, prog, ins, index):
+    def __init__(self, prog, ins, index, scope=None):
         self.prog, self.ins, self.index = prog, ins, index
+        self.scope = scope if scope is not None else {}     # call-sequence .params in view
+
+    def symbol(self, name):
+        """(space, address) of a symbol here: call-sequence parameters (and an inlined
+        function's own parameters) are thread-local memory."""
+        off = self.scope.get(name)
+        if off is not None:
+            return "local", off
+        return self.prog.symbol(name)
 
     def fail(self, why):
         raise Unsupported(why)
@@ -376,7 +484,7 @@ class Ctx:
 
     def address_of(self, name, dt):
         """Fetcher of a symbol's address in its own state space (what `mov %r, sym` gives)."""
-        space, addr = self.prog.symbol(name)
+        space, addr = self.symbol(name)
         if addr is None:
             return lambda st: np.asarray(st.global_addr[name]).astype(dt)[()]
         c = np.asarray(addr).astype(dt)[()]
