@@ -1,0 +1,166 @@
+"""ptxgen banks KERNEL [shape] [--opt KEY=VALUE] | FILE.ptx [--kernel NAME] [--block X,Y,Z]
+[--arch] [--conflicts] [--json]: shared-memory bank conflicts of every shared access, found
+statically (ptxgen.analysis.banks_static)."""
+import argparse
+import json
+import os
+import re
+import sys
+
+from .. import arch as archmod
+from ..errors import PtxgenError
+from ..ops import OPERATORS, get_operator
+from .common import add_arch, add_shape, read_text, shape_from_args
+
+
+def _dims(text):
+    try:
+        v = tuple(int(x, 0) for x in text.split(","))
+    except ValueError:
+        v = ()
+    if not 1 <= len(v) <= 3 or any(x <= 0 for x in v):
+        raise argparse.ArgumentTypeError(f"expected X[,Y[,Z]] positive integers, got {text!r}")
+    return v
+
+
+def _opt(text):
+    name, eq, value = text.partition("=")
+    if not eq or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    for conv in (lambda x: int(x, 0), float):
+        try:
+            return name, conv(value)
+        except ValueError:
+            pass
+    return name, {"true": True, "false": False}.get(value.lower(), value)
+
+
+def add_parser(sub):
+    p = sub.add_parser("banks", help="shared-memory bank conflicts per access, from the IR")
+    p.add_argument("kernel", help=f"a library kernel ({', '.join(sorted(OPERATORS))}) or a "
+                                  f".ptx file")
+    add_shape(p)
+    p.add_argument("--opt", type=_opt, action="append", default=[], metavar="KEY=VALUE",
+                   help="a library kernel's option (e.g. pad=0 for transpose; repeatable)")
+    p.add_argument("--kernel", dest="entry", help="entry to analyse in a PTX file")
+    p.add_argument("--block", type=_dims, help="block X[,Y[,Z]] (PTX files; default .reqntid "
+                                               "or .maxntid)")
+    add_arch(p)
+    p.add_argument("--conflicts", action="store_true", help="list only conflicted accesses")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def _is_file(name):
+    return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
+
+
+def _declared_block(kernel):
+    for key in (".reqntid", ".maxntid"):
+        for d in kernel.directives:
+            m = re.match(rf"\s*\{key}\s+([\d\s,]+)", d)
+            if m:
+                return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+    return None
+
+
+def _library(args):
+    from ..emit import emit_module
+    from ..parse import parse_ptx
+    op = get_operator(args.kernel)
+    if args.opt:
+        try:
+            op = type(op)(**dict(args.opt))
+        except (TypeError, ValueError) as e:
+            raise PtxgenError(f"{args.kernel}: bad --opt: {e}") from None
+    shape = shape_from_args(op, args)
+    # analysed as printed, so lines are those of `ptxgen emit` with the same options
+    module = parse_ptx(emit_module(op.build(shape, args.arch), args.arch),
+                       filename=f"ptxgen emit {args.kernel}")
+    return module, module.kernel(op.kernel_name()), op.launch(shape).block, None
+
+
+def _file(args):
+    from ..parse import parse_ptx
+    module = parse_ptx(read_text(args.kernel), filename=args.kernel)
+    entries = module.entries
+    if args.entry:
+        kernel = module.kernel(args.entry)
+    elif len(entries) == 1:
+        kernel = entries[0]
+    else:
+        names = ", ".join(k.name for k in entries) or "none"
+        raise PtxgenError(f"{args.kernel}: choose an entry with --kernel (entries: {names})")
+    block, note = args.block, None
+    if block is None:
+        block = _declared_block(kernel)
+        if block is None:
+            block, note = (32,), "no --block and no .reqntid/.maxntid: one warp (32,1,1) assumed"
+    return module, kernel, block, note
+
+
+def run(args):
+    archmod.check_arch(args.arch)
+    from ..analysis.banks_static import static_bank_conflicts
+    if _is_file(args.kernel):
+        if args.opt:
+            raise PtxgenError("--opt applies to library kernels")
+        module, kernel, block, note = _file(args)
+    else:
+        if args.entry or args.block:
+            raise PtxgenError(f"--kernel and --block apply to PTX files; {args.kernel} is a "
+                              f"library kernel (its launch gives the block)")
+        module, kernel, block, note = _library(args)
+    rep = static_bank_conflicts(kernel, block, arch=args.arch, module=module)
+    if note:
+        rep.assumptions.insert(0, note)
+    if args.json:
+        json.dump(rep.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(rep, args.conflicts))
+    return 0
+
+
+def render(rep, only_conflicts=False):
+    bx, by, bz = rep.block
+    L = [f"{rep.kernel}: block {bx}x{by}x{bz} ({-(-bx * by * bz // 32)} warps), {rep.arch} shared "
+         f"memory ({rep.banks} banks x {rep.bank_bytes} B)"]
+    shown = [a for a in rep.accesses if a.conflicted or not only_conflicts]
+    rows = [("line", "width", "wavefronts", "ideal", "degree", "address / instruction")]
+    for a in shown:
+        where = str(a.line) if a.line else f"#{a.index}"
+        if a.wavefronts is None:
+            rows.append((where, a.width, "-", "-", "-", a.text))
+            continue
+        wf = str(a.wavefronts)
+        if (a.worst_wavefronts, a.worst_ideal) != (a.wavefronts, a.ideal):
+            wf += f" (warp {a.worst_warp}: {a.worst_wavefronts})"
+        rows.append((where, a.width, wf, a.ideal, f"{a.degree:g}", a.text))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
+    said = set()
+    for k, r in enumerate(rows):
+        L.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
+        if not k:
+            continue
+        a = shown[k - 1]
+        pad = " " * (sum(widths) + 12)
+        if a.wavefronts is None:
+            L.append(f"{pad}{a.note}")
+            continue
+        L.append(f"{pad}= {a.expression or 'non-affine in the thread index'}"
+                 + (" (pattern changes between loop trips: first trip)" if a.varies_per_trip
+                    else ""))
+        if a.conflicted:
+            tip = a.suggestion or "no padding or swizzle found"
+            if a.variable in said:
+                tip = f"as above ({a.variable})"
+            said.add(a.variable)
+            L.append(f"{pad}{a.degree:g}-way conflict; suggestion: {tip}")
+    L.append(f"  {len(rep.accesses)} shared accesses, {len(rep.conflicted)} with bank conflicts")
+    for name, v in rep.variables.items():
+        if "wavefronts" in v:
+            L.append(f"  {name} ({v['bytes']} B at {v['offset']}): {v['wavefronts']} wavefronts "
+                     f"per block, ideal {v['ideal']}")
+    L += [f"  note: {x}" for x in rep.assumptions]
+    return "\n".join(L) + "\n"
