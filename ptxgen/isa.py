@@ -26,6 +26,9 @@ OP_CLASSES = ("FMA", "FADD", "FMUL", "FP64", "HFMA", "IALU", "IMAD", "CONV", "SF
 MEMORY_LEVELS = ("SHARED", "L1", "L2", "DRAM")
 OP_NUMBERS = ("latency", "issue_interval")
 MEMORY_NUMBERS = ("latency", "bandwidth_gbs")
+# [timing]: how device cycles become the times CUDA events report. Optional (a model without it
+# predicts device cycles at header.clock_mhz, no launch cost); when present, both keys.
+TIMING_KEYS = ("launch_overhead_us", "sustained_clock_mhz")
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,18 @@ class IsaTable:
     memory: dict
     sources: dict                    # "header.sm_count" → source text, for every number
     path: str = ""
+    timing: dict = None              # TIMING_KEYS → value, or None when the file has no [timing]
+
+    @property
+    def time_clock_mhz(self):
+        """The clock device cycles are converted at: the one the GPU sustains under load when
+        measured, else the header's (boost) clock."""
+        return self.timing["sustained_clock_mhz"] if self.timing else self.header.clock_mhz
+
+    @property
+    def launch_overhead_us(self):
+        """Time CUDA events see around a launch besides the kernel's own execution."""
+        return self.timing["launch_overhead_us"] if self.timing else 0.0
 
     def op_for(self, instr):
         """The cost class of an IR instruction (builder-made or parsed, known or not)."""
@@ -113,6 +128,9 @@ class IsaTable:
             "memory": {k: {"latency": m.latency, "bandwidth_gbs": m.bandwidth_gbs,
                            "source": m.source, "bandwidth_source": m.bandwidth_source}
                        for k, m in self.memory.items()},
+            "timing": None if self.timing is None else
+            {k: {"value": v, "source": self.sources[f"timing.{k}"]}
+             for k, v in self.timing.items()},
         }
 
 
@@ -260,8 +278,19 @@ def _parse(data, path):
             vals[n], sources[f"memory.{k}.{n}"] = _number(path, f"memory.{k}.{n}", m[n])
         memory[k] = MemLevel(float(vals["latency"]), float(vals["bandwidth_gbs"]),
                              sources[f"memory.{k}.latency"], sources[f"memory.{k}.bandwidth_gbs"])
+    timing = None
+    if "timing" in data:
+        t = _table(path, data, "timing")
+        unknown = set(t) - set(TIMING_KEYS)
+        if unknown:
+            raise _err(path, f"timing.{sorted(unknown)[0]}", "unknown timing key")
+        timing = {}
+        for k in TIMING_KEYS:
+            if k not in t:
+                raise _err(path, f"timing.{k}", "missing")
+            timing[k], sources[f"timing.{k}"] = _number(path, f"timing.{k}", t[k])
     return IsaTable(arch=arch, name=name, header=header, ops=ops, units=list(units),
-                    memory=memory, sources=sources, path=str(path))
+                    memory=memory, sources=sources, path=str(path), timing=timing)
 
 
 # -- instruction → op class ----------------------------------------------------------------------

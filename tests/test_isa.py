@@ -24,7 +24,8 @@ def test_load_complete(arch):
         assert o.latency > 0 and o.issue_interval > 0 and o.unit in t.units
         assert o.source and o.issue_source
     # every number has a source, and there is one entry per number
-    n_numbers = len(isa.HEADER_KEYS) + 2 * len(t.ops) + 2 * len(t.memory)
+    n_numbers = (len(isa.HEADER_KEYS) + 2 * len(t.ops) + 2 * len(t.memory)
+                 + (len(isa.TIMING_KEYS) if t.timing else 0))
     assert len(t.sources) == n_numbers
     assert all(s.strip() for s in t.sources.values())
     # memory levels get slower further out

@@ -1,3 +1,4 @@
+from ptxgen import isa as isamod
 """Simulator sanity: latency chains, issue limits, latency hiding, barriers, memory levels,
 bandwidth, waves, loops and paths."""
 import json
@@ -52,7 +53,11 @@ def test_dependent_chain_takes_n_times_latency():
     r = sim(m, k)
     assert r.cycles == pytest.approx(n * FMA.latency, rel=0.03)
     assert r.stalls["dependency"] > 0.7
-    assert r.time_us == pytest.approx(r.cycles / H.clock_mhz)
+    table = isamod.load("sm_90")
+    # events see the kernel at the sustained clock plus the measured launch overhead
+    assert r.device_us == pytest.approx(r.cycles / table.time_clock_mhz)
+    assert r.time_us == pytest.approx(r.device_us + table.launch_overhead_us)
+    assert table.launch_overhead_us > 0 and table.time_clock_mhz < H.clock_mhz
 
 
 def test_independent_chains_saturate_issue():
@@ -136,7 +141,7 @@ def test_streaming_kernel_is_dram_bandwidth_bound():
     op = get_operator("saxpy")
     shape = op.shape(n=1 << 26)
     r = simulate_operator(op, shape, registers=32)
-    achieved_gbs = op.bytes_moved(shape) / (r.time_us * 1e3)
+    achieved_gbs = op.bytes_moved(shape) / (r.device_us * 1e3)
     assert achieved_gbs == pytest.approx(TABLE.memory["DRAM"].bandwidth_gbs, rel=0.1)
     assert achieved_gbs <= TABLE.memory["DRAM"].bandwidth_gbs * 1.01
     assert r.stalls["memory"] > 0.8
@@ -333,3 +338,19 @@ def test_memory_addresses_of_parameters():
     b.ret()
     prog, path = _follow(m, k, (1, 1, 1), (32, 1, 1))
     assert len(path.trace) == 3                  # entry, body, exit: the branch is known
+
+
+def test_footprint_within_l2_stays_resident_across_launches():
+    """A launch whose footprint fits in L2 is served by L2 when warm, by DRAM when cold."""
+    from ptxgen.ops import get_operator
+    from ptxgen.sim import simulate_operator
+    op = get_operator("saxpy")
+    sh = op.shape(n=1 << 20)                 # 12 MiB: fits the H200's 60 MiB L2
+    warm = simulate_operator(op, sh, "sm_90", registers=24)
+    cold = simulate_operator(op, sh, "sm_90", registers=24, cache="cold")
+    assert warm.details["memory_model"]["l2_resident"]
+    assert not cold.details["memory_model"]["l2_resident"]
+    assert warm.details["waves"][0]["global_loads_by_level"]["DRAM"] == 0
+    assert cold.details["waves"][0]["global_loads_by_level"]["DRAM"] > 0
+    big = simulate_operator(op, op.shape(n=1 << 24), "sm_90", registers=24)   # 192 MiB
+    assert not big.details["memory_model"]["l2_resident"]

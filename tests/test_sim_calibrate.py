@@ -129,15 +129,16 @@ def test_derive_arithmetic():
     assert by["SFU issue interval"].value == 2.0     # 16*8*1024/4 instructions per SP
     assert by["L2 load latency"].value == 280.0
     assert set(by["L2 load latency"].targets) == {"memory.L2.latency", "ops.LDG.latency"}
-    assert by["DRAM copy bandwidth"].value == pytest.approx((2 << 30) / 0.5e-3 / 1e9)
+    # the empty kernel's 2.5 us are the launch, not the copy
+    assert by["DRAM copy bandwidth"].value == pytest.approx((2 << 30) / 0.4975e-3 / 1e9)
     assert by["bar.sync"].value == 24.0
-    assert by["FFMA peak"].value == pytest.approx(60.0)
-    mhz = 6.0e10 / 2 / (128 * 132) / 1e-3 / 1e6
+    assert by["FFMA peak"].value == pytest.approx(6.0e10 / 0.9975e-3 / 1e12)
+    mhz = 6.0e10 / 2 / (128 * 132) / 0.9975e-3 / 1e6
     assert by["sustained FMA clock"].value == pytest.approx(mhz)
-    assert cal.notes and "sustained" in cal.notes[0]             # 1776 MHz < 0.95 * 1980
+    assert cal.notes and "sustained" in cal.notes[0]             # 1780 MHz < 0.95 * 1980
     up = cal.updates()
     assert up["memory.DRAM.latency"][0] == 660.0
-    assert up["memory.DRAM.bandwidth_gbs"][0] == round((2 << 30) / 0.5e-3 / 1e9)
+    assert up["memory.DRAM.bandwidth_gbs"][0] == round((2 << 30) / 0.4975e-3 / 1e9)
     assert up["ops.FMA.latency"][1] == ("measured 2026-12-01 on NVIDIA H200 by ptxgen "
                                         "calibrate: dependent fma.rn.f32 chain, 1024 "
                                         "instructions, one warp")
@@ -256,3 +257,22 @@ def test_copy_and_scatter_compute_what_they_claim():
     emulate(K.scatter_u64(), "scatter_u64", (1,), (32,), np.uint32(4), idx, val, out)
     assert out[5] == 11 and out[0] == 22 and out[9] == 33 and out[3] == 44
     assert out.sum() == 110
+
+
+def test_event_timed_results_lose_the_launch_overhead():
+    """Bandwidth and sustained clock come from the kernel's own time: the empty kernel's
+    event time is subtracted, and the overhead itself sets timing.launch_overhead_us."""
+    from ptxgen import isa as isamod
+    from ptxgen.calibrate.results import derive
+    table = isamod.load("sm_90")
+    raw = {"device": "X", "arch": "sm_90", "date": "d",
+           "copy": {"DRAM": {"bytes": 4 * 10**9, "ms": 1.05}},
+           "ffma": {"flops": 2 * 128 * 132 * 10**6, "ms": 1.05, "sm_count": 132},
+           "launch_us": 50.0}
+    up = derive(raw, table).updates()
+    assert up["memory.DRAM.bandwidth_gbs"][0] == 4000
+    assert up["timing.sustained_clock_mhz"][0] == 1000
+    assert up["timing.launch_overhead_us"][0] == 50.0
+    del raw["launch_us"]
+    up = derive(raw, table).updates()
+    assert up["memory.DRAM.bandwidth_gbs"][0] == round(4 * 10**9 / 1.05e-3 / 1e9)

@@ -14,7 +14,7 @@ def test_library_kernel_json(cli):
     d = json.loads(out)
     for k in KEYS:
         assert k in d
-    assert d["cycles"] > 0 and d["time_us"] == pytest.approx(d["cycles"] / 1980.0)
+    assert d["cycles"] > 0 and d["time_us"] > d["device_us"] > 0
     assert set(d["stalls"]) == {"dependency", "memory", "throughput", "barrier",
                                 "not_selected"}
     assert d["grid"] == [64, 1, 1] and d["block"] == [256, 1, 1]

@@ -43,12 +43,17 @@ class SimReport:
     warnings: list
     trace_events: list = field(default_factory=list, repr=False)
     clock_mhz: float = 0.0
+    device_us: float = 0.0          # the kernel's own execution; time_us adds the launch
 
     @classmethod
     def build(cls, *, kernel, arch, table, grid, block, regs, shared, occupancy, waves, n_ctas,
               dram_fraction, footprint, requested, level, hot, sample, warnings, wall_s,
+              resident=False,
               path_steps, trace_events):
         h = table.header
+        # cycles are SM cycles at the clock the GPU sustains under load (isa [timing]); what
+        # CUDA events report around a launch adds the measured launch overhead to them
+        clock = table.time_clock_mhz
         cycles = sum(w.count * w.cycles for w in waves)
         issued = sum(w.count * w.issued for w in waves)
         slot_cycles = sum(w.count * w.cycles for w in waves) * h.schedulers_per_sm
@@ -69,29 +74,32 @@ class SimReport:
                        "global_loads_by_level": w.loads, "bytes_by_level": w.bytes}
                       for w in waves],
             "memory_model": {"level": level, "dram_fraction": dram_fraction,
-                             "footprint_bytes": footprint, "requested_load_bytes": requested},
+                             "footprint_bytes": footprint, "requested_load_bytes": requested,
+                             "l2_resident": resident},
             "sampled_loop": None if hot is None else {"header_instruction": hot[0],
                                                       "line": hot[1], "iterations": sample},
             "warp_instructions": issued,
             "stall_cycles": stall_tot,
             "simulation_seconds": wall_s,
+            "launch_overhead_us": table.launch_overhead_us,
             "path_steps": path_steps,
         }
         return cls(
             kernel=kernel, arch=arch, device=table.name, grid=tuple(grid), block=tuple(block),
-            cycles=cycles, time_us=cycles / h.clock_mhz,
+            cycles=cycles, time_us=cycles / clock + table.launch_overhead_us,
+            device_us=cycles / clock,
             ipc=issued / cycles if cycles else 0.0,
             issue_utilization=issued / slot_cycles if slot_cycles else 0.0,
             unit_utilization={u: (busy[k] / slot_cycles if slot_cycles else 0.0)
                               for k, u in enumerate(units)},
             stalls={r: (stall_tot[r] / warp_cycles if warp_cycles else 0.0) for r in STALLS},
             details=details, warnings=list(warnings), trace_events=trace_events,
-            clock_mhz=h.clock_mhz)
+            clock_mhz=clock)
 
     def to_dict(self):
         return {"kernel": self.kernel, "arch": self.arch, "device": self.device,
                 "grid": list(self.grid), "block": list(self.block), "cycles": self.cycles,
-                "time_us": self.time_us, "ipc": self.ipc,
+                "time_us": self.time_us, "device_us": self.device_us, "ipc": self.ipc,
                 "issue_utilization": self.issue_utilization,
                 "unit_utilization": self.unit_utilization, "stalls": self.stalls,
                 "details": self.details, "warnings": self.warnings}
@@ -114,15 +122,18 @@ class SimReport:
                          f"{w['cycles']:.0f} cycles (simulated {w['simulated_cycles']:.0f}"
                          f"{extra})")
         lines += [
-            f"  predicted: {self.cycles:,.0f} cycles = {self.time_us:.2f} us at "
-            f"{self.clock_mhz:.0f} MHz",
+            f"  predicted: {self.cycles:,.0f} cycles = {self.device_us:.2f} us at "
+            f"{self.clock_mhz:.0f} MHz; {self.time_us:.2f} us with the launch overhead "
+            f"({d['launch_overhead_us']:.2f} us)",
             f"  IPC {self.ipc:.2f} (warp instructions per cycle per SM), issue slots used "
             f"{100 * self.issue_utilization:.1f}%",
             "  pipes: " + ", ".join(f"{u} {100 * v:.1f}%" for u, v in
                                     self.unit_utilization.items() if v > 0.0005),
             "  warp stalls: " + ", ".join(f"{r} {100 * v:.1f}%" for r, v in self.stalls.items()),
             f"  global loads: {100 * d['memory_model']['dram_fraction']:.1f}% from DRAM "
-            f"(level {d['memory_model']['level']})",
+            f"(level {d['memory_model']['level']}"
+            + ("; footprint L2-resident across launches)" if d["memory_model"]["l2_resident"]
+               else ")"),
             f"  simulated in {d['simulation_seconds']:.2f} s",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]
