@@ -5,8 +5,9 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["emit_module", "parse_ptx", "analyze", "emulate", "PtxgenError", "ParseError",
-           "VerifyError", "ToolchainError", "LaunchError", "EmulationError", "__version__"]
+__all__ = ["emit_module", "parse_ptx", "analyze", "emulate", "bank_conflicts",
+           "warp_efficiency", "roofline", "PtxgenError", "ParseError", "VerifyError",
+           "ToolchainError", "LaunchError", "EmulationError", "__version__"]
 
 
 def __getattr__(name):
@@ -20,4 +21,13 @@ def __getattr__(name):
     if name == "emulate":
         from .emu import emulate
         return emulate
+    if name == "bank_conflicts":
+        from .analysis.banks import bank_conflicts
+        return bank_conflicts
+    if name == "warp_efficiency":
+        from .analysis.warp_efficiency import warp_efficiency
+        return warp_efficiency
+    if name == "roofline":
+        from .analysis.roofline import roofline
+        return roofline
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")
