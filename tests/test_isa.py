@@ -1,5 +1,6 @@
 """Machine models (isa/sm_*.toml): loading, validation, instruction classification, CLI."""
 import json
+import re
 import tomllib
 
 import pytest
@@ -36,16 +37,23 @@ def test_load_complete(arch):
 
 def test_hopper_vs_ampere_numbers():
     h, a = isa.load("sm_90"), isa.load("sm_80")
-    # 128 vs 64 FP32 lanes per SM: an FFMA occupies a sub-partition 1 vs 2 cycles
-    assert h.ops["FMA"].issue_interval == 1.0 and a.ops["FMA"].issue_interval == 2.0
+    # 128 vs 64 FP32 lanes per SM: an FFMA occupies a sub-partition 1 vs 2 cycles (the H200's
+    # value is measured, so within measurement error of 1)
+    assert abs(h.ops["FMA"].issue_interval - 1.0) <= 0.05 and a.ops["FMA"].issue_interval == 2.0
     assert h.header.fp32_lanes_per_sm == 128 and a.header.fp32_lanes_per_sm == 64
     lanes_per_sp = h.header.fp32_lanes_per_sm / h.header.schedulers_per_sm
-    assert h.ops["FMA"].issue_interval == h.header.warp_size / lanes_per_sp
+    assert abs(h.ops["FMA"].issue_interval - h.header.warp_size / lanes_per_sp) <= 0.05
     assert h.header.sm_count == 132 and h.header.shared_per_sm == 228 * 1024
     assert h.header.shared_carveout_kb[-1] * 1024 == h.header.shared_per_sm
     assert a.header.shared_carveout_kb[-1] * 1024 == a.header.shared_per_sm
     assert "measured 2026-11-30" in h.ops["FMA"].source
-    assert h.memory["DRAM"].latency == 662.0 and h.memory["L2"].latency == 282.0
+
+    # issue 5: calibrated values agree within 10 % with the reference figures measured on the
+    # lent H200 on 2026-11-30 (FMA 4.0, L2 chase 282, DRAM chase after an L2 flush 662 cycles)
+    for got, ref in ((h.ops["FMA"].latency, 4.0), (h.memory["L2"].latency, 282.0),
+                     (h.memory["DRAM"].latency, 662.0)):
+        assert abs(got - ref) <= 0.10 * ref, (got, ref)
+    assert "by ptxgen calibrate" in h.memory["DRAM"].source
 
 
 def test_unknown_arch_is_one_line_error():
@@ -80,9 +88,9 @@ def _broken(tmp_path, edit):
     (lambda s: s.replace('max_warps_per_sm = {value = 64, source = "CUDA C Programming Guide, '
                          'Compute Capabilities table, cc 9.0: 64 resident warps per SM"}',
                          "max_warps_per_sm = 64"), "header.max_warps_per_sm"),
-    (lambda s: s.replace('[memory.DRAM]\nlatency = {value = 662.0, source = "',
-                         '[memory.DRAM]\nlatency = {value = 662.0, source = "   "}\nx = {value = 1, '
-                         'source = "'), "memory.DRAM.latency"),
+    (lambda s: re.sub(r'\[memory\.DRAM\]\nlatency = \{value = ([0-9.]+), source = "',
+                      r'[memory.DRAM]\nlatency = {value = \1, source = "   "}\nx = {value = 1, '
+                      r'source = "', s), "memory.DRAM.latency"),
     (lambda s: s.replace("shared_carveout_kb = {value = [0, 8,", "shared_carveout_kb = {value = [8, 0,"),
      "header.shared_carveout_kb"),
     (lambda s: s + "\nstray = 3\n", "stray"),
@@ -250,7 +258,7 @@ def test_cli_json(capsys):
         assert {"latency", "issue_interval", "unit", "source"} <= set(d["ops"][cls])
     for lvl in isa.MEMORY_LEVELS:
         assert {"latency", "bandwidth_gbs", "source"} <= set(d["memory"][lvl])
-    assert d["ops"]["FMA"]["latency"] == 4.0
+    assert d["ops"]["FMA"]["latency"] == isa.load("sm_90").ops["FMA"].latency
 
 
 def test_cli_text_and_errors(capsys):
