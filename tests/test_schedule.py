@@ -261,3 +261,54 @@ def test_operator_default_runs_on_emulator():
     for dims in ({"M": 67, "N": 45, "K": 33}, {"M": 129, "N": 1, "K": 130}):
         res = run_operator(op, op.shape(**dims), "emu", seed=3)
         assert res.ok, res
+
+
+# -- shared-memory banks ----------------------------------------------------------------------
+def _shared_wavefronts(s, M, N, K):
+    """{instruction text: BankConflicts} of warp 0's first execution of every shared access,
+    with the lane addresses the emulator computes (ptxgen.analysis.banks, the ncu-fitted
+    model)."""
+    from ptxgen.analysis.banks import bank_conflicts
+    from ptxgen.emu import compile_kernel, emulate
+    shape = {"M": M, "N": N, "K": K}
+    module = lower_matmul(s, "sm_90", shape)
+    prog = compile_kernel(module, "matmul")
+    code = prog.code
+    lanes, seen = np.arange(32), {}
+
+    def observe(batch, p, mask):
+        ins = code[p].instr
+        if ins is None or ins.opcode not in ("ld", "st") or "shared" not in ins.mods or \
+                p in seen:
+            return
+        addr = ins.operands[1] if ins.opcode == "ld" else ins.operands[0]
+        active = np.ones(32, bool) if mask is None else mask[lanes].copy()
+        if ins.guard is not None:
+            g = batch.R[prog.slot_of[id(ins.guard)]][lanes].astype(bool)
+            active &= ~g if ins.guard_negated else g
+        if active.any():
+            base = batch.R[prog.slot_of[id(addr.base)]][lanes].astype(np.int64) + addr.offset
+            seen[p] = (str(ins), bank_conflicts(dict(zip(lanes[active].tolist(),
+                                                         base[active].tolist())),
+                                                4 * ins.vector_width))
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    emulate(module, "matmul", s.grid(shape), s.block(), np.uint32(M), np.uint32(N),
+            np.uint32(K), A, B, np.zeros((M, N), np.float32), observer=observe)
+    return list(seen.values())
+
+
+@needs_emu
+@pytest.mark.parametrize("name", list(CANDIDATES))
+def test_shared_accesses_are_conflict_free(name):
+    s = CANDIDATES[name]
+    for dims, store_degree in (((256, 256, 32), 1.0), ((255, 257, 33), 2.0)):
+        acc = _shared_wavefronts(s, *dims)
+        frag = [r for text, r in acc if text.startswith("ld.shared.v4")]
+        assert len(frag) >= s.BK * (s.TM + s.TN) // 4
+        # 16-byte fragment loads: one wavefront per half-warp pass (lanes share addresses)
+        assert all(r.wavefronts == r.ideal == 2 for r in frag), (name, dims)
+        for text, r in acc:
+            limit = 1.0 if text.startswith("ld") else store_degree
+            assert r.degree <= limit, (name, dims, text, r.wavefronts, r.ideal)

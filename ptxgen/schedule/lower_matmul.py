@@ -158,8 +158,10 @@ class _Lowering:
         else:
             ek, lanes_k, rows = s.a_scalar_slots()
             ar = b.shr(self.tid, _log2(lanes_k), name="ar")
-            ak = b.mul(b.and_(self.tid, lanes_k - 1), ek, name="ak")
-            place = [(rows * i, 0, e) for i in range(s.BM // rows) for e in range(ek)]
+            ak = b.and_(self.tid, lanes_k - 1, name="ak")
+            # a thread's ek elements lie lanes_k apart: each instruction reads whole 4*lanes_k
+            # byte row pieces and its transposed stores stay in distinct banks
+            place = [(rows * i, 0, lanes_k * e) for i in range(s.BM // rows) for e in range(ek)]
         d_rows = sorted({r for r, _, _ in place})
         k_in = b.add(ak, self.kfirst, name="ak1")                      # k of tile 1
         # 32-bit element offsets rather than 64-bit pointers: one register each, and the

@@ -142,10 +142,10 @@ class MatmulSchedule:
 
     def a_scalar_slots(self):
         """Element mapping of A for 32-bit loads (K not a multiple of 4): (ek, lanes_k, rows).
-        A thread loads ek consecutive k in each of BM/rows rows: lanes_k threads span a tile
-        row and one load instruction covers `rows` rows, so a warp touches few 128-byte lines
-        per instruction; ek grows with the per-thread share so a thread keeps at most four
-        rows (offset registers)."""
+        A thread loads ek elements, lanes_k apart, in each of BM/rows rows: lanes_k threads
+        span a tile row and one load instruction covers `rows` rows, so a warp touches few
+        128-byte lines per instruction; ek grows with the per-thread share so a thread keeps
+        at most four rows (offset registers)."""
         t, per = self.threads, self.BM * self.BK // self.threads
         ek = min(self.BK, max(1, per // 4))
         lanes_k = self.BK // ek
