@@ -8,8 +8,9 @@ the same run: CUDA events around each launch, median of 20 after 3 warm-ups, inp
 device. The simulator is given the register count the driver reports for the loaded kernel, so
 both sides place the same number of CTAs per SM. The time of an empty kernel (the launch floor
 CUDA events see) is measured too and reported beside the MAPE, which is computed on the raw
-event times. The prediction includes the launch overhead of the isa model's [timing] table
-(measured by `ptxgen calibrate`), and, since each case is launched again and again, a case
+event times. The prediction includes a launch overhead: the empty-kernel time measured in this
+process before the cases (the isa model's [timing] value, measured by `ptxgen calibrate` in
+another process, is reported beside it), and, since each case is launched again and again, a case
 whose footprint fits in L2 finds it there (ptxgen.sim's warm-cache rule).
 
 Cases: saxpy from 2^16 to 2^28 elements, matmul with the library's default schedule and the
@@ -87,8 +88,9 @@ class Device:
         k = module.kernel(name) if name else module.kernels[0]
         return self.driver.load_kernel(emit_module(module, ARCH), k.name, k.params)
 
-    def time_ms(self, kernel, grid, block, args, shared=0):
-        return self.driver.time_kernel(kernel, grid, block, args, shared, WARMUP, REPEAT)
+    def time_ms(self, kernel, grid, block, args, shared=0, repeat=None):
+        return self.driver.time_kernel(kernel, grid, block, args, shared, WARMUP,
+                                       repeat or REPEAT)
 
 
 def measure_operator(dev, op, shape):
@@ -159,7 +161,8 @@ def run(gpu=True):
     rows, launch_us = [], None
     if dev is not None:
         empty = dev.load(K.empty_kernel(ARCH))
-        launch_us = 1e3 * dev.time_ms(empty, (1,), (32,), [dev.cuda.device_array(4, np.uint32)])
+        launch_us = 1e3 * dev.time_ms(empty, (1,), (32,), [dev.cuda.device_array(4, np.uint32)],
+                                      repeat=201)
 
     def record(name, fn):
         t = time.perf_counter()
@@ -206,6 +209,17 @@ def run(gpu=True):
         record(name, case)
 
     done = [r for r in rows if "measured_us" in r and "predicted_us" in r]
+    # The launch overhead CUDA events see is a property of the process and the moment on this
+    # virtualised host (30-69 us between runs of the same script), so the model's overhead term
+    # is the one measured in this process, before the cases; the isa file's value (measured by
+    # calibrate in another process) is kept beside it for comparison.
+    mape_isa = None
+    if launch_us is not None and done:
+        for r in done:
+            r["predicted_isa_us"] = r["predicted_us"]
+            r["predicted_us"] = r["device_us"] + launch_us
+        mape_isa = float(np.mean([abs(r["predicted_isa_us"] - r["measured_us"]) /
+                                  r["measured_us"] for r in done])) * 100
     for r in done:
         r["error_pct"] = 100.0 * (r["predicted_us"] - r["measured_us"]) / r["measured_us"]
     mape = float(np.mean([abs(r["error_pct"]) for r in done])) if done else None
@@ -215,6 +229,7 @@ def run(gpu=True):
         "device": dev.name if dev else None, "arch": ARCH, "isa": table.path,
         "date": time.strftime("%Y-%m-%d", time.gmtime()), "host": platform.node(),
         "launch_floor_us": launch_us, "cases": rows, "mape_pct": mape,
+        "mape_pct_with_isa_launch_overhead": mape_isa,
         "mape_pct_measured_ge_50us": mape_long,
         "model": {"clock_mhz": table.time_clock_mhz,
                   "launch_overhead_us": table.launch_overhead_us,
@@ -274,6 +289,9 @@ def main(argv=None):
     if res["mape_pct"] is not None:
         print(f"MAPE over {sum('error_pct' in r for r in res['cases'])} cases: "
               f"{res['mape_pct']:.1f}%")
+    if res.get("mape_pct_with_isa_launch_overhead") is not None:
+        print(f"MAPE with the isa file's launch overhead instead of this process's: "
+              f"{res['mape_pct_with_isa_launch_overhead']:.1f}%")
     if res["mape_pct_measured_ge_50us"] is not None:
         print(f"MAPE over cases measured >= 50 us: {res['mape_pct_measured_ge_50us']:.1f}%")
     out = os.environ.get("OUT")
