@@ -662,3 +662,14 @@ def test_mad_carry_chain_with_high_halves():
              "madc.hi.u32 %q2, %a1, %b, 0;", "mov.b64 %d, {%q1, %q2};"]
     got = run_op(lines, "u64", ("u64", a), ("u32", b))
     np.testing.assert_array_equal(got, [(int(x) * int(y)) >> 32 for x, y in zip(a, b)])
+
+
+def test_f64_zero_products_keep_their_sign_in_every_mode():
+    tiny = np.array([5e-324, -5e-324, 1e-310, 0.0], np.float64)     # outside the fast range
+    for mode in ("rn", "rz", "rm", "rp"):
+        got = run_op(f"mul.{mode}.f64 %d, %a, 0d8000000000000000;", "f64", ("f64", tiny))
+        np.testing.assert_array_equal(np.signbit(got), [True, False, True, True], err_msg=mode)
+        got = run_op(f"fma.{mode}.f64 %d, %a, 0dBFF0000000000000, %a;", "f64",
+                     ("f64", tiny))
+        # x*(-1) + x cancels exactly: +0, or -0 rounding toward negative (0*(-1) + 0 alike)
+        np.testing.assert_array_equal(np.signbit(got), [mode == "rm"] * 4, err_msg=mode)

@@ -236,21 +236,34 @@ def fma_rounded(a64, b64, c64, fmt, mode):
 
 
 def _exact_slow(out, where, fn, mode, *args):
-    """Exact rational evaluation for the rare float64 operands outside the fast path's range."""
+    """Exact rational evaluation for the rare float64 operands outside the fast path's range
+    (products a*b, or a*b + c with three operands)."""
     if not np.any(where):
         return out
     shape = np.broadcast(out, where, *args).shape
     out = np.array(np.broadcast_to(out, shape), F64)      # a writable copy
     args = [np.broadcast_to(a, shape) for a in args]
     for i in np.flatnonzero(np.broadcast_to(where, shape)):
-        exact = fn(*(Fraction(float(a.flat[i])) for a in args))
-        out.flat[i] = _fraction_to_f64(exact, mode)
+        xs = [float(a.flat[i]) for a in args]
+        exact = fn(*(Fraction(x) for x in xs))
+        out.flat[i] = _fraction_to_f64(exact, mode) if exact != 0 else _zero(xs, mode)
     return out
 
 
+def _zero(xs, mode):
+    """The signed zero IEEE 754 gives an exact zero a*b (sign of the product) or a*b + c (a
+    zero addend pair of one sign keeps it; a cancellation is +0, or -0 rounding down)."""
+    a, b = xs[0], xs[1]
+    p_neg = (np.signbit(a) != np.signbit(b))
+    if len(xs) == 2:
+        return -0.0 if p_neg else 0.0
+    c = xs[2]
+    if (a == 0 or b == 0) and c == 0 and p_neg == bool(np.signbit(c)):
+        return c
+    return -0.0 if mode == "rm" else 0.0
+
+
 def _fraction_to_f64(q, mode):
-    if q == 0:
-        return 0.0
     try:
         r = float(q)                                    # correctly rounded to nearest
     except OverflowError:
