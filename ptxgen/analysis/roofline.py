@@ -300,7 +300,7 @@ def plot(r, path):
     xs = [p.intensity for p in r.points if p.intensity > 0]
     lo = min(xs + [r.ridge or 1.0]) / 8
     hi = max(xs + [r.ridge or 1.0]) * 8
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(9, 6.5))
     ax.set_xscale("log")
     ax.set_yscale("log")
     grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
@@ -316,8 +316,8 @@ def plot(r, path):
                 label=f"{roof.name}: {roof.value:,.0f} GB/s")
     if r.ridge:
         ax.axvline(r.ridge, color="gray", lw=0.8, ls=":")
-        ax.text(r.ridge * 1.05, peak / 40, f"ridge {r.ridge:.1f} FLOP/B", color="gray",
-                fontsize=8, rotation=90)
+        ax.text(r.ridge * 1.05, 0.02, f"ridge {r.ridge:.1f} FLOP/B", color="gray",
+                fontsize=8, rotation=90, transform=ax.get_xaxis_transform())
     ymin = min([p.gflops for p in r.points if p.gflops > 0] + [lo * r.roof("HBM peak").value])
     markers = "osD^vP*X"
     for k, p in enumerate(r.points):
@@ -330,7 +330,8 @@ def plot(r, path):
         ax.annotate(f"{p.name}\n{what}",
                     (x, y), textcoords="offset points", xytext=(8, -4), fontsize=8,
                     va="top")
-    ax.legend(loc="lower right", fontsize=8, title="memory roofs", title_fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=4, fontsize=8,
+              title="memory roofs", title_fontsize=8, frameon=False)
     ax.set_xlim(lo, hi)
     ax.set_ylim(ymin / 4, peak * 3)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
