@@ -673,3 +673,26 @@ def test_f64_zero_products_keep_their_sign_in_every_mode():
                      ("f64", tiny))
         # x*(-1) + x cancels exactly: +0, or -0 rounding toward negative (0*(-1) + 0 alike)
         np.testing.assert_array_equal(np.signbit(got), [mode == "rm"] * 4, err_msg=mode)
+
+
+def test_f64_sum_overflow_under_directed_rounding():
+    big = np.array([np.finfo(np.float64).max, -np.finfo(np.float64).max], np.float64)
+    mx = np.finfo(np.float64).max
+    want = {"rn": [np.inf, -np.inf], "rz": [mx, -mx], "rm": [mx, -np.inf], "rp": [np.inf, -mx]}
+    for mode, w in want.items():
+        got = run_op(f"add.{mode}.f64 %d, %a, %a;", "f64", ("f64", big))
+        np.testing.assert_array_equal(got, w, err_msg=mode)
+    f32max = np.finfo(np.float32).max
+    got = run_op("add.rz.f32 %d, %a, %a;", "f32", ("f32", np.float32([f32max, -f32max])))
+    np.testing.assert_array_equal(got, [f32max, -f32max])
+
+
+def test_f64_product_overflow_under_directed_rounding():
+    x = np.array([2.0 ** 600, -(2.0 ** 600)], np.float64)
+    mx = np.finfo(np.float64).max
+    want = {"rn": [np.inf, -np.inf], "rz": [mx, -mx], "rm": [mx, -np.inf], "rp": [np.inf, -mx]}
+    for mode, w in want.items():
+        np.testing.assert_array_equal(run_op(f"mul.{mode}.f64 %d, %a, 0d5F30000000000000;",
+                                             "f64", ("f64", x)), w, err_msg=mode)
+        np.testing.assert_array_equal(run_op(f"fma.{mode}.f64 %d, %a, 0d5F30000000000000, %a;",
+                                             "f64", ("f64", x)), w, err_msg=mode)

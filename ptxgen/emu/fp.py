@@ -29,11 +29,17 @@ F16, F32, F64 = np.float16, np.float32, np.float64
 
 
 def two_sum(a, b):
-    """s, e with s = fl(a+b) and s + e == a + b exactly (e = 0 where s is not finite)."""
+    """s, e with s = fl(a+b) and s + e == a + b exactly. Where the sum of finite operands
+    overflows, e is only a sign: -1 toward the finite exact value (directed roundings then
+    step back to the largest finite number); where an operand is infinite or NaN, e = 0."""
     s = a + b
     bb = s - a
     e = (a - (s - bb)) + (b - bb)
-    return s, np.where(np.isfinite(s), e, 0.0)
+    fin = np.isfinite(s)
+    if np.all(fin):
+        return s, e
+    over = np.isfinite(a) & np.isfinite(b)
+    return s, np.where(fin, e, np.where(over, -np.sign(s), 0.0))
 
 
 def _split(a):
@@ -202,10 +208,11 @@ def product_rounded(a64, b64, fmt, mode):
     if mode == "rn":
         return a64 * b64
     p, e = two_prod(a64, b64)
-    p_ok = _safe(a64, b64) & ((np.abs(p) > _SAFE_LO) | (p == 0))
+    p_ok = _safe(a64, b64) & np.isfinite(p) & ((np.abs(p) > _SAFE_LO) | (p == 0))
     out = directed_f64(p, np.where(p_ok, e, 0.0), mode)
     if not p_ok.all():
-        out = _exact_slow(out, ~p_ok & np.isfinite(p), lambda a, b: a * b, mode, a64, b64)
+        out = _exact_slow(out, ~p_ok & np.isfinite(a64) & np.isfinite(b64),
+                          lambda a, b: a * b, mode, a64, b64)
     return out
 
 
@@ -224,7 +231,7 @@ def fma_rounded(a64, b64, c64, fmt, mode):
     r, re = two_sum(th, v)
     r = exact_zero_sign(r, ph, c64, mode)
     out = directed_f64(r, re, mode) if mode != "rn" else r
-    ok = _safe(a64, b64, c64) & ((np.abs(ph) > _SAFE_LO) | (ph == 0))
+    ok = _safe(a64, b64, c64) & np.isfinite(ph) & ((np.abs(ph) > _SAFE_LO) | (ph == 0))
     if not ok.all():
         plain = a64 * b64 + c64
         # a*b overflowing while c is infinite: the exact product is finite, c decides
