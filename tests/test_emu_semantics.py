@@ -696,3 +696,14 @@ def test_f64_product_overflow_under_directed_rounding():
                                              "f64", ("f64", x)), w, err_msg=mode)
         np.testing.assert_array_equal(run_op(f"fma.{mode}.f64 %d, %a, 0d5F30000000000000, %a;",
                                              "f64", ("f64", x)), w, err_msg=mode)
+
+
+def test_f64_quotient_and_fma_sum_overflow_under_directed_rounding():
+    mx = np.finfo(np.float64).max
+    x = np.array([mx, -mx], np.float64)
+    want = {"rn": [np.inf, -np.inf], "rz": [mx, -mx], "rm": [mx, -np.inf], "rp": [np.inf, -mx]}
+    for mode, w in want.items():
+        got = run_op(f"div.{mode}.f64 %d, %a, 0d3FE0000000000000;", "f64", ("f64", x))
+        np.testing.assert_array_equal(got, w, err_msg=f"div.{mode}")
+        got = run_op(f"fma.{mode}.f64 %d, %a, 0d3FF8000000000000, %a;", "f64", ("f64", x))
+        np.testing.assert_array_equal(got, w, err_msg=f"fma.{mode}")

@@ -231,7 +231,9 @@ def fma_rounded(a64, b64, c64, fmt, mode):
     r, re = two_sum(th, v)
     r = exact_zero_sign(r, ph, c64, mode)
     out = directed_f64(r, re, mode) if mode != "rn" else r
-    ok = _safe(a64, b64, c64) & np.isfinite(ph) & ((np.abs(ph) > _SAFE_LO) | (ph == 0))
+    # overflowing partial sums and tiny products go the exact way
+    ok = _safe(a64, b64, c64) & np.isfinite(ph) & np.isfinite(th) & np.isfinite(r) & \
+        ((np.abs(ph) > _SAFE_LO) | (ph == 0))
     if not ok.all():
         plain = a64 * b64 + c64
         # a*b overflowing while c is infinite: the exact product is finite, c decides
@@ -303,6 +305,9 @@ def quotient_rounded(a64, b64, fmt, mode):
     # remainder a - q*b is exact in sign (Sterbenz for a - p, then one rounding)
     rem = np.where(ok, (a64 - p) - pe, 0.0)
     err = np.sign(rem) * np.sign(b64)
+    # a finite quotient too large for the format: the exact value lies inside infinity
+    over = np.isinf(q) & np.isfinite(a64) & (b64 != 0)
+    err = np.where(over, -np.sign(q), err)
     if fmt == "f64":
         return directed_f64(q, err, mode)
     return to_format(round_to_odd(q, err), fmt, mode)
