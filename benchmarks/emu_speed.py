@@ -5,9 +5,9 @@
 Workloads: ptxgen's matmul operator at 128x128x128 and its saxpy operator at 65 536 elements,
 run by the emulator (build IR, verify, compile to ops, execute; first call and best of three
 repeats), against equivalent Python @cuda.jit kernels (a 16x16 shared-memory tiled matmul and a
-grid-stride saxpy with ptxgen's launch shape) run by Numba's simulator in a subprocess with
-NUMBA_ENABLE_CUDASIM=1, each launched once (the simulator has no compile step to warm up).
-Both sides check their result against numpy.
+grid-stride saxpy with ptxgen's launch shape; also a one-thread-per-element saxpy, for scale)
+run by Numba's simulator in a subprocess with NUMBA_ENABLE_CUDASIM=1, each launched once (the
+simulator has no compile step to warm up). Both sides check their result against numpy.
 """
 import argparse
 import json
@@ -62,6 +62,12 @@ def simulator_main():
             out[i] = a * x[i] + y[i]
             i += stride
 
+    @cuda.jit
+    def saxpy_per_element(n, a, x, y, out):
+        i = cuda.grid(1)
+        if i < n:
+            out[i] = a * x[i] + y[i]
+
     rng = np.random.default_rng(0)
     M, N, K = MATMUL["M"], MATMUL["N"], MATMUL["K"]
     A = rng.standard_normal((M, K)).astype(np.float32)
@@ -81,7 +87,13 @@ def simulator_main():
     saxpy[grid, block](np.int32(n), a, x, y, out)
     t_sx = time.perf_counter() - t
     ok_sx = bool(np.allclose(out, np.float64(a) * x + y, atol=1e-5))
-    print(json.dumps({"matmul": t_mm, "saxpy": t_sx, "ok": ok_mm and ok_sx}))
+    out[:] = np.nan
+    t = time.perf_counter()
+    saxpy_per_element[-(-n // 256), 256](np.int32(n), a, x, y, out)
+    t_pe = time.perf_counter() - t
+    ok_pe = bool(np.allclose(out, np.float64(a) * x + y, atol=1e-5))
+    print(json.dumps({"matmul": t_mm, "saxpy": t_sx, "saxpy_per_element": t_pe,
+                      "ok": ok_mm and ok_sx and ok_pe}))
 
 
 def _saxpy_launch():
@@ -159,6 +171,10 @@ def main(argv=None):
         e = emu[key]
         print(f"{label:<22}{e['first']:>15.3f}s{e['best']:>14.3f}s{sim[key]:>11.2f}s"
               f"{sim[key] / e['first']:>14.0f}x{sim[key] / e['best']:>13.0f}x")
+    e, t = emu["saxpy"], sim["saxpy_per_element"]
+    print(f"{'  (simulator: 1 thread':<22}{'':>16}{'':>15}{t:>11.2f}s"
+          f"{t / e['first']:>14.0f}x{t / e['best']:>13.0f}x")
+    print("   per element, 256 blocks of 256)")
     ok = all(e["ok"] for e in emu.values()) and sim["ok"]
     print(f"results checked against numpy: {'ok' if ok else 'MISMATCH'}")
     info = {"date": time.strftime("%Y-%m-%d"), "cpu": _cpu_name(), "cores": os.cpu_count(),

@@ -707,3 +707,12 @@ def test_f64_quotient_and_fma_sum_overflow_under_directed_rounding():
         np.testing.assert_array_equal(got, w, err_msg=f"div.{mode}")
         got = run_op(f"fma.{mode}.f64 %d, %a, 0d3FF8000000000000, %a;", "f64", ("f64", x))
         np.testing.assert_array_equal(got, w, err_msg=f"fma.{mode}")
+
+
+def test_mad_wide_immediate_addend_has_the_wide_type():
+    v = np.array([3, -3, 0], np.int16)
+    got = run_op("mad.wide.s16 %d, %a, 2, -2147483648;", "s32", ("s16", v))
+    np.testing.assert_array_equal(got, (v.astype(np.int64) * 2 - 2 ** 31).astype(np.int32))
+    u = np.array([3, 65535], np.uint16)
+    got = run_op("mad.wide.u16 %d, %a, 2, 4000000000;", "u32", ("u16", u))
+    np.testing.assert_array_equal(got, (u.astype(np.int64) * 2 + 4000000000).astype(np.uint32))

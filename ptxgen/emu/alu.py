@@ -162,8 +162,8 @@ def build_mad(ctx, ins):
     wide = "wide" in mods
     if wide and dt.itemsize == 8:
         ctx.fail("mad.wide on 64-bit operands")
-    cdt = (SIGNED if dt.kind == "i" else UNSIGNED)[dt.itemsize * 2] if wide else dt
-    c, = _srcs(ctx, ins, 1, dt=cdt, start=3)
+    ct = T.TYPES[t.name[0] + str(t.bits * 2)] if wide else t     # c is as wide as d
+    c, = _srcs(ctx, ins, 1, dt=storage(ct), t=ct, start=3)
     w = ctx.write(ins.operands[0])
     if wide:
         return make(w, [a, b, c], lambda x, y, z: mulwide(x, y, dt) + z)
