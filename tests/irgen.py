@@ -82,6 +82,11 @@ class Case:
         return (f"Case(kernel {self.kernel.name}: {self.n_instructions} instructions, "
                 f"grid {self.grid}, block {self.block}, n={self.args.get('n')})")
 
+    def _repr_pretty_(self, p, cycle):
+        # hypothesis prints dataclasses field by field (the whole IR); the PTX goes into the
+        # failure message instead (describe())
+        p.text(repr(self))
+
     def ptx(self, kernel=None):
         from ptxgen import emit_module
         m = Module(target=self.module.target)

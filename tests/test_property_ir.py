@@ -222,33 +222,33 @@ def test_oracle_barrier_exchange_and_divergence_checks():
 
 # -- the properties -----------------------------------------------------------------------------
 @needs_ptxas
-@examples(6)
+@examples(8)
 @given(st.lists(irgen.programs(), min_size=3, max_size=6))
 def test_programs_verify_and_assemble(cases):
     irgen.check_assembles(cases)
 
 
-@examples(40)
+@examples(60)
 @given(irgen.programs())
 def test_scheduling_preserves_results_reference(case):
     irgen.check_schedule(case)
 
 
-@examples(40)
+@examples(60)
 @given(irgen.programs())
 def test_emit_parse_round_trip_preserves_results(case):
     irgen.check_round_trip(case)
 
 
 @needs_emulator
-@examples(40)
+@examples(60)
 @given(irgen.programs(), st.booleans())
 def test_emulator_matches_reference(case, via_text):
     irgen.check_emulator(case, via_text=via_text)
 
 
 @needs_emulator
-@examples(25)
+@examples(30)
 @given(irgen.programs())
 def test_scheduling_preserves_results_emulator(case):
     irgen.check_schedule(case, run=lambda c, k: irgen.run_emulator(c, k))
