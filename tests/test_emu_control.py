@@ -548,3 +548,42 @@ def test_infinite_loop_is_stopped(monkeypatch):
     text = kernel("spin", "", "$top:\n    bra.uni $top;")
     with pytest.raises(EmulationError, match="spin: no end after"):
         emulate(text, "spin", 1, 1)
+
+
+MATCH = kernel("match", ".param .u64 out", """
+    ld.param.u64 %rd0, [out];
+    mov.u32 %r0, %tid.x;
+    and.b32 %r1, %r0, 3;                     // four classes per warp
+    match.any.sync.b32 %r2, %r1, -1;
+    shr.u32 %r3, %r0, 5;                      // one value per warp
+    match.all.sync.b32 %r4|%p0, %r3, -1;
+    selp.u32 %r5, 1, 0, %p0;
+    match.all.sync.b32 %r6|%p1, %r1, -1;
+    selp.u32 %r7, 1, 0, %p1;
+    setp.gt.u32 %p2, %r0, 4;
+    mov.u32 %r8, 77;
+    mov.u32 %r9, 0;
+    @!%p2 bra $skip;
+    elect.sync %r8|%p3, -1;
+    selp.u32 %r9, 1, 0, %p3;
+$skip:
+    mul.wide.u32 %rd1, %r0, 32;
+    add.u64 %rd2, %rd0, %rd1;
+    st.global.v4.u32 [%rd2], {%r2, %r4, %r5, %r6};
+    st.global.v4.u32 [%rd2+16], {%r7, %r8, %r9, %r0};
+""")
+
+
+def test_match_and_elect():
+    out = np.zeros((64, 8), np.uint32)
+    emulate(MATCH, "match", 1, 64, out)
+    t = np.arange(64)
+    np.testing.assert_array_equal(out[:, 0], np.array([0x11111111 << (k % 4) for k in t],
+                                                      np.uint64).astype(np.uint32))
+    np.testing.assert_array_equal(out[:, 1], 0xFFFFFFFF)
+    np.testing.assert_array_equal(out[:, 2], 1)
+    np.testing.assert_array_equal(out[:, 3], 0)
+    np.testing.assert_array_equal(out[:, 4], 0)
+    # lanes 5.. of warp 0 and every lane of warp 1 elect their lowest active lane
+    np.testing.assert_array_equal(out[:, 5], np.where(t <= 4, 77, np.where(t < 32, 5, 0)))
+    np.testing.assert_array_equal(out[:, 6], (t == 5) | (t == 32))

@@ -1,4 +1,4 @@
-"""Integer, bit-logic, predicate, comparison and selection instructions.
+"""Integer arithmetic, logic, shifts, predicate, comparison and selection instructions.
 
 numpy's fixed-width integer arithmetic wraps like PTX's; what needs care is spelled out here:
 high halves of products (64-bit ones through 32-bit limbs), shifts by amounts >= the width
@@ -262,44 +262,7 @@ def build_unary_int(ctx, ins):
         return make(w, [a], np.invert)
     if op == "cnot":
         return make(w, [a], lambda x: (np.asarray(x) == 0).astype(dt))
-    if op == "popc":
-        return make(w, [a], lambda x: np.bitwise_count(x).astype(_U32))
-    if op == "clz":
-        bits = dt.itemsize * 8
-        return make(w, [a], lambda x: (bits - bit_length(x)).astype(_U32))
-    if op == "brev":
-        return make(w, [a], lambda x: brev(x, dt))
-    if op == "bfind":
-        shift = "shiftamt" in ctx.mods()
-        return make(w, [a], lambda x: bfind(x, dt, shift))
     ctx.fail(f"{op} not emulated")
-
-
-def bit_length(x):
-    """Bits needed for unsigned x (0 for 0), as uint32."""
-    u = np.asarray(x).view(UNSIGNED[np.asarray(x).dtype.itemsize]).astype(_U64)
-    for s in (1, 2, 4, 8, 16, 32):
-        u = u | (u >> np.uint64(s))
-    return np.bitwise_count(u).astype(_U32)
-
-
-_REV8 = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint8)
-
-
-def brev(x, dt):
-    b = np.ascontiguousarray(np.asarray(x)).view(np.uint8).reshape(np.shape(x) + (dt.itemsize,))
-    return np.ascontiguousarray(_REV8[b][..., ::-1]).view(dt).reshape(np.shape(x))
-
-
-def bfind(x, dt, shiftamt):
-    bits = dt.itemsize * 8
-    x = np.asarray(x)
-    v = np.where(x < 0, ~x, x) if dt.kind == "i" else x
-    n = bit_length(v).astype(np.int64)
-    pos = n - 1
-    if shiftamt:
-        pos = np.where(n > 0, bits - 1 - pos, -1)
-    return np.where(n > 0, pos, -1).astype(np.int64).astype(_U64).astype(_U32)
 
 
 def build_minmax(ctx, ins):
@@ -347,96 +310,6 @@ def build_shift(ctx, ins):
             return r                      # amount >= width: all sign bits, as (bits-1) gives
         return np.where(s >= bits, dt_op.type(0), r)
     return make(w, [a, b], compute)
-
-
-def build_bfe(ctx, ins):
-    t = _int_type(ctx, ins)
-    dt = storage(t)
-    a, = _srcs(ctx, ins, 1)
-    b, c = _srcs(ctx, ins, 2, dt=_U32, t=T.u32, start=2)
-    w = ctx.write(ins.operands[0])
-    bits = dt.itemsize * 8
-    ut = UNSIGNED[dt.itemsize]
-    signed = dt.kind == "i"
-
-    def compute(x, pos, ln):
-        pos = (np.asarray(pos) & 0xFF).astype(np.int64)
-        ln = (np.asarray(ln) & 0xFF).astype(np.int64)
-        u = np.asarray(x).view(ut).astype(_U64)
-        sh = np.minimum(pos, 63).astype(_U64)
-        field = np.where(pos >= bits, np.uint64(0), u >> sh)
-        n = np.minimum(ln, 64)
-        mask = np.where(n >= 64, ~np.uint64(0), (np.uint64(1) << n.astype(_U64)) - np.uint64(1))
-        field &= mask
-        if signed:
-            msb = np.minimum(pos + ln - 1, bits - 1)
-            sbit = np.where(ln == 0, 0, (u >> np.maximum(msb, 0).astype(_U64)) & np.uint64(1))
-            ext = np.where((sbit == 1) & (ln < bits), ~mask, np.uint64(0))
-            field |= ext
-        return field.astype(ut).view(dt)
-    return make(w, [a, b, c], compute)
-
-
-def build_bfi(ctx, ins):
-    t = _int_type(ctx, ins)
-    dt = storage(t)
-    ut = UNSIGNED[dt.itemsize]
-    f, b = _srcs(ctx, ins, 2, dt=ut)
-    c, d = _srcs(ctx, ins, 2, dt=_U32, t=T.u32, start=3)
-    w = ctx.write(ins.operands[0])
-    bits = dt.itemsize * 8
-
-    def compute(fv, bv, pos, ln):
-        pos = (np.asarray(pos) & 0xFF).astype(np.int64)
-        ln = (np.asarray(ln) & 0xFF).astype(np.int64)
-        n = np.clip(np.minimum(ln, bits - pos), 0, 64)
-        mask = np.where(n >= 64, ~np.uint64(0), (np.uint64(1) << n.astype(_U64)) - np.uint64(1))
-        sh = np.minimum(pos, 63).astype(_U64)
-        mask = np.where(pos >= bits, np.uint64(0), mask << sh)
-        fv = np.asarray(fv).astype(_U64)
-        bv = np.asarray(bv).astype(_U64)
-        return ((bv & ~mask) | ((fv << sh) & mask)).astype(ut)
-    return make(w, [f, b, c, d], compute)
-
-
-def build_prmt(ctx, ins):
-    if set(ins.mods) - {"b32"}:
-        ctx.fail("only the default prmt mode is emulated")
-    a, b, c = _srcs(ctx, ins, 3, dt=_U32, t=T.b32)
-    w = ctx.write(ins.operands[0])
-
-    def compute(x, y, sel):
-        src = (np.asarray(y).astype(_U64) << np.uint64(32)) | np.asarray(x).astype(_U64)
-        sel = np.asarray(sel).astype(_U64)
-        out = np.zeros(np.broadcast(src, sel).shape, _U64)
-        for i in range(4):
-            s = (sel >> np.uint64(4 * i)) & np.uint64(0xF)
-            byte = (src >> ((s & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
-            byte = np.where(s & np.uint64(8), np.where(byte & np.uint64(0x80),
-                                                       np.uint64(0xFF), np.uint64(0)), byte)
-            out |= byte << np.uint64(8 * i)
-        return out.astype(_U32)
-    return make(w, [a, b, c], compute)
-
-
-def build_lop3(ctx, ins):
-    t = _int_type(ctx, ins)
-    dt = storage(t)
-    a, b, c = _srcs(ctx, ins, 3)
-    lut_op = ins.operands[4] if len(ins.operands) > 4 else None
-    if lut_op is None or not hasattr(lut_op, "value"):
-        ctx.fail("lop3 needs a constant lookup table")
-    lut = int(lut_op.value) & 0xFF
-    w = ctx.write(ins.operands[0])
-
-    def compute(x, y, z):
-        x, y, z = np.asarray(x), np.asarray(y), np.asarray(z)
-        r = np.zeros(np.broadcast(x, y, z).shape, dt)
-        for i in range(8):
-            if lut >> i & 1:
-                r |= (x if i & 4 else ~x) & (y if i & 2 else ~y) & (z if i & 1 else ~z)
-        return r
-    return make(w, [a, b, c], compute)
 
 
 def build_sad(ctx, ins):
@@ -550,11 +423,8 @@ BUILDERS = {
     "mul": build_mul, "mad": build_mad, "madc": build_mad, "fma": floats.build_fma,
     "mul24": build_mul24, "mad24": build_mul24, "div": build_div, "rem": build_div,
     "abs": build_unary_int, "neg": build_unary_int, "not": build_unary_int,
-    "cnot": build_unary_int, "popc": build_unary_int, "clz": build_unary_int,
-    "brev": build_unary_int, "bfind": build_unary_int,
-    "min": build_minmax, "max": build_minmax,
+    "cnot": build_unary_int, "min": build_minmax, "max": build_minmax,
     "and": build_logic, "or": build_logic, "xor": build_logic,
-    "shl": build_shift, "shr": build_shift, "bfe": build_bfe, "bfi": build_bfi,
-    "prmt": build_prmt, "lop3": build_lop3, "sad": build_sad,
+    "shl": build_shift, "shr": build_shift, "sad": build_sad,
     "setp": build_setp, "set": build_set, "selp": build_selp, "slct": build_slct,
 }

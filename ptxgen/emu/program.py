@@ -2,7 +2,7 @@
 
 Each register gets a slot in the batch's register list; labels become op indices; every operand
 becomes a small fetch function; every instruction becomes a closure `fn(state, mask)` from the
-semantics tables (alu, floats, convert, memops, warp). Control flow (bra, ret/exit, bar.sync)
+semantics tables (alu, bits, floats, convert, memops, warp). Control flow (bra, ret/exit, bar.sync)
 is not a closure: the executor handles it from the op's kind. An instruction the emulator cannot
 run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
 unsupported code on paths never taken still run.
@@ -147,9 +147,9 @@ class Program:
 
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
-        from . import alu, convert as conv, floats, memops, warp
+        from . import alu, bits, convert as conv, floats, memops, warp
         self.table = {}
-        for mod in (alu, floats, conv, memops, warp):
+        for mod in (alu, bits, floats, conv, memops, warp):
             self.table.update(mod.BUILDERS)
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
@@ -536,7 +536,8 @@ class Ctx:
 
 
 def _is_sink(o):
-    return isinstance(o, Raw) and o.text.strip() == "_"
+    return (isinstance(o, Raw) and o.text.strip() == "_") or (isinstance(o, Sym) and
+                                                              o.name == "_")
 
 
 def _type_for(dt):

@@ -1,4 +1,5 @@
-"""Warp-level instructions: shfl.sync, vote.sync, activemask, redux.sync, bar.warp.sync.
+"""Warp-level instructions: shfl.sync, vote.sync, activemask, redux.sync, match.sync,
+elect.sync, bar.warp.sync.
 
 Lanes of a warp are consecutive in the batch's lane order (warp w of CTA c starts at lane
 c*threads + 32*w), so per-warp reductions are numpy `reduceat` over the warp start offsets and
@@ -133,6 +134,67 @@ def build_redux(ctx, ins):
     return fn
 
 
+def _warp_matrix(st, v, fill):
+    """(warps, 32) array of a per-lane value, lanes past a short warp's end set to fill."""
+    nw = st.warp_starts.size
+    mat = np.full((nw, 32), fill, v.dtype)
+    mat[st.warp_index, st.special("laneid").astype(_I64)] = v
+    return mat
+
+
+def build_match(ctx, ins):
+    """match.any.sync.b32/b64 d, a, mask: the lanes (of the executing group) holding the same
+    value as this lane; match.all.sync d[|p], a, mask: all those lanes when every one holds
+    the same value, else 0 (p says which)."""
+    mode = "all" if "all" in ins.mods else "any" if "any" in ins.mods else None
+    t = ins.type
+    if mode is None or t is None:
+        ctx.fail("match needs .any or .all and a type")
+    dst = ins.operands[0]
+    if isinstance(dst, PredPair):
+        wd, wp = ctx.write(dst.first), ctx.write(dst.second)
+    else:
+        wd, wp = ctx.write(dst), None
+    dt = np.dtype(np.uint64) if t.bits == 64 else _U32
+    a = ctx.read(ins.operands[1], dt, t)
+
+    def fn(st, m):
+        active = np.ones(st.n, bool) if m is None else m
+        v = _full(st, a(st), dt)
+        vals = _warp_matrix(st, v, 0)
+        act = _warp_matrix(st, active, False)
+        mine = vals[st.warp_index]                           # (lanes, 32): my warp's values
+        same = (mine == v[:, None]) & act[st.warp_index]
+        bits = (same.astype(_I64) << np.arange(32)).sum(1)
+        if mode == "any":
+            wd(st, m, bits.astype(np.uint64).astype(_U32))
+            return
+        n_act = act[st.warp_index].sum(1)
+        equal = same.sum(1) == n_act
+        wd(st, m, np.where(equal, bits, 0).astype(np.uint64).astype(_U32))
+        if wp is not None:
+            wp(st, m, equal)
+    return fn
+
+
+def build_elect(ctx, ins):
+    """elect.sync d|p, mask: the lowest active lane of each warp is elected (p), d its lane."""
+    dst = ins.operands[0]
+    if isinstance(dst, PredPair):
+        wd, wp = ctx.write(dst.first), ctx.write(dst.second)
+    else:
+        wd, wp = None, ctx.write(dst)
+
+    def fn(st, m):
+        active = np.ones(st.n, bool) if m is None else m
+        lane = st.special("laneid").astype(_I64)
+        low = np.minimum.reduceat(np.where(active, lane, 99), st.warp_starts)[st.warp_index]
+        if wd is not None:
+            wd(st, m, low.astype(_U32))
+        wp(st, m, lane == low)
+    return fn
+
+
 def build_bar_warp(ctx, ins):
     def fn(st, m):
         if st.shadow is not None:
@@ -152,4 +214,5 @@ def build_bar(ctx, ins):
 
 
 BUILDERS = {"shfl": build_shfl, "vote": build_vote, "activemask": build_activemask,
-            "redux": build_redux, "bar": build_bar, "barrier": build_bar}
+            "redux": build_redux, "match": build_match, "elect": build_elect, "bar": build_bar,
+            "barrier": build_bar}
