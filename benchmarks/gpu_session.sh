@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run named GPU steps in one device session; each step has its own time limit and log.
 #   benchmarks/gpu_session.sh STEP[:SECONDS] ...
-# Steps: gputests foundation occupancy banks reliability calibrate sgemm operators accuracy
+# Steps: gputests foundation occupancy banks reliability calibrate sgemm operators tune accuracy
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -17,6 +17,7 @@ step() {
     calibrate) python3 -m ptxgen calibrate --arch sm_90 -o isa/sm_90.toml --json $W/calibrate.json ;;
     sgemm) OUT=$W python3 benchmarks/sgemm.py ;;
     operators) OUT=$W python3 benchmarks/operators.py ;;
+    tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
     *) echo "unknown step $1" ;;
   esac

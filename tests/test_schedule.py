@@ -191,9 +191,10 @@ def test_odd_k_and_n_narrow_global_accesses():
 
 # -- operator ---------------------------------------------------------------------------------
 def test_default_schedule_fills_the_gpu():
-    assert default_schedule(ALIGNED) == CANDIDATES["128x128x8"]
-    assert default_schedule(ODD) == CANDIDATES["128x128x8"]
+    assert default_schedule(ALIGNED) == CANDIDATES["128x128x8_g8"]
+    assert default_schedule(ODD) == CANDIDATES["128x128x8_g8"]
     small = default_schedule({"M": 1000, "N": 1000, "K": 1000})
+    assert small == CANDIDATES["64x64x8"]
     assert -(-1000 // small.BM) * -(-1000 // small.BN) >= 132
 
 

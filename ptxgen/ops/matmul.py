@@ -1,9 +1,10 @@
 """matmul: C = A @ B, row-major fp32 (FFMA only).
 
 By default the kernel is lowered from a MatmulSchedule (ptxgen.schedule): a register-blocked
-SIMT SGEMM whose schedule is chosen per shape (default_schedule), or the one given. With
-schedule=None it is the simple tiled kernel: one output per thread, 16x16 threads, shared-memory
-tiles with predicated edges.
+SIMT SGEMM whose schedule is chosen per shape — the tuned one cached for the shape's class and
+target (ptxgen.tune, `ptxgen tune matmul`) when there is one, else default_schedule — or the one
+given. With schedule=None it is the simple tiled kernel: one output per thread, 16x16 threads,
+shared-memory tiles with predicated edges.
 """
 import numpy as np
 
@@ -11,7 +12,10 @@ from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..schedule import MatmulSchedule, default_schedule, lower_matmul
+from ..tune.cache import tuned_matmul_schedule
 from .base import Launch, Operator
+
+_UNBUILT = object()
 
 
 class Matmul(Operator):
@@ -29,15 +33,18 @@ class Matmul(Operator):
             raise PtxgenError(f"matmul: schedule must be 'auto', None or a MatmulSchedule, "
                               f"got {schedule!r}")
         self.schedule = schedule
+        self._built = {}            # shape → the schedule build() chose, for launch()
 
-    def schedule_for(self, shape):
-        """The MatmulSchedule used for `shape` (None: the simple tiled kernel)."""
+    def schedule_for(self, shape, arch="sm_90"):
+        """The MatmulSchedule used for `shape` on `arch` (None: the simple tiled kernel)."""
         if self.schedule == "auto":
-            return default_schedule(shape)
+            return tuned_matmul_schedule(arch, shape) or default_schedule(shape)
         return self.schedule
 
     def build(self, shape, arch="sm_90"):
-        s = self.schedule_for(shape)
+        s = self.schedule_for(shape, arch)
+        # launch() has no arch: it uses the schedule the last build of this shape chose
+        self._built[_key(shape)] = s
         if s is not None:
             return lower_matmul(s, arch, shape, name=self.name)
         return self._build_tiled(shape, arch)
@@ -93,7 +100,9 @@ class Matmul(Operator):
         return m
 
     def launch(self, shape, sm_count=132):
-        s = self.schedule_for(shape)
+        s = self._built.get(_key(shape), _UNBUILT)
+        if s is _UNBUILT:
+            s = self.schedule_for(shape)
         if s is not None:
             return Launch(grid=s.grid(shape), block=s.block())     # static shared memory only
         TS = self.tile
@@ -121,3 +130,7 @@ class Matmul(Operator):
 
     def bytes_moved(self, shape):
         return 4 * (shape["M"] * shape["K"] + shape["K"] * shape["N"] + shape["M"] * shape["N"])
+
+
+def _key(shape):
+    return tuple(sorted(shape.items()))

@@ -1,0 +1,63 @@
+"""ptxgen tune matmul --M --N --K [--arch] [--budget N] [--dry-run] [--jobs J] [--cache FILE]
+[--json] [--no-progress]"""
+import json
+import sys
+
+from .. import arch as archmod
+from ..errors import PtxgenError
+from .common import positive_int
+
+
+def add_parser(sub):
+    p = sub.add_parser("tune", help="search schedules with the static models, time the best "
+                                    "on the GPU, cache the winner for the shape's class")
+    p.add_argument("operator", choices=("matmul",), help="the operator to tune")
+    for name, default in (("M", 4096), ("N", 4096), ("K", 4096)):
+        p.add_argument(f"--{name}", type=positive_int, default=default,
+                       help=f"default {default}")
+    p.add_argument("--arch", default=None,
+                   help="target (default: the GPU's, or sm_90 for --dry-run without one)")
+    p.add_argument("--budget", type=positive_int, default=12,
+                   help="GPU trials at most, the baseline included (default 12, at least 2)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="prune with the static models only; time nothing, cache nothing")
+    p.add_argument("--jobs", type=positive_int, default=None,
+                   help="processes for ptxas and the simulator (default: CPU count)")
+    p.add_argument("--sample", type=positive_int, default=16,
+                   help="simulated k-loop iterations before extrapolating (default 16)")
+    p.add_argument("--cache", metavar="FILE.json",
+                   help="tune cache to write (default: the user cache, see ptxgen.tune.cache)")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    return p
+
+
+def run(args):
+    from ..tune import tune_matmul
+    arch = args.arch
+    if arch is None:
+        from ..runtime import gpu_available
+        if gpu_available():
+            from ..runtime.device import device_arch
+            arch = device_arch()
+        elif args.dry_run:
+            arch = "sm_90"
+        else:
+            raise PtxgenError("tune: no CUDA GPU is available (use --dry-run to prune with the "
+                              "static models only)")
+    archmod.check_arch(arch)
+    if args.budget < 2:
+        raise PtxgenError(f"--budget must be at least 2 (the baseline and one candidate), got "
+                          f"{args.budget}")
+    if args.sample < 4:
+        raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
+    shape = {"M": args.M, "N": args.N, "K": args.K}
+    rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
+                      jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
+                      cache_path=args.cache)
+    if args.json:
+        json.dump(rep.to_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(rep.format_text())
+    return 0

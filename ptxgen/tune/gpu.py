@@ -1,0 +1,63 @@
+"""GPU trials of the tuner: each surviving schedule is first run on a small shape that is no
+multiple of any tile (every edge path) and compared with a float64 product, then timed at the
+shape being tuned. Nothing here runs without a GPU."""
+import numpy as np
+
+from ..emit import emit_module
+from ..ir.verify import verify_module
+
+
+def check_shape(shape):
+    """A small shape of the same alignment class as `shape` (K % 4, N % 4, N % 2 pick the
+    kernel's access widths, so the check runs the very code that is timed) whose M, N and K
+    are multiples of no block tile or k tile: M=261, N=260+N%4, K=36+K%4."""
+    return {"M": 261, "N": 260 + shape["N"] % 4, "K": 36 + shape["K"] % 4}
+
+
+class GpuTrials:
+    """Device buffers for one shape and the kernels loaded so far."""
+
+    def __init__(self, shape, arch, seed=0, target_ms=150.0):
+        from numba import cuda
+
+        from ..ops.matmul import Matmul
+        self.cuda, self.shape, self.arch, self.target_ms = cuda, dict(shape), arch, target_ms
+        rng = np.random.default_rng(seed)
+        host = Matmul(None).make_inputs(shape, rng)
+        self.dev = {k: cuda.to_device(v) for k, v in host.items()}
+        self.small = check_shape(shape)
+        self.small_host = Matmul(None).make_inputs(self.small, rng)
+
+    def _kernel(self, sched, shape):
+        from ..runtime import load_kernel
+        from ..schedule.matmul import lower_matmul   # the package attribute is shadowed by
+    #                                              the submodule of the same name once loaded
+        m = verify_module(lower_matmul(sched, self.arch, shape))
+        kir = m.kernel("matmul")
+        return load_kernel(emit_module(m, self.arch), kir.name, kir.params)
+
+    def check(self, sched):
+        """(ok, worst relative error) of `sched` on the small shape."""
+        from ..ops.matmul import Matmul
+        from ..runtime import launch
+        op, shape = Matmul(sched), self.small
+        arrays = {k: v.copy() for k, v in self.small_host.items()}
+        k = self._kernel(sched, shape)
+        launch(k, sched.grid(shape), sched.block(), op.kernel_args(shape, arrays))
+        return op.check(shape, arrays)
+
+    def time(self, sched):
+        """(median ms per launch, registers) at the tuned shape. A short first measurement
+        sizes the second so each trial spends about target_ms on the GPU."""
+        from ..ops.matmul import Matmul
+        from ..runtime import time_kernel
+        k = self._kernel(sched, self.shape)
+        args = Matmul(sched).kernel_args(self.shape, self.dev)
+        grid, block = sched.grid(self.shape), sched.block()
+        first = time_kernel(k, grid, block, args, 0, warmup=2, repeat=5)
+        repeat = int(min(200, max(10, self.target_ms / max(first, 1e-3))))
+        return time_kernel(k, grid, block, args, 0, warmup=3, repeat=repeat), k.registers
+
+    def device_name(self):
+        name = self.cuda.get_current_device().name
+        return name.decode() if isinstance(name, bytes) else str(name)
