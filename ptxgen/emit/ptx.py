@@ -27,6 +27,9 @@ def features_used(kernels):
                 feats.add("cp.async")
             if isinstance(s, Instr) and s.opcode == "ld" and "L2::128B" in s.mods:
                 feats.add("ld.global.L2::128B")
+            if isinstance(s, Instr) and s.opcode == "ld" and \
+                    any(m.startswith("L1::") for m in s.mods):
+                feats.add("ld.L1::eviction_priority")
             if isinstance(s, Instr) and s.opcode == "cvt" and s.types[-1:] == (T.bf16,):
                 feats.add("cvt.f32.bf16")
     return sorted(feats)

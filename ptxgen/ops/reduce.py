@@ -1,8 +1,11 @@
 """row_reduce: the sum (or max) of each row of a [M, N] row-major fp32 matrix → [M].
 
 Rows of up to `warp_cols` columns get one warp each (several rows per CTA, shuffles only); longer
-rows get one CTA each (shuffles, then shared memory across warps). Every thread issues `unroll`
-128-bit loads per trip before combining any of them, so enough bytes are in flight per SM.
+rows get one CTA each (shuffles, then shared memory across warps), or with rows_per_cta > 1 a
+group of threads/rows_per_cta threads each. Every thread issues `unroll` 128-bit loads per trip
+before combining any of them, so enough bytes are in flight per SM. `cache` adds a cache
+operator to those loads ("nc": the read-only path; "cs": streaming) and `evict` an L1 eviction
+priority ("no_allocate": the data is read once, keep it out of L1).
 
 A row starts 16-byte aligned only when N % 4 == 0, so each row is split at run time into a
 head of up to 3 elements, a 16-byte aligned body read with ld.v4 and a tail of up to 3 elements;
@@ -16,6 +19,7 @@ import numpy as np
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Imm, Instr, Module, Param, ptr
 from ..ir import types as T
+from ..ir.values import Vec
 from .base import Launch, Operator
 
 LOG2E = 1.4426950408889634
@@ -41,12 +45,15 @@ def warp_allreduce(b, values, combine):
     return values
 
 
-def block_allreduce(b, values, combine, identity, warps, lane, warp, tag):
+def block_allreduce(b, values, combine, identity, warps, lane, warp, tag, group_warps=None):
     """All-reduce across a CTA of `warps` warps: warp butterfly, lane 0 of each warp writes its
     partial to shared memory, one barrier, then every warp reduces the partials again. Each call
-    gets its own shared arrays (suffix `tag`), so consecutive calls need no second barrier."""
+    gets its own shared arrays (suffix `tag`), so consecutive calls need no second barrier.
+    group_warps: reduce within aligned groups of that many warps instead (several rows per
+    CTA); every thread of the CTA must still reach the barrier."""
     values = warp_allreduce(b, values, combine)
-    if warps == 1:
+    group = group_warps or warps
+    if group == 1:
         return values
     bufs = [b.shared(f"red_{tag}{c}", T.f32, warps, align=4) for c in range(len(values))]
     bases = [b.address_of(buf) for buf in bufs]
@@ -56,7 +63,9 @@ def block_allreduce(b, values, combine, identity, warps, lane, warp, tag):
         for base, v in zip(bases, values):
             b.st("shared", b.add(base, slot, name="sa"), v)
     b.bar_sync(0)
-    has = b.setp("lt", lane, warps)
+    has = b.setp("lt", lane, group)
+    if group < warps:            # this group's partials start at slot warp & -group
+        lane = b.add(b.and_(warp, warps - group, name="gw"), lane, name="gl")
     lslot = b.shl(lane, 2, name="slot")
     parts = []
     for base, ident in zip(bases, identity):
@@ -132,21 +141,39 @@ class RowReduce(Operator):
     inputs = ("x",)
     outputs = ("out",)
 
-    def __init__(self, op="sum", threads=256, unroll=8, warp_cols=2048, cache=None):
+    def __init__(self, op="sum", threads=256, unroll=8, warp_cols=2048, cache=None,
+                 evict=None, rows_per_cta=1):
         if op not in ("sum", "max"):
             raise PtxgenError(f"row_reduce: op must be 'sum' or 'max', got {op!r}")
         check_threads("row_reduce", threads)
+        if unroll not in (1, 2, 4, 8, 16):
+            raise PtxgenError(f"row_reduce: unroll must be 1, 2, 4, 8 or 16, got {unroll!r}")
+        if cache not in (None, "ca", "cg", "cs", "lu", "nc"):
+            raise PtxgenError(f"row_reduce: cache must be ca, cg, cs, lu, nc or None, got "
+                              f"{cache!r}")
+        if evict not in (None, "no_allocate", "evict_first"):
+            raise PtxgenError(f"row_reduce: evict must be no_allocate, evict_first or None, "
+                              f"got {evict!r}")
+        if evict and cache not in (None, "nc"):
+            raise PtxgenError("row_reduce: an L1 eviction priority combines with cache='nc' "
+                              "or no cache operator (PTX has no form with both)")
+        if rows_per_cta not in (1, 2, 4, 8) or threads // rows_per_cta < 64:
+            raise PtxgenError(f"row_reduce: rows_per_cta must be 1, 2, 4 or 8 and leave at "
+                              f"least 64 threads per row (shorter rows take the warp plan), "
+                              f"got {rows_per_cta!r} with {threads} threads")
         self.op = op
         self.name = "row_reduce" if op == "sum" else "row_max"
         self.threads = threads
         self.unroll = unroll            # float4 loads in flight per thread per trip
         self.warp_cols = warp_cols      # rows up to this many columns get one warp each
         self.cache = cache
+        self.evict = evict
+        self.rows_per_cta = rows_per_cta    # rows longer than warp_cols per CTA
         self.rtol, self.atol = (1e-5, 1e-6) if op == "sum" else (0.0, 0.0)
 
     def per_row(self, shape):
-        """Threads cooperating on one row: a warp for short rows, else the whole CTA."""
-        return 32 if shape["N"] <= self.warp_cols else self.threads
+        """Threads cooperating on one row: a warp for short rows, else the CTA's share."""
+        return 32 if shape["N"] <= self.warp_cols else self.threads // self.rows_per_cta
 
     def build(self, shape, arch="sm_90"):
         TH, U = self.threads, self.unroll
@@ -162,9 +189,14 @@ class RowReduce(Operator):
         ident = 0.0 if self.op == "sum" else float("-inf")
         comb = fsum(b) if self.op == "sum" else fmax(b)
         end = b.new_label("done")
-        if G < TH:
+        valid = None
+        if G == 32 < TH:
             # whole warps leave together: a row's shuffles never lose a lane
             b.branch(end, b.setp("ge", row, M))
+        elif G < TH:
+            # groups past M reduce row M-1 again: every thread must reach the barrier
+            valid = b.setp("lt", row, M)
+            row = b.min(row, b.sub(M, 1, name="mlast"), name="row")
         span = RowSpan(b, row, N, gt, {"x": x})
         acc = [b.const(ident, T.f32, name="acc") for _ in range(4)]
         with b.for_range(gt, span.nvec, G * U, type=T.u32, name="i") as i:
@@ -174,8 +206,7 @@ class RowReduce(Operator):
             chunks = []
             for u, p in enumerate(live):
                 with _guard(b, p):
-                    chunks.append(b.ld("global", T.f32, Addr(base, 16 * G * u), vec=4,
-                                       cache=self.cache, name="v"))
+                    chunks.append(_ld4(b, Addr(base, 16 * G * u), self.cache, self.evict))
             for p, v in zip(live, chunks):
                 with _guard(b, p):
                     for c in range(4):
@@ -187,8 +218,12 @@ class RowReduce(Operator):
         if G == 32:
             total = warp_allreduce(b, total, comb)
         else:
-            total = block_allreduce(b, total, comb, (ident,), TH // 32, lane, warp, "r")
-        with b.if_(b.setp("eq", gt, 0)):
+            total = block_allreduce(b, total, comb, (ident,), TH // 32, lane, warp, "r",
+                                    group_warps=G // 32)
+        first = b.setp("eq", gt, 0)
+        if valid is not None:
+            first = b.and_(first, valid, name="first")
+        with b.if_(first):
             b.st("global", b.element_addr(out, row, 4), total[0])
         b.label(end)
         b.ret()
@@ -230,3 +265,13 @@ class RowReduce(Operator):
 
 def _guard(b, p):
     return b.predicated(p) if p is not None else contextlib.nullcontext()
+
+
+def _ld4(b, addr, cache, evict):
+    """ld.global[.cache][.L1::evict].v4.f32: the builder's ld has one cache-operator slot."""
+    if evict is None:
+        return b.ld("global", T.f32, addr, vec=4, cache=cache, name="v")
+    dsts = tuple(b.reg(T.f32, "v") for _ in range(4))
+    mods = ("global",) + ((cache,) if cache else ()) + (f"L1::{evict}", "v4", "f32")
+    b.emit(Instr("ld", mods, (Vec(dsts), addr)))
+    return dsts
