@@ -429,3 +429,13 @@ def test_f64_quotient_and_fma_sum_overflow_under_directed_rounding():
         np.testing.assert_array_equal(got, w, err_msg=f"div.{mode}")
         got = run_op(f"fma.{mode}.f64 %d, %a, 0d3FF8000000000000, %a;", "f64", ("f64", x))
         np.testing.assert_array_equal(got, w, err_msg=f"fma.{mode}")
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "f16"])
+def test_min_max_order_negative_zero_below_positive_zero(t):
+    a = np.array([-0.0, 0.0, -0.0, 0.0, 1.0], NP[t])
+    b = np.array([0.0, -0.0, -0.0, 0.0, -0.0], NP[t])
+    lo = run_op(f"min.{t} %d, %a, %b;", t, (t, a), (t, b))
+    hi = run_op(f"max.{t} %d, %a, %b;", t, (t, a), (t, b))
+    np.testing.assert_array_equal(np.signbit(lo), [True, True, True, False, True])
+    np.testing.assert_array_equal(np.signbit(hi), [False, False, True, False, False])

@@ -247,12 +247,23 @@ def build_unary(ctx, ins):
 def build_minmax(ctx, ins):
     name = ins.type.name
     propagate = "NaN" in ins.mods
+    is_min = ins.opcode == "min"
     if propagate:
-        f = np.minimum if ins.opcode == "min" else np.maximum
+        g = np.minimum if is_min else np.maximum
     else:
-        f = np.fmin if ins.opcode == "min" else np.fmax      # NaN loses to a number
+        g = np.fmin if is_min else np.fmax      # NaN loses to a number
     if "xorsign" in ins.mods:
         ctx.fail(".xorsign.abs is not emulated")
+
+    def f(a, b):
+        # min/max order -0.0 below +0.0 (numpy returns either zero)
+        r = g(a, b)
+        zero = np.asarray(r) == 0
+        if not zero.any():
+            return r
+        neg = np.signbit(a) | np.signbit(b) if is_min else np.signbit(a) & np.signbit(b)
+        z = np.where(neg, -0.0, 0.0).astype(np.asarray(r).dtype)
+        return np.where(zero & (np.asarray(a) == 0) & (np.asarray(b) == 0), z, r)
 
     def exact(a, b, fmt, mode):
         return from_f64(f(a, b), fmt)
