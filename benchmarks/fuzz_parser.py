@@ -4,6 +4,7 @@ ParseError, for any input, in bounded time.
     python benchmarks/fuzz_parser.py --count 100000            # the long run (all CPUs but one)
     python benchmarks/fuzz_parser.py --count 300 --workers 1   # a quick one
     python benchmarks/fuzz_parser.py --repro 1:4242            # re-run input 4242 of seed 1
+    python benchmarks/fuzz_parser.py --count 20000 --analyze   # the analyzer on what parses, too
 
 Each input is a real PTX file from tests/data/ptx with one to six mutations: truncation,
 deleted / duplicated / swapped tokens, garbage bytes (non-UTF-8, NUL, control characters), huge
@@ -16,7 +17,9 @@ An input passes when parsing returns a Module whose emitted PTX parses again, or
 ParseError whose line and column lie inside the input, whose text is one line starting with
 'file:line:col: ', and which is not the parser's internal-error wrapper ('cannot parse: …').
 Anything else is a crash; an input that runs longer than --timeout seconds is a hang (the
-worker is killed and replaced). Exit status 1 when there was a crash or a hang.
+worker is killed and replaced). With --analyze every module that parses also goes through the
+static analyzer (what `ptxgen analyze` runs), which may refuse it with a PtxgenError but must not
+crash. Exit status 1 when there was a crash or a hang.
 """
 import argparse
 import json
@@ -244,8 +247,10 @@ def make_input(seed, index, files):
 
 
 # -- checking one input ------------------------------------------------------------------------
-def check_one(payload, as_text):
-    """'parsed' or 'error' when the parser behaved; otherwise ('crash', description)."""
+def check_one(payload, as_text, analyze=False):
+    """'parsed' or 'error' when the parser behaved; otherwise ('crash', description).
+    analyze: also run the static analyzer (what `ptxgen analyze` does) on parsed modules; it
+    may refuse one with a PtxgenError, never crash."""
     from ptxgen.emit import emit_module
     from ptxgen.parse import parse_ptx
     text = payload.decode("utf-8", "surrogateescape" if as_text else "replace")
@@ -268,6 +273,14 @@ def check_one(payload, as_text):
         return "crash", f"emitted PTX of a parsed module does not parse: {str(e)[:300]}"
     except Exception as e:          # noqa: BLE001
         return "crash", f"{type(e).__name__} parsing re-emitted PTX: {_tb(e)}"
+    if analyze:
+        from ptxgen.analysis.report import analyze as run_analysis, render
+        try:
+            render(run_analysis(module).to_dict())
+        except PtxgenError:
+            pass
+        except Exception as e:      # noqa: BLE001
+            return "crash", f"{type(e).__name__} from the analyzer on a parsed module: {_tb(e)}"
     return "parsed"
 
 
@@ -295,7 +308,7 @@ def _tb(e):
 
 
 # -- the long run --------------------------------------------------------------------------------
-def _worker(wid, seed, start, stop, stride, current, results):
+def _worker(wid, seed, start, stop, stride, current, results, analyze=False):
     files = corpus()
     counts = {"parsed": 0, "error": 0}
     last_flush = time.monotonic()
@@ -303,7 +316,7 @@ def _worker(wid, seed, start, stop, stride, current, results):
         payload, as_text, names = make_input(seed, index, files)
         current[wid] = index
         t0 = time.monotonic()
-        out = check_one(payload, as_text)
+        out = check_one(payload, as_text, analyze)
         dt = time.monotonic() - t0
         current[wid] = -1
         if isinstance(out, tuple):
@@ -320,7 +333,8 @@ def _worker(wid, seed, start, stop, stride, current, results):
     results.put(("done", wid))
 
 
-def fuzz(count, seed=1, workers=None, timeout=20.0, crash_dir=None, progress=True):
+def fuzz(count, seed=1, workers=None, timeout=20.0, crash_dir=None, progress=True,
+         analyze=False):
     """Run inputs 0..count-1 of `seed` over worker processes; returns a summary dict."""
     workers = workers or max(1, (os.cpu_count() or 2) - 1)
     ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
@@ -330,8 +344,8 @@ def fuzz(count, seed=1, workers=None, timeout=20.0, crash_dir=None, progress=Tru
     procs = {}
 
     def launch(wid, start):
-        p = ctx.Process(target=_worker, args=(wid, seed, start, count, workers, current, results),
-                        daemon=True)
+        p = ctx.Process(target=_worker, args=(wid, seed, start, count, workers, current, results,
+                                              analyze), daemon=True)
         p.start()
         procs[wid] = p
 
@@ -401,7 +415,7 @@ def fuzz(count, seed=1, workers=None, timeout=20.0, crash_dir=None, progress=Tru
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
                    f"Python {platform.python_version()})",
         "command": "python benchmarks/fuzz_parser.py " + " ".join(sys.argv[1:]),
-        "seed": seed, "workers": workers, "timeout_s": timeout,
+        "seed": seed, "workers": workers, "timeout_s": timeout, "analyze": analyze,
         "inputs": totals["parsed"] + totals["error"] + len(crashes) + len(hangs),
         "parsed": totals["parsed"], "parse_errors": totals["error"],
         "crashes": crashes, "hangs": hangs, "seconds": round(elapsed, 1),
@@ -420,12 +434,12 @@ def _save(crash_dir, seed, index, what):
         f"seed {seed} index {index} as_text={as_text} mutations={names}\n{what}\n")
 
 
-def repro(spec):
+def repro(spec, analyze=False):
     seed, index = (int(x) for x in spec.split(":"))
     payload, as_text, names = make_input(seed, index, corpus())
     print(f"seed {seed} index {index}: {len(payload)} bytes, as_text={as_text}, mutations {names}")
     t0 = time.monotonic()
-    print(check_one(payload, as_text), f"({time.monotonic() - t0:.2f} s)")
+    print(check_one(payload, as_text, analyze), f"({time.monotonic() - t0:.2f} s)")
 
 
 def main(argv=None):
@@ -438,11 +452,14 @@ def main(argv=None):
                     help="where failing inputs are saved")
     ap.add_argument("--json", help="also write the summary here")
     ap.add_argument("--repro", metavar="SEED:INDEX", help="re-run one input and print the outcome")
+    ap.add_argument("--analyze", action="store_true",
+                    help="also run the static analyzer on every module that parses")
     args = ap.parse_args(argv)
     if args.repro:
-        repro(args.repro)
+        repro(args.repro, args.analyze)
         return 0
-    s = fuzz(args.count, args.seed, args.workers, args.timeout, args.crash_dir)
+    s = fuzz(args.count, args.seed, args.workers, args.timeout, args.crash_dir,
+             analyze=args.analyze)
     text = json.dumps(s, indent=2)
     print(text)
     if args.json:

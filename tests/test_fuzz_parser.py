@@ -2,8 +2,9 @@
 
 Real PTX files, mutated (truncation, token edits, garbage and non-UTF-8 bytes, huge numbers,
 deep nesting, unbalanced braces, unknown opcodes, undeclared registers, very long lines …),
-must parse to a Module whose emitted PTX parses again, or raise a ParseError located inside
-the input — nothing else, and never hang: the sample runs in a worker process that is killed
+must parse to a Module whose emitted PTX parses again (and which the static analyzer takes
+without crashing), or raise a ParseError located inside the input — nothing else, and never
+hang: the sample runs in a worker process that is killed
 when one input takes longer than the timeout. The long run is
 `python benchmarks/fuzz_parser.py --count 100000`; its results are in docs/RELIABILITY.md.
 
@@ -33,7 +34,7 @@ TIMEOUT = 15.0
 
 def test_mutated_real_ptx_parses_or_fails_with_a_located_error(tmp_path):
     s = fz.fuzz(COUNT, seed=SEED, workers=min(2, os.cpu_count() or 1), timeout=TIMEOUT,
-                crash_dir=tmp_path, progress=False)
+                crash_dir=tmp_path, progress=False, analyze=True)
     assert not s["hangs"], f"inputs of seed {SEED} ran over {TIMEOUT} s: {s['hangs']} " \
                            f"(reproduce with benchmarks/fuzz_parser.py --repro {SEED}:INDEX)"
     assert not s["crashes"], "\n".join(
