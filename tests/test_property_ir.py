@@ -375,3 +375,51 @@ def test_mov_of_16_bit_float_registers_assembles():
     text = emit_module(m, "sm_80")
     assert "mov.f16" not in text and "mov.bf16" not in text
     toolchain.assemble(text, "sm_80")
+
+
+# Emulator disagreements the properties found (fixed in ptxgen/emu since); each snippet leaves
+# its result in %rd9, which is stored; the reference interpreter says what it must be.
+EMU_REGRESSIONS = {
+    # an exact zero sum of opposite signs is -0 under .rm (IEEE 754 section 6.3)
+    "add_rm_zero": ("add.rm.f32 %f2, %f0, %f1;", "mov.b32 %r9, %f2;"),
+    "sub_rm_zero": ("sub.rm.f32 %f2, %f1, %f1;", "mov.b32 %r9, %f2;"),
+    "fma_rm_zero": ("fma.rm.f32 %f2, %f0, %f1, %f1;", "mov.b32 %r9, %f2;"),
+    # min/max order -0.0 below +0.0
+    "min_signed_zeros": ("min.f32 %f2, %f0, %f1;", "mov.b32 %r9, %f2;"),
+    "min_signed_zeros_swapped": ("min.f32 %f2, %f1, %f0;", "mov.b32 %r9, %f2;"),
+    "max_signed_zeros": ("max.f32 %f2, %f0, %f1;", "mov.b32 %r9, %f2;"),
+    "max_signed_zeros_swapped": ("max.f32 %f2, %f1, %f0;", "mov.b32 %r9, %f2;"),
+    # mad.wide's addend immediate has the wide type
+    "mad_wide_s16_imm": ("mov.u16 %rs0, 0;", "mad.wide.s16 %r9, %rs0, 3, 2147483647;"),
+}
+
+
+@needs_emulator
+@pytest.mark.parametrize("name", sorted(EMU_REGRESSIONS))
+def test_emulator_regressions_agree_with_reference(name):
+    from ptxgen.parse import parse_ptx
+    lines = "\n\t".join(EMU_REGRESSIONS[name])
+    text = f""".version 7.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 .ptr .global .align 8 out, .param .f32 a, .param .f32 b)
+{{
+\t.reg .b16 %rs<2>;
+\t.reg .b32 %r<10>;
+\t.reg .b64 %rd<10>;
+\t.reg .f32 %f<4>;
+\tld.param.u64 %rd0, [out];
+\tld.param.f32 %f0, [a];
+\tld.param.f32 %f1, [b];
+\tmov.u32 %r9, 0;
+\t{lines}
+\tst.global.u32 [%rd0], %r9;
+\tret;
+}}
+"""
+    kernel = parse_ptx(text).kernels[0]
+    args = {"out": bytes(8), "a": -0.0, "b": 0.0}
+    case = irgen.Case(parse_ptx(text), kernel, 1, 1, args)
+    want = case.run_reference()
+    got = irgen.run_emulator(case)
+    assert got["out"] == want["out"], (name, want["out"].hex(), got["out"].hex())
