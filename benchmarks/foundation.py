@@ -80,7 +80,11 @@ def compile_speed():
     return res
 
 
-def saxpy_bandwidth(n):
+def saxpy_bandwidth(n, rounds=7):
+    """Each implementation is checked once, then timed in `rounds` interleaved rounds (every
+    implementation once per round, events median within a round), so slow drifts of the device
+    hit all of them alike. Returned: median time over rounds and the median of the per-round
+    ratios to torch."""
     import torch
     from numba import cuda
 
@@ -93,36 +97,49 @@ def saxpy_bandwidth(n):
     ref = (a * x.double() + y.double())
     o = torch.full_like(x, float("nan"))
     bytes_moved = 12 * n
-    rows = []
-    t = events_median(lambda: torch.add(y, x, alpha=float(a), out=o))
-    rows.append(("torch.add", t, bool(torch.allclose(o.double(), ref, rtol=1e-5, atol=1e-5))))
-    variants = [("ptxgen saxpy (default)", get_operator("saxpy"))]
-    for chunks, cps, threads, cache, lcache in (
-            (1, None, 256, "cs", None), (1, None, 128, "cs", None), (1, None, 512, "cs", None),
-            (1, None, 256, None, None), (1, None, 256, "cs", "nc"), (2, None, 256, "cs", None),
-            (2, None, 128, None, "nc"), (1, 16, 256, "cs", None), (1, 8, 512, "cs", "nc"),
-            (1, 8, 256, None, "nc")):
-        variants.append((f"saxpy c={chunks} cta/sm={cps} t={threads} {cache}/{lcache or cache}",
-                         Saxpy(threads=threads, ctas_per_sm=cps, chunks=chunks, cache=cache,
-                               load_cache=lcache)))
+
+    def correct():
+        ok = bool(torch.allclose(o.double(), ref, rtol=1e-5, atol=1e-5))
+        o.fill_(float("nan"))
+        return ok
+
+    impls = [("torch.add", lambda: events_median(lambda: torch.add(y, x, alpha=float(a), out=o)))]
+    variants = [("ptxgen saxpy (default)", get_operator("saxpy")),
+                ("saxpy 2 chunks/thread", Saxpy(chunks=2)),
+                ("saxpy 2 chunks, 128 thr, .nc loads", Saxpy(chunks=2, threads=128, cache=None,
+                                                            load_cache="nc")),
+                ("saxpy grid stride, 8 CTAs/SM", Saxpy(ctas_per_sm=8))]
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     for label, op in variants:
         shape = op.shape(n=n)
         m = verify_module(op.build(shape, "sm_90"))
         k = load_kernel(emit_module(m, "sm_90"), "saxpy", m.kernel("saxpy").params)
         cfg = op.launch(shape, sm_count=sms)
-        o.fill_(float("nan"))
         args = [np.uint32(n), a, x, y, o]
-        t = time_kernel(k, cfg.grid, cfg.block, args)
-        ok = bool(torch.allclose(o.double(), ref, rtol=1e-5, atol=1e-5))
-        rows.append((label, t, ok))
+        impls.append((label, lambda k=k, cfg=cfg, args=args: time_kernel(
+            k, cfg.grid, cfg.block, args, warmup=2, repeat=10)))
     tk = twin_kernel("saxpy")
     dx, dy, do = (cuda.as_cuda_array(v) for v in (x, y, o))
-    o.fill_(float("nan"))
     blocks = min(-(-n // 256), sms * 32)
-    t = events_median(lambda: tk[blocks, 256](n, a, dx, dy, do))
-    rows.append(("numba twin", t, bool(torch.allclose(o.double(), ref, rtol=1e-5, atol=1e-5))))
-    return [(l, t, bytes_moved / t / 1e6, ok) for l, t, ok in rows]
+    impls.append(("numba twin", lambda: events_median(
+        lambda: tk[blocks, 256](n, a, dx, dy, do), warmup=2, repeat=10)))
+    ok = {}
+    for label, fn in impls:
+        fn()
+        ok[label] = correct()
+    times = {label: [] for label, _ in impls}
+    for _ in range(rounds):
+        for label, fn in impls:
+            times[label].append(fn())
+    o.fill_(0)
+    t_torch = np.array(times["torch.add"])
+    rows = []
+    for label, _ in impls:
+        t = np.array(times[label])
+        rows.append((label, float(np.median(t)), bytes_moved / float(np.median(t)) / 1e6,
+                     float(np.median(t_torch / t)), float(np.min(t_torch / t)),
+                     float(np.max(t_torch / t)), ok[label]))
+    return rows
 
 
 def main():
@@ -142,10 +159,9 @@ def main():
         pass
     comp = compile_speed()
     rows = saxpy_bandwidth(n)
-    torch_gbs = rows[0][2]
     out = {"info": info, "saxpy_n": n, "saxpy": [
-        {"kernel": l, "ms": t, "GB/s": g, "ratio_to_torch": g / torch_gbs, "correct": ok}
-        for l, t, g, ok in rows], "compile": comp}
+        {"kernel": l, "ms": t, "GB/s": g, "ratio_to_torch_median": r, "ratio_min": lo,
+         "ratio_max": hi, "correct": ok} for l, t, g, r, lo, hi, ok in rows], "compile": comp}
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "foundation.json"), "w") as f:
             json.dump(out, f, indent=1)
@@ -155,9 +171,10 @@ def main():
           f" ptxgen emit+load {comp['ptxgen_emit_load_ms']:.1f} ms; ratios cold "
           f"{comp['numba_cold_ms'] / comp['ptxgen_emit_ptxas_ms']:.1f}x / warm "
           f"{comp['numba_warm_ms'] / comp['ptxgen_emit_ptxas_ms']:.1f}x (emit+ptxas)")
-    print(f"{'saxpy n=2^28':44s} {'ms':>8s} {'GB/s':>8s} {'x torch':>8s} ok")
-    for l, t, g, ok in rows:
-        print(f"{l:44s} {t:8.3f} {g:8.0f} {g / torch_gbs:8.3f} {ok}")
+    print(f"{'saxpy n=2^28, 7 interleaved rounds':40s} {'ms':>7s} {'GB/s':>6s} "
+          f"{'x torch (median, min-max of rounds)':>36s} ok")
+    for l, t, g, r, lo, hi, ok in rows:
+        print(f"{l:40s} {t:7.3f} {g:6.0f} {r:12.3f} ({lo:.3f}-{hi:.3f}) {ok}")
 
 
 if __name__ == "__main__":
