@@ -16,6 +16,7 @@ step() {
     reliability) OUT=$W python3 benchmarks/reliability_gpu.py ;;
     calibrate) python3 -m ptxgen calibrate --arch sm_90 -o isa/sm_90.toml --json $W/calibrate.json ;;
     sgemm) OUT=$W python3 benchmarks/sgemm.py ;;
+    sgemm_edges) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 1000x1000x1000,1024x1024x1024,4095x4097x513,4096x4096x512 ;;
     operators) OUT=$W python3 benchmarks/operators.py ;;
     tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
