@@ -458,7 +458,7 @@ def test_func_calls_are_inlined():
 
 
 @pytest.mark.parametrize("entry,why", [("prints", "vprintf has no body"),
-                                       ("recurses", "recursion is not emulated")])
+                                       ("recurses", "loop_forever calls itself (recursion is not emulated)")])
 def test_calls_that_cannot_be_emulated_are_reported(entry, why):
     line = CALLS.splitlines().index(next(x for x in CALLS.splitlines()[
         CALLS.splitlines().index(f".visible .entry {entry}()"):] if "call.uni" in x)) + 1

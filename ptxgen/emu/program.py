@@ -154,11 +154,11 @@ class Program:
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
         self._func_locals = {}
-        self._emit(self.kernel, {}, 0)
+        self._emit(self.kernel, {}, ())
         self._fuse(floats)
         self.code.append(Op(EXIT, None, None, len(self.kernel.body)))
 
-    def _emit(self, func, binding, depth):
+    def _emit(self, func, binding, stack):
         """Append the ops of func's body. A .func is inlined at its call site: `binding` maps its
         parameters and return values to the caller's call-sequence .params, which live in the
         thread's local memory; its `ret` branches past the inlined body."""
@@ -188,7 +188,7 @@ class Program:
                 continue
             visible = ChainMap(*reversed(scopes))
             if s.opcode == "call":
-                self._inline(s, index, visible, depth)
+                self._inline(s, index, visible, stack)
                 continue
             op = self._op(s, index, pending, visible, inlined=func is not self.kernel)
             if op.kind == BRANCH and op.target == -3:
@@ -223,7 +223,7 @@ class Program:
         self.local_size = off + t.nbytes * count
         return off
 
-    def _inline(self, ins, index, visible, depth):
+    def _inline(self, ins, index, visible, stack):
         rets, name, args = _call_parts(ins)
         why = None
         callee = next((f for f in self.module.kernels if f.name == name), None) if name else None
@@ -231,8 +231,10 @@ class Program:
             why = "indirect calls are not emulated"
         elif callee is None or not callee.body:
             why = f"{name} has no body in this module (an external function)"
-        elif depth >= MAX_INLINE_DEPTH:
-            why = f"calls nest deeper than {MAX_INLINE_DEPTH} (recursion is not emulated)"
+        elif name in stack:
+            why = f"{name} calls itself (recursion is not emulated)"
+        elif len(stack) >= MAX_INLINE_DEPTH:
+            why = f"calls nest deeper than {MAX_INLINE_DEPTH}"
         elif len(args) != len(callee.params) or len(rets) != len(callee.returns):
             why = f"{name} takes {len(callee.params)} arguments and returns " \
                   f"{len(callee.returns)} values"
@@ -248,7 +250,7 @@ class Program:
             skip = Op(BRANCH, None, ins, index, guard=self.slot(ins.guard),
                       neg=not ins.guard_negated)
             self.code.append(skip)
-        self._emit(callee, binding, depth + 1)
+        self._emit(callee, binding, stack + (name,))
         if skip is not None:
             skip.target = len(self.code)
             self.targets.add(len(self.code))
