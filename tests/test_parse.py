@@ -305,19 +305,24 @@ def test_binary_garbage():
     assert err.line == 1
 
 
-def test_unknown_opcode_is_parsed():
-    m = parse_ptx(_wrap(".reg .b32 %r<3>;\n frobnicate.sat.x4 %r1, %r2, [%r0+8];"))
+def test_unmodelled_opcode_is_parsed():
+    """A real PTX instruction the IR has no rules for is kept as an opaque instruction."""
+    m = parse_ptx(_wrap(".reg .b32 %r<3>;\n sured.b.add.u32 [%r0+8], %r1, %r2;"))
     ins = instructions(m.kernels[0].body)[0]
-    assert ins.opcode == "frobnicate" and ins.mods == ("sat", "x4")
-    assert ins.operands[2] == Addr(ins.operands[1].__class__("%r0", T.b32), 8) or \
-        str(ins.operands[2]) == "[%r0+8]"
+    assert ins.opcode == "sured" and ins.mods == ("b", "add", "u32")
+    assert str(ins.operands[0]) == "[%r0+8]"
 
 
-def test_unknown_opcode_with_bad_syntax():
-    err = _error(_wrap(".reg .b32 %r<3>;\n frobnicate.x %r1 %r2;"))
-    assert (err.line, err.col) == (7, 19) and "expected ',' or ';'" in err.message
-    err = _error(_wrap(".reg .b32 %r<3>;\n frobnicate.x %r1, , %r2;"))
-    assert (err.line, err.col) == (7, 20) and "missing operand" in err.message
+def test_name_outside_the_ptx_isa_is_a_located_error():
+    err = _error(_wrap(".reg .b32 %r<3>;\n frobnicate.sat.x4 %r1, %r2, [%r0+8];"))
+    assert (err.line, err.col) == (7, 2) and "unknown opcode 'frobnicate'" in err.message
+
+
+def test_unmodelled_opcode_with_bad_syntax():
+    err = _error(_wrap(".reg .b32 %r<3>;\n bmsk.clamp.b32 %r1 %r2;"))
+    assert (err.line, err.col) == (7, 21) and "expected ',' or ';'" in err.message
+    err = _error(_wrap(".reg .b32 %r<3>;\n bmsk.clamp.b32 %r1, , %r2;"))
+    assert (err.line, err.col) == (7, 22) and "missing operand" in err.message
 
 
 def test_unbalanced_braces():

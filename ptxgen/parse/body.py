@@ -14,6 +14,7 @@ from ..ir import types as T
 from ..ir.instr import Instr, Label, Verbatim
 from ..ir.values import Addr, Imm, LabelRef, PredPair, Raw, Reg, Special, Sym, Vec
 from .lexer import NUMBER_KINDS as _NUMBER_KINDS, show as _show
+from .opcodes import PTX_OPCODES
 
 VAR_SPACES = (".global", ".shared", ".const", ".local")
 BRANCH_OPS = frozenset({"bra", "brx"})
@@ -201,6 +202,8 @@ class FunctionBody:
         opcode, mods = parts[0], tuple(parts[1:])
         if "" in mods:
             raise p.error(f"malformed opcode {_show(optok)}", optok)
+        if opcode not in PTX_OPCODES:
+            raise p.error(f"unknown opcode {opcode!r} (not a PTX instruction)", optok)
         p.i += 1
         ctx = _Operands(self, opcode in BRANCH_OPS, T.type_of(mods[-1]) if mods else None)
         operands = ctx.parse()
