@@ -48,7 +48,8 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
         arch = arch or device_arch()
         module = verify_module(op.build(shape, arch))
         kernel_ir = module.kernel(op.kernel_name())
-        k = load_kernel(emit_module(module, arch), kernel_ir.name, kernel_ir.params)
+        k = load_kernel(emit_module(module, arch), kernel_ir.name, kernel_ir.params,
+                        kernel_ir.directives)
         cfg = op.launch(shape)
         launch(k, cfg.grid, cfg.block, op.kernel_args(shape, arrays), cfg.shared_bytes)
         res.registers = k.registers

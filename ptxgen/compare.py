@@ -74,7 +74,7 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     arrays = op.make_inputs(shape, rng)
     ref = op.reference(shape, arrays)
     kir = module.kernel(op.kernel_name())
-    k = load_kernel(ptx, kir.name, kir.params)
+    k = load_kernel(ptx, kir.name, kir.params, kir.directives)
     cfg = op.launch(shape)
     dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
     args = op.kernel_args(shape, dev)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, LaunchError, PtxgenError
+from ..launch import check_launch_shape
 from ..ir.instr import Instr
 from ..ir.module import Module
 from .executor import Batch, Launch
@@ -23,9 +24,6 @@ CHECK_MODES = ("error", "warn", "off")
 # when the register file (one array per register, one element per lane) would pass the budget.
 LANES_PER_BATCH = 16384
 REGISTER_BUDGET_BYTES = 256 << 20
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
 
 
 @dataclass
@@ -97,28 +95,7 @@ def _dims(v, what, kernel):
 
 
 def _check_launch(kernel, grid, block):
-    name = kernel.name
-    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
-        raise LaunchError(f"kernel {name}: block {block} has more than {MAX_THREADS_PER_BLOCK} "
-                          f"threads")
-    for d, lim, what in zip(block, MAX_BLOCK_DIM, "xyz"):
-        if d > lim:
-            raise LaunchError(f"kernel {name}: block.{what}={d} exceeds {lim}")
-    for d, lim, what in zip(grid, MAX_GRID_DIM, "xyz"):
-        if d > lim:
-            raise LaunchError(f"kernel {name}: grid.{what}={d} exceeds {lim}")
-    for d in kernel.directives:
-        words = d.replace(",", " ").split()
-        if not words or words[0] not in (".reqntid", ".maxntid"):
-            continue
-        dims = tuple(int(x) for x in words[1:]) + (1,) * (4 - len(words))
-        if words[0] == ".reqntid" and dims != block:
-            raise LaunchError(f"kernel {name}: declared {d.strip()} but launched with block "
-                              f"{block}")
-        if words[0] == ".maxntid" and block[0] * block[1] * block[2] > \
-                dims[0] * dims[1] * dims[2]:
-            raise LaunchError(f"kernel {name}: declared {d.strip()} but launched with block "
-                              f"{block}")
+    check_launch_shape(kernel.name, grid, block, kernel.directives)
 
 
 def _pack_params(prog, args, gmem):

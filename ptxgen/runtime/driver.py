@@ -9,13 +9,8 @@ import hashlib
 import numpy as np
 
 from ..errors import LaunchError, PtxgenError
+from ..launch import check_launch_shape
 
-# Hardware limits of every target ptxgen emits for (CUDA C Programming Guide, "Technical
-# Specifications per Compute Capability"; the same for cc 8.x and 9.0). These are API limits
-# checked before launch, not performance data, so they live here rather than in isa/.
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 
 
@@ -39,8 +34,9 @@ def _cuda():
 class GpuKernel:
     """A kernel loaded from PTX: its Numba function object and its parameter list."""
 
-    def __init__(self, name, fn, params, ptx):
+    def __init__(self, name, fn, params, ptx, directives=()):
         self.name, self.fn, self.params, self.ptx = name, fn, params, ptx
+        self.directives = tuple(directives)     # .reqntid/.maxntid, checked before launch
 
     @property
     def registers(self):
@@ -60,9 +56,9 @@ class GpuKernel:
 _loaded = {}
 
 
-def load_kernel(ptx_text, name, params):
-    """Load PTX (cached by text) and return the named kernel. `params` is the IR parameter
-    list, used to check arguments before launch."""
+def load_kernel(ptx_text, name, params, directives=()):
+    """Load PTX (cached by text) and return the named kernel. `params` (the IR parameter list)
+    and `directives` (the kernel's performance directives) are checked before each launch."""
     cuda = _cuda()
     key = (hashlib.sha1(ptx_text.encode()).hexdigest(), name)
     if key not in _loaded:
@@ -74,7 +70,7 @@ def load_kernel(ptx_text, name, params):
             raise LaunchError(f"kernel {name}: the driver rejected the PTX: "
                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") \
                 from None
-        _loaded[key] = GpuKernel(name, fn, list(params), ptx_text)
+        _loaded[key] = GpuKernel(name, fn, list(params), ptx_text, directives)
     return _loaded[key]
 
 
@@ -84,7 +80,7 @@ def _dims(v, what):
 
 
 def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
-                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT):
+                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT, directives=()):
     """Check a launch against the kernel's parameters and the device limits; raise a
     PtxgenError naming the kernel (and parameter) on the first problem."""
     grid, block = _dims(grid, "grid"), _dims(block, "block")
@@ -110,17 +106,7 @@ def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
                 got = a.dtype if isinstance(a, np.generic) else type(a).__name__
                 raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is {p.type}; pass "
                                   f"np.{want}(...), got {got}")
-    if any(d <= 0 for d in grid + block):
-        raise PtxgenError(f"kernel {kernel_name}: grid {grid} and block {block} must be positive")
-    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
-        raise PtxgenError(f"kernel {kernel_name}: block {block} has more than "
-                          f"{MAX_THREADS_PER_BLOCK} threads")
-    for d, lim, what in zip(block, MAX_BLOCK_DIM, "xyz"):
-        if d > lim:
-            raise PtxgenError(f"kernel {kernel_name}: block.{what}={d} exceeds {lim}")
-    for d, lim, what in zip(grid, MAX_GRID_DIM, "xyz"):
-        if d > lim:
-            raise PtxgenError(f"kernel {kernel_name}: grid.{what}={d} exceeds {lim}")
+    check_launch_shape(kernel_name, grid, block, directives)
     if shared_bytes < 0 or shared_bytes > shared_limit:
         raise PtxgenError(f"kernel {kernel_name}: {shared_bytes} bytes of dynamic shared memory "
                           f"exceed the limit of {shared_limit} (pass a larger shared_limit to "
@@ -159,7 +145,8 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
     limit = shared_bytes if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT else \
         DEFAULT_DYNAMIC_SHARED_LIMIT
     grid, block = validate_launch(kernel.name, kernel.params, grid, block,
-                                  [_host_view(a) for a in args], shared_bytes, limit)
+                                  list(args), shared_bytes, limit,
+                                  kernel.directives)
     if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
         kernel.max_dynamic_shared(shared_bytes)
     copies, raw = [], []
@@ -178,11 +165,6 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
     for host, dev in copies:
         dev.copy_to_host(host)
     return kernel
-
-
-def _host_view(a):
-    # validation only reads dtype and alignment; device arrays are already aligned by Numba
-    return a
 
 
 def _raw_launch(kernel, grid, block, raw_args, shared_bytes):
