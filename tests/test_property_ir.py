@@ -394,20 +394,18 @@ EMU_REGRESSIONS = {
 }
 
 
-# Found by the nightly run, not fixed yet: an f64 product below the smallest subnormal rounds
-# to zero under .rp instead of to 2^-1074 (a = 4.384326716431338e-211, a*a ~ 1.9e-421).
-EMU_OPEN = {
-    "mul_rp_f64_underflow": ("mov.b64 %rd1, 0d14427321142B21F0;", "mov.b64 %fd1, %rd1;",
-                             "mul.rp.f64 %fd2, %fd1, %fd1;", "mov.b64 %rd2, %fd2;",
-                             "cvt.u32.u64 %r9, %rd2;"),
-}
-EMU_REGRESSIONS.update(EMU_OPEN)
+# Found by the nightly run: an f64 product below the smallest subnormal rounded to zero under .rp
+# instead of to 2^-1074 (a = 4.384326716431338e-211, a*a ~ 1.9e-421); also through fma.
+EMU_REGRESSIONS["mul_rp_f64_underflow"] = (
+    "mov.b64 %rd1, 0d14427321142B21F0;", "mov.b64 %fd1, %rd1;", "mul.rp.f64 %fd2, %fd1, %fd1;",
+    "mov.b64 %rd2, %fd2;", "cvt.u32.u64 %r9, %rd2;")
+EMU_REGRESSIONS["fma_rp_f64_underflow"] = (
+    "mov.b64 %rd1, 0d14427321142B21F0;", "mov.b64 %fd1, %rd1;", "mov.b64 %fd3, 0d0000000000000000;",
+    "fma.rp.f64 %fd2, %fd1, %fd1, %fd3;", "mov.b64 %rd2, %fd2;", "cvt.u32.u64 %r9, %rd2;")
 
 
 @needs_emulator
-@pytest.mark.parametrize("name", [n if n not in EMU_OPEN else pytest.param(
-    n, marks=pytest.mark.xfail(reason="emulator bug reported in issue 8, not fixed yet"))
-    for n in sorted(EMU_REGRESSIONS)])
+@pytest.mark.parametrize("name", sorted(EMU_REGRESSIONS))
 def test_emulator_regressions_agree_with_reference(name):
     from ptxgen.parse import parse_ptx
     lines = "\n\t".join(EMU_REGRESSIONS[name])

@@ -208,7 +208,10 @@ def product_rounded(a64, b64, fmt, mode):
     if mode == "rn":
         return a64 * b64
     p, e = two_prod(a64, b64)
-    p_ok = _safe(a64, b64) & np.isfinite(p) & ((np.abs(p) > _SAFE_LO) | (p == 0))
+    # a zero product is exact only when an operand is zero; a nonzero product that underflowed
+    # to zero must go the exact way (.rp/.rm then give the smallest subnormal or -0)
+    exact_zero = (a64 == 0) | (b64 == 0)
+    p_ok = _safe(a64, b64) & np.isfinite(p) & ((np.abs(p) > _SAFE_LO) | exact_zero)
     out = directed_f64(p, np.where(p_ok, e, 0.0), mode)
     if not p_ok.all():
         out = _exact_slow(out, ~p_ok & np.isfinite(a64) & np.isfinite(b64),
@@ -233,7 +236,7 @@ def fma_rounded(a64, b64, c64, fmt, mode):
     out = directed_f64(r, re, mode) if mode != "rn" else r
     # overflowing partial sums and tiny products go the exact way
     ok = _safe(a64, b64, c64) & np.isfinite(ph) & np.isfinite(th) & np.isfinite(r) & \
-        ((np.abs(ph) > _SAFE_LO) | (ph == 0))
+        ((np.abs(ph) > _SAFE_LO) | (a64 == 0) | (b64 == 0))
     if not ok.all():
         plain = a64 * b64 + c64
         # a*b overflowing while c is infinite: the exact product is finite, c decides
