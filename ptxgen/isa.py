@@ -16,7 +16,6 @@ from pathlib import Path
 
 from . import arch as archmod
 from .errors import IsaDataError, PtxgenError
-from .ir import types as T
 from .ir.values import Special
 
 # Op classes every table must define (op_for returns only these).

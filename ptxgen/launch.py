@@ -5,6 +5,8 @@ The limits are CUDA API limits of every target ptxgen emits for (CUDA C Programm
 "Technical Specifications per Compute Capability", identical for cc 8.x and 9.0), not
 performance data, so they live here rather than in isa/.
 """
+import re
+
 from .errors import LaunchError
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -38,3 +40,13 @@ def check_launch_shape(name, grid, block, directives=()):
         if words[0] == ".maxntid" and threads > dims[0] * dims[1] * dims[2]:
             raise LaunchError(f"kernel {name}: declared {d.strip()} but launched with block "
                               f"{block}")
+
+
+def declared_block(directives, keys=(".reqntid", ".maxntid")):
+    """The block shape a kernel declares with the first of `keys` it carries (None if none)."""
+    for key in keys:
+        for d in directives:
+            m = re.match(rf"\s*\{key}\s+([\d\s,]+)", d)
+            if m:
+                return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+    return None

@@ -3,14 +3,13 @@
 statically (ptxgen.analysis.banks_static)."""
 import argparse
 import json
-import os
-import re
 import sys
 
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
-from .common import add_arch, add_shape, read_text, shape_from_args
+from ..launch import declared_block
+from .common import add_arch, add_shape, is_ptx_file, read_text, shape_from_args
 
 
 def _dims(text):
@@ -51,19 +50,6 @@ def add_parser(sub):
     return p
 
 
-def _is_file(name):
-    return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
-
-
-def _declared_block(kernel):
-    for key in (".reqntid", ".maxntid"):
-        for d in kernel.directives:
-            m = re.match(rf"\s*\{key}\s+([\d\s,]+)", d)
-            if m:
-                return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
-    return None
-
-
 def _library(args):
     from ..emit import emit_module
     from ..parse import parse_ptx
@@ -93,7 +79,7 @@ def _file(args):
         raise PtxgenError(f"{args.kernel}: choose an entry with --kernel (entries: {names})")
     block, note = args.block, None
     if block is None:
-        block = _declared_block(kernel)
+        block = declared_block(kernel.directives)
         if block is None:
             block, note = (32,), "no --block and no .reqntid/.maxntid: one warp (32,1,1) assumed"
     return module, kernel, block, note
@@ -102,7 +88,7 @@ def _file(args):
 def run(args):
     archmod.check_arch(args.arch)
     from ..analysis.banks_static import static_bank_conflicts
-    if _is_file(args.kernel):
+    if is_ptx_file(args.kernel):
         if args.opt:
             raise PtxgenError("--opt applies to library kernels")
         module, kernel, block, note = _file(args)

@@ -1,5 +1,6 @@
 """Argument helpers shared by subcommands."""
 import argparse
+import os
 
 from ..errors import PtxgenError
 
@@ -12,6 +13,21 @@ def positive_int(text):
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {v}")
     return v
+
+
+def non_negative_int(text):
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def is_ptx_file(name):
+    """Whether a KERNEL argument names a PTX file rather than a library kernel."""
+    return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
 
 
 def add_arch(p, default="sm_90"):

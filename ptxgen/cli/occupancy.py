@@ -1,30 +1,19 @@
 """ptxgen occupancy --threads T --regs R --smem S [--arch] [--carveout PCT] [--json]"""
-import argparse
 import json
 import sys
 
 from .. import arch as archmod
 from ..analysis.occupancy import occupancy
-from .common import add_arch, positive_int
-
-
-def _non_negative_int(text):
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+from .common import add_arch, non_negative_int, positive_int
 
 
 def add_parser(sub):
     p = sub.add_parser("occupancy", help="blocks and warps per SM for a kernel's resources")
     p.add_argument("--threads", type=positive_int, required=True, help="threads per block")
-    p.add_argument("--regs", type=_non_negative_int, required=True, help="registers per thread")
-    p.add_argument("--smem", type=_non_negative_int, default=0,
+    p.add_argument("--regs", type=non_negative_int, required=True, help="registers per thread")
+    p.add_argument("--smem", type=non_negative_int, default=0,
                    help="shared memory per block in bytes, static + dynamic (default 0)")
-    p.add_argument("--carveout", type=_non_negative_int, default=None,
+    p.add_argument("--carveout", type=non_negative_int, default=None,
                    help="preferred shared-memory carveout in percent (default: no preference)")
     add_arch(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")

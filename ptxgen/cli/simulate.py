@@ -2,14 +2,14 @@
 [--arg NAME=VALUE ...] [--trip N] [--arch] [--json] [--trace FILE.json] [--png FILE.png]"""
 import argparse
 import json
-import os
-import re
 import sys
 
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
-from .common import add_arch, add_shape, positive_int, read_text, shape_from_args
+from ..launch import declared_block
+from .common import (add_arch, add_shape, is_ptx_file, non_negative_int, positive_int,
+                     read_text, shape_from_args)
 
 
 def _dims(text):
@@ -37,16 +37,6 @@ def _arg(text):
         raise argparse.ArgumentTypeError(f"{name}: not a number: {value!r}") from None
 
 
-def _non_negative(text):
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
 def add_parser(sub):
     p = sub.add_parser("simulate", help="predict a launch's cycles with the SM simulator")
     p.add_argument("kernel", help=f"a library kernel ({', '.join(sorted(OPERATORS))}) or a "
@@ -55,7 +45,7 @@ def add_parser(sub):
     p.add_argument("--kernel", dest="entry", help="entry to simulate in a PTX file")
     p.add_argument("--grid", type=_dims, help="grid X[,Y[,Z]] (PTX files)")
     p.add_argument("--block", type=_dims, help="block X[,Y[,Z]] (PTX files; default .reqntid)")
-    p.add_argument("--shared", type=_non_negative, default=0,
+    p.add_argument("--shared", type=non_negative_int, default=0,
                    help="dynamic shared memory per block in bytes (PTX files)")
     p.add_argument("--arg", type=_arg, action="append", default=[], metavar="NAME=VALUE",
                    help="a scalar argument's value (PTX files; repeatable)")
@@ -71,24 +61,12 @@ def add_parser(sub):
                    help="loop iterations simulated before extrapolating (default 16)")
     p.add_argument("--schedule", action="store_true",
                    help="list-schedule the kernel's basic blocks first (ptxgen.sched)")
-    p.add_argument("--warps", type=_non_negative, default=8,
+    p.add_argument("--warps", type=non_negative_int, default=8,
                    help="warps shown in --trace/--png (default 8)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace")
     p.add_argument("--png", metavar="FILE.png", help="write a timeline of the first warps")
     return p
-
-
-def _is_file(name):
-    return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
-
-
-def _block_from_directives(kernel):
-    for d in kernel.directives:
-        m = re.match(r"\s*\.reqntid\s+([\d\s,]+)", d)
-        if m:
-            return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
-    return None
 
 
 def _simulate_file(args, common):
@@ -108,7 +86,7 @@ def _simulate_file(args, common):
         from ..sched import schedule_module
         module = schedule_module(module, args.arch)
         kernel = module.kernel(kernel.name)
-    block = args.block or _block_from_directives(kernel)
+    block = args.block or declared_block(kernel.directives, (".reqntid",))
     if block is None:
         raise PtxgenError(f"{args.kernel}: give the block shape with --block X[,Y[,Z]]")
     from ..sim import simulate
@@ -122,7 +100,7 @@ def run(args):
                   registers=args.regs, sample=args.sample, trace_warps=args.warps)
     if args.sample < 4:
         raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
-    if _is_file(args.kernel):
+    if is_ptx_file(args.kernel):
         report = _simulate_file(args, common)
     else:
         for opt in ("entry", "grid", "block", "arg"):

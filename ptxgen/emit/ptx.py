@@ -8,7 +8,7 @@ import re
 
 from .. import arch as archmod
 from ..ir import types as T
-from ..ir.instr import Instr, Label, Verbatim
+from ..ir.instr import Instr, Label
 
 # Declaration type of each register type: like NVVM, integers and bit types of one width share
 # one '.b' declaration, so '%r' registers hold u32, s32 and b32 values alike.

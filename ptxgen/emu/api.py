@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import EmulationError, LaunchError, PtxgenError
+from ..errors import EmulationError, PtxgenError
 from ..launch import check_launch_shape
 from ..ir.instr import Instr
 from ..ir.module import Module

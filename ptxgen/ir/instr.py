@@ -5,10 +5,10 @@ predicate. The builder and the parser both produce it; `str()` is its PTX text, 
 arranges statements. What an opcode writes and which class it belongs to is table data below, not
 per-opcode code.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import types as T
-from .values import Reg, Special, PredPair, Vec, regs_in
+from .values import Reg, Special, regs_in
 
 # Opcodes whose operands are all sources (nothing is written to a register).
 NO_DEST = frozenset({

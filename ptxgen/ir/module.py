@@ -2,7 +2,6 @@
 from dataclasses import dataclass, field
 
 from . import types as T
-from .values import Reg
 
 
 @dataclass(frozen=True)
