@@ -14,6 +14,23 @@ MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
 
 
+def launch_dims(v, what, kernel):
+    """grid or block as a 3-tuple of positive ints (an int or a tuple of 1 to 3 ints given)."""
+    if isinstance(v, int) or hasattr(v, "__index__"):
+        v = (int(v),)
+    try:
+        t = tuple(int(x) for x in v)
+    except TypeError:
+        raise LaunchError(f"kernel {kernel}: {what} must be an int or a tuple of up to 3 ints, "
+                          f"got {v!r}") from None
+    if not 1 <= len(t) <= 3:
+        raise LaunchError(f"kernel {kernel}: {what} must have 1 to 3 dimensions, got {v!r}")
+    t = t + (1,) * (3 - len(t))
+    if any(d <= 0 for d in t):
+        raise LaunchError(f"kernel {kernel}: {what} {t} must be positive")
+    return t
+
+
 def check_launch_shape(name, grid, block, directives=()):
     """grid and block (3-tuples of positive ints) against the device limits and the kernel's
     .reqntid/.maxntid directives; LaunchError naming the kernel on the first violation."""

@@ -9,7 +9,8 @@ from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
 from ..launch import declared_block
-from .common import add_arch, add_shape, is_ptx_file, read_text, shape_from_args
+from .common import (add_arch, add_shape, is_ptx_file, read_text, select_entry,
+                     shape_from_args)
 
 
 def _dims(text):
@@ -69,14 +70,7 @@ def _library(args):
 def _file(args):
     from ..parse import parse_ptx
     module = parse_ptx(read_text(args.kernel), filename=args.kernel)
-    entries = module.entries
-    if args.entry:
-        kernel = module.kernel(args.entry)
-    elif len(entries) == 1:
-        kernel = entries[0]
-    else:
-        names = ", ".join(k.name for k in entries) or "none"
-        raise PtxgenError(f"{args.kernel}: choose an entry with --kernel (entries: {names})")
+    kernel = select_entry(module, args.entry, args.kernel)
     block, note = args.block, None
     if block is None:
         block = declared_block(kernel.directives)

@@ -60,3 +60,14 @@ def write_text(path, text):
             f.write(text)
     except OSError as e:
         raise PtxgenError(f"cannot write {path}: {e.strerror}") from None
+
+
+def select_entry(module, name, path):
+    """The entry named by --kernel, or the module's only entry; otherwise a one-line error."""
+    if name:
+        return module.kernel(name)
+    entries = module.entries
+    if len(entries) == 1:
+        return entries[0]
+    names = ", ".join(k.name for k in entries) or "none"
+    raise PtxgenError(f"{path}: choose an entry with --kernel (entries: {names})")

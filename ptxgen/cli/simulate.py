@@ -9,7 +9,7 @@ from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
 from ..launch import declared_block
 from .common import (add_arch, add_shape, is_ptx_file, non_negative_int, positive_int,
-                     read_text, shape_from_args)
+                     read_text, select_entry, shape_from_args)
 
 
 def _dims(text):
@@ -72,14 +72,7 @@ def add_parser(sub):
 def _simulate_file(args, common):
     from ..parse import parse_ptx
     module = parse_ptx(read_text(args.kernel), filename=args.kernel)
-    entries = module.entries
-    if args.entry:
-        kernel = module.kernel(args.entry)
-    elif len(entries) == 1:
-        kernel = entries[0]
-    else:
-        names = ", ".join(k.name for k in entries) or "none"
-        raise PtxgenError(f"{args.kernel}: choose an entry with --kernel (entries: {names})")
+    kernel = select_entry(module, args.entry, args.kernel)
     if args.grid is None:
         raise PtxgenError(f"{args.kernel}: give the launch grid with --grid X[,Y[,Z]]")
     if args.schedule:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, PtxgenError
-from ..launch import check_launch_shape
+from ..launch import check_launch_shape, launch_dims
 from ..ir.instr import Instr
 from ..ir.module import Module
 from .executor import Batch, Launch
@@ -76,22 +76,6 @@ def compile_kernel(module, kernel_name):
     prog = Program(module, kernel)
     _programs[kernel] = (fp, prog)
     return prog
-
-
-def _dims(v, what, kernel):
-    if isinstance(v, (int, np.integer)):
-        v = (int(v),)
-    try:
-        t = tuple(int(x) for x in v)
-    except TypeError:
-        raise PtxgenError(f"kernel {kernel}: {what} must be an int or a tuple of up to 3 ints, "
-                          f"got {v!r}") from None
-    if not 1 <= len(t) <= 3:
-        raise PtxgenError(f"kernel {kernel}: {what} must have 1 to 3 dimensions, got {v!r}")
-    t = t + (1,) * (3 - len(t))
-    if any(d <= 0 for d in t):
-        raise PtxgenError(f"kernel {kernel}: {what} {t} must be positive")
-    return t
 
 
 def _check_launch(kernel, grid, block):
@@ -171,8 +155,8 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     module = _module(ptx_or_module)
     prog = compile_kernel(module, kernel_name)
     kernel = prog.kernel
-    grid = _dims(grid, "grid", kernel.name)
-    block = _dims(block, "block", kernel.name)
+    grid = launch_dims(grid, "grid", kernel.name)
+    block = launch_dims(block, "block", kernel.name)
     _check_launch(kernel, grid, block)
     if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
         raise PtxgenError(f"kernel {kernel.name}: shared_bytes must be a non-negative int")

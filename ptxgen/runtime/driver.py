@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 
 from ..errors import LaunchError, PtxgenError
-from ..launch import check_launch_shape
+from ..launch import check_launch_shape, launch_dims
 
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 
@@ -74,16 +74,12 @@ def load_kernel(ptx_text, name, params, directives=()):
     return _loaded[key]
 
 
-def _dims(v, what):
-    t = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
-    return t + (1,) * (3 - len(t))
-
-
 def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
                     shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT, directives=()):
     """Check a launch against the kernel's parameters and the device limits; raise a
     PtxgenError naming the kernel (and parameter) on the first problem."""
-    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    grid = launch_dims(grid, "grid", kernel_name)
+    block = launch_dims(block, "block", kernel_name)
     if len(args) != len(params):
         raise PtxgenError(f"kernel {kernel_name} takes {len(params)} arguments "
                           f"({', '.join(p.name for p in params)}), got {len(args)}")
@@ -197,7 +193,8 @@ def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
     """Median milliseconds per launch, measured with CUDA events around each launch.
     Arguments must already be on the device (device arrays or raw pointers)."""
     cuda = _cuda()
-    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    grid = launch_dims(grid, "grid", kernel.name)
+    block = launch_dims(block, "block", kernel.name)
     raw = [int(a.__cuda_array_interface__["data"][0])
            if getattr(a, "__cuda_array_interface__", None) is not None else a for a in args]
     for _ in range(warmup):
