@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run named GPU steps in one device session; each step has its own time limit and log.
 #   benchmarks/gpu_session.sh STEP[:SECONDS] ...
-# Steps: gputests foundation occupancy banks reliability calibrate sgemm operators tune accuracy
+# Steps: gputests foundation occupancy banks reliability calibrate sgemm sgemm_edges operators
+#        bandwidth (operators: transpose and row reductions only) tune tune_odd accuracy
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -19,6 +20,8 @@ step() {
     sgemm_edges) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 1000x1000x1000,1024x1024x1024,4095x4097x513,4096x4096x512 ;;
     operators) OUT=$W python3 benchmarks/operators.py ;;
     tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
+    tune_odd) OUT=$W python3 benchmarks/tune_matmul.py --shapes 4095x4097x513 --budget 16 ;;
+    bandwidth) OUT=$W python3 benchmarks/operators.py --only transpose,row_reduce,row_max ;;
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
     *) echo "unknown step $1" ;;
   esac

@@ -282,6 +282,10 @@ def run_shape(loader, shape, names, arch, use_triton, seed):
         label = name + (" *" if CANDIDATES[name] == default else "")
         impls.append((label, lambda n=name, lb=label: run_schedule(
             loader, lb, CANDIDATES[n], shape, arch, A, B, C, ref)))
+    # what Matmul builds for this shape: the tuned cache entry of its class, else the default
+    chosen = Matmul().schedule_for({"M": M, "N": N, "K": K})
+    impls.append(("library choice", lambda: run_schedule(
+        loader, "library choice", chosen, shape, arch, A, B, C, ref)))
     if use_triton:
         impls.append(("triton", lambda: run_triton(A, B, C, ref, shape)))
     rows = []

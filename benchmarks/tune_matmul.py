@@ -58,7 +58,16 @@ def main(argv=None):
     p.add_argument("--budget", type=int, default=BUDGET)
     p.add_argument("--arch", default=None)
     p.add_argument("--jobs", type=int, default=None)
+    p.add_argument("--shapes", default=None,
+                   help="comma-separated MxNxK to tune (default: 4096x4096x4096,1000x1000x1000)")
     a = p.parse_args(argv)
+    shapes = SHAPES
+    if a.shapes:
+        try:
+            shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
+            assert all(len(s) == 3 and min(s) > 0 for s in shapes)
+        except (ValueError, AssertionError):
+            p.error(f"--shapes: expected MxNxK[,MxNxK...] of positive integers, got {a.shapes!r}")
     t_start = time.perf_counter()
     arch = a.arch
     if arch is None:
@@ -70,7 +79,7 @@ def main(argv=None):
     out_dir = os.environ.get("OUT")
     cache_path = cachemod.package_path("matmul", arch)
     reports = []
-    for M, N, K in SHAPES:
+    for M, N, K in shapes:
         shape = {"M": M, "N": N, "K": K}
         rep = tune_matmul(shape, arch=arch, budget=a.budget, dry_run=a.dry_run, jobs=a.jobs,
                           cache_path=cache_path)

@@ -32,6 +32,10 @@ T_VARIANTS = [
     Transpose(vec=4, tile=64, block_rows=8, tiles=2), Transpose(vec=4, tiles=4),
     Transpose(vec=4, block_rows=2, tiles=4), Transpose(vec=4, tile=64, block_rows=16, tiles=4),
     Transpose(store_cache="cs", load_cache="nc"),
+    # grouped CTA order; group=2 and 3 leave a short last band on the test shapes
+    Transpose(vec=4, tile=64, block_rows=8, group=2), Transpose(vec=4, group=3),
+    Transpose(group=2), Transpose(tile=64, block_rows=8, group=32),
+    Transpose(vec=4, tile=64, block_rows=8, tiles=2, group=3),
 ]
 R_VARIANTS = [
     RowReduce("sum", unroll=16), RowReduce("sum", unroll=16, rows_per_cta=2),
@@ -48,7 +52,7 @@ R_BIG = [{"M": 16384, "N": 8192}, {"M": 8192, "N": 1000}, {"M": 37, "N": 50001}]
 
 
 def _label(op):
-    keys = ("tile", "block_rows", "vec", "tiles", "load_cache", "store_cache", "op",
+    keys = ("tile", "block_rows", "vec", "tiles", "group", "load_cache", "store_cache", "op",
             "threads", "unroll", "rows_per_cta", "cache", "evict")
     return ",".join(f"{k}={getattr(op, k)}" for k in keys if hasattr(op, k))
 

@@ -22,6 +22,12 @@ aligned (N % 4 for x, M % 4 for out) falls back to 4 scalar accesses per chunk. 
 a CTA moves that many tiles side by side, double-buffered: the loads of tile t are issued before
 tile t-1 is read back and stored, one barrier per tile. load_cache / store_cache add a cache
 operator to the global accesses (e.g. "cs" streaming stores: out is not read again).
+
+group=G walks a 1-D grid G tile rows at a time, column by column, so the CTAs resident at once
+cover a square-ish patch of tiles (about G × G at G ≈ sqrt(resident CTAs)): their reads are
+G row tiles tall and their writes as many column tiles wide, long runs in both matrices. The
+2-D grid's row-major order instead spreads the writes of the resident CTAs over every row of
+out, a few hundred bytes in each.
 """
 import numpy as np
 
@@ -45,7 +51,7 @@ class Transpose(Operator):
     atol = 0.0
 
     def __init__(self, tile=32, block_rows=4, pad=1, vec=1, tiles=1, load_cache=None,
-                 store_cache=None):
+                 store_cache=None, group=0):
         if tile not in (32, 64):
             raise PtxgenError(f"transpose: tile must be 32 or 64, got {tile!r}")
         if block_rows not in (1, 2, 4, 8, 16, 32) or block_rows > tile:
@@ -72,6 +78,10 @@ class Transpose(Operator):
             if c is not None and c not in allowed:
                 raise PtxgenError(f"transpose: {what} must be one of {', '.join(allowed)} or "
                                   f"None, got {c!r}")
+        if not isinstance(group, int) or not 0 <= group <= 256:
+            raise PtxgenError(f"transpose: group must be 0 (2-D grid) or 1 to 256 tile rows, "
+                              f"got {group!r}")
+        self.group = group
         self.tile, self.block_rows, self.pad = tile, block_rows, pad
         self.vec, self.tiles = vec, tiles
         self.load_cache, self.store_cache = load_cache, store_cache
@@ -94,8 +104,9 @@ class Transpose(Operator):
         M, N, x, out = b.param("M"), b.param("N"), b.param("x"), b.param("out")
         tile = b.shared("tile", T.f32, TS * (TS + P), align=16)
         tx, ty = b.special("tid.x"), b.special("tid.y")
-        c0 = b.mul(b.special("ctaid.x"), TS, name="c0")     # first column of x in this tile
-        r0 = b.mul(b.special("ctaid.y"), TS, name="r0")     # first row of x in this tile
+        tile_x, tile_y = _tile_ids(b, self, M, N)
+        c0 = b.mul(tile_x, TS, name="c0")                   # first column of x in this tile
+        r0 = b.mul(tile_y, TS, name="r0")                   # first row of x in this tile
         sbase = b.address_of(tile)
 
         # load: x[r0 + ty + R*j, c0 + tx + 32*c] → tile[ty + R*j][tx + 32*c]
@@ -153,8 +164,12 @@ class Transpose(Operator):
         if gy > MAX_GRID_Y:
             raise PtxgenError(f"transpose: M={shape['M']} needs {gy} tile rows, more than the "
                               f"grid's {MAX_GRID_Y}")
-        return Launch(grid=(-(-shape["N"] // (TS * self.tiles)), gy, 1),
-                      block=(32, self.block_rows, 1))
+        gx = -(-shape["N"] // (TS * self.tiles))
+        if self.group:
+            if gx * gy >= 1 << 31:
+                raise PtxgenError(f"transpose: {gx * gy} tiles are more than a 1-D grid holds")
+            return Launch(grid=(gx * gy, 1, 1), block=(32, self.block_rows, 1))
+        return Launch(grid=(gx, gy, 1), block=(32, self.block_rows, 1))
 
     def make_inputs(self, shape, rng):
         M, N = shape["M"], shape["N"]
@@ -169,6 +184,26 @@ class Transpose(Operator):
 
     def bytes_moved(self, shape):
         return 8 * shape["M"] * shape["N"]
+
+
+def _tile_ids(b, op, M, N):
+    """(column tile, row tile) of this CTA: the 2-D grid's ctaid, or with op.group the 1-D
+    grid walked down `group` tile rows at a time (see the module docstring)."""
+    if not op.group:
+        return b.special("ctaid.x"), b.special("ctaid.y")
+    TS, G = op.tile, op.group
+    cw = TS * op.tiles                                   # x columns per CTA (a power of two)
+    pid = b.special("ctaid.x")
+    tiles_x = b.shr(b.add(N, cw - 1, name="tx"), _log2(cw), name="tiles_x")
+    tiles_y = b.shr(b.add(M, TS - 1, name="ty"), _log2(TS), name="tiles_y")
+    width = b.mul(tiles_x, G, name="gw")                 # CTAs per band of G tile rows
+    band = b.div(pid, width, name="band")
+    first = b.mul(band, G, name="gfirst")
+    rows = b.min(b.sub(tiles_y, first, name="gleft"), G, name="grows")  # the last band is short
+    r = b.sub(pid, b.mul(band, width, name="gb"), name="gr")
+    tile_x = b.div(r, rows, name="tile_x")
+    tile_y = b.add(first, b.sub(r, b.mul(tile_x, rows, name="gm"), name="gy"), name="tile_y")
+    return tile_x, tile_y
 
 
 def _addr(b, base, row, ncols, col, name):
@@ -211,8 +246,9 @@ def _build_vec4(op, shape, arch):
     l8 = b.and_(lane, 7, name="l8")                     # 16-byte chunk within 32 columns
     h = b.and_(w, H - 1, name="h") if H > 1 else 0
     rb0 = b.shr(w, _log2(H), name="rb0") if H > 1 else w
-    c0 = b.mul(b.special("ctaid.x"), TS * TL, name="c0")
-    r0 = b.mul(b.special("ctaid.y"), TS, name="r0")
+    tile_x, tile_y = _tile_ids(b, op, M, N)
+    c0 = b.mul(tile_x, TS * TL, name="c0")
+    r0 = b.mul(tile_y, TS, name="r0")
     col4 = b.shl(l8, 2, name="col4")
     if H > 1:
         col4 = b.add(col4, b.shl(h, 5, name="hc"), name="col4")   # 32h + 4*(lane%8)

@@ -189,9 +189,15 @@ def _first_line(e):
     return s.splitlines()[0] if s else type(e).__name__
 
 
-def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
-    """Median milliseconds per launch, measured with CUDA events around each launch.
-    Arguments must already be on the device (device arrays or raw pointers)."""
+def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20, batch=1):
+    """Median milliseconds per launch over `repeat` CUDA-event measurements, each around
+    `batch` back-to-back launches (divided by `batch`). Arguments must already be on the
+    device (device arrays or raw pointers). With batch=1 the figure includes the host's launch
+    latency (the stream is idle when the start event fires); batches long enough to keep the
+    launch queue ahead of the GPU measure the kernel alone, as a library call in a stream of
+    work would see it."""
+    if batch < 1:
+        raise ValueError(f"time_kernel: batch must be at least 1, got {batch!r}")
     cuda = _cuda()
     grid = launch_dims(grid, "grid", kernel.name)
     block = launch_dims(block, "block", kernel.name)
@@ -204,9 +210,10 @@ def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
     for _ in range(repeat):
         start, stop = cuda.event(), cuda.event()
         start.record()
-        _raw_launch(kernel, grid, block, raw, shared_bytes)
+        for _ in range(batch):
+            _raw_launch(kernel, grid, block, raw, shared_bytes)
         stop.record()
         stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop))
+        times.append(cuda.event_elapsed_time(start, stop) / batch)
     synchronize(kernel.name)
     return float(np.median(times))
