@@ -34,8 +34,13 @@ def _stores(rep):
     return [a for a in rep.accesses if a.kind == "store"]
 
 
+def _t32(pad):
+    """The classic scalar 32×32 tile, 32×4 threads, padded or not."""
+    return Transpose(tile=32, block_rows=4, vec=1, group=0, pad=pad)
+
+
 def test_transpose_padded_is_conflict_free():
-    op = Transpose(pad=1)
+    op = _t32(pad=1)
     _, rep = _report(op, op.shape(M=96, N=64))
     assert len(rep.accesses) == 16 and not rep.conflicted
     assert all(a.note is None and a.variable == "tile" for a in rep.accesses)
@@ -46,7 +51,7 @@ def test_transpose_padded_is_conflict_free():
 
 
 def test_transpose_unpadded_column_read_is_32_way():
-    op = Transpose(pad=0)
+    op = _t32(pad=0)
     _, rep = _report(op, op.shape(M=96, N=64))
     for a in _loads(rep):
         assert (a.wavefronts, a.ideal, a.degree) == (32, 1, 32.0)
@@ -61,8 +66,8 @@ def test_transpose_unpadded_column_read_is_32_way():
 
 def test_the_suggested_padding_is_the_padded_kernel():
     """Padding the unpadded kernel as suggested gives exactly what pad=1 measures."""
-    _, bad = _report(Transpose(pad=0), {"M": 64, "N": 64})
-    _, good = _report(Transpose(pad=1), {"M": 64, "N": 64})
+    _, bad = _report(_t32(pad=0), {"M": 64, "N": 64})
+    _, good = _report(_t32(pad=1), {"M": 64, "N": 64})
     assert bad.variables["tile"]["padding"]["wavefronts"] == good.variables["tile"]["wavefronts"]
 
 
@@ -116,7 +121,8 @@ class _SharedAddresses:
 
 
 @pytest.mark.parametrize("op, shape", [
-    (Transpose(pad=0), {"M": 64, "N": 32}), (Transpose(pad=1, tile=64), {"M": 64, "N": 64}),
+    (_t32(pad=0), {"M": 64, "N": 32}), (Transpose(pad=1, tile=64, vec=1), {"M": 64, "N": 64}),
+    (Transpose(), {"M": 64, "N": 64}), (Transpose(), {"M": 130, "N": 70}),
     (Matmul(), {"M": 64, "N": 64, "K": 32}), (Matmul(None), {"M": 32, "N": 32, "K": 32}),
     (Matmul(MatmulSchedule(BM=32, BN=32, BK=8, WM=32, WN=32, TM=4, TN=8, min_ctas_per_sm=1)),
      {"M": 32, "N": 32, "K": 16})])
@@ -220,11 +226,14 @@ def test_cli_library_kernel(cli):
     assert rc == 0, err
     d = json.loads(out)
     bad = [a for a in d["accesses"] if a["conflicted"]]
-    assert len(bad) == 8 and {a["degree"] for a in bad} == {32.0}
-    emitted = cli("emit", "transpose")[1].splitlines()
+    # pad=0 is the scalar 64×64 tile: 2 columns × 8 rows of column reads per thread
+    assert len(bad) == 16 and {a["degree"] for a in bad} == {32.0}
+    op = Transpose(pad=0)                   # the command's kernel at the default shape
+    emitted = emit_module(op.build(op.shape())).splitlines()
     assert all("ld.shared" in emitted[a["line"] - 1] for a in bad)
     rc, out, _ = cli("banks", "transpose", "--conflicts")
-    assert rc == 0 and "16 shared accesses, 0 with bank conflicts" in out
+    # the default float4 tile: 4 chunks × 4 scalar stores, 4 float4 loads, swizzled
+    assert rc == 0 and "20 shared accesses, 0 with bank conflicts" in out
 
 
 def test_cli_file_and_errors(cli):

@@ -74,8 +74,8 @@ def test_vector_widths_reach_sass():
 
 @needs_ptxas
 def test_transpose_padding_sets_the_tile_pitch():
-    pad = emit_module(Transpose(pad=1).build({"M": 64, "N": 64}))
-    nopad = emit_module(Transpose(pad=0).build({"M": 64, "N": 64}))
+    pad = emit_module(Transpose(tile=32, block_rows=4, vec=1, pad=1).build({"M": 64, "N": 64}))
+    nopad = emit_module(Transpose(tile=32, block_rows=4, pad=0).build({"M": 64, "N": 64}))
     assert ".f32 tile[1056]" in pad and ".f32 tile[1024]" in nopad
     # the column read of the store phase: 33 floats apart with padding, 32 without
     assert "mad.lo.u32 %ls0, %tid_x0, 33, %tid_y0" in pad

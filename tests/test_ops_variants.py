@@ -23,18 +23,23 @@ needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")
 
+def _t32(**kw):
+    """The 32×32-tile transpose, 32×4 threads, 2-D grid, unless kw says otherwise."""
+    return Transpose(**{"tile": 32, "block_rows": 4, "group": 0, **kw})
+
+
 T_VARIANTS = [
-    Transpose(vec=4), Transpose(vec=4, block_rows=1), Transpose(vec=4, block_rows=2),
-    Transpose(vec=4, block_rows=8), Transpose(vec=4, tile=64, block_rows=4),
+    Transpose(), _t32(vec=1), _t32(vec=4), _t32(vec=4, block_rows=1), _t32(vec=4, block_rows=2),
+    _t32(vec=4, block_rows=8), Transpose(vec=4, tile=64, block_rows=4),
     Transpose(vec=4, tile=64, block_rows=8), Transpose(vec=4, tile=64, block_rows=16),
-    Transpose(vec=4, tile=64, block_rows=32), Transpose(vec=4, store_cache="cs"),
+    Transpose(vec=4, tile=64, block_rows=32), _t32(vec=4, store_cache="cs"),
     Transpose(vec=4, tile=64, block_rows=8, load_cache="nc", store_cache="cs"),
-    Transpose(vec=4, tile=64, block_rows=8, tiles=2), Transpose(vec=4, tiles=4),
-    Transpose(vec=4, block_rows=2, tiles=4), Transpose(vec=4, tile=64, block_rows=16, tiles=4),
-    Transpose(store_cache="cs", load_cache="nc"),
+    Transpose(vec=4, tile=64, block_rows=8, tiles=2), _t32(vec=4, tiles=4),
+    _t32(vec=4, block_rows=2, tiles=4), Transpose(vec=4, tile=64, block_rows=16, tiles=4),
+    _t32(vec=1, store_cache="cs", load_cache="nc"),
     # grouped CTA order; group=2 and 3 leave a short last band on the test shapes
-    Transpose(vec=4, tile=64, block_rows=8, group=2), Transpose(vec=4, group=3),
-    Transpose(group=2), Transpose(tile=64, block_rows=8, group=32),
+    Transpose(vec=4, tile=64, block_rows=8, group=2), _t32(vec=4, group=3), _t32(vec=1, group=2),
+    Transpose(tile=64, block_rows=8, vec=1, group=32),
     Transpose(vec=4, tile=64, block_rows=8, tiles=2, group=3),
 ]
 R_VARIANTS = [
@@ -125,18 +130,18 @@ def test_transpose_vec4_moves_16_bytes_per_access():
     assert mix.get("LDS.128", 0) == 4 and mix.get("STS", 0) == 16
     assert not {"LDG.E", "STG.E"} & set(mix)
     # x rows not 16-byte aligned (N odd): scalar loads, float4 stores (M % 4 == 0)
-    mix = _mix(Transpose(vec=4), {"M": 64, "N": 65})
+    mix = _mix(_t32(vec=4), {"M": 64, "N": 65})
     assert mix.get("LDG.E", 0) == 8 and "LDG.E.128" not in mix and mix.get("STG.E.128") == 2
     # out rows not aligned (M odd): float4 loads, scalar stores
-    mix = _mix(Transpose(vec=4), {"M": 63, "N": 64})
+    mix = _mix(_t32(vec=4), {"M": 63, "N": 64})
     assert mix.get("LDG.E.128") == 2 and mix.get("STG.E", 0) == 8
 
 
 @needs_ptxas
 def test_cache_hints_reach_sass():
-    mix = _mix(Transpose(vec=4, load_cache="nc", store_cache="cs"), {"M": 64, "N": 64})
+    mix = _mix(_t32(vec=4, load_cache="nc", store_cache="cs"), {"M": 64, "N": 64})
     assert "LDG.E.128.CONSTANT" in mix and "STG.E.EF.128" in mix
-    mix = _mix(Transpose(store_cache="cs"), {"M": 64, "N": 64})
+    mix = _mix(_t32(vec=1, store_cache="cs"), {"M": 64, "N": 64})
     assert "STG.E.EF" in mix
     mix = _mix(RowReduce("sum", cache="nc", evict="no_allocate"), {"M": 64, "N": 8192})
     assert mix.get("LDG.E.NA.128.CONSTANT") == 8
@@ -186,7 +191,7 @@ def _shared_accesses(op, dims):
 
 
 @needs_emu
-@pytest.mark.parametrize("op", [Transpose(vec=4), Transpose(vec=4, block_rows=1),
+@pytest.mark.parametrize("op", [_t32(vec=4), _t32(vec=4, block_rows=1), Transpose(),
                                 Transpose(vec=4, tile=64, block_rows=8),
                                 Transpose(vec=4, tile=64, block_rows=4, tiles=2)], ids=_label)
 def test_swizzled_tile_is_conflict_free(op):
@@ -202,16 +207,17 @@ def test_swizzled_tile_is_conflict_free(op):
 @needs_emu
 def test_bank_check_sees_conflicts():
     """The same check finds the 32-way conflict of the unpadded scalar tile."""
-    acc = _shared_accesses(Transpose(pad=0), {"M": 64, "N": 64})
+    acc = _shared_accesses(_t32(vec=1, pad=0), {"M": 64, "N": 64})
     assert max(r.degree for _, r in acc) >= 16
 
 
 # -- options -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("make,msg", [
-    (lambda: Transpose(vec=2), "vec must be 1 or 4"),
+    (lambda: Transpose(vec=2), "vec must be 1, 4 or None"),
     (lambda: Transpose(vec=4, tile=64, block_rows=2), "needs block_rows from 4 to 32"),
     (lambda: Transpose(tiles=2), "above 1 only with vec=4"),
-    (lambda: Transpose(vec=4, block_rows=1, tiles=4), "more than 16"),
+    (lambda: _t32(vec=4, block_rows=1, tiles=4), "more than 16"),
+    (lambda: Transpose(group=-1), "group must be"),
     (lambda: Transpose(store_cache="nc"), "store_cache must be one of"),
     (lambda: RowReduce("sum", unroll=32), "unroll must be"),
     (lambda: RowReduce("sum", cache="cs", evict="no_allocate"), "combines with cache='nc'"),
@@ -224,15 +230,22 @@ def test_bad_variant_options_are_one_line_errors(make, msg):
     assert "\n" not in str(e.value)
 
 
-def test_defaults_are_unchanged():
+def test_defaults():
+    """The transpose default is the fastest on the H200 (docs/PERF.md): 64×64 tile, 32×8
+    threads, float4 accesses when rows are 16-byte aligned (scalar otherwise), CTAs walked 64
+    tile rows at a time."""
     t = Transpose()
-    assert (t.tile, t.block_rows, t.pad, t.vec, t.tiles, t.load_cache, t.store_cache) == \
-        (32, 4, 1, 1, 1, None, None)
+    assert (t.tile, t.block_rows, t.pad, t.vec, t.tiles, t.group, t.load_cache,
+            t.store_cache) == (64, 8, 1, None, 1, 64, None, None)
+    assert t.vec_for({"M": 64, "N": 64}) == 4 and t.vec_for({"M": 64, "N": 66}) == 1
+    assert t.launch({"M": 130, "N": 64}).grid == (3, 1, 1)
     r = RowReduce("sum")
     assert (r.threads, r.unroll, r.rows_per_cta, r.cache, r.evict) == (256, 8, 1, None, None)
     assert r.per_row({"M": 1, "N": 8192}) == 256 and r.per_row({"M": 1, "N": 1000}) == 32
     text = emit_module(t.build({"M": 64, "N": 64}))
-    assert ".v4" not in text and ".reqntid 32, 4, 1" in text
+    assert "ld.global.v4.f32" in text and ".reqntid 32, 8, 1" in text
+    text = emit_module(t.build({"M": 64, "N": 65}))
+    assert ".v4" not in text and ".f32 tile[4160]" in text      # scalar, 64 × 65 floats
 
 
 def test_rows_per_cta_launch():
@@ -240,7 +253,7 @@ def test_rows_per_cta_launch():
     assert op.per_row({"M": 9, "N": 8192}) == 128
     assert op.launch({"M": 9, "N": 8192}).grid == (5, 1, 1)
     assert op.launch({"M": 9, "N": 1000}).grid == (2, 1, 1)        # warp plan: 8 rows a CTA
-    assert Transpose(vec=4, tile=64, block_rows=8, tiles=2).launch(
+    assert Transpose(vec=4, tile=64, block_rows=8, tiles=2, group=0).launch(
         {"M": 100, "N": 300}).grid == (3, 2, 1)
 
 

@@ -50,8 +50,8 @@ class Transpose(Operator):
     rtol = 0.0                 # a transpose moves bits: the output must match exactly
     atol = 0.0
 
-    def __init__(self, tile=32, block_rows=4, pad=1, vec=1, tiles=1, load_cache=None,
-                 store_cache=None, group=0):
+    def __init__(self, tile=64, block_rows=8, pad=1, vec=None, tiles=1, load_cache=None,
+                 store_cache=None, group=64):
         if tile not in (32, 64):
             raise PtxgenError(f"transpose: tile must be 32 or 64, got {tile!r}")
         if block_rows not in (1, 2, 4, 8, 16, 32) or block_rows > tile:
@@ -59,17 +59,21 @@ class Transpose(Operator):
                               f"got {block_rows!r}")
         if pad not in (0, 1):
             raise PtxgenError(f"transpose: pad must be 0 or 1, got {pad!r}")
-        if vec not in (1, 4):
-            raise PtxgenError(f"transpose: vec must be 1 or 4, got {vec!r}")
+        if pad == 0 and vec == 4:
+            raise PtxgenError("transpose: pad=0 is a layout of the scalar tile (vec=1); the "
+                              "float4 tile is swizzled instead of padded")
+        if vec not in (None, 1, 4):
+            raise PtxgenError(f"transpose: vec must be 1, 4 or None (4 when the rows of x "
+                              f"and out are 16-byte aligned, else 1), got {vec!r}")
         lo = max(tile // 32, tile * tile // 1024)
-        if vec == 4 and not lo <= block_rows <= tile * tile // 128:
-            raise PtxgenError(f"transpose: with vec=4 a {tile}x{tile} tile needs block_rows "
+        if vec in (None, 4) and not lo <= block_rows <= tile * tile // 128:
+            raise PtxgenError(f"transpose: with vec=4 or None a {tile}x{tile} tile needs block_rows "
                               f"from {lo} to {tile * tile // 128} (whole warps per 32 columns, "
                               f"1 to 8 float4 chunks per thread), got {block_rows}")
         if tiles not in (1, 2, 4) or (tiles > 1 and vec != 4):
             raise PtxgenError(f"transpose: tiles must be 1, 2 or 4, and above 1 only with "
                               f"vec=4, got tiles={tiles!r}")
-        if vec == 4 and tiles * tile * tile // (128 * block_rows) > 16:
+        if vec in (None, 4) and tiles * tile * tile // (128 * block_rows) > 16:
             # two tiles' chunks are live at once, with an address per chunk: ptxas spills
             raise PtxgenError(f"transpose: {tiles} tiles of {tile * tile // (128 * block_rows)}"
                               f" float4 chunks per thread are more than 16 (registers)")
@@ -89,8 +93,18 @@ class Transpose(Operator):
     def kernel_name(self):
         return self.name
 
+    def vec_for(self, shape):
+        """The access width used for `shape`: vec, or with vec=None 4 when both M and N are
+        multiples of 4 (every row of x and out 16-byte aligned), else 1 (on the H200 the
+        scalar kernel beats the float4 one's per-element fallback on unaligned rows)."""
+        if self.vec is not None:
+            return self.vec
+        if self.pad == 0:                   # the unpadded layout exists in the scalar tile only
+            return 1
+        return 4 if shape["M"] % 4 == 0 and shape["N"] % 4 == 0 else 1
+
     def build(self, shape, arch="sm_90"):
-        if self.vec == 4:
+        if self.vec_for(shape) == 4:
             return _build_vec4(self, shape, arch)
         TS, R, P = self.tile, self.block_rows, self.pad
         cols_per_thread, rows_per_thread = TS // 32, TS // R

@@ -48,15 +48,18 @@ class GpuTrials:
 
     def time(self, sched):
         """(median ms per launch, registers) at the tuned shape. A short first measurement
-        sizes the second so each trial spends about target_ms on the GPU."""
+        sizes the second: CUDA events around batches of ~10 ms of back-to-back launches (the
+        host's launch latency hidden, as in a stream of work), about target_ms in all."""
         from ..ops.matmul import Matmul
         from ..runtime import time_kernel
         k = self._kernel(sched, self.shape)
         args = Matmul(sched).kernel_args(self.shape, self.dev)
         grid, block = sched.grid(self.shape), sched.block()
-        first = time_kernel(k, grid, block, args, 0, warmup=2, repeat=5)
-        repeat = int(min(200, max(10, self.target_ms / max(first, 1e-3))))
-        return time_kernel(k, grid, block, args, 0, warmup=3, repeat=repeat), k.registers
+        first = max(time_kernel(k, grid, block, args, 0, warmup=2, repeat=3), 1e-3)
+        batch = int(min(200, max(1, 10.0 / first)))
+        repeat = int(min(50, max(5, self.target_ms / (batch * first))))
+        return time_kernel(k, grid, block, args, 0, warmup=batch, repeat=repeat,
+                           batch=batch), k.registers
 
     def device_name(self):
         name = self.cuda.get_current_device().name
