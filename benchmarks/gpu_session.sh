@@ -19,6 +19,7 @@ step() {
     sgemm) OUT=$W python3 benchmarks/sgemm.py ;;
     sgemm_edges) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 1000x1000x1000,1024x1024x1024,4095x4097x513,4096x4096x512 ;;
     operators) OUT=$W python3 benchmarks/operators.py ;;
+    sgemm_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --schedules 128x128x8_g8,128x128x16 --shapes 4096x4096x512,4096x4096x516,4095x4097x513,4096x4097x512,4095x4096x513,4096x4100x516 ;;
     tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
     tune_odd) OUT=$W python3 benchmarks/tune_matmul.py --shapes 4095x4097x513 --budget 16 ;;
     bandwidth) OUT=$W python3 benchmarks/operators.py --only transpose,row_reduce,row_max ;;

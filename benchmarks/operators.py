@@ -5,9 +5,10 @@
 For saxpy, add, scale, transpose, row_reduce (sum), row_max, softmax at a few shapes (some not
 multiples of any tile), each implementation runs on the same fresh random inputs with its output
 poisoned with NaN first and is checked against a float64 reference computed with torch on the
-device (the operator's own tolerances). Timing, the same for every implementation: CUDA events
-around a batch of back-to-back calls (sized to ~20 ms, so the host's launch latency is hidden
-as it is in a stream of work), median of 5 batches; the implementations of a case (and its
+device (the operator's own tolerances). Timing, the same for every implementation: ptxgen.runtime.time_calls,
+CUDA events around a batch of back-to-back calls (~20 ms of GPU work) queued behind a kernel
+that spins until the host has enqueued them all, so the events see GPU time only, not the
+host's launch latency (which exceeds a short kernel's run time); median of 5 batches; the implementations of a case (and its
 bandwidth reference) take turns over ROUNDS rounds, and each figure is the median over rounds,
 so slow drifts of the device hit all of them alike.
 
@@ -61,6 +62,10 @@ VARIANTS = {
                   ("scalar 64x64 rows=8", Transpose(tile=64, block_rows=8, vec=1)),
                   ("scalar 64x64 rows=8 group=32", Transpose(tile=64, block_rows=8, vec=1,
                                                              group=32)),
+                  ("scalar 64x64 rows=4 group=64", Transpose(tile=64, block_rows=4, vec=1)),
+                  ("scalar 64x64 rows=16 group=64", Transpose(tile=64, block_rows=16, vec=1)),
+                  ("scalar 64x64 rows=8 group=64 ld.nc", Transpose(vec=1, load_cache="nc")),
+                  ("scalar 32x32 rows=8 group=64", Transpose(tile=32, vec=1)),
                   ("v4 32x32 rows=4", Transpose(vec=4)),
                   ("v4 32x32 rows=4 group=32", Transpose(vec=4, group=32)),
                   ("v4 64x64 rows=8", Transpose(vec=4, tile=64, block_rows=8)),
@@ -68,8 +73,6 @@ VARIANTS = {
                                                         group=8)),
                   ("v4 64x64 rows=8 group=32", Transpose(vec=4, tile=64, block_rows=8,
                                                          group=32)),
-                  ("v4 64x64 rows=8 group=64", Transpose(vec=4, tile=64, block_rows=8,
-                                                         group=64)),
                   ("v4 64x64 rows=16 group=32", Transpose(vec=4, tile=64, block_rows=16,
                                                           group=32)),
                   ("v4 64x64 rows=8 tiles=2 group=32", Transpose(vec=4, tile=64, block_rows=8,
@@ -95,41 +98,13 @@ BATCH_MS, REPEAT, ROUNDS = 20.0, 5, 5
 GIB = 1 << 30
 
 
-def batch_size(fn):
-    """Calls per timed batch: enough for ~BATCH_MS of GPU work (at least 1, at most 500)."""
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(3):
-        fn()
-    e.record()
-    e.synchronize()
-    return int(max(1, min(500, BATCH_MS // max(s.elapsed_time(e) / 3, 1e-3))))
-
-
-def batched_ms(fn, n, repeat=REPEAT):
-    """Median ms per call over `repeat` batches of `n` back-to-back calls."""
-    import torch
-    for _ in range(max(1, n // 4)):            # warm-up: clocks up, TLBs filled
-        fn()
-    times = []
-    for _ in range(repeat):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(n):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / n)
-    return float(np.median(times))
-
-
 def timer(fn):
-    """A callable returning fn's ms per call (batch size fixed on first use)."""
-    n = batch_size(fn)
-    return lambda: batched_ms(fn, n)
+    """A callable returning fn's GPU ms per call: ptxgen.runtime.time_calls (a hold kernel,
+    then a batch of back-to-back calls between CUDA events), batch sized on first use."""
+    from ptxgen.runtime import time_calls
+    from ptxgen.runtime.timing import batch_for
+    n = batch_for(fn, BATCH_MS)
+    return lambda: time_calls(fn, batch=n, repeat=REPEAT)
 
 
 # -- inputs and references ----------------------------------------------------------------------
@@ -173,7 +148,7 @@ def check(op, shape, got, want):
 
 # -- implementations ----------------------------------------------------------------------------
 def ptxgen_impl(op, shape, d, arch, sms):
-    from ptxgen.runtime import load_kernel, time_kernel
+    from ptxgen.runtime import bound_launch, load_kernel
     from ptxgen.runtime.driver import launch
     m = verify_module(op.build(shape, arch))
     kir = m.kernel(op.kernel_name())
@@ -181,10 +156,7 @@ def ptxgen_impl(op, shape, d, arch, sms):
     cfg = op.launch(shape, sm_count=sms)
     args = op.kernel_args(shape, d)
     launch(k, cfg.grid, cfg.block, args, cfg.shared_bytes)
-    one = time_kernel(k, cfg.grid, cfg.block, args, cfg.shared_bytes, warmup=1, repeat=1)
-    n = int(max(1, min(500, BATCH_MS // max(one, 1e-3))))
-    return (lambda: time_kernel(k, cfg.grid, cfg.block, args, cfg.shared_bytes,
-                                warmup=max(1, n // 4), repeat=REPEAT, batch=n)), k.registers
+    return timer(bound_launch(k, cfg.grid, cfg.block, args, cfg.shared_bytes)), k.registers
 
 
 def numba_impl(name, shape, d):
@@ -347,8 +319,9 @@ def main(argv=None):
         name, bytes) else name, "arch": arch, "sms": sms, "torch": torch.__version__,
         "numba": numba.__version__, "triton": triton_ops.version(),
         "python": platform.python_version(), "numpy": np.__version__,
-        "timing": f"CUDA events around batches of back-to-back calls (~{BATCH_MS:g} ms), "
-                  f"median of {REPEAT} batches, median over {ROUNDS} interleaved rounds"}
+        "timing": f"ptxgen.runtime.time_calls: held batches of back-to-back calls "
+                  f"(~{BATCH_MS:g} ms), median of {REPEAT} batches, median over {ROUNDS} "
+                  f"interleaved rounds"}
     try:
         import numba_cuda
         info["numba_cuda"] = numba_cuda.__version__

@@ -8,9 +8,10 @@ ptxgen.schedule.CANDIDATES is lowered, emitted as PTX, loaded through Numba's dr
 (ctx.create_module_ptx) and launched with cuda.core; cuBLAS runs as torch.matmul with TF32 off,
 Triton as an autotuned blocked tl.dot(input_precision="ieee") kernel when triton imports. Every
 output starts as NaN and is checked against a float64 product on the device (the matmul
-operator's tolerance: 4*sqrt(K)*(1e-5 + 1e-5*|ref|) per element). Timing: CUDA events around a
-batch of back-to-back launches (sized to ~25 ms, so launch overhead is amortized for the small
-shapes), median of 10 batches after warm-up, for every implementation alike.
+operator's tolerance: 4*sqrt(K)*(1e-5 + 1e-5*|ref|) per element). Timing: ptxgen.runtime.time_calls
+for every implementation alike: CUDA events around a batch of back-to-back launches (~25 ms of
+GPU work) queued behind a kernel that spins until the host has enqueued them all, so no host
+launch latency is measured; median of 10 batches after warm-up.
 
 A failing schedule gives an error row and the run goes on. Results go to $OUT/sgemm.json when
 OUT is set; the summary table is printed last.
@@ -121,28 +122,10 @@ def make_loader():
 
 # -- measuring -----------------------------------------------------------------------------------
 def time_ms(fn):
-    """Median milliseconds per call: CUDA events around batches of back-to-back calls."""
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    n = int(max(1, min(200, BATCH_MS // max(s.elapsed_time(e), 1e-3))))
-    for _ in range(n):                       # warm-up: clocks up, caches and TLBs filled
-        fn()
-    times = []
-    for _ in range(REPEAT):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(n):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / n)
-    return float(np.median(times))
+    """Median GPU milliseconds per call (ptxgen.runtime.time_calls: held batches of
+    back-to-back calls between CUDA events, ~BATCH_MS each)."""
+    from ptxgen.runtime import time_calls
+    return time_calls(fn, repeat=REPEAT, target_ms=BATCH_MS)
 
 
 def check(C, ref, K):
@@ -379,8 +362,8 @@ def main(argv=None):
             "python": platform.python_version(), "numpy": np.__version__,
             "default_schedules": {f"{m}x{n}x{k}": str(Matmul().schedule_for(
                 {"M": m, "N": n, "K": k})) for m, n, k in shapes},
-            "timing": f"median of {REPEAT} CUDA-event batches (~{BATCH_MS:g} ms each) after "
-                      f"warm-up"}
+            "timing": f"ptxgen.runtime.time_calls: median of {REPEAT} held batches "
+                      f"(~{BATCH_MS:g} ms each) after warm-up"}
     print(json.dumps(info), flush=True)
     rows = []
     for shape in shapes:

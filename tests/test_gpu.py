@@ -71,3 +71,36 @@ def test_gpu_fault_is_reported_with_kernel_name():
                        timeout=120)
     assert "REPORTED kernel saxpy faulted" in p.stdout and "--backend emu" in p.stdout, \
         p.stdout + p.stderr[-2000:]
+
+
+def test_time_calls_sees_gpu_time_not_launch_latency():
+    """A kernel that spins 5 µs: one event pair around one Python launch also measures the
+    host's launch latency; held batches give the kernel's own time."""
+    from ptxgen.runtime import time_calls
+    from ptxgen.runtime.timing import hold
+    t = time_calls(lambda: hold(0.005), batch=200, repeat=3)
+    assert 0.004 < t < 0.012, t
+    t = time_calls(lambda: hold(0.2), batch=10, repeat=3)
+    assert 0.19 < t < 0.23, t
+
+
+def test_bound_launch_checks_once_and_runs():
+    from numba import cuda
+
+    from ptxgen import emit_module
+    from ptxgen.runtime import bound_launch, load_kernel
+    op = get_operator("saxpy")
+    shape = op.shape(n=1000)
+    m = op.build(shape)
+    k = load_kernel(emit_module(m), "saxpy", m.kernel("saxpy").params)
+    rng = np.random.default_rng()
+    x, y = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
+    dx, dy, do = cuda.to_device(x), cuda.to_device(y), cuda.to_device(np.full(1000, np.nan,
+                                                                              np.float32))
+    cfg = op.launch(shape)
+    go = bound_launch(k, cfg.grid, cfg.block, [np.uint32(1000), np.float32(2.0), dx, dy, do])
+    go()
+    cuda.synchronize()
+    np.testing.assert_allclose(do.copy_to_host(), 2.0 * x.astype(np.float64) + y, rtol=1e-6)
+    with pytest.raises(LaunchError, match="not numpy arrays"):
+        bound_launch(k, cfg.grid, cfg.block, [np.uint32(1000), np.float32(2.0), x, dy, do])

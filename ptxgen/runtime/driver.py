@@ -189,6 +189,23 @@ def _first_line(e):
     return s.splitlines()[0] if s else type(e).__name__
 
 
+def bound_launch(kernel, grid, block, args, shared_bytes=0):
+    """A no-argument callable that launches `kernel` with these arguments, checked once here
+    (device arrays or raw pointers only: nothing is copied), for timing loops."""
+    _cuda()
+    if any(isinstance(a, np.ndarray) for a in args):
+        raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
+                          f"arrays (they would be copied on every launch)")
+    limit = max(shared_bytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
+    grid, block = validate_launch(kernel.name, kernel.params, grid, block, list(args),
+                                  shared_bytes, limit, kernel.directives)
+    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
+        kernel.max_dynamic_shared(shared_bytes)
+    raw = [int(a.__cuda_array_interface__["data"][0])
+           if getattr(a, "__cuda_array_interface__", None) is not None else a for a in args]
+    return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
+
+
 def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20, batch=1):
     """Median milliseconds per launch over `repeat` CUDA-event measurements, each around
     `batch` back-to-back launches (divided by `batch`). Arguments must already be on the
