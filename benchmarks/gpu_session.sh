@@ -21,7 +21,8 @@ step() {
     operators) OUT=$W python3 benchmarks/operators.py ;;
     sgemm_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --schedules 128x128x8_g8,128x128x16 --shapes 4096x4096x512,4096x4096x516,4095x4097x513,4096x4097x512,4095x4096x513,4096x4100x516 ;;
     tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
-    tune_odd) OUT=$W python3 benchmarks/tune_matmul.py --shapes 4095x4097x513 --budget 16 ;;
+    tune_odd) OUT=$W python3 benchmarks/tune_matmul.py --shapes 4095x4097x513 --budget 30 ;;
+    sgemm_all_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 4095x4097x513,4096x4096x512 ;;
     bandwidth) OUT=$W python3 benchmarks/operators.py --only transpose,row_reduce,row_max ;;
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
     *) echo "unknown step $1" ;;
