@@ -36,6 +36,11 @@ def resolve_backend(name):
     return name
 
 
+def _workspace(op, shape, arch):
+    """The operator's scratch arrays, zero-filled."""
+    return {n: np.zeros(dims, dtype) for n, (dims, dtype) in op.workspace(shape, arch).items()}
+
+
 def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False):
     """Build, emit, run and (optionally) check one operator on fresh random inputs."""
     backend = resolve_backend(backend)
@@ -43,22 +48,29 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
     arrays = op.make_inputs(shape, rng)
     res = RunResult(op.name, dict(shape), backend)
     if backend == "gpu":
-        from .runtime import launch, load_kernel, time_kernel
+        from .runtime import bound_launch, launch, load_kernel, time_calls
         from .runtime.device import device_arch
         arch = arch or device_arch()
         module = verify_module(op.build(shape, arch))
-        kernel_ir = module.kernel(op.kernel_name())
-        k = load_kernel(emit_module(module, arch), kernel_ir.name, kernel_ir.params,
-                        kernel_ir.directives)
-        cfg = op.launch(shape)
-        launch(k, cfg.grid, cfg.block, op.kernel_args(shape, arrays), cfg.shared_bytes)
-        res.registers = k.registers
+        arrays.update(_workspace(op, shape, arch))
+        ptx, kernels = emit_module(module, arch), {}
+        steps = op.steps(shape, arch)
+        for step in steps:
+            if step.kernel not in kernels:
+                kir = module.kernel(step.kernel)
+                kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
+        for step in steps:          # numpy arrays go to the device and back at every launch
+            cfg = step.launch
+            launch(kernels[step.kernel], cfg.grid, cfg.block, step.args(arrays),
+                   cfg.shared_bytes)
+        res.registers = kernels[op.kernel_name()].registers
         if time_it:
             from numba import cuda
             dev = {n: (cuda.to_device(v) if isinstance(v, np.ndarray) else v)
                    for n, v in arrays.items()}
-            res.time_ms = time_kernel(k, cfg.grid, cfg.block, op.kernel_args(shape, dev),
-                                      cfg.shared_bytes)
+            go = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(dev),
+                               s.launch.shared_bytes) for s in steps]
+            res.time_ms = time_calls(lambda: [g() for g in go])
     else:
         from .emu.backend import run_operator as emu_run
         emu_run(op, shape, arrays, arch or "sm_90")

@@ -65,42 +65,46 @@ def compare(op, shape, arch="sm_90", gpu=None, seed=None):
 
 
 def _run_both(op, shape, module, ptx, ours, theirs, seed):
+    """Both kernels on the same inputs, outputs poisoned first; times are GPU time per call
+    (runtime.time_calls: held batches, no host launch latency), the same way for both."""
     from numba import cuda
 
-    from .runtime import load_kernel, time_kernel
+    from .runtime import bound_launch, load_kernel, time_calls
     from .runtime.driver import synchronize
     from .runtime.twins import twin_kernel, twin_launch_args
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
     ref = op.reference(shape, arrays)
-    kir = module.kernel(op.kernel_name())
-    k = load_kernel(ptx, kir.name, kir.params, kir.directives)
-    cfg = op.launch(shape)
+    arrays.update({n: np.zeros(d, t) for n, (d, t) in op.workspace(shape, arch=module.target)
+                   .items()})
     dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
-    args = op.kernel_args(shape, dev)
-    ours.time_ms = time_kernel(k, cfg.grid, cfg.block, args, cfg.shared_bytes)
+    kernels = {}
+    for step in op.steps(shape, module.target):
+        if step.kernel not in kernels:
+            kir = module.kernel(step.kernel)
+            kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
+    go = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(dev),
+                       s.launch.shared_bytes) for s in op.steps(shape, module.target)]
+
+    def ours_call():
+        for g in go:
+            g()
+    ours_call()
+    synchronize(op.name)
     out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
     ours.ok, ours.max_rel_error = op.check(shape, out, ref)
+    ours.time_ms = time_calls(ours_call)
     # the twin on the same inputs, outputs poisoned again first
     for n in op.outputs:
         dev[n] = cuda.to_device(np.full_like(arrays[n], np.nan))
     tk = twin_kernel(op.name)
     grid, block, targs = twin_launch_args(op.name, shape, dev)
     launch = tk[grid, block]
-    for _ in range(3):
-        launch(*targs)
+    launch(*targs)
     synchronize(op.name)
-    times = []
-    for _ in range(20):
-        s, e = cuda.event(), cuda.event()
-        s.record()
-        launch(*targs)
-        e.record()
-        e.synchronize()
-        times.append(cuda.event_elapsed_time(s, e))
-    theirs.time_ms = float(np.median(times))
     out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
     theirs.ok, theirs.max_rel_error = op.check(shape, out, ref)
+    theirs.time_ms = time_calls(lambda: launch(*targs))
 
 
 def format_table(ours, theirs, op, shape):

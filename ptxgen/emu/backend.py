@@ -1,13 +1,20 @@
 """The emulator as a backend of `ptxgen run`: one library operator on its arrays."""
+import numpy as np
+
 from ..ir.verify import verify_module
 from .api import emulate
 
 
 def run_operator(op, shape, arrays, arch="sm_90", check="error"):
-    """Build op's IR for `shape`, launch it as op.launch(shape) says with
-    op.kernel_args(shape, arrays), on the emulator. Output arrays are written in place.
-    Returns the EmulationResult."""
+    """Build op's IR for `shape` and run its steps (op.steps: usually one launch) on the
+    emulator with arguments from `arrays`, to which the operator's zero-filled workspace is
+    added. Output arrays are written in place. Returns the last step's EmulationResult."""
     module = verify_module(op.build(shape, arch))
-    cfg = op.launch(shape)
-    return emulate(module, op.kernel_name(), cfg.grid, cfg.block,
-                   *op.kernel_args(shape, arrays), shared_bytes=cfg.shared_bytes, check=check)
+    for name, (dims, dtype) in op.workspace(shape, arch).items():
+        arrays.setdefault(name, np.zeros(dims, dtype))
+    result = None
+    for step in op.steps(shape, arch):
+        cfg = step.launch
+        result = emulate(module, step.kernel, cfg.grid, cfg.block, *step.args(arrays),
+                         shared_bytes=cfg.shared_bytes, check=check)
+    return result

@@ -1,5 +1,13 @@
-"""What every operator provides: IR, a launch shape, inputs, a float64 reference, work counts."""
+"""What every operator provides: IR, a launch shape, inputs, a float64 reference, work counts.
+
+Most operators are one kernel launch. One that needs several (the matmul packs misaligned
+operands first) lists them in steps(): every step names a kernel of the module build() returns,
+its launch shape and its arguments taken from the arrays; workspace() names the scratch arrays
+those steps need besides the operator's inputs and outputs. Runners (ptxgen.backend, the
+emulator backend, benchmarks) allocate the workspace and launch the steps in order.
+"""
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -11,6 +19,13 @@ class Launch:
     grid: tuple
     block: tuple
     shared_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Step:
+    kernel: str                     # kernel name in the operator's module
+    launch: Launch
+    args: Callable                  # arrays (inputs, outputs, workspace) → kernel arguments
 
 
 class Operator:
@@ -46,6 +61,15 @@ class Operator:
 
     def make_inputs(self, shape, rng):
         raise NotImplementedError
+
+    def steps(self, shape, arch="sm_90", sm_count=132):
+        """The launches that compute the operator, in order (build() first: it decides)."""
+        return [Step(self.kernel_name(), self.launch(shape, sm_count),
+                     lambda arrays: self.kernel_args(shape, arrays))]
+
+    def workspace(self, shape, arch="sm_90"):
+        """{name: (shape, dtype)} of scratch arrays steps() uses (build() first)."""
+        return {}
 
     def kernel_args(self, shape, arrays):
         raise NotImplementedError

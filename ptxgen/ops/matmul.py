@@ -5,6 +5,15 @@ SIMT SGEMM whose schedule is chosen per shape — the tuned one cached for the s
 target (ptxgen.tune, `ptxgen tune matmul`) when there is one, else default_schedule — or the one
 given. With schedule=None it is the simple tiled kernel: one output per thread, 16x16 threads,
 shared-memory tiles with predicated edges.
+
+When K or N is not a multiple of 4, rows of A or B are not 16-byte aligned and the kernel must
+load that operand 32 bits at a time. For large problems the operator instead packs A into an
+M x K4 buffer and B into a K4 x N4 buffer (K4, N4: rounded up to 4, zero-filled; ops/pack.py)
+and runs the kernel with 128-bit loads on them: three launches (steps()), scratch buffers
+A_packed and B_packed (workspace()). pack="auto" packs when the copies' DRAM time, at the
+target's HBM bandwidth, is under PACK_BUDGET of the product's time at the FP32 peak (both from
+the isa file): it grows like (M+N)/(M*N), so only large M and N pay it back. On the H200,
+4095x4097x513 packed reaches 0.9+ of 4096x4096x512's throughput, unpacked 0.88 (docs/PERF.md).
 """
 import numpy as np
 
@@ -13,9 +22,11 @@ from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..schedule import MatmulSchedule, default_schedule, lower_matmul
 from ..tune.cache import tuned_matmul_schedule
-from .base import Launch, Operator
+from . import pack as packmod
+from .base import Launch, Operator, Step
 
 _UNBUILT = object()
+PACK_BUDGET = 0.04          # the most of the product's peak time the packing copies may cost
 
 
 class Matmul(Operator):
@@ -26,14 +37,29 @@ class Matmul(Operator):
     outputs = ("C",)
     tile = 16
 
-    def __init__(self, schedule="auto"):
+    def __init__(self, schedule="auto", pack="auto"):
         """schedule: "auto" (the default schedule for each shape), a MatmulSchedule, or None
-        for the simple 16x16 tiled kernel."""
+        for the simple 16x16 tiled kernel. pack: "auto", True or False (module docstring)."""
         if not (schedule == "auto" or schedule is None or isinstance(schedule, MatmulSchedule)):
             raise PtxgenError(f"matmul: schedule must be 'auto', None or a MatmulSchedule, "
                               f"got {schedule!r}")
-        self.schedule = schedule
-        self._built = {}            # shape → the schedule build() chose, for launch()
+        if pack not in ("auto", True, False):
+            raise PtxgenError(f"matmul: pack must be 'auto', True or False, got {pack!r}")
+        self.schedule, self.pack = schedule, pack
+        self._built = {}            # shape → (schedule, packs) build() chose, for launch()
+
+    def packs(self, shape, arch="sm_90"):
+        """Whether `shape` runs on packed copies of A and B (see the module docstring)."""
+        if self.pack is False or self.schedule_for(shape, arch) is None:
+            return False
+        if shape["K"] % 4 == 0 and shape["N"] % 4 == 0:
+            return False
+        return self.pack is True or _packing_pays(shape, arch)
+
+    def _packed_shape(self, shape):
+        """The main kernel's shape on the packed buffers."""
+        return {"M": shape["M"], "N": shape["N"], "K": packmod.padded(shape["K"]),
+                "ldb": packmod.padded(shape["N"])}
 
     def schedule_for(self, shape, arch="sm_90"):
         """The MatmulSchedule used for `shape` on `arch` (None: the simple tiled kernel)."""
@@ -43,11 +69,36 @@ class Matmul(Operator):
 
     def build(self, shape, arch="sm_90"):
         s = self.schedule_for(shape, arch)
-        # launch() has no arch: it uses the schedule the last build of this shape chose
-        self._built[_key(shape)] = s
+        packs = self.packs(shape, arch)
+        # launch() has no arch: it uses what the last build of this shape chose
+        self._built[_key(shape)] = (s, packs)
+        if packs:
+            m = lower_matmul(s, arch, self._packed_shape(shape), name=self.name)
+            return packmod.add_pad_copy(m)
         if s is not None:
             return lower_matmul(s, arch, shape, name=self.name)
         return self._build_tiled(shape, arch)
+
+    def _choice(self, shape):
+        got = self._built.get(_key(shape), _UNBUILT)
+        return (self.schedule_for(shape), self.packs(shape)) if got is _UNBUILT else got
+
+    def steps(self, shape, arch="sm_90", sm_count=132):
+        main = super().steps(shape, arch, sm_count)
+        if not self._choice(shape)[1]:
+            return main
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        K4, N4 = packmod.padded(K), packmod.padded(N)
+        return [Step(packmod.KERNEL, packmod.pad_launch(M, K4),
+                     lambda a: packmod.pad_args(M, K, M, K4, a["A"], a["A_packed"])),
+                Step(packmod.KERNEL, packmod.pad_launch(K4, N4),
+                     lambda a: packmod.pad_args(K, N, K4, N4, a["B"], a["B_packed"]))] + main
+
+    def workspace(self, shape, arch="sm_90"):
+        if not self._choice(shape)[1]:
+            return {}
+        M, K4, N4 = shape["M"], packmod.padded(shape["K"]), packmod.padded(shape["N"])
+        return {"A_packed": ((M, K4), np.float32), "B_packed": ((K4, N4), np.float32)}
 
     def _build_tiled(self, shape, arch):
         TS = self.tile
@@ -100,9 +151,8 @@ class Matmul(Operator):
         return m
 
     def launch(self, shape, sm_count=132):
-        s = self._built.get(_key(shape), _UNBUILT)
-        if s is _UNBUILT:
-            s = self.schedule_for(shape)
+        """The main kernel's launch."""
+        s = self._choice(shape)[0]
         if s is not None:
             return Launch(grid=s.grid(shape), block=s.block())     # static shared memory only
         TS = self.tile
@@ -115,6 +165,11 @@ class Matmul(Operator):
                 "C": np.full((M, N), np.nan, dtype=np.float32)}
 
     def kernel_args(self, shape, arrays):
+        """The main kernel's arguments: on A_packed and B_packed when this shape packs."""
+        if self._choice(shape)[1]:
+            return [np.uint32(shape["M"]), np.uint32(shape["N"]),
+                    np.uint32(packmod.padded(shape["K"])), arrays["A_packed"],
+                    arrays["B_packed"], arrays["C"]]
         return [np.uint32(shape["M"]), np.uint32(shape["N"]), np.uint32(shape["K"]),
                 arrays["A"], arrays["B"], arrays["C"]]
 
@@ -134,3 +189,18 @@ class Matmul(Operator):
 
 def _key(shape):
     return tuple(sorted(shape.items()))
+
+
+def _packing_pays(shape, arch):
+    """Packing's copies (read A and B, write both padded) at the HBM peak take at most
+    PACK_BUDGET of the product at the FP32 peak; both peaks from the isa file."""
+    from ..analysis.roofline import ceilings          # noqa: PLC0415 (ops load before analysis)
+    _, roofs, _ = ceilings(arch)
+    peak = {r.name: r.value for r in roofs}
+    flops, hbm = peak.get("FP32 FMA peak"), peak.get("HBM peak")
+    if not flops or not hbm:
+        return False
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    K4, N4 = packmod.padded(K), packmod.padded(N)
+    copy_bytes = 4 * (M * K + K * N) + 4 * (M * K4 + K4 * N4)
+    return copy_bytes / (hbm * 1e9) <= PACK_BUDGET * 2.0 * M * N * K / (flops * 1e9)

@@ -16,6 +16,11 @@ When K or N is not a multiple of 4 the rows of A or B are not 16-byte aligned an
 is loaded 32 bits at a time, with a thread-to-element mapping that keeps each warp instruction
 on few 128-byte lines (MatmulSchedule.a_scalar_slots / b_scalar_slots).
 
+B's row stride is N unless the shape gives `ldb` (an int >= N, compiled in as a constant): the
+matmul operator packs misaligned operands into buffers whose rows are 16-byte aligned and runs
+this kernel on them with ldb = N rounded up to 4. Columns up to N rounded up to 4 must then be
+readable (the packed buffer's zero padding), since 4-column groups are clamped to that bound.
+
 Global addresses come from 32-bit element offsets (one register each instead of a 64-bit pointer
 pair), so A and B must each hold fewer than 2^32 elements; MatmulSchedule.validate checks it when
 given the shape.
@@ -46,16 +51,17 @@ def lower(s, arch, shape=None, name="matmul"):
     """Module with one kernel `name` for schedule `s` (see MatmulSchedule / lower_matmul)."""
     s.validate(arch, shape)
     va = s.vec_global if shape is None or shape["K"] % 4 == 0 else 1
-    vb = s.vec_global if shape is None or shape["N"] % 4 == 0 else 1
+    ldb = None if shape is None else shape.get("ldb")
+    vb = s.vec_global if shape is None or (ldb or shape["N"]) % 4 == 0 else 1
     # C rows are 8- or 16-byte aligned only when N is even or a multiple of 4
     n_align = vb if shape is None else next(w for w in (4, 2, 1) if shape["N"] % w == 0)
     vc = min(s.vec_store, n_align)
-    return _Lowering(s, arch, va, vb, vc, name).build()
+    return _Lowering(s, arch, va, vb, vc, name, ldb).build()
 
 
 class _Lowering:
-    def __init__(self, s, arch, va, vb, vc, name):
-        self.s, self.arch, self.name = s, arch, name
+    def __init__(self, s, arch, va, vb, vc, name, ldb=None):
+        self.s, self.arch, self.name, self.ldb_given = s, arch, name, ldb
         self.va, self.vb, self.vc = va, vb, vc        # A, B load and C store widths
         self.vs = s.vec_shared
         self.a_ld = (s.BM if s.a_transposed else s.BK) + s.pad_a     # As row length (floats)
@@ -76,6 +82,8 @@ class _Lowering:
             k.directives.append(f".minnctapersm {s.min_ctas_per_sm}")
         self.b = b = Builder(k)
         self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
+        self.ldb = self.N if self.ldb_given is None else \
+            b.mov(self.ldb_given, type=T.u32, name="ldb")                  # B's row stride
         smem = b.shared("smem", T.f32, s.stages * s.stage_bytes // 4, align=16)
         self.sbase = b.address_of(smem)
         self.tid = b.special("tid.x")
@@ -188,8 +196,14 @@ class _Lowering:
             lanes = s.BN // 4
             bk = b.shr(self.tid, _log2(lanes), name="bk")
             bn = b.shl(b.and_(self.tid, lanes - 1), 2, name="bn")
-            # a 4-column group is all in or all out (N % 4 == 0): clamp its start
-            cols = [b.min(b.add(self.bn0, bn), b.sub(self.N, 4), name="bcol")]
+            # a 4-column group is all in or all out (N % 4 == 0), or with a padded ldb reads
+            # columns up to N rounded up to 4: clamp its start to the last such group
+            if self.ldb_given is None:
+                last = b.sub(self.N, 4, name="blast")
+            else:
+                last = b.sub(b.and_(b.add(self.N, 3, name="n3"), -4, type=T.u32,
+                                    name="n4"), 4, name="blast")
+            cols = [b.min(b.add(self.bn0, bn), last, name="bcol")]
             self.b_loads = [_Load(0, i, 0, 4, rows_b * i, (4 * rows_b * i * self.b_ld,))
                             for i in range(nb)]
         else:
@@ -202,10 +216,10 @@ class _Lowering:
             self.b_loads = [_Load(j, i, 0, 1, rows_b * i, (4 * (rows_b * i * self.b_ld +
                                                                  j * lanes),))
                             for j in range(len(cols)) for i in range(s.BK // rows_b)]
-        self.b_step = b.shl(self.N, _log2(s.BK), name="bstep")         # one tile of rows
-        self.b_rows = b.mul(self.N, rows_b, name="brows")             # one load's rows
+        self.b_step = b.shl(self.ldb, _log2(s.BK), name="bstep")       # one tile of rows
+        self.b_rows = b.mul(self.ldb, rows_b, name="brows")           # one load's rows
         krow = b.add(bk, self.kfirst, name="bkrow")
-        self.b_off = [b.mad(krow, self.N, c, name="b_off") for c in cols]
+        self.b_off = [b.mad(krow, self.ldb, c, name="b_off") for c in cols]
         self.b_wr0 = b.add(b.mad(b.mad(bk, self.b_ld, bn), 4, self.sbase), self.a_bytes,
                            name="b_wr")
         self.b_kl = bk

@@ -259,7 +259,11 @@ class MatmulSchedule:
                 if not isinstance(v, int) or v <= 0:
                     raise ScheduleError(f"{self}: shape {k} must be a positive int, got {v!r}")
             M, N, K = shape["M"], shape["N"], shape["K"]
-            if max(M * K, (K + self.BK) * N) >= 2 ** 32:
+            ldb = shape.get("ldb", N)
+            if not isinstance(ldb, int) or ldb < N:
+                raise ScheduleError(f"{self}: ldb (B's row stride) must be an int >= N={N}, "
+                                    f"got {ldb!r}")
+            if max(M * K, (K + self.BK) * ldb) >= 2 ** 32:
                 raise ScheduleError(f"{self}: A ({M}x{K}) or B ({K}x{N}) has 2^32 elements or "
                                     f"more; the kernel indexes them with 32-bit offsets")
         return self
