@@ -89,16 +89,47 @@ def test_packed_matmul_correct_on_emulator(K, N):
     assert res.ok, res
 
 
+@needs_emu
+@pytest.mark.parametrize("N", [65, 66, 67, 68, 69, 128 + 3])
+def test_edge_columns_split_off_correct_on_emulator(N):
+    """64-wide block tiles: N = 64j + 1..4 leaves 1 to 4 columns to matmul_edge, + 5 none."""
+    from ptxgen.backend import run_operator
+    op = Matmul(CANDIDATES["64x64x8"], pack=True)
+    shape = op.shape(M=70, N=N, K=35)
+    edge = op.plan(shape)[2]
+    assert edge == (N % 64 if N % 64 <= 4 else 0)
+    assert [s.kernel for s in op.steps(shape)][-1] == ("matmul_edge" if edge else "matmul")
+    res = run_operator(op, shape, "emu", seed=N)
+    assert res.ok, res
+
+
+def test_edge_split_launches_the_main_kernel_on_whole_tiles():
+    op = Matmul()
+    shape = {"M": 4095, "N": 4097, "K": 513}
+    s, packs, edge = op.plan(shape)
+    assert packs and edge == 1 and s.BN == 128
+    op.build(shape)
+    assert op.launch(shape).grid == s.grid({"M": 4095, "N": 4096})
+    args = op.kernel_args(shape, {"A_packed": "ap", "B_packed": "bp", "C": "c"})
+    assert args[:3] == [4095, 4096, 516]
+    edge_step = op.steps(shape)[-1]
+    assert edge_step.kernel == "matmul_edge" and edge_step.launch.grid == (512, 1, 1)
+    assert edge_step.args({"A_packed": "ap", "B_packed": "bp", "C": "c"}) == \
+        [4095, 4096, 516, 4100, 4097, "ap", "bp", "c"]
+
+
 @needs_ptxas
 def test_packed_kernel_sass_has_wide_loads_and_no_spills():
     op = Matmul()
     shape = {"M": 4095, "N": 4097, "K": 513}
     asm = toolchain.assemble(emit_module(verify_module(op.build(shape))), "sm_90")
-    r = asm.resources["matmul"]
-    assert r.spills == 0 and r.stack_bytes == 0
+    for name in ("matmul", "pad_copy", "matmul_edge"):
+        r = asm.resources[name]
+        assert r.spills == 0 and r.stack_bytes == 0, name
     mix = toolchain.sass_mix(toolchain.disassemble(asm.cubin))
     assert mix["matmul"].get("LDG.E.128", 0) >= 2 and "LDG.E" not in mix["matmul"]
     assert mix["matmul"].get("LDS.128", 0) > 0 and mix["pad_copy"].get("STG.E.128") == 1
+    assert mix["matmul_edge"].get("LDG.E.128", 0) >= 1       # the A row, float4s per lane
 
 
 @pytest.mark.gpu

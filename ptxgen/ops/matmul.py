@@ -22,6 +22,7 @@ from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..schedule import MatmulSchedule, default_schedule, lower_matmul
 from ..tune.cache import tuned_matmul_schedule
+from . import matmul_edge as edgemod
 from . import pack as packmod
 from .base import Launch, Operator, Step
 
@@ -56,10 +57,15 @@ class Matmul(Operator):
             return False
         return self.pack is True or _packing_pays(shape, arch)
 
-    def _packed_shape(self, shape):
-        """The main kernel's shape on the packed buffers."""
-        return {"M": shape["M"], "N": shape["N"], "K": packmod.padded(shape["K"]),
-                "ldb": packmod.padded(shape["N"])}
+    def plan(self, shape, arch="sm_90"):
+        """(schedule, packs, edge columns) for `shape`: with packing, when N leaves 1 to
+        MAX_COLS columns past a multiple of the block tile's BN, those go to matmul_edge."""
+        s = self.schedule_for(shape, arch)
+        packs = self.packs(shape, arch)
+        edge = shape["N"] % s.BN if packs else 0
+        if not (0 < edge <= edgemod.MAX_COLS and shape["N"] > edge):
+            edge = 0
+        return s, packs, edge
 
     def schedule_for(self, shape, arch="sm_90"):
         """The MatmulSchedule used for `shape` on `arch` (None: the simple tiled kernel)."""
@@ -68,31 +74,36 @@ class Matmul(Operator):
         return self.schedule
 
     def build(self, shape, arch="sm_90"):
-        s = self.schedule_for(shape, arch)
-        packs = self.packs(shape, arch)
+        s, packs, edge = plan = self.plan(shape, arch)
         # launch() has no arch: it uses what the last build of this shape chose
-        self._built[_key(shape)] = (s, packs)
+        self._built[_key(shape)] = plan
         if packs:
-            m = lower_matmul(s, arch, self._packed_shape(shape), name=self.name)
-            return packmod.add_pad_copy(m)
+            m = lower_matmul(s, arch, _main_shape(shape, edge), name=self.name)
+            packmod.add_pad_copy(m)
+            return edgemod.add_matmul_edge(m, edge) if edge else m
         if s is not None:
             return lower_matmul(s, arch, shape, name=self.name)
         return self._build_tiled(shape, arch)
 
     def _choice(self, shape):
         got = self._built.get(_key(shape), _UNBUILT)
-        return (self.schedule_for(shape), self.packs(shape)) if got is _UNBUILT else got
+        return self.plan(shape) if got is _UNBUILT else got
 
     def steps(self, shape, arch="sm_90", sm_count=132):
         main = super().steps(shape, arch, sm_count)
-        if not self._choice(shape)[1]:
+        _, packs, edge = self._choice(shape)
+        if not packs:
             return main
         M, N, K = shape["M"], shape["N"], shape["K"]
         K4, N4 = packmod.padded(K), packmod.padded(N)
-        return [Step(packmod.KERNEL, packmod.pad_launch(M, K4),
-                     lambda a: packmod.pad_args(M, K, M, K4, a["A"], a["A_packed"])),
-                Step(packmod.KERNEL, packmod.pad_launch(K4, N4),
-                     lambda a: packmod.pad_args(K, N, K4, N4, a["B"], a["B_packed"]))] + main
+        steps = [Step(packmod.KERNEL, packmod.pad_launch(M, K4),
+                      lambda a: packmod.pad_args(M, K, M, K4, a["A"], a["A_packed"])),
+                 Step(packmod.KERNEL, packmod.pad_launch(K4, N4),
+                      lambda a: packmod.pad_args(K, N, K4, N4, a["B"], a["B_packed"]))] + main
+        if edge:
+            steps.append(Step(edgemod.KERNEL, edgemod.edge_launch(M), lambda a: edgemod.edge_args(
+                M, N - edge, K4, N4, N, a["A_packed"], a["B_packed"], a["C"])))
+        return steps
 
     def workspace(self, shape, arch="sm_90"):
         if not self._choice(shape)[1]:
@@ -152,9 +163,10 @@ class Matmul(Operator):
 
     def launch(self, shape, sm_count=132):
         """The main kernel's launch."""
-        s = self._choice(shape)[0]
-        if s is not None:
-            return Launch(grid=s.grid(shape), block=s.block())     # static shared memory only
+        s, packs, edge = self._choice(shape)
+        if s is not None:                                          # static shared memory only
+            return Launch(grid=s.grid(_main_shape(shape, edge) if packs else shape),
+                          block=s.block())
         TS = self.tile
         return Launch(grid=(-(-shape["N"] // TS), -(-shape["M"] // TS), 1), block=(TS, TS, 1))
 
@@ -166,8 +178,9 @@ class Matmul(Operator):
 
     def kernel_args(self, shape, arrays):
         """The main kernel's arguments: on A_packed and B_packed when this shape packs."""
-        if self._choice(shape)[1]:
-            return [np.uint32(shape["M"]), np.uint32(shape["N"]),
+        _, packs, edge = self._choice(shape)
+        if packs:
+            return [np.uint32(shape["M"]), np.uint32(shape["N"] - edge),
                     np.uint32(packmod.padded(shape["K"])), arrays["A_packed"],
                     arrays["B_packed"], arrays["C"]]
         return [np.uint32(shape["M"]), np.uint32(shape["N"]), np.uint32(shape["K"]),
@@ -189,6 +202,14 @@ class Matmul(Operator):
 
 def _key(shape):
     return tuple(sorted(shape.items()))
+
+
+def _main_shape(shape, edge):
+    """The shape the main kernel is lowered for: with packing, K and B's stride rounded up to
+    4 and the last `edge` columns left to matmul_edge (C's stride stays N)."""
+    N = shape["N"]
+    return {"M": shape["M"], "N": N - edge, "K": packmod.padded(shape["K"]),
+            "ldb": packmod.padded(N), "ldc": N}
 
 
 def _packing_pays(shape, arch):

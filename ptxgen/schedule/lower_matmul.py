@@ -16,9 +16,10 @@ When K or N is not a multiple of 4 the rows of A or B are not 16-byte aligned an
 is loaded 32 bits at a time, with a thread-to-element mapping that keeps each warp instruction
 on few 128-byte lines (MatmulSchedule.a_scalar_slots / b_scalar_slots).
 
-B's row stride is N unless the shape gives `ldb` (an int >= N, compiled in as a constant): the
-matmul operator packs misaligned operands into buffers whose rows are 16-byte aligned and runs
-this kernel on them with ldb = N rounded up to 4. Columns up to N rounded up to 4 must then be
+B's row stride is N unless the shape gives `ldb` (an int >= N, compiled in as a constant), and
+C's is N unless it gives `ldc`: the matmul operator packs misaligned operands into buffers whose
+rows are 16-byte aligned and runs this kernel on them with ldb = N rounded up to 4, on the
+first N columns only (a multiple of BN) with ldc = the full N when it splits off the last few. Columns up to N rounded up to 4 must then be
 readable (the packed buffer's zero padding), since 4-column groups are clamped to that bound.
 
 Global addresses come from 32-bit element offsets (one register each instead of a 64-bit pointer
@@ -52,16 +53,19 @@ def lower(s, arch, shape=None, name="matmul"):
     s.validate(arch, shape)
     va = s.vec_global if shape is None or shape["K"] % 4 == 0 else 1
     ldb = None if shape is None else shape.get("ldb")
+    ldc = None if shape is None else shape.get("ldc")
     vb = s.vec_global if shape is None or (ldb or shape["N"]) % 4 == 0 else 1
-    # C rows are 8- or 16-byte aligned only when N is even or a multiple of 4
-    n_align = vb if shape is None else next(w for w in (4, 2, 1) if shape["N"] % w == 0)
+    # C rows are 8- or 16-byte aligned only when their stride is even or a multiple of 4; a
+    # store group must also lie all inside or all outside [0, N)
+    n_align = vb if shape is None else next(
+        w for w in (4, 2, 1) if shape["N"] % w == 0 and (ldc or shape["N"]) % w == 0)
     vc = min(s.vec_store, n_align)
-    return _Lowering(s, arch, va, vb, vc, name, ldb).build()
+    return _Lowering(s, arch, va, vb, vc, name, ldb, ldc).build()
 
 
 class _Lowering:
-    def __init__(self, s, arch, va, vb, vc, name, ldb=None):
-        self.s, self.arch, self.name, self.ldb_given = s, arch, name, ldb
+    def __init__(self, s, arch, va, vb, vc, name, ldb=None, ldc=None):
+        self.s, self.arch, self.name, self.ldb_given, self.ldc_given = s, arch, name, ldb, ldc
         self.va, self.vb, self.vc = va, vb, vc        # A, B load and C store widths
         self.vs = s.vec_shared
         self.a_ld = (s.BM if s.a_transposed else s.BK) + s.pad_a     # As row length (floats)
@@ -493,7 +497,9 @@ class _Lowering:
         row0 = b.add(bm0, m_thr, name="crow")
         col0 = b.add(bn0, n_thr, name="ccol")
         C = b.param("C")
-        idx = b.mad(row0, self.N, b.cvt(T.u64, col0), mode="wide", name="cidx")
+        ldc = self.N if self.ldc_given is None else b.mov(self.ldc_given, type=T.u32,
+                                                            name="ldc")   # C's row stride
+        idx = b.mad(row0, ldc, b.cvt(T.u64, col0), mode="wide", name="cidx")
         cbase = b.add(C, b.shl(idx, 2, type=T.u64), type=T.u64, name="c_g")
         width = self.vc
         cols = [self._row_off(j, s.lanes_n) for j in range(0, s.TN, width)]
@@ -503,7 +509,7 @@ class _Lowering:
             ro = self._row_off(i, s.lanes_m)
             prow = b.setp("lt", b.add(row0, ro), self.M, name="pr")
             rptr = cbase if ro == 0 else b.add(
-                cbase, b.mul(self.N, 4 * ro, mode="wide"), type=T.u64, name="c_r")
+                cbase, b.mul(ldc, 4 * ro, mode="wide"), type=T.u64, name="c_r")
             for g, c in enumerate(cols):
                 vals = self.acc[i][g * width:(g + 1) * width]
                 with b.predicated(b.and_(prow, pcol[g], name="pst")):

@@ -259,10 +259,13 @@ class MatmulSchedule:
                 if not isinstance(v, int) or v <= 0:
                     raise ScheduleError(f"{self}: shape {k} must be a positive int, got {v!r}")
             M, N, K = shape["M"], shape["N"], shape["K"]
+            for key in ("ldb", "ldc"):
+                ld = shape.get(key, N)
+                if not isinstance(ld, int) or ld < N:
+                    raise ScheduleError(f"{self}: {key} (the row stride of "
+                                        f"{'B' if key == 'ldb' else 'C'}) must be an int >= "
+                                        f"N={N}, got {ld!r}")
             ldb = shape.get("ldb", N)
-            if not isinstance(ldb, int) or ldb < N:
-                raise ScheduleError(f"{self}: ldb (B's row stride) must be an int >= N={N}, "
-                                    f"got {ldb!r}")
             if max(M * K, (K + self.BK) * ldb) >= 2 ** 32:
                 raise ScheduleError(f"{self}: A ({M}x{K}) or B ({K}x{N}) has 2^32 elements or "
                                     f"more; the kernel indexes them with 32-bit offsets")
