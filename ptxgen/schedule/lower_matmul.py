@@ -60,7 +60,9 @@ def lower(s, arch, shape=None, name="matmul"):
     n_align = vb if shape is None else next(
         w for w in (4, 2, 1) if shape["N"] % w == 0 and (ldc or shape["N"]) % w == 0)
     vc = min(s.vec_store, n_align)
-    return _Lowering(s, arch, va, vb, vc, name, ldb, ldc).build()
+    low = _Lowering(s, arch, va, vb, vc, name, ldb, ldc)
+    low.c_rows_aligned = n_align == 4 if shape is not None else True
+    return low.build()
 
 
 class _Lowering:
@@ -489,7 +491,16 @@ class _Lowering:
             self._compute_tile(a_r, b_r, frag, at_end)
 
     # -- epilogue -------------------------------------------------------------------------------
+    def _staging_fits(self):
+        """The staged epilogue needs float4 fragments, whole 32-column pieces per warp row and
+        room in the (reused) shared memory for lanes_m rows of each warp's tile."""
+        s = self.s
+        return (not self.c_rows_aligned and self.vs == 4 and s.WN % 32 == 0 and
+                s.warps_m * s.warps_n * s.lanes_m * (s.WN + 1) * 4 <= s.shared_bytes)
+
     def _epilogue(self):
+        if self._staging_fits():
+            return self._epilogue_staged()
         s, b = self.s, self.b
         # recomputed rather than kept live through the main loop, where registers are scarce
         bm0, bn0 = self._tile_origin()
@@ -514,3 +525,62 @@ class _Lowering:
                 vals = self.acc[i][g * width:(g + 1) * width]
                 with b.predicated(b.and_(prow, pcol[g], name="pst")):
                     b.st("global", Addr(rptr, 4 * c), vals if width > 1 else vals[0])
+
+    def _epilogue_staged(self):
+        """C rows not 16-byte aligned (ldc % 4 != 0): stored straight from the fragments, a
+        warp's 32-bit stores would each touch 4 rows at a 16-byte stride, a fifth of every
+        sector written. Instead, for each fragment row i every warp writes its lanes_m rows of
+        the tile to its own slice of the (reused) shared memory and reads them back along rows,
+        so consecutive lanes store consecutive columns: 128 contiguous bytes per warp
+        instruction. The slice's rows are WN+1 floats apart, so the 32-bit stores (lane (lm,
+        ln) at lm*(WN+1) + 4*ln + q) fall in 32 distinct banks; float4 stores would need the
+        accumulators in aligned register quads, which makes ptxas spill in the main loop."""
+        s, b = self.s, self.b
+        bm0, bn0 = self._tile_origin()
+        tid = b.special("tid.x")
+        warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
+        wm = b.shr(warp, _log2(s.warps_n), name="wm")
+        wn = b.and_(warp, s.warps_n - 1, name="wn")
+        lm = b.shr(lane, _log2(s.lanes_n), name="lm")
+        ln = b.and_(lane, s.lanes_n - 1, name="ln")
+        pitch = s.WN + 1
+        slice_bytes = s.lanes_m * pitch * 4
+        region = b.mad(warp, slice_bytes, self.sbase, name="ep_s")
+        wr = b.add(region, b.shl(b.mad(lm, pitch, b.shl(ln, 2, name="ln4"), name="ep_w"), 2,
+                                 name="ep_wb"), name="ep_wr")
+        rd = b.add(region, b.shl(lane, 2, name="ep_l4"), name="ep_rd")
+        rowbase = b.mad(wm, s.WM, bm0, name="ep_row")
+        colbase = b.add(b.mad(wn, s.WN, bn0, name="ep_c0"), lane, name="ep_col")
+        ldc = self.N if self.ldc_given is None else b.mov(self.ldc_given, type=T.u32,
+                                                            name="ldc")
+        idx = b.mad(rowbase, ldc, b.cvt(T.u64, colbase), mode="wide", name="cidx")
+        cbase = b.add(b.param("C"), b.shl(idx, 2, type=T.u64), type=T.u64, name="c_g")
+        pieces = s.WN // 32
+        pcol = [b.setp("lt", b.add(colbase, 32 * h) if h else colbase, self.N, name="pc")
+                for h in range(pieces)]
+        rstep = b.mul(ldc, 16, mode="wide", name="c_rs")    # 4 rows of C, bytes
+        b.bar_sync(0)                         # every warp is done reading the last k tile
+        for i in range(s.TM):
+            if i:
+                b.bar_sync(0)                 # the previous row's reads are done
+            for g in range(s.TN // 4):
+                for q in range(4):
+                    b.st("shared", Addr(wr, 4 * (4 * g * s.lanes_n + q)), self.acc[i][4 * g + q])
+            b.bar_sync(0)
+            got = []
+            for r in range(s.lanes_m):
+                for h in range(pieces):
+                    got.append((r, h, b.ld("shared", T.f32, Addr(rd, 4 * (r * pitch + 32 * h)),
+                                            name="ep_v")))
+            ro = self._row_off(i, s.lanes_m)
+            rptr = cbase if ro == 0 else b.add(cbase, b.mul(ldc, 4 * ro, mode="wide"),
+                                               type=T.u64, name="c_r")
+            for r in range(s.lanes_m):
+                d = 4 * r + ro                                 # row within the warp tile
+                prow = b.setp("lt", b.add(rowbase, d) if d else rowbase, self.M, name="pr")
+                if r:
+                    rptr = b.add(rptr, rstep, type=T.u64, name="c_r")
+                for rr, h, v in got:
+                    if rr == r:
+                        with b.predicated(b.and_(prow, pcol[h], name="pst")):
+                            b.st("global", Addr(rptr, 128 * h), v)
