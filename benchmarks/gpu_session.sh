@@ -20,6 +20,7 @@ step() {
     sgemm_edges) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 1000x1000x1000,1024x1024x1024,4095x4097x513,4096x4096x512 ;;
     operators) OUT=$W python3 benchmarks/operators.py ;;
     sgemm_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --schedules 128x128x8_g8,128x128x16 --shapes 4096x4096x512,4096x4096x516,4095x4097x513,4096x4097x512,4095x4096x513,4096x4100x516 ;;
+    sgemm_stage) OUT=$W python3 benchmarks/sgemm.py --no-triton --stage-c --schedules 128x128x8_g8,128x128x16,128x256x8,64x64x8 --shapes 4096x4096x4096,8192x8192x8192,4096x4096x512,1024x1024x1024,1000x1000x1000 ;;
     tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
     tune_odd) OUT=$W python3 benchmarks/tune_matmul.py --shapes 4095x4097x513 --budget 30 ;;
     sgemm_all_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 4095x4097x513,4096x4096x512 ;;

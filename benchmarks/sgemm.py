@@ -18,6 +18,7 @@ OUT is set; the summary table is printed last.
 """
 import argparse
 import ctypes
+import dataclasses
 import json
 import os
 import platform
@@ -39,6 +40,7 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 1000, 1000), (4095, 409
 PAIRS = [((4095, 4097, 513), (4096, 4096, 512))]
 TARGET = 0.92                       # of cuBLAS, issue 6
 BATCH_MS, REPEAT = 25.0, 10
+STAGE_C = False              # --stage-c
 
 
 # -- loading PTX ---------------------------------------------------------------------------------
@@ -298,6 +300,10 @@ def run_shape(loader, shape, names, arch, use_triton, seed):
         label = name + (" *" if CANDIDATES[name] == default else "")
         impls.append((label, lambda n=name, lb=label: run_schedule(
             loader, lb, CANDIDATES[n], shape, arch, A, B, C, ref)))
+        if STAGE_C and not CANDIDATES[name].stage_c:
+            sc = dataclasses.replace(CANDIDATES[name], stage_c=True)
+            impls.append((name + "_sc", lambda s=sc, lb=name + "_sc": run_schedule(
+                loader, lb, s, shape, arch, A, B, C, ref)))
     # what the matmul operator runs for this shape: its schedule (tuned cache entry of the
     # class, else the default), on packed operands when the shape packs (three launches)
     impls.append(("library", lambda: run_library(loader, shape, arch, A, B, C, ref)))
@@ -359,6 +365,8 @@ def main(argv=None):
     p.add_argument("--shapes", help="comma-separated MxNxK (default: the issue's five)")
     p.add_argument("--schedules", help=f"comma-separated names from {', '.join(CANDIDATES)}")
     p.add_argument("--no-triton", action="store_true")
+    p.add_argument("--stage-c", action="store_true",
+                   help="also run each schedule with stage_c=True (C through shared memory)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true",
                    help="only lower and emit every kernel (no GPU needed)")
@@ -366,6 +374,8 @@ def main(argv=None):
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")] \
         if a.shapes else SHAPES
     names = a.schedules.split(",") if a.schedules else list(CANDIDATES)
+    global STAGE_C
+    STAGE_C = a.stage_c
     unknown = [n for n in names if n not in CANDIDATES]
     if unknown:
         p.error(f"unknown schedules {unknown}; known: {', '.join(CANDIDATES)}")

@@ -495,7 +495,7 @@ class _Lowering:
         """The staged epilogue needs float4 fragments, whole 32-column pieces per warp row and
         room in the (reused) shared memory for lanes_m rows of each warp's tile."""
         s = self.s
-        return (not self.c_rows_aligned and self.vs == 4 and s.WN % 32 == 0 and
+        return ((s.stage_c or not self.c_rows_aligned) and self.vs == 4 and s.WN % 32 == 0 and
                 s.warps_m * s.warps_n * s.lanes_m * (s.WN + 1) * 4 <= s.shared_bytes)
 
     def _epilogue(self):

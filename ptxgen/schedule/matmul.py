@@ -80,6 +80,8 @@ class MatmulSchedule:
     min_ctas_per_sm: int = 2     # .minnctapersm: caps registers at 65536/(threads*this)
     ffma_order: str = "serpentine"    # "serpentine" (alternate row direction) or "row"
     unroll: int = 1              # k-tile loop copies per trip (the BK steps are always unrolled)
+    stage_c: bool = False        # store C through shared memory, rows of 128 contiguous bytes
+                                 # per warp store (always done when C rows are misaligned)
 
     # -- derived sizes ------------------------------------------------------------------------
     @property
@@ -277,7 +279,8 @@ class MatmulSchedule:
                  f"t{self.TM}x{self.TN}", f"{'cp' if self.use_cp_async else 's'}{self.stages}"]
         d = MatmulSchedule()
         for f in ("vec_global", "vec_shared", "vec_store", "a_transposed", "pad_a", "pad_b",
-                  "frag_double_buffer", "group_m", "min_ctas_per_sm", "ffma_order", "unroll"):
+                  "frag_double_buffer", "group_m", "min_ctas_per_sm", "ffma_order", "unroll",
+                  "stage_c"):
             if getattr(self, f) != getattr(d, f):
                 parts.append(f"{f}={getattr(self, f)}")
         return "_".join(parts)
