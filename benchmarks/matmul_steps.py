@@ -1,10 +1,10 @@
-"""Where a packed matmul's time goes (run on a GPU): each step of Matmul() alone, then all.
+"""Where a matmul's time goes (run on a GPU): each step alone, then all, packed or not.
 
     python benchmarks/matmul_steps.py [--shapes 4095x4097x513,...]
 
 For each shape, the operator's steps (pad_copy of A, of B, the product; or the product alone)
-are timed one by one and together with ptxgen.runtime.time_calls, and the unpacked product
-(Matmul(pack=False)) beside them; one line per step, TFLOP/s of the useful 2*M*N*K.
+are timed one by one and together with ptxgen.runtime.time_calls, for the default Matmul() and
+for Matmul(pack=True); one line per step, TFLOP/s of the useful 2*M*N*K.
 """
 import argparse
 import os
@@ -50,7 +50,7 @@ def main(argv=None):
     for text in a.shapes.split(","):
         M, N, K = (int(v) for v in text.split("x"))
         shape = {"M": M, "N": N, "K": K}
-        for label, op in (("library", Matmul()), ("unpacked", Matmul(pack=False))):
+        for label, op in (("library", Matmul()), ("packed", Matmul(pack=True))):
             rows, ok = step_times(op, shape, arch)
             for name, ms in rows:
                 print(f"{text:14s} {label:9s} {name:34s} {ms:8.4f} ms "

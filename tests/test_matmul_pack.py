@@ -49,15 +49,12 @@ def test_ldb_gives_b_128_bit_loads_and_is_checked():
         lower_matmul(s, "sm_90", {"M": 64, "N": 45, "K": 36, "ldb": 44})
 
 
-def test_pack_decision_follows_problem_size():
-    op = Matmul()
-    assert op.packs({"M": 4095, "N": 4097, "K": 513})
-    assert op.packs({"M": 8191, "N": 8193, "K": 8191})
-    assert not op.packs({"M": 4096, "N": 4096, "K": 4096})        # aligned
-    assert not op.packs({"M": 1000, "N": 1000, "K": 999})          # copies cost too much
-    assert not Matmul(pack=False).packs({"M": 4095, "N": 4097, "K": 513})
-    assert Matmul(pack=True).packs({"M": 5, "N": 6, "K": 7})
-    assert not Matmul(None, pack=True).packs({"M": 5, "N": 6, "K": 7})   # the simple kernel
+def test_pack_decision():
+    odd = {"M": 4095, "N": 4097, "K": 513}
+    assert not Matmul().packs(odd)                                  # off by default
+    assert Matmul(pack=True).packs(odd) and Matmul(pack=True).packs({"M": 5, "N": 6, "K": 8})
+    assert not Matmul(pack=True).packs({"M": 4096, "N": 4096, "K": 4096})   # aligned
+    assert not Matmul(None, pack=True).packs({"M": 5, "N": 6, "K": 7})     # the simple kernel
     with pytest.raises(PtxgenError, match="pack must be"):
         Matmul(pack="yes")
 
@@ -104,7 +101,7 @@ def test_edge_columns_split_off_correct_on_emulator(N):
 
 
 def test_edge_split_launches_the_main_kernel_on_whole_tiles():
-    op = Matmul()
+    op = Matmul(pack=True)
     shape = {"M": 4095, "N": 4097, "K": 513}
     s, packs, edge = op.plan(shape)
     assert packs and edge == 1 and s.BN == 128
@@ -120,7 +117,7 @@ def test_edge_split_launches_the_main_kernel_on_whole_tiles():
 
 @needs_ptxas
 def test_packed_kernel_sass_has_wide_loads_and_no_spills():
-    op = Matmul()
+    op = Matmul(pack=True)
     shape = {"M": 4095, "N": 4097, "K": 513}
     asm = toolchain.assemble(emit_module(verify_module(op.build(shape))), "sm_90")
     for name in ("matmul", "pad_copy", "matmul_edge"):
@@ -135,9 +132,9 @@ def test_packed_kernel_sass_has_wide_loads_and_no_spills():
 @pytest.mark.gpu
 def test_packed_matmul_on_gpu():
     from ptxgen.backend import run_operator
-    op = Matmul()
-    res = run_operator(op, op.shape(M=4095, N=4097, K=513), "gpu")
-    assert res.ok, res
+    for op in (Matmul(), Matmul(pack=True)):
+        res = run_operator(op, op.shape(M=4095, N=4097, K=513), "gpu")
+        assert res.ok, res
     res = run_operator(Matmul(pack=True), {"M": 67, "N": 45, "K": 33}, "gpu")
     assert res.ok, res
 
@@ -146,7 +143,7 @@ def test_staged_epilogue_is_used_for_misaligned_c_and_is_conflict_free():
     from ptxgen.analysis.banks_static import static_bank_conflicts
     s = CANDIDATES["128x128x8_g8"]
     odd = lower_matmul(s, "sm_90", {"M": 130, "N": 131, "K": 8})
-    aligned = lower_matmul(s, "sm_90", {"M": 130, "N": 132, "K": 8})
+    aligned = lower_matmul(s.replace(stage_c=False), "sm_90", {"M": 130, "N": 132, "K": 8})
     n_bar = [emit_module(m).count("bar.sync") for m in (odd, aligned)]
     assert n_bar[0] == n_bar[1] + 2 * s.TM              # two barriers per fragment row
     rep = static_bank_conflicts(odd.kernel("matmul"), s.block(), module=odd)

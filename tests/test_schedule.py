@@ -185,8 +185,19 @@ def test_odd_k_and_n_narrow_global_accesses():
     assert "LDG.E" in ops and "LDG.E.128" not in ops
     mix = toolchain.sass_mix(sass)["matmul"]
     assert "STG.E" in mix and "STG.E.64" not in mix        # N odd: scalar C stores
+    _, sass = _compiled("128x128x16", "sm_90", tuple(ALIGNED.items()))   # stage_c=False
+    assert "STG.E.64" in toolchain.sass_mix(sass)["matmul"]             # vec_store=2
+
+
+@needs_ptxas
+def test_staged_c_stores_are_whole_warp_rows():
+    """stage_c (the default): C goes through shared memory and each warp store is one row's
+    32 consecutive floats: scalar STG, each fed by a scalar LDS."""
     _, sass = _compiled("128x128x8", "sm_90", tuple(ALIGNED.items()))
-    assert "STG.E.64" in toolchain.sass_mix(sass)["matmul"]
+    mix = toolchain.sass_mix(sass)["matmul"]
+    s = CANDIDATES["128x128x8"]
+    assert mix.get("STG.E", 0) == s.TM * s.TN and "STG.E.64" not in mix
+    assert mix.get("BAR.SYNC.DEFER_BLOCKING", mix.get("BAR.SYNC", 0)) >= 2 * s.TM
 
 
 # -- operator ---------------------------------------------------------------------------------

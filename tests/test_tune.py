@@ -36,7 +36,7 @@ def _own_cache(tmp_path, monkeypatch):
 # -- the space -------------------------------------------------------------------------------
 def test_space_is_a_few_hundred_valid_points():
     sp = spacemod.matmul_space("sm_90")
-    assert 200 <= len(sp) <= 1000
+    assert 200 <= len(sp) <= 1500
     assert sp.raw - len(sp) == sum(sp.rejected.values())
     assert len(set(sp.points)) == len(sp)
     for s in sp.points[::7]:
@@ -185,7 +185,7 @@ def test_assemble_reports_spills_and_errors():
     assert r["registers"] > 0 and r["spills"] == 0
     # 8 CTAs of 64 threads cap registers at 128; quad-aligned accumulator stores need more
     # (ptxas 13.0 spills 120 bytes): a valid point the ptxas stage must drop
-    s = CANDIDATES["64x64x8"].replace(vec_store=4).validate("sm_90")
+    s = CANDIDATES["64x64x8"].replace(vec_store=4, stage_c=False).validate("sm_90")
     assert static.assemble(s, "sm_90", BIG)["spills"] > 0
     assert "error" in static.assemble(s.replace(BM=96), "sm_90", BIG)
     assert "error" in static.simulate(s.replace(BM=96), "sm_90", BIG, 32)

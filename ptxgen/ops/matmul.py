@@ -6,14 +6,14 @@ target (ptxgen.tune, `ptxgen tune matmul`) when there is one, else default_sched
 given. With schedule=None it is the simple tiled kernel: one output per thread, 16x16 threads,
 shared-memory tiles with predicated edges.
 
-When K or N is not a multiple of 4, rows of A or B are not 16-byte aligned and the kernel must
-load that operand 32 bits at a time. For large problems the operator instead packs A into an
-M x K4 buffer and B into a K4 x N4 buffer (K4, N4: rounded up to 4, zero-filled; ops/pack.py)
-and runs the kernel with 128-bit loads on them: three launches (steps()), scratch buffers
-A_packed and B_packed (workspace()). pack="auto" packs when the copies' DRAM time, at the
-target's HBM bandwidth, is under PACK_BUDGET of the product's time at the FP32 peak (both from
-the isa file): it grows like (M+N)/(M*N), so only large M and N pay it back. On the H200,
-4095x4097x513 packed reaches 0.9+ of 4096x4096x512's throughput, unpacked 0.88 (docs/PERF.md).
+When K or N is not a multiple of 4, rows of A or B are not 16-byte aligned and the kernel
+loads that operand 32 bits at a time (C rows then go through shared memory in the epilogue, so
+its stores stay whole 128-byte rows). pack=True instead copies A into an M x K4 buffer and B
+into a K4 x N4 one (rounded up to 4, zero-filled; ops/pack.py), runs the kernel with 128-bit
+loads on them and leaves the last 1-4 columns past a multiple of BN to matmul_edge
+(ops/matmul_edge.py): up to four launches (steps()), scratch buffers A_packed and B_packed
+(workspace()). It is off by default: on the H200, 4095x4097x513 runs at 45.9 TFLOP/s with
+32-bit loads and 45.6 packed (the copies cost what the wide loads save; docs/PERF.md).
 """
 import numpy as np
 
@@ -27,7 +27,6 @@ from . import pack as packmod
 from .base import Launch, Operator, Step
 
 _UNBUILT = object()
-PACK_BUDGET = 0.04          # the most of the product's peak time the packing copies may cost
 
 
 class Matmul(Operator):
@@ -38,24 +37,23 @@ class Matmul(Operator):
     outputs = ("C",)
     tile = 16
 
-    def __init__(self, schedule="auto", pack="auto"):
+    def __init__(self, schedule="auto", pack=False):
         """schedule: "auto" (the default schedule for each shape), a MatmulSchedule, or None
-        for the simple 16x16 tiled kernel. pack: "auto", True or False (module docstring)."""
+        for the simple 16x16 tiled kernel. pack: copy misaligned operands to aligned buffers
+        first (module docstring)."""
         if not (schedule == "auto" or schedule is None or isinstance(schedule, MatmulSchedule)):
             raise PtxgenError(f"matmul: schedule must be 'auto', None or a MatmulSchedule, "
                               f"got {schedule!r}")
-        if pack not in ("auto", True, False):
-            raise PtxgenError(f"matmul: pack must be 'auto', True or False, got {pack!r}")
+        if not isinstance(pack, bool):
+            raise PtxgenError(f"matmul: pack must be True or False, got {pack!r}")
         self.schedule, self.pack = schedule, pack
         self._built = {}            # shape → (schedule, packs) build() chose, for launch()
 
     def packs(self, shape, arch="sm_90"):
         """Whether `shape` runs on packed copies of A and B (see the module docstring)."""
-        if self.pack is False or self.schedule_for(shape, arch) is None:
+        if not self.pack or self.schedule_for(shape, arch) is None:
             return False
-        if shape["K"] % 4 == 0 and shape["N"] % 4 == 0:
-            return False
-        return self.pack is True or _packing_pays(shape, arch)
+        return shape["K"] % 4 != 0 or shape["N"] % 4 != 0
 
     def plan(self, shape, arch="sm_90"):
         """(schedule, packs, edge columns) for `shape`: with packing, when N leaves 1 to
@@ -210,18 +208,3 @@ def _main_shape(shape, edge):
     N = shape["N"]
     return {"M": shape["M"], "N": N - edge, "K": packmod.padded(shape["K"]),
             "ldb": packmod.padded(N), "ldc": N}
-
-
-def _packing_pays(shape, arch):
-    """Packing's copies (read A and B, write both padded) at the HBM peak take at most
-    PACK_BUDGET of the product at the FP32 peak; both peaks from the isa file."""
-    from ..analysis.roofline import ceilings          # noqa: PLC0415 (ops load before analysis)
-    _, roofs, _ = ceilings(arch)
-    peak = {r.name: r.value for r in roofs}
-    flops, hbm = peak.get("FP32 FMA peak"), peak.get("HBM peak")
-    if not flops or not hbm:
-        return False
-    M, N, K = shape["M"], shape["N"], shape["K"]
-    K4, N4 = packmod.padded(K), packmod.padded(N)
-    copy_bytes = 4 * (M * K + K * N) + 4 * (M * K4 + K4 * N4)
-    return copy_bytes / (hbm * 1e9) <= PACK_BUDGET * 2.0 * M * N * K / (flops * 1e9)

@@ -9,8 +9,8 @@ columns of B it needs are scalar loads that every warp shares through L1. Lanes 
 partial sums with shuffles and lane 0 stores the E results.
 
 Why: N = 4097 with 128-wide block tiles needs a 33rd column of CTAs for one column, 3 % more
-CTAs and about 5 % more time on the H200. The matmul operator instead runs its kernel on the
-first N - E columns (a multiple of BN) and this one on the last E (docs/PERF.md).
+CTAs. With pack=True the matmul operator instead runs its kernel on the first N - E columns (a
+multiple of BN) and this one on the last E.
 """
 import numpy as np
 

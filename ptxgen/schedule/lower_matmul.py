@@ -492,10 +492,14 @@ class _Lowering:
 
     # -- epilogue -------------------------------------------------------------------------------
     def _staging_fits(self):
-        """The staged epilogue needs float4 fragments, whole 32-column pieces per warp row and
-        room in the (reused) shared memory for lanes_m rows of each warp's tile."""
+        """The staged epilogue needs float4 fragments, whole 32-column pieces per warp row, 8
+        lanes across a warp row and room in the (reused) shared memory for lanes_m rows of
+        each warp's tile."""
         s = self.s
+        # lanes_n * 4 == 32: a fragment row's lanes cover banks 0, 4, .., 28 (+q) and the
+        # lanes_m <= 4 rows, WN+1 floats apart, add 0..3: every store conflict-free
         return ((s.stage_c or not self.c_rows_aligned) and self.vs == 4 and s.WN % 32 == 0 and
+                s.lanes_n * 4 == 32 and
                 s.warps_m * s.warps_n * s.lanes_m * (s.WN + 1) * 4 <= s.shared_bytes)
 
     def _epilogue(self):

@@ -2,7 +2,8 @@
 
 Dimensions (each a choice MatmulSchedule lowers): block tile, thread tile with its warp shape,
 BK, pipeline (register-staged double buffer or a cp.async ring of 2 or 3 stages), A padding,
-C store width and CTA raster order (group_m). Left out because they cannot win on a SIMT FFMA
+C epilogue (staged through shared memory, or straight from the fragments 2 or 4 wide) and CTA
+raster order (group_m). Left out because they cannot win on a SIMT FFMA
 kernel: thread tiles below 8x8 accumulators without a 16 (one LDS.128 feeds too few FFMAs, the
 kernel is shared-memory bound), scalar fragment loads, BK=32 (two stages of 128x128 already
 fill the 48 KB of static shared memory) and 4-stage rings (the same limit).
@@ -24,7 +25,8 @@ THREAD_TILES = ((8, 8, 4, 8), (8, 8, 8, 4), (8, 16, 4, 8), (16, 8, 8, 4))
 BKS = (8, 16)
 PIPELINES = ((False, 2), (True, 2), (True, 3))     # (use_cp_async, stages)
 PADS_A = (4, 0)
-VEC_STORES = (2, 4)
+EPILOGUES = ((True, 2), (False, 2), (False, 4))   # (stage_c, vec_store): vec_store only
+                                                # matters for the direct epilogue
 GROUPS = (0, 8)
 OCCUPANCY_TARGETS = (16, 12, 8, 6, 4, 3, 2, 1)     # .minnctapersm, tried highest first
 # Fields the static models cannot tell apart: points that differ only here are simulated once
@@ -72,9 +74,10 @@ def matmul_space(arch="sm_90", shape=None):
         for BK in BKS:
             for cp, stages in PIPELINES:
                 for pad_a in PADS_A:
-                    for vs in VEC_STORES:
+                    for stage_c, vs in EPILOGUES:
                         base = MatmulSchedule(BK=BK, use_cp_async=cp, stages=stages,
-                                              pad_a=pad_a, vec_store=vs, **core)
+                                              pad_a=pad_a, vec_store=vs, stage_c=stage_c,
+                                              **core)
                         space.raw += len(GROUPS)
                         s = _highest_occupancy(base, arch, shape, space)
                         if s is not None:
