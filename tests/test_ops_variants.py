@@ -232,11 +232,11 @@ def test_bad_variant_options_are_one_line_errors(make, msg):
 
 def test_defaults():
     """The transpose default is the fastest on the H200 (docs/PERF.md): 64×64 tile, 32×8
-    threads, float4 accesses when rows are 16-byte aligned (scalar otherwise), CTAs walked 64
+    threads, float4 accesses when rows are 16-byte aligned (scalar otherwise), CTAs walked 128
     tile rows at a time."""
     t = Transpose()
     assert (t.tile, t.block_rows, t.pad, t.vec, t.tiles, t.group, t.load_cache,
-            t.store_cache) == (64, 8, 1, None, 1, 64, None, None)
+            t.store_cache) == (64, 8, 1, None, 1, 128, None, None)
     assert t.vec_for({"M": 64, "N": 64}) == 4 and t.vec_for({"M": 64, "N": 66}) == 1
     assert t.launch({"M": 130, "N": 64}).grid == (3, 1, 1)
     r = RowReduce("sum")
