@@ -14,7 +14,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ptxgen import emit_module  # noqa: E402
 from ptxgen.ir.verify import verify_module  # noqa: E402
 from ptxgen.ops.matmul import Matmul  # noqa: E402
 
@@ -22,19 +21,17 @@ from ptxgen.ops.matmul import Matmul  # noqa: E402
 def step_times(op, shape, arch):
     from numba import cuda
 
-    from ptxgen.runtime import bound_launch, load_kernel, time_calls
+    from ptxgen.runtime import bound_launch, bound_steps, load_steps, time_calls
     module = verify_module(op.build(shape, arch))
-    ptx = emit_module(module, arch)
-    rng = np.random.default_rng()
-    arrays = op.make_inputs(shape, rng)
-    arrays.update({n: np.zeros(d, t) for n, (d, t) in op.workspace(shape, arch).items()})
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    arrays.update(op.workspace_arrays(shape, arch))
     dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
-    kernels = {k.name: load_kernel(ptx, k.name, k.params, k.directives) for k in module.entries}
-    steps = op.steps(shape, arch)
-    gos = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(dev),
-                        s.launch.shared_bytes) for s in steps]
-    rows = [(f"{s.kernel} {s.launch.grid}", time_calls(g)) for s, g in zip(steps, gos)]
-    rows.append(("all steps", time_calls(lambda: [g() for g in gos])))
+    kernels = load_steps(op, shape, module, arch)
+    rows = [(f"{s.kernel} {s.launch.grid}",
+             time_calls(bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block,
+                                     s.args(dev), s.launch.shared_bytes)))
+            for s in op.steps(shape, arch)]
+    rows.append(("all steps", time_calls(bound_steps(op, shape, kernels, dev, arch))))
     C = dev["C"].copy_to_host()
     ref = arrays["A"].astype(np.float64) @ arrays["B"].astype(np.float64)
     ok = op.check(shape, {**arrays, "C": C}, {"C": ref})[0]

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .emit import emit_module
 from .errors import PtxgenError
 from .ir.verify import verify_module
 
@@ -36,11 +35,6 @@ def resolve_backend(name):
     return name
 
 
-def _workspace(op, shape, arch):
-    """The operator's scratch arrays, zero-filled."""
-    return {n: np.zeros(dims, dtype) for n, (dims, dtype) in op.workspace(shape, arch).items()}
-
-
 def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False):
     """Build, emit, run and (optionally) check one operator on fresh random inputs."""
     backend = resolve_backend(backend)
@@ -48,18 +42,13 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
     arrays = op.make_inputs(shape, rng)
     res = RunResult(op.name, dict(shape), backend)
     if backend == "gpu":
-        from .runtime import bound_launch, launch, load_kernel, time_calls
+        from .runtime import bound_steps, launch, load_steps, time_calls
         from .runtime.device import device_arch
         arch = arch or device_arch()
         module = verify_module(op.build(shape, arch))
-        arrays.update(_workspace(op, shape, arch))
-        ptx, kernels = emit_module(module, arch), {}
-        steps = op.steps(shape, arch)
-        for step in steps:
-            if step.kernel not in kernels:
-                kir = module.kernel(step.kernel)
-                kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
-        for step in steps:          # numpy arrays go to the device and back at every launch
+        arrays.update(op.workspace_arrays(shape, arch))
+        kernels = load_steps(op, shape, module, arch)
+        for step in op.steps(shape, arch):  # numpy arrays go to the device and back each time
             cfg = step.launch
             launch(kernels[step.kernel], cfg.grid, cfg.block, step.args(arrays),
                    cfg.shared_bytes)
@@ -68,9 +57,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
             from numba import cuda
             dev = {n: (cuda.to_device(v) if isinstance(v, np.ndarray) else v)
                    for n, v in arrays.items()}
-            go = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(dev),
-                               s.launch.shared_bytes) for s in steps]
-            res.time_ms = time_calls(lambda: [g() for g in go])
+            res.time_ms = time_calls(bound_steps(op, shape, kernels, dev, arch))
     else:
         from .emu.backend import run_operator as emu_run
         emu_run(op, shape, arrays, arch or "sm_90")

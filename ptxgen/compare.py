@@ -69,26 +69,16 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     (runtime.time_calls: held batches, no host launch latency), the same way for both."""
     from numba import cuda
 
-    from .runtime import bound_launch, load_kernel, time_calls
+    from .runtime import bound_steps, load_steps, time_calls
     from .runtime.driver import synchronize
     from .runtime.twins import twin_kernel, twin_launch_args
+    arch = module.target
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
     ref = op.reference(shape, arrays)
-    arrays.update({n: np.zeros(d, t) for n, (d, t) in op.workspace(shape, arch=module.target)
-                   .items()})
+    arrays.update(op.workspace_arrays(shape, arch))
     dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
-    kernels = {}
-    for step in op.steps(shape, module.target):
-        if step.kernel not in kernels:
-            kir = module.kernel(step.kernel)
-            kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
-    go = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(dev),
-                       s.launch.shared_bytes) for s in op.steps(shape, module.target)]
-
-    def ours_call():
-        for g in go:
-            g()
+    ours_call = bound_steps(op, shape, load_steps(op, shape, module, arch, ptx), dev, arch)
     ours_call()
     synchronize(op.name)
     out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}

@@ -202,7 +202,7 @@ def _operator_run(op, shape, arch, seed, observer_factory):
                        filename=f"ptxgen emit {op.name}")
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
     arrays = op.make_inputs(shape, np.random.default_rng(seed))
-    arrays.update({n: np.zeros(d, t) for n, (d, t) in op.workspace(shape, arch).items()})
+    arrays.update(op.workspace_arrays(shape, arch))
     for step in op.steps(shape, arch)[:-1]:     # e.g. the matmul's packing, not observed
         emulate(module, step.kernel, step.launch.grid, step.launch.block, *step.args(arrays),
                 shared_bytes=step.launch.shared_bytes)

@@ -1,6 +1,4 @@
 """The emulator as a backend of `ptxgen run`: one library operator on its arrays."""
-import numpy as np
-
 from ..ir.verify import verify_module
 from .api import emulate
 
@@ -10,8 +8,8 @@ def run_operator(op, shape, arrays, arch="sm_90", check="error"):
     emulator with arguments from `arrays`, to which the operator's zero-filled workspace is
     added. Output arrays are written in place. Returns the last step's EmulationResult."""
     module = verify_module(op.build(shape, arch))
-    for name, (dims, dtype) in op.workspace(shape, arch).items():
-        arrays.setdefault(name, np.zeros(dims, dtype))
+    for name, buf in op.workspace_arrays(shape, arch).items():
+        arrays.setdefault(name, buf)
     result = None
     for step in op.steps(shape, arch):
         cfg = step.launch

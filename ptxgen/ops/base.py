@@ -71,6 +71,10 @@ class Operator:
         """{name: (shape, dtype)} of scratch arrays steps() uses (build() first)."""
         return {}
 
+    def workspace_arrays(self, shape, arch="sm_90"):
+        """The workspace as zero-filled numpy arrays."""
+        return {n: np.zeros(d, t) for n, (d, t) in self.workspace(shape, arch).items()}
+
     def kernel_args(self, shape, arrays):
         raise NotImplementedError
 

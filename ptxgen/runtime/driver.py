@@ -206,6 +206,30 @@ def bound_launch(kernel, grid, block, args, shared_bytes=0):
     return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
 
 
+def load_steps(op, shape, module, arch, ptx=None):
+    """{kernel name: GpuKernel} of every kernel op.steps(shape) launches, from `module` (the
+    op's build for shape and arch; `ptx`: its text when already emitted), loaded once each."""
+    from ..emit import emit_module
+    ptx, kernels = ptx or emit_module(module, arch), {}
+    for step in op.steps(shape, arch):
+        if step.kernel not in kernels:
+            kir = module.kernel(step.kernel)
+            kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
+    return kernels
+
+
+def bound_steps(op, shape, kernels, arrays, arch):
+    """A no-argument callable that launches all of op's steps for `shape` on device `arrays`
+    (inputs, outputs and workspace), each checked once (bound_launch)."""
+    gos = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(arrays),
+                        s.launch.shared_bytes) for s in op.steps(shape, arch)]
+
+    def run():
+        for go in gos:
+            go()
+    return run
+
+
 def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20, batch=1):
     """Median milliseconds per launch over `repeat` CUDA-event measurements, each around
     `batch` back-to-back launches (divided by `batch`). Arguments must already be on the
