@@ -60,14 +60,14 @@ def lower(s, arch, shape=None, name="matmul"):
     n_align = vb if shape is None else next(
         w for w in (4, 2, 1) if shape["N"] % w == 0 and (ldc or shape["N"]) % w == 0)
     vc = min(s.vec_store, n_align)
-    low = _Lowering(s, arch, va, vb, vc, name, ldb, ldc)
-    low.c_rows_aligned = n_align == 4 if shape is not None else True
-    return low.build()
+    c_aligned = shape is None or n_align == 4
+    return _Lowering(s, arch, va, vb, vc, name, ldb, ldc, c_aligned).build()
 
 
 class _Lowering:
-    def __init__(self, s, arch, va, vb, vc, name, ldb=None, ldc=None):
+    def __init__(self, s, arch, va, vb, vc, name, ldb=None, ldc=None, c_aligned=True):
         self.s, self.arch, self.name, self.ldb_given, self.ldc_given = s, arch, name, ldb, ldc
+        self.c_rows_aligned = c_aligned             # C rows 16-byte aligned
         self.va, self.vb, self.vc = va, vb, vc        # A, B load and C store widths
         self.vs = s.vec_shared
         self.a_ld = (s.BM if s.a_transposed else s.BK) + s.pad_a     # As row length (floats)
