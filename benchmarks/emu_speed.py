@@ -4,8 +4,9 @@
 
 Workloads: ptxgen's matmul operator at 128x128x128 and its saxpy operator at 65 536 elements,
 run by the emulator (build IR, verify, compile to ops, execute; first call and best of three
-repeats), against equivalent Python @cuda.jit kernels (a 16x16 shared-memory tiled matmul and a
-grid-stride saxpy with ptxgen's launch shape; also a one-thread-per-element saxpy, for scale)
+repeats), against the Numba twins (ptxgen/runtime/twin_sources.py: a 16x16 shared-memory tiled
+matmul and a grid-stride saxpy, launched with ptxgen's launch shape; also a one-thread-per-element
+saxpy, for scale)
 run by Numba's simulator in a subprocess with NUMBA_ENABLE_CUDASIM=1, each launched once (the
 simulator has no compile step to warm up). Both sides check their result against numpy.
 """
@@ -22,45 +23,23 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from ptxgen.runtime.twins import TILE  # noqa: E402  (the twin matmul's tile)
+
 MATMUL = {"M": 128, "N": 128, "K": 128}
 SAXPY = {"n": 65536}
-TILE = 16
 
 
 # -- Numba's simulator (runs in a subprocess: NUMBA_ENABLE_CUDASIM must be set before import) --
 def simulator_main():
-    # module globals, not closure variables: the simulator swaps `cuda` in a kernel's globals
-    # for its per-thread fake module
-    global cuda, float32
-    from numba import cuda, float32
+    # the twins' kernels (module-level functions: the simulator swaps `cuda` in their module's
+    # globals for its per-thread fake); the extra one-thread-per-element saxpy lives here, with
+    # `cuda` a module global for the same reason
+    global cuda
+    from numba import cuda
 
-    @cuda.jit
-    def matmul(A, B, C):
-        sA = cuda.shared.array(shape=(TILE, TILE), dtype=float32)
-        sB = cuda.shared.array(shape=(TILE, TILE), dtype=float32)
-        x, y = cuda.grid(2)
-        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-        M, K = A.shape
-        N = B.shape[1]
-        acc = float32(0.0)
-        for t in range((K + TILE - 1) // TILE):
-            k = t * TILE
-            sA[ty, tx] = A[y, k + tx] if y < M and k + tx < K else float32(0.0)
-            sB[ty, tx] = B[k + ty, x] if x < N and k + ty < K else float32(0.0)
-            cuda.syncthreads()
-            for j in range(TILE):
-                acc += sA[ty, j] * sB[j, tx]
-            cuda.syncthreads()
-        if y < M and x < N:
-            C[y, x] = acc
-
-    @cuda.jit
-    def saxpy(n, a, x, y, out):
-        i = cuda.grid(1)
-        stride = cuda.gridsize(1)
-        while i < n:
-            out[i] = a * x[i] + y[i]
-            i += stride
+    from ptxgen.runtime import twin_sources
+    matmul = cuda.jit(twin_sources.matmul)
+    saxpy = cuda.jit(twin_sources.saxpy)
 
     @cuda.jit
     def saxpy_per_element(n, a, x, y, out):
