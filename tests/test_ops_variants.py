@@ -161,33 +161,13 @@ def test_eviction_hint_raises_the_ptx_version_for_sm_80():
 def _shared_accesses(op, dims):
     """[(instruction, BankConflicts)] of warp 0's first execution of each shared access, with
     the addresses the emulator computes."""
-    from ptxgen.analysis.banks import bank_conflicts
-    from ptxgen.emu import compile_kernel, emulate
+    from shared_access import first_shared_accesses
     shape = op.shape(**dims)
     module = verify_module(op.build(shape, "sm_90"))
-    prog = compile_kernel(module, op.kernel_name())
-    lanes, seen = np.arange(32), {}
-
-    def observe(batch, p, mask):
-        ins = prog.code[p].instr
-        if ins is None or ins.opcode not in ("ld", "st") or "shared" not in ins.mods or \
-                p in seen:
-            return
-        addr = ins.operands[1] if ins.opcode == "ld" else ins.operands[0]
-        active = np.ones(32, bool) if mask is None else mask[lanes].copy()
-        if ins.guard is not None:
-            g = batch.R[prog.slot_of[id(ins.guard)]][lanes].astype(bool)
-            active &= ~g if ins.guard_negated else g
-        if active.any():
-            base = batch.R[prog.slot_of[id(addr.base)]][lanes].astype(np.int64) + addr.offset
-            seen[p] = (str(ins), bank_conflicts(dict(zip(lanes[active].tolist(),
-                                                         base[active].tolist())),
-                                                4 * ins.vector_width))
     arrays = op.make_inputs(shape, np.random.default_rng(0))
     cfg = op.launch(shape)
-    emulate(module, op.kernel_name(), cfg.grid, cfg.block, *op.kernel_args(shape, arrays),
-            observer=observe)
-    return list(seen.values())
+    return first_shared_accesses(module, op.kernel_name(), cfg.grid, cfg.block,
+                                 *op.kernel_args(shape, arrays))
 
 
 @needs_emu

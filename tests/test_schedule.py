@@ -280,35 +280,14 @@ def _shared_wavefronts(s, M, N, K):
     """{instruction text: BankConflicts} of warp 0's first execution of every shared access,
     with the lane addresses the emulator computes (ptxgen.analysis.banks, the ncu-fitted
     model)."""
-    from ptxgen.analysis.banks import bank_conflicts
-    from ptxgen.emu import compile_kernel, emulate
+    from shared_access import first_shared_accesses
     shape = {"M": M, "N": N, "K": K}
-    module = lower_matmul(s, "sm_90", shape)
-    prog = compile_kernel(module, "matmul")
-    code = prog.code
-    lanes, seen = np.arange(32), {}
-
-    def observe(batch, p, mask):
-        ins = code[p].instr
-        if ins is None or ins.opcode not in ("ld", "st") or "shared" not in ins.mods or \
-                p in seen:
-            return
-        addr = ins.operands[1] if ins.opcode == "ld" else ins.operands[0]
-        active = np.ones(32, bool) if mask is None else mask[lanes].copy()
-        if ins.guard is not None:
-            g = batch.R[prog.slot_of[id(ins.guard)]][lanes].astype(bool)
-            active &= ~g if ins.guard_negated else g
-        if active.any():
-            base = batch.R[prog.slot_of[id(addr.base)]][lanes].astype(np.int64) + addr.offset
-            seen[p] = (str(ins), bank_conflicts(dict(zip(lanes[active].tolist(),
-                                                         base[active].tolist())),
-                                                4 * ins.vector_width))
     rng = np.random.default_rng(0)
     A = rng.standard_normal((M, K)).astype(np.float32)
     B = rng.standard_normal((K, N)).astype(np.float32)
-    emulate(module, "matmul", s.grid(shape), s.block(), np.uint32(M), np.uint32(N),
-            np.uint32(K), A, B, np.zeros((M, N), np.float32), observer=observe)
-    return list(seen.values())
+    return first_shared_accesses(lower_matmul(s, "sm_90", shape), "matmul", s.grid(shape),
+                                 s.block(), np.uint32(M), np.uint32(N), np.uint32(K), A, B,
+                                 np.zeros((M, N), np.float32))
 
 
 @needs_emu
