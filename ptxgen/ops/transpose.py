@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
+from ..schedule.raster import grouped_tile
 from .base import Launch, Operator
 
 MAX_GRID_Y = 65535
@@ -209,18 +210,8 @@ def _tile_ids(b, op, M, N):
     grid walked down `group` tile rows at a time (see the module docstring)."""
     if not op.group:
         return b.special("ctaid.x"), b.special("ctaid.y")
-    TS, G = op.tile, op.group
-    cw = TS * op.tiles                                   # x columns per CTA (a power of two)
-    pid = b.special("ctaid.x")
-    tiles_x = b.shr(b.add(N, cw - 1, name="tx"), _log2(cw), name="tiles_x")
-    tiles_y = b.shr(b.add(M, TS - 1, name="ty"), _log2(TS), name="tiles_y")
-    width = b.mul(tiles_x, G, name="gw")                 # CTAs per band of G tile rows
-    band = b.div(pid, width, name="band")
-    first = b.mul(band, G, name="gfirst")
-    rows = b.min(b.sub(tiles_y, first, name="gleft"), G, name="grows")  # the last band is short
-    r = b.sub(pid, b.mul(band, width, name="gb"), name="gr")
-    tile_x = b.div(r, rows, name="tile_x")
-    tile_y = b.add(first, b.sub(r, b.mul(tile_x, rows, name="gm"), name="gy"), name="tile_y")
+    # x columns per CTA: tile * tiles, a power of two
+    tile_y, tile_x = grouped_tile(b, M, N, op.tile, op.tile * op.tiles, op.group)
     return tile_x, tile_y
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
+from .raster import grouped_tile
 
 
 def _log2(x):
@@ -112,16 +113,7 @@ class _Lowering:
         s, b = self.s, self.b
         if s.group_m:
             # 1-D grid walked GROUP_M row tiles at a time so concurrent CTAs share B columns
-            pid = b.special("ctaid.x")
-            tiles_n = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
-            tiles_m = b.shr(b.add(self.M, s.BM - 1), _log2(s.BM), name="tiles_m")
-            width = b.mul(tiles_n, s.group_m, name="gw")
-            group = b.div(pid, width, name="grp")
-            first = b.mul(group, s.group_m, name="gfirst")
-            gsize = b.min(b.sub(tiles_m, first), s.group_m, name="gsize")
-            r = b.sub(pid, b.mul(group, width), name="gr")
-            pid_n = b.div(r, gsize, name="pid_n")
-            pid_m = b.add(first, b.sub(r, b.mul(pid_n, gsize)), name="pid_m")
+            pid_m, pid_n = grouped_tile(b, self.M, self.N, s.BM, s.BN, s.group_m)
         else:
             pid_n, pid_m = b.special("ctaid.x"), b.special("ctaid.y")
         return b.shl(pid_m, _log2(s.BM), name="bm0"), b.shl(pid_n, _log2(s.BN), name="bn0")
