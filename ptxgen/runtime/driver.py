@@ -138,29 +138,37 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
     """Launch a loaded kernel. numpy arrays are copied to the device and back after the
     launch; Numba device arrays and __cuda_array_interface__ objects are used in place."""
     cuda = _cuda()
-    limit = shared_bytes if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT else \
-        DEFAULT_DYNAMIC_SHARED_LIMIT
-    grid, block = validate_launch(kernel.name, kernel.params, grid, block,
-                                  list(args), shared_bytes, limit,
-                                  kernel.directives)
-    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
-        kernel.max_dynamic_shared(shared_bytes)
+    grid, block = _checked(kernel, grid, block, args, shared_bytes)
     copies, raw = [], []
     for a in args:
         if isinstance(a, np.ndarray):
             d = cuda.to_device(a)
             copies.append((a, d))
             raw.append(d.device_ctypes_pointer.value)
-        elif getattr(a, "__cuda_array_interface__", None) is not None:
-            raw.append(int(a.__cuda_array_interface__["data"][0]))
         else:
-            raw.append(a)
+            raw.append(_raw_arg(a))
     _raw_launch(kernel, grid, block, raw, shared_bytes)
     if sync or copies:
         synchronize(kernel.name)
     for host, dev in copies:
         dev.copy_to_host(host)
     return kernel
+
+
+def _checked(kernel, grid, block, args, shared_bytes):
+    """Validated (grid, block); dynamic shared memory above 48 KB enabled on the kernel."""
+    limit = max(shared_bytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
+    grid, block = validate_launch(kernel.name, kernel.params, grid, block, list(args),
+                                  shared_bytes, limit, kernel.directives)
+    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
+        kernel.max_dynamic_shared(shared_bytes)
+    return grid, block
+
+
+def _raw_arg(a):
+    """A device array's address, or the scalar itself."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    return int(cai["data"][0]) if cai is not None else a
 
 
 def _raw_launch(kernel, grid, block, raw_args, shared_bytes):
@@ -196,13 +204,8 @@ def bound_launch(kernel, grid, block, args, shared_bytes=0):
     if any(isinstance(a, np.ndarray) for a in args):
         raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
                           f"arrays (they would be copied on every launch)")
-    limit = max(shared_bytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
-    grid, block = validate_launch(kernel.name, kernel.params, grid, block, list(args),
-                                  shared_bytes, limit, kernel.directives)
-    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
-        kernel.max_dynamic_shared(shared_bytes)
-    raw = [int(a.__cuda_array_interface__["data"][0])
-           if getattr(a, "__cuda_array_interface__", None) is not None else a for a in args]
+    grid, block = _checked(kernel, grid, block, args, shared_bytes)
+    raw = [_raw_arg(a) for a in args]
     return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
 
 
@@ -242,8 +245,7 @@ def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20, 
     cuda = _cuda()
     grid = launch_dims(grid, "grid", kernel.name)
     block = launch_dims(block, "block", kernel.name)
-    raw = [int(a.__cuda_array_interface__["data"][0])
-           if getattr(a, "__cuda_array_interface__", None) is not None else a for a in args]
+    raw = [_raw_arg(a) for a in args]
     for _ in range(warmup):
         _raw_launch(kernel, grid, block, raw, shared_bytes)
     synchronize(kernel.name)

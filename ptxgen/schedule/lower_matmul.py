@@ -494,6 +494,12 @@ class _Lowering:
                 s.lanes_n * 4 == 32 and
                 s.warps_m * s.warps_n * s.lanes_m * (s.WN + 1) * 4 <= s.shared_bytes)
 
+    def _ldc(self):
+        """C's row stride: the N parameter, or the shape's ldc as a constant."""
+        if self.ldc_given is None:
+            return self.N
+        return self.b.mov(self.ldc_given, type=T.u32, name="ldc")
+
     def _epilogue(self):
         if self._staging_fits():
             return self._epilogue_staged()
@@ -504,8 +510,7 @@ class _Lowering:
         row0 = b.add(bm0, m_thr, name="crow")
         col0 = b.add(bn0, n_thr, name="ccol")
         C = b.param("C")
-        ldc = self.N if self.ldc_given is None else b.mov(self.ldc_given, type=T.u32,
-                                                            name="ldc")   # C's row stride
+        ldc = self._ldc()
         idx = b.mad(row0, ldc, b.cvt(T.u64, col0), mode="wide", name="cidx")
         cbase = b.add(C, b.shl(idx, 2, type=T.u64), type=T.u64, name="c_g")
         width = self.vc
@@ -547,8 +552,7 @@ class _Lowering:
         rd = b.add(region, b.shl(lane, 2, name="ep_l4"), name="ep_rd")
         rowbase = b.mad(wm, s.WM, bm0, name="ep_row")
         colbase = b.add(b.mad(wn, s.WN, bn0, name="ep_c0"), lane, name="ep_col")
-        ldc = self.N if self.ldc_given is None else b.mov(self.ldc_given, type=T.u32,
-                                                            name="ldc")
+        ldc = self._ldc()
         idx = b.mad(rowbase, ldc, b.cvt(T.u64, colbase), mode="wide", name="cidx")
         cbase = b.add(b.param("C"), b.shl(idx, 2, type=T.u64), type=T.u64, name="c_g")
         pieces = s.WN // 32
