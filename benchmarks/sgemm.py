@@ -143,30 +143,16 @@ def check(C, ref, K):
 
 # -- implementations -----------------------------------------------------------------------------
 def run_schedule(loader, label, sched, shape, arch, A, B, C, ref):
+    """One candidate schedule: Matmul(sched) for this shape."""
+    return run_operator(loader, label, Matmul(sched), shape, arch, A, B, C, ref)
+
+
+def run_operator(loader, label, op, shape, arch, A, B, C, ref):
+    """The matmul operator's steps as the library runs them (one kernel, or the packing
+    steps too); the time covers every launch."""
     import torch
     M, N, K = shape
     dims = {"M": M, "N": N, "K": K}
-    t0 = time.perf_counter()
-    ptx = emit_module(lower_matmul(sched, arch, dims), arch)
-    fn, attrs = loader.load(ptx, "matmul")
-    build_s = round(time.perf_counter() - t0, 2)
-    args = [np.uint32(M), np.uint32(N), np.uint32(K), A.data_ptr(), B.data_ptr(), C.data_ptr()]
-    go = loader.launcher(fn, sched.grid(dims), sched.block(), args)
-    C.fill_(float("nan"))
-    go()
-    torch.cuda.synchronize()
-    ok, worst = check(C, ref, K)
-    ms = time_ms(go)
-    return dict(impl=label, schedule=str(sched), ms=ms, ok=ok, err=worst, build_s=build_s,
-                **attrs)
-
-
-def run_library(loader, shape, arch, A, B, C, ref):
-    """Matmul()'s steps as the library runs them; the time covers every launch."""
-    import torch
-    M, N, K = shape
-    dims = {"M": M, "N": N, "K": K}
-    op = Matmul()
     t0 = time.perf_counter()
     module = op.build(dims, arch)
     ptx = emit_module(module, arch)
@@ -189,8 +175,8 @@ def run_library(loader, shape, arch, A, B, C, ref):
     ok, worst = check(C, ref, K)
     ms = time_ms(go)
     sched = op.schedule_for(dims, arch)
-    label = f"{sched} packed" if op.packs(dims, arch) else str(sched)
-    return dict(impl="library", schedule=label, ms=ms, ok=ok, err=worst, build_s=build_s,
+    name = f"{sched} packed" if op.packs(dims, arch) else str(sched)
+    return dict(impl=label, schedule=name, ms=ms, ok=ok, err=worst, build_s=build_s,
                 steps=len(steps), **loaded["matmul"][1])
 
 
@@ -306,7 +292,8 @@ def run_shape(loader, shape, names, arch, use_triton, seed):
                 loader, lb, s, shape, arch, A, B, C, ref)))
     # what the matmul operator runs for this shape: its schedule (tuned cache entry of the
     # class, else the default), on packed operands when the shape packs (three launches)
-    impls.append(("library", lambda: run_library(loader, shape, arch, A, B, C, ref)))
+    impls.append(("library", lambda: run_operator(loader, "library", Matmul(), shape, arch,
+                                                  A, B, C, ref)))
     if use_triton:
         impls.append(("triton", lambda: run_triton(A, B, C, ref, shape)))
     rows = []
