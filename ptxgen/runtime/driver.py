@@ -233,15 +233,11 @@ def bound_steps(op, shape, kernels, arrays, arch):
     return run
 
 
-def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20, batch=1):
-    """Median milliseconds per launch over `repeat` CUDA-event measurements, each around
-    `batch` back-to-back launches (divided by `batch`). Arguments must already be on the
-    device (device arrays or raw pointers). With batch=1 the figure includes the host's launch
-    latency (the stream is idle when the start event fires); batches long enough to keep the
-    launch queue ahead of the GPU measure the kernel alone, as a library call in a stream of
-    work would see it."""
-    if batch < 1:
-        raise ValueError(f"time_kernel: batch must be at least 1, got {batch!r}")
+def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
+    """Median milliseconds of one launch, CUDA events around each. Arguments must already be
+    on the device (device arrays or raw pointers). The figure includes the host's launch
+    latency (the stream is idle when the start event fires), as a lone call sees it;
+    runtime.time_calls measures GPU time alone."""
     cuda = _cuda()
     grid = launch_dims(grid, "grid", kernel.name)
     block = launch_dims(block, "block", kernel.name)
@@ -253,10 +249,9 @@ def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20, 
     for _ in range(repeat):
         start, stop = cuda.event(), cuda.event()
         start.record()
-        for _ in range(batch):
-            _raw_launch(kernel, grid, block, raw, shared_bytes)
+        _raw_launch(kernel, grid, block, raw, shared_bytes)
         stop.record()
         stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) / batch)
+        times.append(cuda.event_elapsed_time(start, stop))
     synchronize(kernel.name)
     return float(np.median(times))

@@ -47,19 +47,15 @@ class GpuTrials:
         return op.check(shape, arrays)
 
     def time(self, sched):
-        """(median ms per launch, registers) at the tuned shape. A short first measurement
-        sizes the second: CUDA events around batches of ~10 ms of back-to-back launches (the
-        host's launch latency hidden, as in a stream of work), about target_ms in all."""
+        """(GPU ms per launch, registers) at the tuned shape: runtime.time_calls, batches of
+        about 10 ms of back-to-back launches, ~target_ms in all."""
         from ..ops.matmul import Matmul
-        from ..runtime import time_kernel
+        from ..runtime import bound_launch, time_calls
         k = self._kernel(sched, self.shape)
-        args = Matmul(sched).kernel_args(self.shape, self.dev)
-        grid, block = sched.grid(self.shape), sched.block()
-        first = max(time_kernel(k, grid, block, args, 0, warmup=2, repeat=3), 1e-3)
-        batch = int(min(200, max(1, 10.0 / first)))
-        repeat = int(min(50, max(5, self.target_ms / (batch * first))))
-        return time_kernel(k, grid, block, args, 0, warmup=batch, repeat=repeat,
-                           batch=batch), k.registers
+        go = bound_launch(k, sched.grid(self.shape), sched.block(),
+                          Matmul(sched).kernel_args(self.shape, self.dev))
+        return time_calls(go, repeat=max(3, int(self.target_ms // 10)), target_ms=10.0), \
+            k.registers
 
     def device_name(self):
         name = self.cuda.get_current_device().name
