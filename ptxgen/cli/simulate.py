@@ -60,7 +60,7 @@ def add_parser(sub):
     p.add_argument("--sample", type=positive_int, default=16,
                    help="loop iterations simulated before extrapolating (default 16)")
     p.add_argument("--schedule", action="store_true",
-                   help="list-schedule the kernel's basic blocks first (ptxgen.sched)")
+                   help="list-schedule the kernel's basic blocks first (ptxgen.reorder)")
     p.add_argument("--warps", type=non_negative_int, default=8,
                    help="warps shown in --trace/--png (default 8)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -76,7 +76,7 @@ def _simulate_file(args, common):
     if args.grid is None:
         raise PtxgenError(f"{args.kernel}: give the launch grid with --grid X[,Y[,Z]]")
     if args.schedule:
-        from ..sched import schedule_module
+        from ..reorder import schedule_module
         module = schedule_module(module, args.arch)
         kernel = module.kernel(kernel.name)
     block = args.block or declared_block(kernel.directives, (".reqntid",))

@@ -309,10 +309,10 @@ def _extrapolate(name, count, ctas, active, big, small):
 
 def simulate_operator(op, shape, arch="sm_90", schedule=False, **kw):
     """simulate() for a library operator: its IR, launch and argument values. schedule=True
-    list-schedules the kernel's blocks first (ptxgen.sched)."""
+    list-schedules the kernel's blocks first (ptxgen.reorder)."""
     module = op.build(shape, arch)
     if schedule:
-        from ..sched import schedule_module
+        from ..reorder import schedule_module
         module = schedule_module(module, arch)
     kernel = module.kernel(op.kernel_name())
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
