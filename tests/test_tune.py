@@ -249,8 +249,9 @@ def test_worker_processes_agree_with_one_process():
 
 
 def test_lower_matmul_stays_a_function(tmp_path):
-    """Loading the lowering submodule must not turn ptxgen.schedule.lower_matmul into the
-    module (the tuner's workers import the operator after lowering)."""
+    """Loading the lowering submodule (schedule/matmul_lowering.py) must leave
+    ptxgen.schedule.lower_matmul the function (the tuner's workers import the operator after
+    lowering)."""
     import subprocess
     import sys
     code = ("from ptxgen.schedule.matmul import MatmulSchedule, lower_matmul\n"

@@ -366,5 +366,5 @@ def lower_matmul(schedule, arch="sm_90", shape=None, name="matmul"):
     """The kernel for `schedule` as a Module. With `shape`, global accesses narrow to scalars
     where K or N is not a multiple of 4 (rows would not be 16-byte aligned); without it the
     kernel assumes K and N are multiples of vec_global."""
-    from .lower_matmul import lower          # noqa: PLC0415 (keeps this module light)
+    from .matmul_lowering import lower          # noqa: PLC0415 (keeps this module light)
     return lower(schedule, arch, shape, name)
