@@ -7,7 +7,7 @@ import sys
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
-from ..launch import declared_block
+from ..launch_shape import declared_block
 from .common import (add_arch, add_shape, is_ptx_file, non_negative_int, positive_int,
                      read_text, select_entry, shape_from_args)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, PtxgenError
-from ..launch import check_launch_shape, launch_dims
+from ..launch_shape import check_launch_shape, launch_dims
 from ..ir.instr import Instr
 from ..ir.module import Module
 from .executor import Batch, Launch
