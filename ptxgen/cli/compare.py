@@ -1,6 +1,6 @@
 """ptxgen compare KERNEL [shape] [--arch] [--no-gpu]"""
 from .. import arch as archmod
-from ..compare import compare, format_table
+from ..reports.compare import compare, format_table
 from ..ops import get_operator
 from .common import add_arch, add_shape, shape_from_args
 

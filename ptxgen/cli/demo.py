@@ -2,7 +2,7 @@
 import importlib.util
 
 from .. import toolchain
-from ..backend import BACKENDS, run_operator
+from ..reports.run import BACKENDS, run_operator
 from ..emit import emit_module
 from ..errors import ToolchainError
 from ..ir.verify import verify_module

@@ -3,7 +3,7 @@
 Most operators are one kernel launch. One that needs several (the matmul packs misaligned
 operands first) lists them in steps(): every step names a kernel of the module build() returns,
 its launch shape and its arguments taken from the arrays; workspace() names the scratch arrays
-those steps need besides the operator's inputs and outputs. Runners (ptxgen.backend, the
+those steps need besides the operator's inputs and outputs. Runners (ptxgen.reports.run, the
 emulator backend, benchmarks) allocate the workspace and launch the steps in order.
 """
 from dataclasses import dataclass

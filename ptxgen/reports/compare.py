@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import toolchain
-from .emit import emit_module
-from .ir.verify import verify_module
+from .. import toolchain
+from ..emit import emit_module
+from ..ir.verify import verify_module
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Side:
 
 
 def _static(side, ptx, entry, arch):
-    from .analysis.report import analyze
+    from ..analysis.report import analyze
     report = analyze(ptx, arch=arch, kernel=entry)
     k = report.kernels[0]
     side.kernel = entry
@@ -48,7 +48,7 @@ def _static(side, ptx, entry, arch):
 
 def compare(op, shape, arch="sm_90", gpu=None, seed=None):
     """Both sides' figures; runs on the GPU when `gpu` is true (None: when one is present)."""
-    from .runtime import twins
+    from ..runtime import twins
     ours = Side("ptxgen")
     module = verify_module(op.build(shape, arch))
     ptx = emit_module(module, arch)
@@ -57,7 +57,7 @@ def compare(op, shape, arch="sm_90", gpu=None, seed=None):
     twin_ptx, twin_entry = twins.twin_ptx(op.name, arch)
     _static(theirs, twin_ptx, twin_entry, arch)
     if gpu is None:
-        from .runtime import gpu_available
+        from ..runtime import gpu_available
         gpu = gpu_available()
     if gpu:
         _run_both(op, shape, module, ptx, ours, theirs, seed)
@@ -69,9 +69,9 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     (runtime.time_calls: held batches, no host launch latency), the same way for both."""
     from numba import cuda
 
-    from .runtime import bound_steps, load_steps, time_calls
-    from .runtime.driver import synchronize
-    from .runtime.twins import twin_kernel, twin_launch_args
+    from ..runtime import bound_steps, load_steps, time_calls
+    from ..runtime.driver import synchronize
+    from ..runtime.twins import twin_kernel, twin_launch_args
     arch = module.target
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)

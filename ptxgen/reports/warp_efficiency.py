@@ -252,7 +252,7 @@ def _report(prog, obs, grid, block, ws, check):
     rep.predicated_on_lanes = int(obs.pred_on.sum())
     rep.lost = dict(obs.lost, predicated_off=rep.active_lanes - rep.predicated_on_lanes)
     rep.branches = [obs.branches[k] for k in sorted(obs.branches)]
-    from .memory import memory_op
+    from ..analysis.memory import memory_op
     for i, op in enumerate(prog.code):
         if op.instr is None or not obs.issued[i]:
             continue

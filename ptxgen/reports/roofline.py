@@ -182,7 +182,7 @@ def _time_sim(op, shape, arch):
 
 
 def _time_gpu(op, shape):
-    from ..backend import run_operator
+    from .run import run_operator
     res = run_operator(op, shape, backend="gpu", check=True, time_it=True)
     if not res.ok:
         raise PtxgenError(f"{op.name} {shape}: wrong result on the GPU (max rel. error "
