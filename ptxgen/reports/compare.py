@@ -30,7 +30,7 @@ class Side:
 
 
 def _static(side, ptx, entry, arch):
-    from ..analysis.report import analyze
+    from ..analysis.analyzer import analyze
     report = analyze(ptx, arch=arch, kernel=entry)
     k = report.kernels[0]
     side.kernel = entry

@@ -22,7 +22,7 @@ from . import memory as memmod
 from .engine import STALLS, run_sm
 from .paths import PathPlan, follow
 from .program import LDG, compile_kernel
-from .report import SimReport, WaveResult
+from .result import SimReport, WaveResult
 from .values import Env
 
 SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
