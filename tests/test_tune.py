@@ -219,7 +219,7 @@ def test_dry_run_prunes_and_plans_round_one():
     assert rep.gpu_trials == 6 and rep.saved == 14
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["exhaustive_trials"] == 20 and d["dry_run"] and d["best"] is None
-    text = rep.format_text()
+    text = rep.to_text()
     assert "14 saved" in text and "dry run" in text
 
 
@@ -231,7 +231,7 @@ def test_simulator_failure_falls_back_to_the_bound(monkeypatch):
     st = next(st for st in rep.stages if st["stage"] == "simulator")
     assert st["errors"] == ["Boom: broken"] and "FFMA bound" in st["note"]
     assert st["kept"] == 0 and len(rep.trials) == 4
-    assert "Boom: broken" in rep.format_text()
+    assert "Boom: broken" in rep.to_text()
 
 
 @needs_ptxas
@@ -324,7 +324,7 @@ def test_rounds_time_the_winning_family_and_cache_it(monkeypatch, tmp_path):
     assert MatmulSchedule.from_dict(entry["schedule"]) == rep.best.schedule
     assert entry["baseline"]["name"] == str(default_schedule(SHAPE))
     assert entry["gpu_trials"] == len(rep.trials) and entry["valid_points"] == 20
-    assert "cached in" in rep.format_text()
+    assert "cached in" in rep.to_text()
     # and Matmul builds it for the class once it is in the user cache
     cachemod.store(cachemod.user_path("matmul", "sm_90"), "matmul", "sm_90",
                    cachemod.shape_class(SHAPE), entry)

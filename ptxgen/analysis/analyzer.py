@@ -96,7 +96,7 @@ class AnalysisResult:
                 "kernels": [k.to_dict() for k in self.kernels]}
 
     def to_text(self):
-        return render(self.to_dict())
+        return _text(self.to_dict())
 
 
 def analyze(src, arch="sm_90", kernel=None, sass=False, filename="<ptx>"):
@@ -228,7 +228,7 @@ def _fmt(x):
     return "-" if x is None else str(x)
 
 
-def render(d):
+def _text(d):
     lines = [f"ptxgen analyze: {d['file']} (.target {d['target']}, PTX {d['version'] or '?'}), "
              f"machine model {d['model']}"]
     if not d["kernels"]:

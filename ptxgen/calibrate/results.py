@@ -48,7 +48,7 @@ class Calibration:
                 "measurements": [m.to_dict() for m in self.measurements],
                 "errors": dict(self.errors), "notes": list(self.notes)}
 
-    def format_table(self):
+    def to_text(self):
         rows = [("measurement", "value", "model now", "sets")]
         for m in self.measurements:
             fmt = f"{{:.{m.decimals}f}}" if m.decimals else "{:.0f}"

@@ -113,7 +113,7 @@ def run(args):
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(report.format_text())
+        print(report.to_text())
         if args.trace:
             print(f"  trace: {args.trace} (open in ui.perfetto.dev)")
         if args.png:

@@ -59,5 +59,5 @@ def run(args):
         json.dump(rep.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(rep.format_text())
+        print(rep.to_text())
     return 0

@@ -3,7 +3,7 @@
 The static part (ptxas resources, PTX and SASS instruction counts) needs no GPU; with a GPU both
 kernels also run on the same fresh inputs, are checked against the float64 reference and timed.
 """
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -46,8 +46,25 @@ def _static(side, ptx, entry, arch):
     side.sass_top = [(op, c) for op, c in mix.items() if op != "NOP"][:6]
 
 
+@dataclass
+class Comparison:
+    """ptxgen's side and Numba's side of one operator at one shape."""
+    op: object
+    shape: dict
+    ours: Side
+    theirs: Side
+
+    def to_dict(self):
+        return {"operator": self.op.name, "shape": dict(self.shape),
+                "ours": asdict(self.ours), "theirs": asdict(self.theirs)}
+
+    def to_text(self):
+        return _table(self.ours, self.theirs, self.op, self.shape)
+
+
 def compare(op, shape, arch="sm_90", gpu=None, seed=None):
-    """Both sides' figures; runs on the GPU when `gpu` is true (None: when one is present)."""
+    """A Comparison of both sides' figures; runs both on the GPU when `gpu` is true (None: when
+    one is present)."""
     from ..runtime import twins
     ours = Side("ptxgen")
     module = verify_module(op.build(shape, arch))
@@ -61,7 +78,7 @@ def compare(op, shape, arch="sm_90", gpu=None, seed=None):
         gpu = gpu_available()
     if gpu:
         _run_both(op, shape, module, ptx, ours, theirs, seed)
-    return ours, theirs
+    return Comparison(op, dict(shape), ours, theirs)
 
 
 def _run_both(op, shape, module, ptx, ours, theirs, seed):
@@ -97,7 +114,7 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     theirs.time_ms = time_calls(lambda: launch(*targs))
 
 
-def format_table(ours, theirs, op, shape):
+def _table(ours, theirs, op, shape):
     rows = [("kernel", ours.kernel, theirs.kernel[:40] + ("…" if len(theirs.kernel) > 40 else "")),
             ("registers", ours.registers, theirs.registers),
             ("spill bytes", ours.spill_bytes, theirs.spill_bytes),

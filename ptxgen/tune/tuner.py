@@ -110,7 +110,7 @@ class TuneReport:
                 d["speedup_vs_baseline"] = base.ms / self.best.ms
         return d
 
-    def format_text(self):
+    def to_text(self):
         dims = "x".join(str(self.shape[k]) for k in ("M", "N", "K"))
         lines = [f"tune {self.operator} {dims} on {self.arch} (class {self.shape_class})"
                  f"{' [dry run: no GPU]' if self.dry_run else ''}"]
