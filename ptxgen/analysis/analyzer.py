@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import isa
+from ..arch import DEFAULT_TARGET
 from ..ir.module import Module
 from . import cfg as cfgmod
 from . import liveness, mca, memory, mix
@@ -99,7 +100,7 @@ class AnalysisResult:
         return _text(self.to_dict())
 
 
-def analyze(src, arch="sm_90", kernel=None, sass=False, filename="<ptx>"):
+def analyze(src, arch=DEFAULT_TARGET, kernel=None, sass=False, filename="<ptx>"):
     """Analyze PTX text (or a parsed/built Module) for `arch`'s machine model.
 
     kernel: analyze only the function of that name (entries and .func both qualify).

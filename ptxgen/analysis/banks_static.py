@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.instr import Instr
 from ..ir.values import Addr, Imm, Reg, Special, Sym
@@ -407,7 +408,7 @@ def _changed_registers(kernel, walker):
     return {k for k, n in count.items() if n > 1}, changed
 
 
-def static_bank_conflicts(kernel, block, arch="sm_90", module=None, kernel_name=None):
+def static_bank_conflicts(kernel, block, arch=DEFAULT_TARGET, module=None, kernel_name=None):
     """A BankReport for every shared access of `kernel` (an IR Kernel, or a Module with
     kernel_name) launched with `block` threads (x[, y[, z]])."""
     if hasattr(kernel, "kernels"):

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import toolchain
+from ..arch import DEFAULT_TARGET
 from ..emit import emit_module
 from ..ir.verify import verify_module
 
@@ -62,7 +63,7 @@ class Comparison:
         return _table(self.ours, self.theirs, self.op, self.shape)
 
 
-def compare(op, shape, arch="sm_90", gpu=None, seed=None):
+def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None):
     """A Comparison of both sides' figures; runs both on the GPU when `gpu` is true (None: when
     one is present)."""
     from ..runtime import twins

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.verify import verify_module
 
@@ -60,7 +61,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
             res.time_ms = time_calls(bound_steps(op, shape, kernels, dev, arch))
     else:
         from ..emu.backend import run_operator as emu_run
-        emu_run(op, shape, arrays, arch or "sm_90")
+        emu_run(op, shape, arrays, arch or DEFAULT_TARGET)
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res

@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.module import Module
 from . import memory as memmod
@@ -162,7 +163,7 @@ def _load_bytes(prog, trace):
     return total
 
 
-def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", module=None,
+def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
              trace_warps=8, budget=5_000_000, cache="warm"):
     """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
@@ -307,7 +308,7 @@ def _extrapolate(name, count, ctas, active, big, small):
         bytes={k: ext(v, lo.bytes[k]) for k, v in sm.bytes.items()}, events=sm.events)
 
 
-def simulate_operator(op, shape, arch="sm_90", schedule=False, **kw):
+def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
     """simulate() for a library operator: its IR, launch and argument values. schedule=True
     list-schedules the kernel's blocks first (ptxgen.reorder)."""
     module = op.build(shape, arch)
