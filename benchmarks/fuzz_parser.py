@@ -274,9 +274,9 @@ def check_one(payload, as_text, analyze=False):
     except Exception as e:          # noqa: BLE001
         return "crash", f"{type(e).__name__} parsing re-emitted PTX: {_tb(e)}"
     if analyze:
-        from ptxgen.analysis.report import analyze as run_analysis, render
+        from ptxgen.analysis.analyzer import analyze as run_analysis
         try:
-            render(run_analysis(module).to_dict())
+            run_analysis(module).to_text()
         except PtxgenError:
             pass
         except Exception as e:      # noqa: BLE001

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from ptxgen.ops import get_operator  # noqa: E402
 from ptxgen.ops.matmul import Matmul  # noqa: E402
-from ptxgen.sched import schedule_kernel  # noqa: E402
+from ptxgen.reorder import schedule_kernel  # noqa: E402
 from ptxgen.sim import simulate_operator  # noqa: E402
 
 TARGET_S = 10.0

@@ -93,7 +93,7 @@ def main(argv=None):
                 if base:
                     d["baseline_x_cublas"] = ms / base.ms
         reports.append(d)
-        print(rep.format_text())
+        print(rep.to_text())
         if "best_x_cublas" in d:
             print(f"  cuBLAS {d['cublas_ms']:.3f} ms: best {d['best_x_cublas']:.3f}x cuBLAS"
                   + (f", baseline {d['baseline_x_cublas']:.3f}x" if "baseline_x_cublas" in d

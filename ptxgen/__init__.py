@@ -25,9 +25,9 @@ def __getattr__(name):
         from .analysis.banks import bank_conflicts
         return bank_conflicts
     if name == "warp_efficiency":
-        from .analysis.warp_efficiency import warp_efficiency
+        from .reports.warp_efficiency import warp_efficiency
         return warp_efficiency
     if name == "roofline":
-        from .analysis.roofline import roofline
+        from .reports.roofline import roofline
         return roofline
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")

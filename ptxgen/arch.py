@@ -7,6 +7,9 @@ from .errors import IsaDataError, PtxgenError
 
 ISA_DIR = Path(__file__).resolve().parent.parent / "isa"
 
+# The target every entry point uses when none is given: the lent H200 (compute capability 9.0).
+DEFAULT_TARGET = "sm_90"
+
 
 def isa_dir():
     """The isa/ folder: beside the package in a checkout, or inside it when installed."""

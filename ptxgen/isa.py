@@ -60,7 +60,7 @@ class Header:
     fp32_lanes_per_sm: int
     fp64_lanes_per_sm: int
 
-    def as_dict(self):
+    def to_dict(self):
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
                 for f in fields(self)}
 
@@ -118,7 +118,7 @@ class IsaTable:
         return {
             "arch": self.arch,
             "name": self.name,
-            "header": self.header.as_dict(),
+            "header": self.header.to_dict(),
             "header_sources": {k: self.sources[f"header.{k}"] for k in HEADER_KEYS},
             "units": list(self.units),
             "ops": {k: {"latency": o.latency, "issue_interval": o.issue_interval, "unit": o.unit,
@@ -131,6 +131,37 @@ class IsaTable:
             {k: {"value": v, "source": self.sources[f"timing.{k}"]}
              for k, v in self.timing.items()},
         }
+
+    def to_text(self, sources=False):
+        """The model as text (`ptxgen isa`); with sources, each number's source beside it."""
+        d = self.to_dict()
+        out = [f"{self.arch}: {self.name}", "", "limits"]
+        w = max(len(k) for k in d["header"])
+        for k, v in d["header"].items():
+            line = f"  {k:<{w}}  {_num(v) if not isinstance(v, list) else v}"
+            if sources:
+                line += f"   [{d['header_sources'][k]}]"
+            out.append(line)
+        out += ["", f"{'op':<8} {'latency':>8} {'issue':>6}  unit"]
+        for k, o in d["ops"].items():
+            line = f"{k:<8} {_num(o['latency']):>8} {_num(o['issue_interval']):>6}  {o['unit']}"
+            if sources:
+                line += f"   [{o['source']}] [{o['issue_source']}]"
+            out.append(line)
+        out += ["", f"{'memory':<8} {'latency':>8} {'GB/s':>8}"]
+        for k, m in d["memory"].items():
+            line = f"{k:<8} {_num(m['latency']):>8} {_num(m['bandwidth_gbs']):>8}"
+            if sources:
+                line += f"   [{m['source']}] [{m['bandwidth_source']}]"
+            out.append(line)
+        estimates = sum(1 for s in self.sources.values() if s.startswith("estimate"))
+        out += ["", f"{len(self.sources)} numbers, {estimates} of them estimates "
+                    f"(--sources shows where each comes from)"]
+        return "\n".join(out) + "\n"
+
+
+def _num(v):
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 # -- loading and validation ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arch import DEFAULT_TARGET
 from .errors import ToolchainError
 
 _WHEEL_HINT = {"ptxas": "nvidia-cuda-nvcc", "nvdisasm": "nvidia-cuda-nvdisasm"}
@@ -116,7 +117,7 @@ def parse_ptxas_log(log):
     return res
 
 
-def assemble(ptx_text, arch="sm_90", opt_level=3, extra=()):
+def assemble(ptx_text, arch=DEFAULT_TARGET, opt_level=3, extra=()):
     """ptxas: PTX text → cubin bytes and per-kernel resources. Rejected PTX → ToolchainError
     with ptxas's first error line."""
     ptxas = find_tool("ptxas")

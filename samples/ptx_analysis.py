@@ -13,7 +13,7 @@ from _common import backend, gpu_arch, say_backend
 
 import ptxgen
 from ptxgen import isa
-from ptxgen.backend import run_operator
+from ptxgen.reports.run import run_operator
 from ptxgen.emit import emit_module
 from ptxgen.ops.matmul import Matmul
 

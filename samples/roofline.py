@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 from _common import backend, run_op, say_backend
 
-from ptxgen.analysis.roofline import Workload, roofline
+from ptxgen.reports.roofline import Workload, roofline
 from ptxgen.ir import Builder, Module, Param, ptr
 from ptxgen.ir import types as T
 from ptxgen.ops.base import Launch

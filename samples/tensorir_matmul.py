@@ -15,7 +15,7 @@ from _common import backend, gpu_arch, say_backend
 
 from ptxgen import isa
 from ptxgen.analysis.occupancy import occupancy
-from ptxgen.backend import run_operator
+from ptxgen.reports.run import run_operator
 from ptxgen.ops.matmul import Matmul
 from ptxgen.schedule import CANDIDATES, MatmulSchedule
 

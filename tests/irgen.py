@@ -753,7 +753,7 @@ def check_schedule(case, schedule=None, run=None):
     """Scheduling for sm_90 changes no result. `run(case, kernel)` executes a kernel (the
     reference interpreter by default; the emulator when given)."""
     if schedule is None:
-        from ptxgen.sched import schedule_kernel
+        from ptxgen.reorder import schedule_kernel
 
         def schedule(k):
             return schedule_kernel(k, "sm_90")

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from ptxgen import isa
 from ptxgen.analysis import analyze
-from ptxgen.analysis.report import analyze_kernel
+from ptxgen.analysis.analyzer import analyze_kernel
 from ptxgen.emit import emit_module
 from ptxgen.errors import PtxgenError
 from ptxgen.ir.instr import instructions

@@ -32,3 +32,18 @@ def test_emit_prints_ptx(cli, tmp_path):
 def test_main_returns_codes():
     assert main(["emit", "saxpy", "-o", "/dev/null"]) == 0
     assert main(["emit", "bogus"]) == 1
+
+
+def test_compare_static_side_by_side(cli):
+    """Without a GPU: both kernels assembled, counted and printed; the dict has the same figures."""
+    from ptxgen.ops import get_operator
+    from ptxgen.reports.compare import compare
+    op = get_operator("saxpy")
+    c = compare(op, op.shape(n=1000), "sm_90", gpu=False)
+    d = c.to_dict()
+    assert d["operator"] == "saxpy" and d["ours"]["registers"] > 0 and d["theirs"]["registers"] > 0
+    assert d["ours"]["ok"] is None                  # nothing ran
+    rc, out, err = cli("compare", "saxpy", "--n", "1000", "--no-gpu")
+    assert rc == 0 and err == ""
+    assert out.strip() == c.to_text().strip()
+    assert "registers" in out and str(c.ours.sass_instructions) in out

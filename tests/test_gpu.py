@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ptxgen.backend import run_operator
+from ptxgen.reports.run import run_operator
 from ptxgen.errors import LaunchError, PtxgenError
 from ptxgen.ops import get_operator
 
@@ -20,9 +20,11 @@ def test_library_kernels_correct_on_gpu(name, dims):
 
 
 def test_compare_runs_both_kernels():
-    from ptxgen.compare import compare
+    from ptxgen.reports.compare import compare
     op = get_operator("matmul")
-    ours, theirs = compare(op, op.shape(M=100, N=70, K=50), "sm_90", gpu=True)
+    c = compare(op, op.shape(M=100, N=70, K=50), "sm_90", gpu=True)
+    ours, theirs = c.ours, c.theirs
+    assert "PASS" in c.to_text() and c.to_dict()["ours"]["ok"]
     assert ours.ok and theirs.ok and ours.time_ms > 0 and theirs.time_ms > 0
 
 

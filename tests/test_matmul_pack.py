@@ -80,7 +80,7 @@ def test_packed_steps_and_workspace():
 @pytest.mark.parametrize("K", [33, 34, 35, 36])
 @pytest.mark.parametrize("N", [45, 46, 47, 48])
 def test_packed_matmul_correct_on_emulator(K, N):
-    from ptxgen.backend import run_operator
+    from ptxgen.reports.run import run_operator
     op = Matmul(pack=True)
     res = run_operator(op, op.shape(M=67, N=N, K=K), "emu", seed=K * N)
     assert res.ok, res
@@ -90,7 +90,7 @@ def test_packed_matmul_correct_on_emulator(K, N):
 @pytest.mark.parametrize("N", [65, 66, 67, 68, 69, 128 + 3])
 def test_edge_columns_split_off_correct_on_emulator(N):
     """64-wide block tiles: N = 64j + 1..4 leaves 1 to 4 columns to matmul_edge, + 5 none."""
-    from ptxgen.backend import run_operator
+    from ptxgen.reports.run import run_operator
     op = Matmul(CANDIDATES["64x64x8"], pack=True)
     shape = op.shape(M=70, N=N, K=35)
     edge = op.plan(shape)[2]
@@ -131,7 +131,7 @@ def test_packed_kernel_sass_has_wide_loads_and_no_spills():
 
 @pytest.mark.gpu
 def test_packed_matmul_on_gpu():
-    from ptxgen.backend import run_operator
+    from ptxgen.reports.run import run_operator
     for op in (Matmul(), Matmul(pack=True)):
         res = run_operator(op, op.shape(M=4095, N=4097, K=513), "gpu")
         assert res.ok, res
@@ -154,7 +154,7 @@ def test_staged_epilogue_is_used_for_misaligned_c_and_is_conflict_free():
 @pytest.mark.parametrize("name", ["128x128x8_g8", "128x64x8", "64x64x8", "128x128x8_cp3"])
 def test_staged_epilogue_correct_on_emulator(name):
     """N odd and even-but-not-4 (C rows misaligned), M and N past a tile edge."""
-    from ptxgen.backend import run_operator
+    from ptxgen.reports.run import run_operator
     op = Matmul(CANDIDATES[name], pack=False)
     for dims in ({"M": 130, "N": 131, "K": 9}, {"M": 67, "N": 66, "K": 12}):
         res = run_operator(op, op.shape(**dims), "emu", seed=len(name))

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ptxgen import isa
-from ptxgen.analysis import roofline as rl
+from ptxgen.reports import roofline as rl
 from ptxgen.errors import PtxgenError
 from ptxgen.ops import get_operator
 from ptxgen.ops.matmul import Matmul

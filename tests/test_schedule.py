@@ -268,7 +268,7 @@ def test_schedule_variants_correct_on_emulator(kw):
 
 @needs_emu
 def test_operator_default_runs_on_emulator():
-    from ptxgen.backend import run_operator
+    from ptxgen.reports.run import run_operator
     op = get_operator("matmul")
     for dims in ({"M": 67, "N": 45, "K": 33}, {"M": 129, "N": 1, "K": 130}):
         res = run_operator(op, op.shape(**dims), "emu", seed=3)

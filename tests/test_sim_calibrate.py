@@ -143,7 +143,7 @@ def test_derive_arithmetic():
                                         "calibrate: dependent fma.rn.f32 chain, 1024 "
                                         "instructions, one warp")
     assert not any("FFMA" in k for k in up)                     # no model entry for peaks
-    text = cal.format_table()
+    text = cal.to_text()
     assert "FMA latency" in text and "ops.FMA.latency" in text and "H200" in text
 
 
@@ -155,7 +155,7 @@ def test_derive_skips_failed_and_nonsense():
     up = cal.updates()
     assert "memory.DRAM.latency" not in up and "ops.FMA.latency" not in up
     assert "FMA latency" in cal.errors and "chase DRAM" in cal.errors
-    assert "failed: chase DRAM" in cal.format_table()
+    assert "failed: chase DRAM" in cal.to_text()
 
 
 @pytest.fixture

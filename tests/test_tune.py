@@ -219,7 +219,7 @@ def test_dry_run_prunes_and_plans_round_one():
     assert rep.gpu_trials == 6 and rep.saved == 14
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["exhaustive_trials"] == 20 and d["dry_run"] and d["best"] is None
-    text = rep.format_text()
+    text = rep.to_text()
     assert "14 saved" in text and "dry run" in text
 
 
@@ -231,7 +231,7 @@ def test_simulator_failure_falls_back_to_the_bound(monkeypatch):
     st = next(st for st in rep.stages if st["stage"] == "simulator")
     assert st["errors"] == ["Boom: broken"] and "FFMA bound" in st["note"]
     assert st["kept"] == 0 and len(rep.trials) == 4
-    assert "Boom: broken" in rep.format_text()
+    assert "Boom: broken" in rep.to_text()
 
 
 @needs_ptxas
@@ -249,8 +249,9 @@ def test_worker_processes_agree_with_one_process():
 
 
 def test_lower_matmul_stays_a_function(tmp_path):
-    """Loading the lowering submodule must not turn ptxgen.schedule.lower_matmul into the
-    module (the tuner's workers import the operator after lowering)."""
+    """Loading the lowering submodule (schedule/matmul_lowering.py) must leave
+    ptxgen.schedule.lower_matmul the function (the tuner's workers import the operator after
+    lowering)."""
     import subprocess
     import sys
     code = ("from ptxgen.schedule.matmul import MatmulSchedule, lower_matmul\n"
@@ -323,7 +324,7 @@ def test_rounds_time_the_winning_family_and_cache_it(monkeypatch, tmp_path):
     assert MatmulSchedule.from_dict(entry["schedule"]) == rep.best.schedule
     assert entry["baseline"]["name"] == str(default_schedule(SHAPE))
     assert entry["gpu_trials"] == len(rep.trials) and entry["valid_points"] == 20
-    assert "cached in" in rep.format_text()
+    assert "cached in" in rep.to_text()
     # and Matmul builds it for the class once it is in the user cache
     cachemod.store(cachemod.user_path("matmul", "sm_90"), "matmul", "sm_90",
                    cachemod.shape_class(SHAPE), entry)

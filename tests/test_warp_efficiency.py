@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import ptxgen
-from ptxgen.analysis.warp_efficiency import warp_efficiency
+from ptxgen.reports.warp_efficiency import warp_efficiency
 from ptxgen.emu import emulate
 from ptxgen.ir import Builder, Module, Param, ptr
 from ptxgen.ir import types as T

@@ -8,6 +8,6 @@ __all__ = ["analyze", "AnalysisResult", "KernelReport"]
 def __getattr__(name):
     # loaded on first use: the occupancy and bank modules need none of the analyzer
     if name in __all__:
-        from . import report
-        return getattr(report, name)
+        from . import analyzer
+        return getattr(analyzer, name)
     raise AttributeError(f"module 'ptxgen.analysis' has no attribute {name!r}")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 
 WIDTHS = (1, 2, 4, 8, 16)
@@ -91,7 +92,7 @@ def _need(addresses, width, banks, bank_bytes):
     return need, min(b for b, s in words_in_bank.items() if len(s) == need)
 
 
-def bank_conflicts(byte_addresses, width=4, arch="sm_90"):
+def bank_conflicts(byte_addresses, width=4, arch=DEFAULT_TARGET):
     """Wavefronts one warp's shared-memory access of `width` bytes per lane takes.
 
     byte_addresses: one shared-memory byte address per lane, lane i at index i; None (or a
@@ -205,7 +206,7 @@ def _pitches(accesses, unit):
     return out[:24]
 
 
-def layout_remedies(accesses, offset=0, element_bytes=4, arch="sm_90"):
+def layout_remedies(accesses, offset=0, element_bytes=4, arch=DEFAULT_TARGET):
     """How to lay out one shared array so its accesses stop conflicting.
 
     accesses: [(per-thread byte addresses (numpy ints, every thread of the block), active mask

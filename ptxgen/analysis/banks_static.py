@@ -24,14 +24,16 @@ memory, products of two runtime values) is reported as such, never guessed.
 Guards that depend only on the thread index (setp of %tid against constants) switch lanes off;
 other guards count every lane as active (the report says which).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.instr import Instr
 from ..ir.values import Addr, Imm, Reg, Special, Sym
+from .bank_report import BankReport, SharedAccess
 from .banks import WIDTHS, bank_conflicts, layout_remedies, normalise, warp_addresses
 
 TID = ("tid.x", "tid.y", "tid.z")
@@ -102,62 +104,6 @@ def _uni_add(a, b, sign=1):
     for k, c in b:
         d[k] = d.get(k, 0) + sign * c
     return tuple(sorted((k, c) for k, c in d.items() if c))
-
-
-@dataclass
-class SharedAccess:
-    index: int                   # statement index in the kernel body
-    line: int                    # PTX line (0 for IR never printed)
-    text: str
-    kind: str                    # load, store, atomic, copy
-    width: int                   # bytes per lane
-    variable: str = None         # the shared array addressed
-    expression: str = None       # the address, affine in the thread index, when it is
-    uniform_terms: list = field(default_factory=list)
-    wavefronts: int = None       # warp 0
-    ideal: int = None
-    degree: float = None
-    worst_warp: int = None       # the warp needing the most wavefronts over its ideal
-    worst_wavefronts: int = None
-    worst_ideal: int = None
-    warps: int = 0
-    lane_addresses: list = field(default_factory=list)    # warp 0, bytes in the shared window
-    predicated: bool = False
-    guard: str = None            # how the guard was treated, for a predicated access
-    varies_per_trip: bool = False
-    suggestion: str = None
-    note: str = None
-
-    @property
-    def conflicted(self):
-        return self.worst_wavefronts is not None and self.worst_wavefronts > self.worst_ideal
-
-    def to_dict(self):
-        d = dict(self.__dict__)
-        d["conflicted"] = self.conflicted
-        return d
-
-
-@dataclass
-class BankReport:
-    kernel: str
-    arch: str
-    block: tuple
-    banks: int
-    bank_bytes: int
-    accesses: list
-    variables: dict              # shared array → {bytes, offset, suggestion, ...}
-    assumptions: list = field(default_factory=list)
-
-    @property
-    def conflicted(self):
-        return [a for a in self.accesses if a.conflicted]
-
-    def to_dict(self):
-        return {"kernel": self.kernel, "arch": self.arch, "block": list(self.block),
-                "banks": self.banks, "bank_bytes": self.bank_bytes,
-                "accesses": [a.to_dict() for a in self.accesses],
-                "variables": self.variables, "assumptions": list(self.assumptions)}
 
 
 # -- shared layout ---------------------------------------------------------------------------------
@@ -462,7 +408,7 @@ def _changed_registers(kernel, walker):
     return {k for k, n in count.items() if n > 1}, changed
 
 
-def static_bank_conflicts(kernel, block, arch="sm_90", module=None, kernel_name=None):
+def static_bank_conflicts(kernel, block, arch=DEFAULT_TARGET, module=None, kernel_name=None):
     """A BankReport for every shared access of `kernel` (an IR Kernel, or a Module with
     kernel_name) launched with `block` threads (x[, y[, z]])."""
     if hasattr(kernel, "kernels"):

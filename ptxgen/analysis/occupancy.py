@@ -20,6 +20,7 @@ Every limit comes from the isa/<arch>.toml header; nothing here is architecture-
 from dataclasses import asdict, dataclass, field
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 
 LIMITERS = ("warps", "registers", "shared", "blocks")
@@ -70,7 +71,7 @@ def _check_int(name, v, minimum):
 
 
 def occupancy(threads_per_block, registers_per_thread, shared_bytes_per_block,
-              arch="sm_90", carveout=None, opt_in=True):
+              arch=DEFAULT_TARGET, carveout=None, opt_in=True):
     """Active blocks and warps per SM for a kernel launched with these resources.
 
     shared_bytes_per_block: static + dynamic shared memory of one block (without the driver's

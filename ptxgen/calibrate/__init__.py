@@ -2,7 +2,7 @@
 
     raw = measure("sm_90")                      # runs on the GPU (ptxgen.calibrate.run)
     cal = derive(raw, isa.load("sm_90"))        # model values, CPU only
-    print(cal.format_table())
+    print(cal.to_text())
     update_file("isa/sm_90.toml", cal.updates())
 """
 from .results import Calibration, Measurement, derive

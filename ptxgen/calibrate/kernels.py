@@ -5,6 +5,7 @@ stores its final value, so nothing is dead. Timed regions sit between two reads 
 (cycles of the SM the warp runs on); chains are unrolled, so the only instructions between the
 clock reads are the ones measured.
 """
+from ..arch import DEFAULT_TARGET
 from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
 
@@ -60,7 +61,7 @@ def _start(b, name, t):
     return b.mov(b.param(name), type=t, name="x")
 
 
-def latency_chain(cls, n, arch="sm_90"):
+def latency_chain(cls, n, arch=DEFAULT_TARGET):
     """One warp: n dependent ops of `cls` between two clock reads.
     params (out: u64[2 * threads], a, c); out[2t] = cycles, out[2t+1] = the final value's bits."""
     t = value_type(cls)
@@ -85,7 +86,7 @@ def _store_result(b, out, t0, t1, x):
     b.st("global", b.add(base, 8, type=T.u64, name="vaddr"), x)
 
 
-def throughput_streams(cls, rounds, chains=8, arch="sm_90"):
+def throughput_streams(cls, rounds, chains=8, arch=DEFAULT_TARGET):
     """Every thread runs `chains` independent chains of `cls`, `rounds` interleaved rounds
     unrolled per loop trip (the loop keeps the code in the instruction cache), `trips` trips.
     params (out: u64[2 * warps] = (start, end) clock per warp, sink: u64[threads], a, c,
@@ -119,7 +120,7 @@ def throughput_streams(cls, rounds, chains=8, arch="sm_90"):
     return m
 
 
-def chase_global(cache, steps, arch="sm_90"):
+def chase_global(cache, steps, arch=DEFAULT_TARGET):
     """One thread follows a pointer chain: `warm` untimed steps, then `steps` timed ones.
     params (start: u64 address of the first node, warm: u32, out: u64[2])."""
     m = Module(target=arch)
@@ -140,7 +141,7 @@ def chase_global(cache, steps, arch="sm_90"):
     return m
 
 
-def chase_shared(steps, nodes, arch="sm_90"):
+def chase_shared(steps, nodes, arch=DEFAULT_TARGET):
     """One thread builds a chain in shared memory from `next` (node i → next[i]) and follows
     it for `steps` timed loads. params (next: u32[nodes], out: u64[2])."""
     m = Module(target=arch)
@@ -165,7 +166,7 @@ def chase_shared(steps, nodes, arch="sm_90"):
     return m
 
 
-def barrier_loop(n, arch="sm_90"):
+def barrier_loop(n, arch=DEFAULT_TARGET):
     """The CTA passes n bar.sync in a row; thread 0 stores the cycles. params (out: u64[2])."""
     m = Module(target=arch)
     k = m.add_kernel("bar_cost", [Param("out", T.u64, ptr(T.u64, align=8))])
@@ -183,7 +184,7 @@ def barrier_loop(n, arch="sm_90"):
     return m
 
 
-def copy_v4(unroll=1, arch="sm_90"):
+def copy_v4(unroll=1, arch=DEFAULT_TARGET):
     """dst = src over n16 16-byte elements, `reps` times, grid-stride, 128-bit accesses. With a
     grid smaller than one 16-byte chunk per thread, `unroll` > 1 keeps that many loads in
     flight per thread before it stores (the bytes in flight per SM must cover bandwidth x
@@ -217,7 +218,7 @@ def copy_v4(unroll=1, arch="sm_90"):
     return m
 
 
-def ffma_peak(chains=8, unroll=16, arch="sm_90"):
+def ffma_peak(chains=8, unroll=16, arch=DEFAULT_TARGET):
     """Each thread: `chains` independent FMA chains, `unroll` rounds per loop trip, `iters`
     trips. params (out: f32[threads], a, c: f32, iters: u32)."""
     m = Module(target=arch)
@@ -239,7 +240,7 @@ def ffma_peak(chains=8, unroll=16, arch="sm_90"):
     return m
 
 
-def scatter_u64(arch="sm_90"):
+def scatter_u64(arch=DEFAULT_TARGET):
     """dst[idx[i]] = val[i] for i < n: writes a pointer chain into a large device array.
     params (n: u32, idx: u64*, val: u64*, dst: u64*)."""
     m = Module(target=arch)
@@ -257,7 +258,7 @@ def scatter_u64(arch="sm_90"):
     return m
 
 
-def empty_kernel(arch="sm_90"):
+def empty_kernel(arch=DEFAULT_TARGET):
     """Nothing: the launch overhead that CUDA events see around every kernel."""
     m = Module(target=arch)
     k = m.add_kernel("empty", [Param("out", T.u64, ptr(T.u32))])

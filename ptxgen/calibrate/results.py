@@ -48,7 +48,7 @@ class Calibration:
                 "measurements": [m.to_dict() for m in self.measurements],
                 "errors": dict(self.errors), "notes": list(self.notes)}
 
-    def format_table(self):
+    def to_text(self):
         rows = [("measurement", "value", "model now", "sets")]
         for m in self.measurements:
             fmt = f"{{:.{m.decimals}f}}" if m.decimals else "{:.0f}"
@@ -137,7 +137,7 @@ def derive(raw, table=None):
             f"{r['n']} back-to-back bar.sync, {r['warps']} warps", ["ops.BAR.latency"])
     # Event-timed kernels include the launch overhead the empty kernel shows (host submission
     # in this environment: 34-69 us on the lent H200); the bandwidths and the clock are the
-    # kernel's own, so that the model can add the overhead back once (report.py).
+    # kernel's own, so that the model can add the overhead back once (sim/result.py).
     launch_us = raw.get("launch_us")
     overhead_ms = launch_us * 1e-3 if _usable(launch_us) else 0.0
     less = " minus the empty-kernel launch time" if overhead_ms else ""

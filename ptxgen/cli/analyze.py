@@ -4,6 +4,7 @@ import sys
 
 from .. import isa as isamod
 from ..analysis import analyze
+from ..arch import DEFAULT_TARGET
 from .common import read_text
 
 
@@ -11,7 +12,7 @@ def add_parser(sub):
     p = sub.add_parser("analyze", help="static analysis of any PTX file: instruction mix, "
                                        "loops, throughput, register pressure, memory traffic")
     p.add_argument("file", help="PTX file ('-' reads standard input)")
-    p.add_argument("--arch", default="sm_90",
+    p.add_argument("--arch", default=DEFAULT_TARGET,
                    help="machine model and ptxas target (models: "
                         + ", ".join(isamod.available()) + "; sm_90a uses sm_90's)")
     p.add_argument("--kernel", help="analyze only this function (default: all)")

@@ -8,7 +8,7 @@ import sys
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
-from ..launch import declared_block
+from ..launch_shape import declared_block
 from .common import (add_arch, add_shape, is_ptx_file, read_text, select_entry,
                      shape_from_args)
 
@@ -98,49 +98,5 @@ def run(args):
         json.dump(rep.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(rep, args.conflicts))
+        sys.stdout.write(rep.to_text(only_conflicts=args.conflicts))
     return 0
-
-
-def render(rep, only_conflicts=False):
-    bx, by, bz = rep.block
-    L = [f"{rep.kernel}: block {bx}x{by}x{bz} ({-(-bx * by * bz // 32)} warps), {rep.arch} shared "
-         f"memory ({rep.banks} banks x {rep.bank_bytes} B)"]
-    shown = [a for a in rep.accesses if a.conflicted or not only_conflicts]
-    rows = [("line", "width", "wavefronts", "ideal", "degree", "address / instruction")]
-    for a in shown:
-        where = str(a.line) if a.line else f"#{a.index}"
-        if a.wavefronts is None:
-            rows.append((where, a.width, "-", "-", "-", a.text))
-            continue
-        wf = str(a.wavefronts)
-        if (a.worst_wavefronts, a.worst_ideal) != (a.wavefronts, a.ideal):
-            wf += f" (warp {a.worst_warp}: {a.worst_wavefronts})"
-        rows.append((where, a.width, wf, a.ideal, f"{a.degree:g}", a.text))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
-    said = set()
-    for k, r in enumerate(rows):
-        L.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
-        if not k:
-            continue
-        a = shown[k - 1]
-        pad = " " * (sum(widths) + 12)
-        if a.wavefronts is None:
-            L.append(f"{pad}{a.note}")
-            continue
-        L.append(f"{pad}= {a.expression or 'non-affine in the thread index'}"
-                 + (" (pattern changes between loop trips: first trip)" if a.varies_per_trip
-                    else ""))
-        if a.conflicted:
-            tip = a.suggestion or "no padding or swizzle found"
-            if a.variable in said:
-                tip = f"as above ({a.variable})"
-            said.add(a.variable)
-            L.append(f"{pad}{a.degree:g}-way conflict; suggestion: {tip}")
-    L.append(f"  {len(rep.accesses)} shared accesses, {len(rep.conflicted)} with bank conflicts")
-    for name, v in rep.variables.items():
-        if "wavefronts" in v:
-            L.append(f"  {name} ({v['bytes']} B at {v['offset']}): {v['wavefronts']} wavefronts "
-                     f"per block, ideal {v['ideal']}")
-    L += [f"  note: {x}" for x in rep.assumptions]
-    return "\n".join(L) + "\n"

@@ -53,7 +53,7 @@ def run(args):
         log = None if args.quiet else (lambda text: print(f"  {text}", file=sys.stderr))
         raw = measure(args.arch, only=only, log=log)
     cal = derive(raw, table)
-    print(cal.format_table())
+    print(cal.to_text())
     if args.json:
         write_text(args.json, json.dumps({"raw": raw, **cal.to_dict()}, indent=2) + "\n")
     if args.output:

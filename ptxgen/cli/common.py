@@ -2,6 +2,7 @@
 import argparse
 import os
 
+from ..arch import DEFAULT_TARGET, targets
 from ..errors import PtxgenError
 
 
@@ -30,8 +31,8 @@ def is_ptx_file(name):
     return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
 
 
-def add_arch(p, default="sm_90"):
-    p.add_argument("--arch", default=default, help="target: sm_80, sm_86, sm_89, sm_90")
+def add_arch(p, default=DEFAULT_TARGET):
+    p.add_argument("--arch", default=default, help="target: " + ", ".join(targets()))
 
 
 def add_shape(p):

@@ -1,6 +1,6 @@
 """ptxgen compare KERNEL [shape] [--arch] [--no-gpu]"""
 from .. import arch as archmod
-from ..compare import compare, format_table
+from ..reports.compare import compare
 from ..ops import get_operator
 from .common import add_arch, add_shape, shape_from_args
 
@@ -19,9 +19,8 @@ def run(args):
     archmod.check_arch(args.arch)
     op = get_operator(args.kernel)
     shape = shape_from_args(op, args)
-    ours, theirs = compare(op, shape, args.arch, gpu=False if args.no_gpu else None,
-                           seed=args.seed)
-    print(format_table(ours, theirs, op, shape))
-    if ours.ok is False or theirs.ok is False:
+    c = compare(op, shape, args.arch, gpu=False if args.no_gpu else None, seed=args.seed)
+    print(c.to_text())
+    if c.ours.ok is False or c.theirs.ok is False:
         return 1
     return 0

@@ -2,7 +2,7 @@
 import importlib.util
 
 from .. import toolchain
-from ..backend import BACKENDS, run_operator
+from ..reports.run import BACKENDS, run_operator
 from ..emit import emit_module
 from ..errors import ToolchainError
 from ..ir.verify import verify_module
@@ -36,8 +36,8 @@ def run(args):
                   f"{r.spills} B spilled")
         except ToolchainError as e:
             print(f"ptxas: skipped ({e})")
-        if importlib.util.find_spec("ptxgen.analysis.report") is not None:
-            from ..analysis.report import analyze
+        if importlib.util.find_spec("ptxgen.analysis.analyzer") is not None:
+            from ..analysis.analyzer import analyze
             k = analyze(module, arch=args.arch).kernels[0]
             top = sorted(k.opcodes.items(), key=lambda kv: -kv[1])[:5]
             print(f"analysis: {k.instructions} instructions; top: "

@@ -31,7 +31,7 @@ def run(args):
     unknown = [k for k in args.kernels if k not in OPERATORS]
     if unknown:
         raise PtxgenError(f"unknown kernel {unknown[0]!r}; known: {', '.join(sorted(OPERATORS))}")
-    from ..analysis.roofline import roofline
+    from ..reports.roofline import roofline
     shape = {k: getattr(args, k) for k in ("M", "N", "K", "n") if getattr(args, k) is not None}
     r = roofline(args.kernels, arch=args.arch, time=args.time, shape=shape, counts=args.counts)
     if args.png:

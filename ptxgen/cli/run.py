@@ -1,6 +1,6 @@
 """ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check]"""
 from .. import arch as archmod
-from ..backend import BACKENDS, run_operator
+from ..reports.run import BACKENDS, run_operator
 from ..ops import get_operator
 from .common import add_arch, add_shape, shape_from_args
 

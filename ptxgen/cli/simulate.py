@@ -7,7 +7,7 @@ import sys
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
-from ..launch import declared_block
+from ..launch_shape import declared_block
 from .common import (add_arch, add_shape, is_ptx_file, non_negative_int, positive_int,
                      read_text, select_entry, shape_from_args)
 
@@ -60,7 +60,7 @@ def add_parser(sub):
     p.add_argument("--sample", type=positive_int, default=16,
                    help="loop iterations simulated before extrapolating (default 16)")
     p.add_argument("--schedule", action="store_true",
-                   help="list-schedule the kernel's basic blocks first (ptxgen.sched)")
+                   help="list-schedule the kernel's basic blocks first (ptxgen.reorder)")
     p.add_argument("--warps", type=non_negative_int, default=8,
                    help="warps shown in --trace/--png (default 8)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -76,7 +76,7 @@ def _simulate_file(args, common):
     if args.grid is None:
         raise PtxgenError(f"{args.kernel}: give the launch grid with --grid X[,Y[,Z]]")
     if args.schedule:
-        from ..sched import schedule_module
+        from ..reorder import schedule_module
         module = schedule_module(module, args.arch)
         kernel = module.kernel(kernel.name)
     block = args.block or declared_block(kernel.directives, (".reqntid",))
@@ -113,7 +113,7 @@ def run(args):
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(report.format_text())
+        print(report.to_text())
         if args.trace:
             print(f"  trace: {args.trace} (open in ui.perfetto.dev)")
         if args.png:

@@ -4,6 +4,7 @@ import json
 import sys
 
 from .. import arch as archmod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from .common import positive_int
 
@@ -16,7 +17,7 @@ def add_parser(sub):
         p.add_argument(f"--{name}", type=positive_int, default=default,
                        help=f"default {default}")
     p.add_argument("--arch", default=None,
-                   help="target (default: the GPU's, or sm_90 for --dry-run without one)")
+                   help=f"target (default: the GPU's, or {DEFAULT_TARGET} for --dry-run without one)")
     p.add_argument("--budget", type=positive_int, default=12,
                    help="GPU trials at most, the baseline included (default 12, at least 2)")
     p.add_argument("--dry-run", action="store_true",
@@ -41,7 +42,7 @@ def run(args):
             from ..runtime.device import device_arch
             arch = device_arch()
         elif args.dry_run:
-            arch = "sm_90"
+            arch = DEFAULT_TARGET
         else:
             raise PtxgenError("tune: no CUDA GPU is available (use --dry-run to prune with the "
                               "static models only)")
@@ -59,5 +60,5 @@ def run(args):
         json.dump(rep.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(rep.format_text())
+        print(rep.to_text())
     return 0

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, PtxgenError
-from ..launch import check_launch_shape, launch_dims
+from ..launch_shape import check_launch_shape, launch_dims
 from ..ir.instr import Instr
 from ..ir.module import Module
 from .executor import Batch, Launch
@@ -147,7 +147,7 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     instead (once per instruction and kind), skips invalid accesses and goes on; 'off' skips
     the shared-memory checks (invalid accesses still raise: there is nothing to emulate).
     observer: called as observer(batch, op_index, mask) before each op a group of lanes runs
-    (ptxgen.analysis.warp_efficiency uses it to see active lanes); op_index indexes
+    (ptxgen.reports.warp_efficiency uses it to see active lanes); op_index indexes
     compile_kernel(...).code, mask is a bool per lane of the batch or None for every live lane.
     Returns an EmulationResult."""
     if check not in CHECK_MODES:

@@ -1,9 +1,10 @@
 """The emulator as a backend of `ptxgen run`: one library operator on its arrays."""
+from ..arch import DEFAULT_TARGET
 from ..ir.verify import verify_module
 from .api import emulate
 
 
-def run_operator(op, shape, arrays, arch="sm_90", check="error"):
+def run_operator(op, shape, arrays, arch=DEFAULT_TARGET, check="error"):
     """Build op's IR for `shape` and run its steps (op.steps: usually one launch) on the
     emulator with arguments from `arrays`, to which the operator's zero-filled workspace is
     added. Output arrays are written in place. Returns the last step's EmulationResult."""

@@ -31,6 +31,7 @@ import builtins
 import functools
 import inspect
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Builder, Module, Param, Reg, ptr
 from ..ir import types as T
@@ -249,7 +250,7 @@ class BlockKernel:
         self.fn, self.num_warps, self.name = fn, num_warps, name or fn.__name__
         self._built = {}
 
-    def build(self, arch="sm_90", num_warps=None, hints=None, **constexprs):
+    def build(self, arch=DEFAULT_TARGET, num_warps=None, hints=None, **constexprs):
         """The kernel as an IR Module for these constants. `hints` maps int parameters to a
         power of two they are promised to be multiples of."""
         warps = num_warps or self.num_warps
@@ -300,7 +301,7 @@ class BlockKernel:
         b.ret()
         return m
 
-    def ptx(self, arch="sm_90", **kw):
+    def ptx(self, arch=DEFAULT_TARGET, **kw):
         from ..emit import emit_module
         from ..ir.verify import verify_module
         return emit_module(verify_module(self.build(arch, **kw)), arch)

@@ -1,6 +1,7 @@
 """Kernels, their parameters and variables, and the module that holds them."""
 from dataclasses import dataclass, field
 
+from ..arch import DEFAULT_TARGET
 from . import types as T
 
 
@@ -113,7 +114,7 @@ class Kernel:
 
 @dataclass(eq=False)
 class Module:
-    target: str = "sm_90"
+    target: str = DEFAULT_TARGET
     version: str = ""          # "" → the emitter picks one for the target
     address_size: int = 64
     vars: list = field(default_factory=list)           # module-scope variables

@@ -3,7 +3,7 @@
 Most operators are one kernel launch. One that needs several (the matmul packs misaligned
 operands first) lists them in steps(): every step names a kernel of the module build() returns,
 its launch shape and its arguments taken from the arrays; workspace() names the scratch arrays
-those steps need besides the operator's inputs and outputs. Runners (ptxgen.backend, the
+those steps need besides the operator's inputs and outputs. Runners (ptxgen.reports.run, the
 emulator backend, benchmarks) allocate the workspace and launch the steps in order.
 """
 from dataclasses import dataclass
@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 
 
@@ -53,7 +54,7 @@ class Operator:
     def kernel_name(self):
         return self.name
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         raise NotImplementedError
 
     def launch(self, shape, sm_count=132):
@@ -62,16 +63,16 @@ class Operator:
     def make_inputs(self, shape, rng):
         raise NotImplementedError
 
-    def steps(self, shape, arch="sm_90", sm_count=132):
+    def steps(self, shape, arch=DEFAULT_TARGET, sm_count=132):
         """The launches that compute the operator, in order (build() first: it decides)."""
         return [Step(self.kernel_name(), self.launch(shape, sm_count),
                      lambda arrays: self.kernel_args(shape, arrays))]
 
-    def workspace(self, shape, arch="sm_90"):
+    def workspace(self, shape, arch=DEFAULT_TARGET):
         """{name: (shape, dtype)} of scratch arrays steps() uses (build() first)."""
         return {}
 
-    def workspace_arrays(self, shape, arch="sm_90"):
+    def workspace_arrays(self, shape, arch=DEFAULT_TARGET):
         """The workspace as zero-filled numpy arrays."""
         return {n: np.zeros(d, t) for n, (d, t) in self.workspace(shape, arch).items()}
 

@@ -10,6 +10,7 @@ import contextlib
 
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
@@ -42,7 +43,7 @@ class Elementwise(Operator):
         """The output element from the scalar parameters and one element of each input."""
         raise NotImplementedError
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         V = self.vec
         m = Module(target=arch)
         params = [Param("n", T.u32)] + [Param(s, T.f32) for s in self.scalars]

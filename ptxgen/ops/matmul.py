@@ -17,6 +17,7 @@ loads on them and leaves the last 1-4 columns past a multiple of BN to matmul_ed
 """
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
@@ -49,13 +50,13 @@ class Matmul(Operator):
         self.schedule, self.pack = schedule, pack
         self._built = {}            # shape → (schedule, packs) build() chose, for launch()
 
-    def packs(self, shape, arch="sm_90"):
+    def packs(self, shape, arch=DEFAULT_TARGET):
         """Whether `shape` runs on packed copies of A and B (see the module docstring)."""
         if not self.pack or self.schedule_for(shape, arch) is None:
             return False
         return shape["K"] % 4 != 0 or shape["N"] % 4 != 0
 
-    def plan(self, shape, arch="sm_90"):
+    def plan(self, shape, arch=DEFAULT_TARGET):
         """(schedule, packs, edge columns) for `shape`: with packing, when N leaves 1 to
         MAX_COLS columns past a multiple of the block tile's BN, those go to matmul_edge."""
         s = self.schedule_for(shape, arch)
@@ -65,13 +66,13 @@ class Matmul(Operator):
             edge = 0
         return s, packs, edge
 
-    def schedule_for(self, shape, arch="sm_90"):
+    def schedule_for(self, shape, arch=DEFAULT_TARGET):
         """The MatmulSchedule used for `shape` on `arch` (None: the simple tiled kernel)."""
         if self.schedule == "auto":
             return tuned_matmul_schedule(arch, shape) or default_schedule(shape)
         return self.schedule
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         s, packs, edge = plan = self.plan(shape, arch)
         # launch() has no arch: it uses what the last build of this shape chose
         self._built[_key(shape)] = plan
@@ -87,7 +88,7 @@ class Matmul(Operator):
         got = self._built.get(_key(shape), _UNBUILT)
         return self.plan(shape) if got is _UNBUILT else got
 
-    def steps(self, shape, arch="sm_90", sm_count=132):
+    def steps(self, shape, arch=DEFAULT_TARGET, sm_count=132):
         main = super().steps(shape, arch, sm_count)
         _, packs, edge = self._choice(shape)
         if not packs:
@@ -103,7 +104,7 @@ class Matmul(Operator):
                 M, N - edge, K4, N4, N, a["A_packed"], a["B_packed"], a["C"])))
         return steps
 
-    def workspace(self, shape, arch="sm_90"):
+    def workspace(self, shape, arch=DEFAULT_TARGET):
         if not self._choice(shape)[1]:
             return {}
         M, K4, N4 = shape["M"], packmod.padded(shape["K"]), packmod.padded(shape["N"])

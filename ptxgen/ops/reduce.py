@@ -16,6 +16,7 @@ import contextlib
 
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Imm, Instr, Module, Param, ptr
 from ..ir import types as T
@@ -175,7 +176,7 @@ class RowReduce(Operator):
         """Threads cooperating on one row: a warp for short rows, else the CTA's share."""
         return 32 if shape["N"] <= self.warp_cols else self.threads // self.rows_per_cta
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         TH, U = self.threads, self.unroll
         G = self.per_row(shape)
         m = Module(target=arch)

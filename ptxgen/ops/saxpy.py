@@ -8,6 +8,7 @@ import contextlib
 
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
 from .base import Operator, Launch
@@ -28,7 +29,7 @@ class Saxpy(Operator):
         self.load_cache = load_cache or cache   # loads may differ ("nc": read-only path)
         self.chunks = chunks                # 16-byte chunks per thread per trip
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         m = Module(target=arch)
         k = m.add_kernel("saxpy", [
             Param("n", T.u32), Param("a", T.f32),

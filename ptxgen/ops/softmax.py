@@ -16,6 +16,7 @@ import contextlib
 
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
@@ -60,7 +61,7 @@ class Softmax(Operator):
             return "resident", th, th, chunks
         return "online", th, th, self.unroll
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         plan, G, TH, K = self.plan(shape)
         m = Module(target=arch)
         k = m.add_kernel(self.kernel_name(), [

@@ -35,6 +35,7 @@ at 8192², 0.94 at 16384², 0.83 at 8191x8193 (the 2-D grid: 0.93, 0.92, 0.68).
 """
 import numpy as np
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
@@ -108,7 +109,7 @@ class Transpose(Operator):
             return 1
         return 4 if shape["M"] % 4 == 0 and shape["N"] % 4 == 0 else 1
 
-    def build(self, shape, arch="sm_90"):
+    def build(self, shape, arch=DEFAULT_TARGET):
         if self.vec_for(shape) == 4:
             return _build_vec4(self, shape, arch)
         TS, R, P = self.tile, self.block_rows, self.pad

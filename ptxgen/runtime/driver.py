@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 
 from ..errors import LaunchError, PtxgenError
-from ..launch import check_launch_shape, launch_dims
+from ..launch_shape import check_launch_shape, launch_dims
 
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 

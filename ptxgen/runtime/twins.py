@@ -5,6 +5,7 @@ Each twin is plain Python compiled by Numba (NVVM); `twin_ptx` gives its PTX wit
 """
 import functools
 
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError, ToolchainError
 
 TILE = 16
@@ -37,7 +38,7 @@ def has_twin(name):
     return name in ("saxpy", "matmul") + LIBRARY_TWINS
 
 
-def twin_ptx(name, arch="sm_90"):
+def twin_ptx(name, arch=DEFAULT_TARGET):
     """(PTX text, kernel entry name) of the Numba twin, compiled without a GPU."""
     if not has_twin(name):
         raise PtxgenError(f"no Numba twin for {name!r}")

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 
 from .. import arch as archmod
+from ..arch import DEFAULT_TARGET
 from ..errors import ScheduleError
 
 # Limits of targets ptxgen.isa has no table for. Source: CUDA C++ Programming Guide, "Technical
@@ -180,7 +181,7 @@ class MatmulSchedule:
             staged = 4 * (self.BM * self.BK + self.BK * self.BN) // (4 * self.threads)
         return acc + frag + staged + 12
 
-    def register_cap(self, arch="sm_90"):
+    def register_cap(self, arch=DEFAULT_TARGET):
         lim = target_limits(arch)
         cap = lim["max_regs_per_thread"]
         if self.min_ctas_per_sm > 0:
@@ -189,7 +190,7 @@ class MatmulSchedule:
         return cap
 
     # -- checking ---------------------------------------------------------------------------
-    def validate(self, arch="sm_90", shape=None):
+    def validate(self, arch=DEFAULT_TARGET, shape=None):
         """Raise ScheduleError naming the first violated rule; returns self."""
         for f in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"):
             if not _pow2(getattr(self, f)):
@@ -362,9 +363,9 @@ def default_schedule(shape, sm_count=SM_COUNT):
     return CANDIDATES[_DEFAULT_POOL[-1]]
 
 
-def lower_matmul(schedule, arch="sm_90", shape=None, name="matmul"):
+def lower_matmul(schedule, arch=DEFAULT_TARGET, shape=None, name="matmul"):
     """The kernel for `schedule` as a Module. With `shape`, global accesses narrow to scalars
     where K or N is not a multiple of 4 (rows would not be 16-byte aligned); without it the
     kernel assumes K and N are multiples of vec_global."""
-    from .lower_matmul import lower          # noqa: PLC0415 (keeps this module light)
+    from .matmul_lowering import lower          # noqa: PLC0415 (keeps this module light)
     return lower(schedule, arch, shape, name)

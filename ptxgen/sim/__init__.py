@@ -8,6 +8,6 @@ The model is described in docs/MODEL.md.
 """
 from .engine import STALLS
 from .launch import simulate, simulate_operator
-from .report import SimReport, WaveResult
+from .result import SimReport, WaveResult
 
 __all__ = ["STALLS", "simulate", "simulate_operator", "SimReport", "WaveResult"]

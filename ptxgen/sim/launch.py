@@ -16,13 +16,14 @@ import time
 import numpy as np
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.module import Module
 from . import memory as memmod
 from .engine import STALLS, run_sm
 from .paths import PathPlan, follow
 from .program import LDG, compile_kernel
-from .report import SimReport, WaveResult
+from .result import SimReport, WaveResult
 from .values import Env
 
 SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
@@ -162,7 +163,7 @@ def _load_bytes(prog, trace):
     return total
 
 
-def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", module=None,
+def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
              trace_warps=8, budget=5_000_000, cache="warm"):
     """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
@@ -307,12 +308,12 @@ def _extrapolate(name, count, ctas, active, big, small):
         bytes={k: ext(v, lo.bytes[k]) for k, v in sm.bytes.items()}, events=sm.events)
 
 
-def simulate_operator(op, shape, arch="sm_90", schedule=False, **kw):
+def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
     """simulate() for a library operator: its IR, launch and argument values. schedule=True
-    list-schedules the kernel's blocks first (ptxgen.sched)."""
+    list-schedules the kernel's blocks first (ptxgen.reorder)."""
     module = op.build(shape, arch)
     if schedule:
-        from ..sched import schedule_module
+        from ..reorder import schedule_module
         module = schedule_module(module, arch)
     kernel = module.kernel(op.kernel_name())
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)

@@ -59,7 +59,7 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     """Rates and latencies for one SM. resident: the launch's whole footprint stays in L2
     between launches, so global loads hit L2 and stores stay in it."""
     h = table.header
-    # bytes per cycle of the clock the simulated cycles are converted at (report.py)
+    # bytes per cycle of the clock the simulated cycles are converted at (result.py)
     clock_hz = table.time_clock_mhz * 1e6
     rates, lat = {}, {}
     for name, m in table.memory.items():

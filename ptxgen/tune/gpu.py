@@ -30,8 +30,7 @@ class GpuTrials:
 
     def _kernel(self, sched, shape):
         from ..runtime import load_kernel
-        from ..schedule.matmul import lower_matmul   # the package attribute is shadowed by
-    #                                              the submodule of the same name once loaded
+        from ..schedule import lower_matmul
         m = verify_module(lower_matmul(sched, self.arch, shape))
         kir = m.kernel("matmul")
         return load_kernel(emit_module(m, self.arch), kir.name, kir.params)

@@ -16,6 +16,7 @@ exhaustive search would have to time.
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..arch import DEFAULT_TARGET
 from ..errors import ScheduleError
 from ..schedule import MatmulSchedule
 
@@ -66,7 +67,7 @@ def _cores():
                 yield dict(BM=BM, BN=BN, TM=TM, TN=TN, WM=WM, WN=WN)
 
 
-def matmul_space(arch="sm_90", shape=None):
+def matmul_space(arch=DEFAULT_TARGET, shape=None):
     """Every valid point of the space for `arch` (and `shape`, whose only rule is the 32-bit
     offset limit of very large operands)."""
     space = Space([])

@@ -12,8 +12,7 @@ def assemble(sched, arch, shape):
     """ptxas resources of the kernel `sched` lowers to for `shape`: a dict with registers,
     spills (bytes stored + loaded), stack and shared bytes, or error."""
     from ..emit import emit_module
-    from ..schedule.matmul import lower_matmul   # the package attribute is shadowed by
-    #                                              the submodule of the same name once loaded
+    from ..schedule import lower_matmul
     from ..toolchain import assemble as ptxas
     s = MatmulSchedule.from_dict(sched) if isinstance(sched, dict) else sched
     try:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..schedule import default_schedule
 from . import cache as cachemod
@@ -110,7 +111,7 @@ class TuneReport:
                 d["speedup_vs_baseline"] = base.ms / self.best.ms
         return d
 
-    def format_text(self):
+    def to_text(self):
         dims = "x".join(str(self.shape[k]) for k in ("M", "N", "K"))
         lines = [f"tune {self.operator} {dims} on {self.arch} (class {self.shape_class})"
                  f"{' [dry run: no GPU]' if self.dry_run else ''}"]
@@ -205,7 +206,7 @@ def family(s):
     return (s.BM, s.BN, s.BK, s.TM, s.TN, s.use_cp_async, s.stages)
 
 
-def tune_matmul(shape, arch="sm_90", budget=12, dry_run=False, jobs=None, sample=16,
+def tune_matmul(shape, arch=DEFAULT_TARGET, budget=12, dry_run=False, jobs=None, sample=16,
                 progress=True, space=None, cache_path=None, write_cache=True, seed=0):
     """Search the MatmulSchedule space for `shape` ({'M','N','K'}) on `arch`; returns a
     TuneReport. dry_run: static pruning only. space: a Space to search instead of the full

@@ -13,7 +13,7 @@ from ptxgen.ir import types as T
 from ptxgen.ir.values import Addr, Special, Sym
 from ptxgen.ir.verify import verify_module
 from ptxgen.ops import get_operator
-from ptxgen.sched import (Candidate, access, build_graph, conflict, critical_path_first,
+from ptxgen.reorder import (Candidate, access, build_graph, conflict, critical_path_first,
                           schedule_block, schedule_kernel, split_body)
 from ptxgen.toolchain import have_tool
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import isa
+from ..arch import DEFAULT_TARGET
 from ..ir.module import Module
 from . import cfg as cfgmod
 from . import liveness, mca, memory, mix
@@ -96,10 +97,10 @@ class AnalysisResult:
                 "kernels": [k.to_dict() for k in self.kernels]}
 
     def to_text(self):
-        return render(self.to_dict())
+        return _text(self.to_dict())
 
 
-def analyze(src, arch="sm_90", kernel=None, sass=False, filename="<ptx>"):
+def analyze(src, arch=DEFAULT_TARGET, kernel=None, sass=False, filename="<ptx>"):
     """Analyze PTX text (or a parsed/built Module) for `arch`'s machine model.
 
     kernel: analyze only the function of that name (entries and .func both qualify).
@@ -228,7 +229,7 @@ def _fmt(x):
     return "-" if x is None else str(x)
 
 
-def render(d):
+def _text(d):
     lines = [f"ptxgen analyze: {d['file']} (.target {d['target']}, PTX {d['version'] or '?'}), "
              f"machine model {d['model']}"]
     if not d["kernels"]:

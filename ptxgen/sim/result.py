@@ -104,7 +104,7 @@ class SimReport:
                 "unit_utilization": self.unit_utilization, "stalls": self.stalls,
                 "details": self.details, "warnings": self.warnings}
 
-    def format_text(self):
+    def to_text(self):
         d = self.details
         lines = [
             f"{self.kernel} on {self.arch} ({self.device}): grid {_xyz(self.grid)}, "

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import PtxgenError
-from .ir.verify import verify_module
+from ..arch import DEFAULT_TARGET
+from ..errors import PtxgenError
+from ..ir.verify import verify_module
 
 BACKENDS = ("auto", "gpu", "emu")
 
@@ -28,7 +29,7 @@ def resolve_backend(name):
     if name not in BACKENDS:
         raise PtxgenError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "auto":
-        from .runtime import gpu_available
+        from ..runtime import gpu_available
         return "gpu" if gpu_available() else "emu"
     if name == "emu" and importlib.util.find_spec("ptxgen.emu") is None:
         raise PtxgenError("the emulator backend is not available in this build")
@@ -42,8 +43,8 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
     arrays = op.make_inputs(shape, rng)
     res = RunResult(op.name, dict(shape), backend)
     if backend == "gpu":
-        from .runtime import bound_steps, launch, load_steps, time_calls
-        from .runtime.device import device_arch
+        from ..runtime import bound_steps, launch, load_steps, time_calls
+        from ..runtime.device import device_arch
         arch = arch or device_arch()
         module = verify_module(op.build(shape, arch))
         arrays.update(op.workspace_arrays(shape, arch))
@@ -59,8 +60,8 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
                    for n, v in arrays.items()}
             res.time_ms = time_calls(bound_steps(op, shape, kernels, dev, arch))
     else:
-        from .emu.backend import run_operator as emu_run
-        emu_run(op, shape, arrays, arch or "sm_90")
+        from ..emu.backend import run_operator as emu_run
+        emu_run(op, shape, arrays, arch or DEFAULT_TARGET)
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res

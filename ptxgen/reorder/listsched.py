@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from .deps import Region, build_graph, critical_path, split_body
 
 
@@ -101,7 +102,7 @@ def _simulate_order(instrs, graph, costs, order):
     return end
 
 
-def schedule_block(instrs, isa="sm_90", debug=False):
+def schedule_block(instrs, isa=DEFAULT_TARGET, debug=False):
     """Reorder one region's instructions; returns a BlockSchedule. `debug` True records the
     ready list of every cycle (`.debug`, `.format_debug()`); a writable file also prints it."""
     costs = _Costs(_table(isa))
@@ -157,7 +158,7 @@ def schedule_block(instrs, isa="sm_90", debug=False):
     return res
 
 
-def schedule_body(body, isa="sm_90"):
+def schedule_body(body, isa=DEFAULT_TARGET):
     """A new statement list: every region reordered, everything else in place."""
     table = _table(isa)
     out = []
@@ -176,7 +177,7 @@ def schedule_body(body, isa="sm_90"):
     return out
 
 
-def schedule_kernel(kernel, arch="sm_90", isa=None):
+def schedule_kernel(kernel, arch=DEFAULT_TARGET, isa=None):
     """A copy of `kernel` whose body has every basic block list-scheduled. The instructions
     are the same objects, each block keeps its instructions, and every dependence keeps its
     order, so the kernel computes what it did."""
@@ -193,6 +194,6 @@ def schedule_module(module, arch=None):
                                                 for k in module.kernels])
 
 
-def print_debug(instrs, isa="sm_90", file=None):
+def print_debug(instrs, isa=DEFAULT_TARGET, file=None):
     """Schedule one region and print its per-cycle ready lists."""
     return schedule_block(instrs, isa, debug=file or sys.stdout)

@@ -3,13 +3,14 @@
 The static part (ptxas resources, PTX and SASS instruction counts) needs no GPU; with a GPU both
 kernels also run on the same fresh inputs, are checked against the float64 reference and timed.
 """
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from . import toolchain
-from .emit import emit_module
-from .ir.verify import verify_module
+from .. import toolchain
+from ..arch import DEFAULT_TARGET
+from ..emit import emit_module
+from ..ir.verify import verify_module
 
 
 @dataclass
@@ -30,7 +31,7 @@ class Side:
 
 
 def _static(side, ptx, entry, arch):
-    from .analysis.report import analyze
+    from ..analysis.analyzer import analyze
     report = analyze(ptx, arch=arch, kernel=entry)
     k = report.kernels[0]
     side.kernel = entry
@@ -46,9 +47,26 @@ def _static(side, ptx, entry, arch):
     side.sass_top = [(op, c) for op, c in mix.items() if op != "NOP"][:6]
 
 
-def compare(op, shape, arch="sm_90", gpu=None, seed=None):
-    """Both sides' figures; runs on the GPU when `gpu` is true (None: when one is present)."""
-    from .runtime import twins
+@dataclass
+class Comparison:
+    """ptxgen's side and Numba's side of one operator at one shape."""
+    op: object
+    shape: dict
+    ours: Side
+    theirs: Side
+
+    def to_dict(self):
+        return {"operator": self.op.name, "shape": dict(self.shape),
+                "ours": asdict(self.ours), "theirs": asdict(self.theirs)}
+
+    def to_text(self):
+        return _table(self.ours, self.theirs, self.op, self.shape)
+
+
+def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None):
+    """A Comparison of both sides' figures; runs both on the GPU when `gpu` is true (None: when
+    one is present)."""
+    from ..runtime import twins
     ours = Side("ptxgen")
     module = verify_module(op.build(shape, arch))
     ptx = emit_module(module, arch)
@@ -57,11 +75,11 @@ def compare(op, shape, arch="sm_90", gpu=None, seed=None):
     twin_ptx, twin_entry = twins.twin_ptx(op.name, arch)
     _static(theirs, twin_ptx, twin_entry, arch)
     if gpu is None:
-        from .runtime import gpu_available
+        from ..runtime import gpu_available
         gpu = gpu_available()
     if gpu:
         _run_both(op, shape, module, ptx, ours, theirs, seed)
-    return ours, theirs
+    return Comparison(op, dict(shape), ours, theirs)
 
 
 def _run_both(op, shape, module, ptx, ours, theirs, seed):
@@ -69,9 +87,9 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     (runtime.time_calls: held batches, no host launch latency), the same way for both."""
     from numba import cuda
 
-    from .runtime import bound_steps, load_steps, time_calls
-    from .runtime.driver import synchronize
-    from .runtime.twins import twin_kernel, twin_launch_args
+    from ..runtime import bound_steps, load_steps, time_calls
+    from ..runtime.driver import synchronize
+    from ..runtime.twins import twin_kernel, twin_launch_args
     arch = module.target
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
@@ -97,7 +115,7 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     theirs.time_ms = time_calls(lambda: launch(*targs))
 
 
-def format_table(ours, theirs, op, shape):
+def _table(ours, theirs, op, shape):
     rows = [("kernel", ours.kernel, theirs.kernel[:40] + ("…" if len(theirs.kernel) > 40 else "")),
             ("registers", ours.registers, theirs.registers),
             ("spill bytes", ours.spill_bytes, theirs.spill_bytes),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 
 
@@ -214,7 +215,7 @@ def _operator_run(op, shape, arch, seed, observer_factory):
     return obs, prog, cfg.grid, cfg.block, {"ok": bool(ok), "max_rel_error": float(err)}
 
 
-def warp_efficiency(target, *args, shape=None, arch="sm_90", seed=0, shared_bytes=0):
+def warp_efficiency(target, *args, shape=None, arch=DEFAULT_TARGET, seed=0, shared_bytes=0):
     """Warp execution efficiency of one launch, measured on the CPU emulator.
 
     target: a library operator (an Operator or its name) with `shape` (its sizes; defaults
@@ -252,7 +253,7 @@ def _report(prog, obs, grid, block, ws, check):
     rep.predicated_on_lanes = int(obs.pred_on.sum())
     rep.lost = dict(obs.lost, predicated_off=rep.active_lanes - rep.predicated_on_lanes)
     rep.branches = [obs.branches[k] for k in sorted(obs.branches)]
-    from .memory import memory_op
+    from ..analysis.memory import memory_op
     for i, op in enumerate(prog.code):
         if op.instr is None or not obs.issued[i]:
             continue

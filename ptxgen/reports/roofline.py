@@ -23,6 +23,7 @@ GB/s over the memory roof).
 from dataclasses import dataclass, field
 
 from .. import isa as isamod
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 
 TIME_SOURCES = ("auto", "sim", "gpu")
@@ -156,7 +157,7 @@ def ceilings(arch):
 
 
 # -- counting and timing -------------------------------------------------------------------------
-def emulator_counts(op, shape, arch="sm_90", seed=0):
+def emulator_counts(op, shape, arch=DEFAULT_TARGET, seed=0):
     """(FLOPs, global bytes) of one launch, counted while it runs on the CPU emulator: every
     executed floating-point instruction times its active, unpredicated lanes, and every global
     load/store/atomic byte. Slow for large shapes (the whole launch is emulated)."""
@@ -182,7 +183,7 @@ def _time_sim(op, shape, arch):
 
 
 def _time_gpu(op, shape):
-    from ..backend import run_operator
+    from .run import run_operator
     res = run_operator(op, shape, backend="gpu", check=True, time_it=True)
     if not res.ok:
         raise PtxgenError(f"{op.name} {shape}: wrong result on the GPU (max rel. error "
@@ -206,7 +207,7 @@ def _workload(item, shape_args):
     return Workload(op.name, [(op, op.shape(**given))])
 
 
-def roofline(kernels, arch="sm_90", time="auto", shape=None, counts="auto"):
+def roofline(kernels, arch=DEFAULT_TARGET, time="auto", shape=None, counts="auto"):
     """A Roofline of `kernels` for `arch`.
 
     kernels: library names, Operators, (operator, shape) pairs or Workloads; `shape` gives
