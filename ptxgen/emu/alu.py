@@ -10,44 +10,13 @@ import numpy as np
 from ..ir import types as T
 from ..ir.values import PredPair
 from . import floats
+from .operands import int_type, make, sources
 from .values import SIGNED, UNSIGNED, int_range, storage
 
 _U32 = np.dtype(np.uint32)
 _U64 = np.dtype(np.uint64)
 _M32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
-
-
-def _srcs(ctx, ins, n, dt=None, t=None, start=1):
-    t = t or ins.type
-    dt = dt or storage(t)
-    ops = ins.operands[start:start + n]
-    if len(ops) != n:
-        ctx.fail(f"{ins.opcode} takes {n} source operand(s)")
-    return [ctx.read(o, dt, t) for o in ops]
-
-
-def make(w, srcs, compute):
-    """fn(state, mask) writing compute(*sources)."""
-    if len(srcs) == 1:
-        a, = srcs
-        return lambda st, m: w(st, m, compute(a(st)))
-    if len(srcs) == 2:
-        a, b = srcs
-        return lambda st, m: w(st, m, compute(a(st), b(st)))
-    if len(srcs) == 3:
-        a, b, c = srcs
-        return lambda st, m: w(st, m, compute(a(st), b(st), c(st)))
-    return lambda st, m: w(st, m, compute(*[f(st) for f in srcs]))
-
-
-def _int_type(ctx, ins):
-    t = ins.type
-    if t is None:
-        ctx.fail("instruction without a type")
-    if t.kind == "pred" and ins.opcode not in ("and", "or", "xor", "not"):
-        ctx.fail(f"{ins.opcode} on predicates")
-    return t
 
 
 def _float(ins):
@@ -98,9 +67,9 @@ def _carry_out(st, m, c):
 def build_add(ctx, ins, sub=False):
     if _float(ins):
         return floats.build_addsub(ctx, ins, sub)
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     w = ctx.write(ins.operands[0])
     mods = ctx.mods()
     if "sat" in mods:
@@ -138,9 +107,9 @@ def build_sub(ctx, ins):
 def build_mul(ctx, ins):
     if _float(ins):
         return floats.build_mul(ctx, ins)
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     w = ctx.write(ins.operands[0])
     mods = ctx.mods()
     if "wide" in mods:
@@ -155,15 +124,15 @@ def build_mul(ctx, ins):
 def build_mad(ctx, ins):
     if _float(ins):
         return floats.build_fma(ctx, ins)
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
     mods = ctx.mods()
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     wide = "wide" in mods
     if wide and dt.itemsize == 8:
         ctx.fail("mad.wide on 64-bit operands")
     ct = T.TYPES[t.name[0] + str(t.bits * 2)] if wide else t     # c is as wide as d
-    c, = _srcs(ctx, ins, 1, dt=storage(ct), t=ct, start=3)
+    c, = sources(ctx, ins, 1, dt=storage(ct), t=ct, start=3)
     w = ctx.write(ins.operands[0])
     if wide:
         return make(w, [a, b, c], lambda x, y, z: mulwide(x, y, dt) + z)
@@ -204,13 +173,13 @@ def _mul24(x, y, dt, hi):
 
 
 def build_mul24(ctx, ins):
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     hi = "hi" in ctx.mods()
     w = ctx.write(ins.operands[0])
     if ins.opcode == "mad24":
-        c, = _srcs(ctx, ins, 1, start=3)
+        c, = sources(ctx, ins, 1, start=3)
         return make(w, [a, b, c], lambda x, y, z: _mul24(x, y, dt, hi) + z)
     return make(w, [a, b], lambda x, y: _mul24(x, y, dt, hi))
 
@@ -238,9 +207,9 @@ def _rem(x, y, dt):
 def build_div(ctx, ins):
     if _float(ins):
         return floats.build_div(ctx, ins)
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     w = ctx.write(ins.operands[0])
     f = _div if ins.opcode == "div" else _rem
     return make(w, [a, b], lambda x, y: f(x, y, dt))
@@ -250,9 +219,9 @@ def build_unary_int(ctx, ins):
     op = ins.opcode
     if _float(ins):
         return floats.build_unary(ctx, ins)
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, = _srcs(ctx, ins, 1)
+    a, = sources(ctx, ins, 1)
     w = ctx.write(ins.operands[0])
     if op == "abs":
         return make(w, [a], np.abs)
@@ -268,8 +237,8 @@ def build_unary_int(ctx, ins):
 def build_minmax(ctx, ins):
     if _float(ins):
         return floats.build_minmax(ctx, ins)
-    t = _int_type(ctx, ins)
-    a, b = _srcs(ctx, ins, 2)
+    t = int_type(ctx, ins)
+    a, b = sources(ctx, ins, 2)
     w = ctx.write(ins.operands[0])
     f = np.minimum if ins.opcode == "min" else np.maximum
     if "relu" in ctx.mods():
@@ -278,21 +247,21 @@ def build_minmax(ctx, ins):
 
 
 def build_logic(ctx, ins):
-    _int_type(ctx, ins)
+    int_type(ctx, ins)
     f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[ins.opcode]
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     return make(ctx.write(ins.operands[0]), [a, b], f)
 
 
 def build_shift(ctx, ins):
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
     if ins.opcode == "shr" and t.kind == "sint":
         dt_op = dt
     else:
         dt_op = UNSIGNED[dt.itemsize]
-    a, = _srcs(ctx, ins, 1, dt=dt_op)
-    b, = _srcs(ctx, ins, 1, dt=_U32, t=T.u32, start=2)
+    a, = sources(ctx, ins, 1, dt=dt_op)
+    b, = sources(ctx, ins, 1, dt=_U32, t=T.u32, start=2)
     w = ctx.write(ins.operands[0])
     bits = dt.itemsize * 8
     top = dt_op.type(bits - 1)
@@ -313,9 +282,9 @@ def build_shift(ctx, ins):
 
 
 def build_sad(ctx, ins):
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, b, c = _srcs(ctx, ins, 3)
+    a, b, c = sources(ctx, ins, 3)
     w = ctx.write(ins.operands[0])
     return make(w, [a, b, c], lambda x, y, z: np.where(x > y, x - y, y - x).astype(dt) + z)
 
@@ -347,7 +316,7 @@ def build_setp(ctx, ins):
     cmp, dt, t = comparison(ctx, ins)
     boolop = next((m for m in ins.mods[1:] if m in _BOOL), None)
     dst = ins.operands[0]
-    a, b = _srcs(ctx, ins, 2, dt=dt, t=t)
+    a, b = sources(ctx, ins, 2, dt=dt, t=t)
     c = ctx.read(ins.operands[3], bool, T.pred) if boolop else None
     if isinstance(dst, PredPair):
         wp, wq = ctx.write(dst.first), ctx.write(dst.second)
@@ -380,7 +349,7 @@ def build_set(ctx, ins):
     fake = type(ins)(ins.opcode, (cmp, stype.name), ins.operands)
     f, dt, t = comparison(ctx, fake)
     boolop = next((m for m in ins.mods[1:] if m in _BOOL), None)
-    a, b = _srcs(ctx, ins, 2, dt=dt, t=stype)
+    a, b = sources(ctx, ins, 2, dt=dt, t=stype)
     c = ctx.read(ins.operands[3], bool, T.pred) if boolop else None
     w = ctx.write(ins.operands[0])
     out_dt = storage(dtype_t)
@@ -399,7 +368,7 @@ def build_set(ctx, ins):
 def build_selp(ctx, ins):
     t = ins.type
     dt = storage(t)
-    a, b = _srcs(ctx, ins, 2)
+    a, b = sources(ctx, ins, 2)
     c = ctx.read(ins.operands[3], bool, T.pred)
     return make(ctx.write(ins.operands[0]), [a, b, c],
                 lambda x, y, p: np.where(p, x, y).astype(dt, copy=False))
@@ -411,8 +380,8 @@ def build_slct(ctx, ins):
         ctx.fail("slct needs two types")
     t, ct = types
     dt, cdt = storage(t), storage(ct)
-    a, b = _srcs(ctx, ins, 2, dt=dt, t=t)
-    c, = _srcs(ctx, ins, 1, dt=cdt, t=ct, start=3)
+    a, b = sources(ctx, ins, 2, dt=dt, t=t)
+    c, = sources(ctx, ins, 1, dt=cdt, t=ct, start=3)
     return make(ctx.write(ins.operands[0]), [a, b, c],
                 lambda x, y, z: np.where(np.asarray(z) >= 0, x, y).astype(dt, copy=False))
 

@@ -41,7 +41,8 @@ _programs = weakref.WeakKeyDictionary()
 _parsed = {}
 
 
-def _module(ptx_or_module):
+def as_module(ptx_or_module):
+    """The Module emulate() runs for a Module or PTX text (parsed once per text)."""
     if isinstance(ptx_or_module, Module):
         return ptx_or_module
     if isinstance(ptx_or_module, (str, bytes)):
@@ -152,7 +153,7 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     Returns an EmulationResult."""
     if check not in CHECK_MODES:
         raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
-    module = _module(ptx_or_module)
+    module = as_module(ptx_or_module)
     prog = compile_kernel(module, kernel_name)
     kernel = prog.kernel
     grid = launch_dims(grid, "grid", kernel.name)

@@ -4,7 +4,7 @@ clamps (a field reaching past the register, shift amounts past the width)."""
 import numpy as np
 
 from ..ir import types as T
-from .alu import _int_type, _srcs, make
+from .operands import int_type, make, sources
 from .values import UNSIGNED, storage
 
 _U32 = np.dtype(np.uint32)
@@ -13,9 +13,9 @@ _U64 = np.dtype(np.uint64)
 
 def build_unary_bits(ctx, ins):
     op = ins.opcode
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, = _srcs(ctx, ins, 1)
+    a, = sources(ctx, ins, 1)
     w = ctx.write(ins.operands[0])
     if op == "popc":
         return make(w, [a], lambda x: np.bitwise_count(x).astype(_U32))
@@ -56,10 +56,10 @@ def bfind(x, dt, shiftamt):
 
 
 def build_bfe(ctx, ins):
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, = _srcs(ctx, ins, 1)
-    b, c = _srcs(ctx, ins, 2, dt=_U32, t=T.u32, start=2)
+    a, = sources(ctx, ins, 1)
+    b, c = sources(ctx, ins, 2, dt=_U32, t=T.u32, start=2)
     w = ctx.write(ins.operands[0])
     bits = dt.itemsize * 8
     ut = UNSIGNED[dt.itemsize]
@@ -84,11 +84,11 @@ def build_bfe(ctx, ins):
 
 
 def build_bfi(ctx, ins):
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
     ut = UNSIGNED[dt.itemsize]
-    f, b = _srcs(ctx, ins, 2, dt=ut)
-    c, d = _srcs(ctx, ins, 2, dt=_U32, t=T.u32, start=3)
+    f, b = sources(ctx, ins, 2, dt=ut)
+    c, d = sources(ctx, ins, 2, dt=_U32, t=T.u32, start=3)
     w = ctx.write(ins.operands[0])
     bits = dt.itemsize * 8
 
@@ -108,7 +108,7 @@ def build_bfi(ctx, ins):
 def build_prmt(ctx, ins):
     if set(ins.mods) - {"b32"}:
         ctx.fail("only the default prmt mode is emulated")
-    a, b, c = _srcs(ctx, ins, 3, dt=_U32, t=T.b32)
+    a, b, c = sources(ctx, ins, 3, dt=_U32, t=T.b32)
     w = ctx.write(ins.operands[0])
 
     def compute(x, y, sel):
@@ -126,9 +126,9 @@ def build_prmt(ctx, ins):
 
 
 def build_lop3(ctx, ins):
-    t = _int_type(ctx, ins)
+    t = int_type(ctx, ins)
     dt = storage(t)
-    a, b, c = _srcs(ctx, ins, 3)
+    a, b, c = sources(ctx, ins, 3)
     lut_op = ins.operands[4] if len(ins.operands) > 4 else None
     if lut_op is None or not hasattr(lut_op, "value"):
         ctx.fail("lop3 needs a constant lookup table")
@@ -152,8 +152,8 @@ def build_shf(ctx, ins):
     if not {"l", "r"} & mods or not {"wrap", "clamp"} & mods:
         ctx.fail("shf needs .l or .r and .wrap or .clamp")
     left, clamp = "l" in mods, "clamp" in mods
-    a, b = _srcs(ctx, ins, 2, dt=_U32, t=T.b32)
-    c, = _srcs(ctx, ins, 1, dt=_U32, t=T.u32, start=3)
+    a, b = sources(ctx, ins, 2, dt=_U32, t=T.b32)
+    c, = sources(ctx, ins, 1, dt=_U32, t=T.u32, start=3)
 
     def compute(lo, hi, n):
         n = np.minimum(n, 32) if clamp else np.asarray(n) & _U32.type(31)
@@ -173,9 +173,9 @@ def build_dp(ctx, ins):
         ctx.fail(f"{ins.opcode} needs the types of a and b")
     ta, tb = types
     d_signed = ta.kind == "sint" or tb.kind == "sint"
-    a, = _srcs(ctx, ins, 1, dt=_U32, t=T.u32)
-    b, = _srcs(ctx, ins, 1, dt=_U32, t=T.u32, start=2)
-    c, = _srcs(ctx, ins, 1, dt=np.int32 if d_signed else _U32, t=T.s32 if d_signed else T.u32,
+    a, = sources(ctx, ins, 1, dt=_U32, t=T.u32)
+    b, = sources(ctx, ins, 1, dt=_U32, t=T.u32, start=2)
+    c, = sources(ctx, ins, 1, dt=np.int32 if d_signed else _U32, t=T.s32 if d_signed else T.u32,
                start=3)
     four = ins.opcode == "dp4a"
     hi = "hi" in ins.mods

@@ -4,6 +4,7 @@ import numpy as np
 
 from ..ir.values import Raw, Reg, Vec
 from . import fp
+from .operands import make
 from .values import UNSIGNED, from_f64, int_range, storage, to_f64
 
 FLOAT_ROUND = ("rn", "rz", "rm", "rp", "rna")
@@ -130,7 +131,6 @@ def convert_fn(ctx, dtype_t, stype, mods):
 
 
 def build_cvt(ctx, ins):
-    from .alu import make
     types = ins.types
     mods = set(ins.mods)
     if "tf32" in mods and len(types) == 1 and len(ins.operands) == 2:

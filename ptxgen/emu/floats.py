@@ -9,6 +9,7 @@ is within the hardware's documented error bound but not bit-identical to the har
 import numpy as np
 
 from . import fp
+from .operands import make, sources
 from .values import from_f64, storage, to_f64
 
 ROUNDINGS = ("rn", "rz", "rm", "rp")
@@ -40,7 +41,6 @@ def float_unit(ctx, ins, nsrc, exact, native=None, out=None):
 
     exact(*float64 values, fmt, mode) returns the result in the type's storage; native(*values)
     is used for f32/f64 round-to-nearest when given."""
-    from .alu import _srcs, make
     t = ins.type
     name = t.name
     mods = set(ins.mods)
@@ -81,9 +81,9 @@ def float_unit(ctx, ins, nsrc, exact, native=None, out=None):
             lo = scalar(*[conv(h[0]) for h in halves])
             hi = scalar(*[conv(h[1]) for h in halves])
             return _pack_x2(lo, hi)
-        srcs = _srcs(ctx, ins, nsrc, dt=_U32)
+        srcs = sources(ctx, ins, nsrc, dt=_U32)
     else:
-        srcs = _srcs(ctx, ins, nsrc, dt=storage(t))
+        srcs = sources(ctx, ins, nsrc, dt=storage(t))
     w = ctx.write(ins.operands[0])
     return make(w, srcs, core)
 
@@ -126,8 +126,7 @@ def _fma_f32_rn(ctx, ins):
     kernels); same result as _fma_exact. Every float32 midpoint, normal or subnormal, has the
     low 28 bits of its float64 significand clear, so one cheap test clears almost every call;
     only sums that pass it (exact float32 values, zeros, midpoints) get _fma_exact's checks."""
-    from .alu import _srcs
-    a, b, c = _srcs(ctx, ins, 3)
+    a, b, c = sources(ctx, ins, 3)
     w = ctx.write(ins.operands[0])
     low, mid, tiny = _LOW["f32"]
     low28 = np.uint64((1 << 28) - 1)
@@ -159,9 +158,8 @@ def build_fused_fma(ctxs, instrs):
     together, with _fma_f32_rn's screen and exact fallback, then written in program order.
     Reading every operand before writing any result is what sequential execution gives when
     no instruction depends on another of the run."""
-    from .alu import _srcs
     from ..ir.values import Reg
-    fetch = [_srcs(c, ins, 3) for c, ins in zip(ctxs, instrs)]
+    fetch = [sources(c, ins, 3) for c, ins in zip(ctxs, instrs)]
     writers = [c.write(ins.operands[0]) for c, ins in zip(ctxs, instrs)]
     cols = [[f[k] for f in fetch] for k in range(3)]
     # a column of registers only is one concatenate; immediates need broadcasting row by row
@@ -215,8 +213,7 @@ def build_unary(ctx, ins):
             sign = ut.type(0x80008000)
         else:
             sign = ut.type(1 << (bits - 1))
-        from .alu import _srcs, make
-        a, = _srcs(ctx, ins, 1, dt=ut)
+        a, = sources(ctx, ins, 1, dt=ut)
         w = ctx.write(ins.operands[0])
         ftz = "ftz" in ins.mods and name == "f32"
         if op == "abs":
@@ -290,13 +287,12 @@ def float_compare(ctx, cmp, t):
 
 
 def build_testp(ctx, ins):
-    from .alu import _srcs, make
     t = ins.type
     test = next((m for m in ins.mods if m in ("finite", "infinite", "number", "notanumber",
                                               "normal", "subnormal")), None)
     if test is None:
         ctx.fail("testp without a test")
-    a, = _srcs(ctx, ins, 1)
+    a, = sources(ctx, ins, 1)
     tiny = np.finfo(storage(t)).tiny
 
     def f(x):

@@ -37,7 +37,7 @@ from ..ir import Builder, Module, Param, Reg, ptr
 from ..ir import types as T
 from ..ops.reduce import LOG2E, block_allreduce, warp_allreduce
 from .block_ptr import PtrBlock, PtrScalar
-from .block_values import (Affine, Data, Scalar, Tracer, _state, binary, layout, materialize,
+from .block_values import (Affine, Data, Scalar, Tracer, tracing_state, binary, layout, materialize,
                            positions, scalar_of, tracer, unary_op)
 
 
@@ -292,12 +292,12 @@ class BlockKernel:
             else:
                 values[prm.name] = Scalar(reg, ann.type, hints.get(prm.name, 1) & -hints.get(
                     prm.name, 1) if prm.name in hints else 1)
-        saved = getattr(_state, "tracer", None)
-        _state.tracer = tr
+        saved = getattr(tracing_state, "tracer", None)
+        tracing_state.tracer = tr
         try:
             self.fn(**values)
         finally:
-            _state.tracer = saved
+            tracing_state.tracer = saved
         b.ret()
         return m
 

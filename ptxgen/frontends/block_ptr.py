@@ -9,7 +9,7 @@ as a vector when all lanes are on and element by element when only some are.
 from ..errors import PtxgenError
 from ..ir import Addr, Instr
 from ..ir import types as T
-from .block_values import (Affine, Data, Scalar, _cast, binary, elem, layout, materialize,
+from .block_values import (Affine, Data, Scalar, cast_operand, binary, elem, layout, materialize,
                            positions, scalar_of, tracer)
 
 
@@ -56,7 +56,7 @@ class PtrScalar:
         b = tracer().b
         if mask is None:
             return Scalar(b.ld("global", self.elem, self.reg, name="ls"), self.elem, 1)
-        dst = b.mov(_cast(scalar_of(other, self.elem).operand, self.elem), type=self.elem,
+        dst = b.mov(cast_operand(scalar_of(other, self.elem).operand, self.elem), type=self.elem,
                     name="ls")
         with b.predicated(_pred(mask)):
             b.ld("global", self.elem, self.reg, out=dst)
@@ -68,7 +68,7 @@ class PtrScalar:
         b = tr.b
         if not isinstance(value, (Scalar, int, float)):
             raise PtxgenError("storing through a scalar pointer needs a scalar value")
-        v = _cast(scalar_of(value, self.elem).operand, self.elem)
+        v = cast_operand(scalar_of(value, self.elem).operand, self.elem)
         p = b.setp("eq", tr.tid, 0, type=T.u32)
         if mask is not None:
             p = b.and_(p, _pred(mask), type=T.pred, name="m")
@@ -140,11 +140,11 @@ class PtrBlock:
         if value is None:
             regs = [b.reg(et, "ld") for _ in pos]
             if mask is not None:
-                o = _cast(scalar_of(other, et).operand, et)
+                o = cast_operand(scalar_of(other, et).operand, et)
                 for r in regs:
                     b.mov(o, type=et, out=r)
         else:
-            vals = [_cast(elem(value, p, shape, lay), et) for p in pos]
+            vals = [cast_operand(elem(value, p, shape, lay), et) for p in pos]
         addrs = {}
 
         def address(i):

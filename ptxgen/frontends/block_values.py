@@ -22,7 +22,7 @@ from ..ir import Imm, Instr, Reg
 from ..ir import types as T
 
 BIG = 1 << 30
-_state = threading.local()
+tracing_state = threading.local()
 CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 SWAP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "eq": "eq", "ne": "ne"}
 
@@ -44,7 +44,7 @@ class Tracer:
 
 
 def tracer():
-    t = getattr(_state, "tracer", None)
+    t = getattr(tracing_state, "tracer", None)
     if t is None:
         raise PtxgenError("block operations are only valid inside a kernel being built")
     return t
@@ -287,7 +287,7 @@ class Data(_Ops):
     def assign(self, value):
         b = tracer().b
         for i, p in enumerate(positions(self.shape, self.lay)):
-            b.mov(_cast(elem(value, p, self.shape, self.lay), self.dtype), type=self.dtype,
+            b.mov(cast_operand(elem(value, p, self.shape, self.lay), self.dtype), type=self.dtype,
                   out=self.regs[i])
         return self
 
@@ -357,7 +357,7 @@ def elem(x, pos, rshape, lay):
     raise PtxgenError(f"cannot use {x!r} in a block expression")
 
 
-def _cast(o, dtype):
+def cast_operand(o, dtype):
     if isinstance(o, Imm):
         v = o.value
         return Imm(float(v) if dtype.is_float else int(v), dtype)
@@ -406,7 +406,7 @@ def binary(op, a, c, cond=None, out=None):
         raise PtxgenError(f"in-place update of a {out.shape} block with a {rshape} result")
     regs = []
     for i, p in enumerate(positions(rshape, lay)):
-        ea, ec = (_cast(elem(x, p, rshape, lay), dtype) for x in (a, c))
+        ea, ec = (cast_operand(elem(x, p, rshape, lay), dtype) for x in (a, c))
         ecnd = elem(cond, p, rshape, lay) if cond is not None else None
         regs.append(_emit(b, op, ea, ec, ecnd, dtype, out.regs[i] if out is not None else None))
     if out is not None:
@@ -432,7 +432,7 @@ def _scalar_op(b, op, a, c, cond, dtype):
              "max": lambda x, y: x if x > y else y, "min": lambda x, y: x if x < y else y}[op]
         v = f(a.v, c.v)
         return Scalar.const(float(np.float32(v)) if dtype.is_float else int(v), dtype)
-    ea, ec = _cast(a.operand, dtype), _cast(c.operand, dtype)
+    ea, ec = cast_operand(a.operand, dtype), cast_operand(c.operand, dtype)
     r = _emit(b, op, ea, ec, cond.operand if cond is not None else None, dtype, None)
     div = 1
     if dtype == T.s32:
@@ -500,7 +500,7 @@ def unary_op(op, x, dtype=None):
         if isinstance(x, Scalar):
             return scalar_of(x, dtype)
         x = materialize(x)
-        return Data(x.shape, dtype, x.lay, [_cast(r, dtype) for r in x.regs])
+        return Data(x.shape, dtype, x.lay, [cast_operand(r, dtype) for r in x.regs])
     if op == "not":
         def f(r):
             d = b.reg(T.pred, "m")
@@ -514,9 +514,9 @@ def unary_op(op, x, dtype=None):
         def f(r):
             return b.unary(op, r, mods=mods, type=want or r.type, name=op[:2])
     if isinstance(x, Scalar):
-        o = _cast(x.operand, want or x.dtype)
+        o = cast_operand(x.operand, want or x.dtype)
         return Scalar(f(o if isinstance(o, Reg) else b.mov(o, type=want or x.dtype)),
                       want or x.dtype, 1)
     x = materialize(x)
-    regs = [f(_cast(r, want or x.dtype)) for r in x.regs]
+    regs = [f(cast_operand(r, want or x.dtype)) for r in x.regs]
     return Data(x.shape, want or x.dtype, x.lay, regs, x.vdiv if op == "not" else 1)

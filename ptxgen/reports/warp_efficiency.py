@@ -126,7 +126,7 @@ class _Observer:
         self.lost = {"partial_warps": 0, "exited": 0, "diverged": 0}
         self.branches = {}
         self.batch = None
-        from ..emu.program import NORMAL
+        from ..emu import NORMAL
         # the guard slot of predicated ops (branch conditions are read from the op itself)
         self.guard = [(prog.slot(op.instr.guard), op.instr.guard_negated)
                       if op.instr is not None and op.instr.guard is not None and
@@ -144,7 +144,7 @@ class _Observer:
     def __call__(self, batch, p, mask):
         if batch is not self.batch:
             self._start(batch)
-        from ..emu.program import BRANCH, EXIT
+        from ..emu import BRANCH, EXIT
         op = self.prog.code[p]
         counts = self.warp_len if mask is None else np.bincount(self.wl[mask],
                                                                  minlength=self.nw)
@@ -230,13 +230,12 @@ def warp_efficiency(target, *args, shape=None, arch=DEFAULT_TARGET, seed=0, shar
         obs, prog, grid, block, check = _operator_run(target, shape, arch, seed,
                                                       lambda p: _Observer(p, ws))
     else:
-        from ..emu import compile_kernel, emulate
-        from ..emu.api import _module
+        from ..emu import as_module, compile_kernel, emulate
         if len(args) < 3:
             raise PtxgenError("warp_efficiency(module, kernel_name, grid, block, *args) needs "
                               "the kernel name, grid and block")
         name, grid, block, kargs = args[0], args[1], args[2], args[3:]
-        module = _module(target)
+        module = as_module(target)
         prog = compile_kernel(module, name)
         obs = _Observer(prog, ws)
         res = emulate(module, name, grid, block, *kargs, shared_bytes=shared_bytes,
