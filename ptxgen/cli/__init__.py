@@ -9,7 +9,7 @@ from ..errors import PtxgenError
 
 # Order is the order of `ptxgen --help`.
 COMMANDS = ["demo", "emit", "run", "compare", "analyze", "isa", "simulate", "calibrate",
-            "occupancy", "roofline", "banks", "tune"]
+            "occupancy", "roofline", "banks", "tune", "lift"]
 
 
 class _Parser(argparse.ArgumentParser):

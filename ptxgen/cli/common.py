@@ -1,6 +1,7 @@
 """Argument helpers shared by subcommands."""
 import argparse
 import os
+import sys
 
 from ..arch import DEFAULT_TARGET, targets
 from ..errors import PtxgenError
@@ -61,6 +62,14 @@ def write_text(path, text):
             f.write(text)
     except OSError as e:
         raise PtxgenError(f"cannot write {path}: {e.strerror}") from None
+
+
+def output(path, text):
+    """Write `text` to the -o file when one was given, else to stdout."""
+    if path:
+        write_text(path, text)
+    else:
+        sys.stdout.write(text)
 
 
 def select_entry(module, name, path):

@@ -1,11 +1,9 @@
 """ptxgen emit KERNEL [shape] [--arch] [-o FILE] [--comments]"""
-import sys
-
 from .. import arch as archmod
 from ..emit import emit_module
 from ..ir.verify import verify_module
 from ..ops import get_operator
-from .common import add_arch, add_shape, shape_from_args, write_text
+from .common import add_arch, add_shape, output, shape_from_args
 
 
 def add_parser(sub):
@@ -25,8 +23,5 @@ def run(args):
     module = op.build(shape, args.arch)
     verify_module(module)
     text = emit_module(module, args.arch, comments=args.comments)
-    if args.output:
-        write_text(args.output, text)
-    else:
-        sys.stdout.write(text)
+    output(args.output, text)
     return 0

@@ -194,11 +194,11 @@ class Builder:
         tm = T.TYPES[f"b{t.bits}"] if opcode in ("not", "popc", "clz", "brev") else t
         return self._op(opcode, tuple(mods) + (tm.name,), t, (self.operand(a, t),), out, name)
 
-    def setp(self, cmp, a, b, *, type=None, name=None):
+    def setp(self, cmp, a, b, *, type=None, out=None, name=None):
         if cmp not in CMP_NAMES:
             raise ValueError(f"unknown comparison {cmp!r}")
         t = type or self._type_of(a, b)
-        dst = self.reg(T.pred, name)
+        dst = out if out is not None else self.reg(T.pred, name)
         self.emit(Instr("setp", (cmp, t.name), (dst, self.operand(a, t), self.operand(b, t))))
         return dst
 
