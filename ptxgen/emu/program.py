@@ -64,6 +64,7 @@ class Program:
         self.code = []
         self.granule = 16
         self.uses_barrier = False
+        self.has_barrier_reductions = False     # bar.red: the executor reduces at release
         self._compile()
 
     # -- registers -----------------------------------------------------------------------------
@@ -311,11 +312,17 @@ class Program:
                 if guard >= 0:
                     return Op(BRANCH, None, ins, index, target=-2, guard=guard, neg=neg)
                 return Op(EXIT, None, ins, index)
-            if opc in ("bar", "barrier") and not {"warp", "arrive", "red"} & set(ins.mods):
+            if opc in ("bar", "barrier") and not {"warp", "arrive"} & set(ins.mods):
                 if guard >= 0:
                     raise Unsupported("a predicated CTA barrier")
                 self.uses_barrier = True
-                return Op(BARRIER, None, ins, index)
+                # bar.red: the executor runs its reduction when the barrier releases
+                red = None
+                if "red" in ins.mods:
+                    from .warp import build_bar_red
+                    red = build_bar_red(ctx, ins)
+                    self.has_barrier_reductions = True
+                return Op(BARRIER, red, ins, index)
             if opc == "trap":
                 fn = _raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
             elif opc in NO_OPS:

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ..errors import LoweringError
 from ..ir import types as T
-from ..ir.values import Addr, Imm, Reg, Special, Sym, Vec
+from ..ir.values import Addr, Imm, Raw, Reg, Special, Sym, Vec
 
 # PTX state spaces as NVPTX address spaces (the numbers LLVM's NVPTX back end and NVVM share).
 ADDRSPACE = {"generic": 0, "global": 1, "shared": 3, "const": 4, "local": 5, "param": 101}
@@ -78,6 +78,10 @@ class Frame:
         self.vars = dict(module_vars)
         self.entry = builder.block
         self.instr = None             # the instruction being lowered (for error messages)
+        # registers by name, for operands the IR keeps as text ('!%p' negated predicates)
+        self.by_name = {r.name: r for r in kernel.regs}
+        for st in kernel.body:
+            self.by_name.update({r.name: r for r in getattr(st, "regs", ())})
 
     # -- errors -----------------------------------------------------------------------------
     def fail(self, why):
@@ -124,6 +128,10 @@ class Frame:
             return self.constant(op.value, t)
         if isinstance(op, Special):
             return from_bits(b, self.special(op), t)
+        if isinstance(op, Raw) and op.text.startswith("!") and t.kind == "pred":
+            reg = self.by_name.get(op.text[1:].strip())
+            if reg is not None and reg.type.kind == "pred":
+                return b.not_(b.load(self.slot(reg)))
         if isinstance(op, Sym):
             if op.name in self.params:
                 return self.param_value(op.name, t)
