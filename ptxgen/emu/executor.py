@@ -41,6 +41,7 @@ class Launch:
             shared_bytes else prog.static_shared
         self.check = check
         self.findings = []
+        self.printed = []           # printf lines (emu.printf), in the order threads ran them
         self._warned = set()
         self.steps = 0
         self.clock = 0

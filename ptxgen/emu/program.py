@@ -65,6 +65,7 @@ class Program:
         self.granule = 16
         self.uses_barrier = False
         self.has_barrier_reductions = False     # bar.red: the executor reduces at release
+        self.grid_sync = False      # cooperative grid sync: every CTA runs in one batch
         self._compile()
 
     # -- registers -----------------------------------------------------------------------------
@@ -228,6 +229,16 @@ class Program:
         rets, name, args = _call_parts(ins)
         why = None
         callee = next((f for f in self.module.kernels if f.name == name), None) if name else None
+        from . import calls
+        external = callee is None or not callee.body
+        if external and name in calls.GRID_SYNC and all(a in visible for a in args + rets):
+            self.code.extend(calls.grid_sync_ops(self, ins, index, name, visible, rets))
+            return
+        if name == "vprintf" and external and len(args) == 2 \
+                and len(rets) <= 1 and all(a in visible for a in args + rets):
+            self.code.append(calls.vprintf_op(self, ins, index, [visible[a] for a in args],
+                                              visible[rets[0]] if rets else None))
+            return
         if name is None:
             why = "indirect calls are not emulated"
         elif callee is None or not callee.body:
