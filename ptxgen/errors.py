@@ -38,3 +38,7 @@ class EmulationError(PtxgenError):
 
 class IsaDataError(PtxgenError):
     """An isa/*.toml file is missing, malformed or lacks a source for a number."""
+
+
+class LoweringError(PtxgenError):
+    """An IR instruction has no lowering to LLVM IR (names the instruction and its line)."""

@@ -1,5 +1,7 @@
-"""ptxgen compare KERNEL [shape] [--arch] [--no-gpu]"""
+"""ptxgen compare KERNEL [shape] [--arch] [--no-gpu] [--via llvm,nvvm]"""
 from .. import arch as archmod
+from ..errors import PtxgenError
+from ..llvm import VIAS
 from ..reports.compare import compare
 from ..ops import get_operator
 from .common import add_arch, add_shape, shape_from_args
@@ -12,6 +14,9 @@ def add_parser(sub):
     add_arch(p)
     p.add_argument("--no-gpu", action="store_true", help="static comparison only")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--via", default="llvm,nvvm",
+                   help="comma-separated paths shown beside ptxgen's own PTX: llvm (LLVM's "
+                        "NVPTX back end), nvvm (libNVVM); '' for none")
     return p
 
 
@@ -19,8 +24,11 @@ def run(args):
     archmod.check_arch(args.arch)
     op = get_operator(args.kernel)
     shape = shape_from_args(op, args)
-    c = compare(op, shape, args.arch, gpu=False if args.no_gpu else None, seed=args.seed)
+    paths = tuple(p for p in args.via.split(",") if p)
+    bad = [p for p in paths if p not in VIAS]
+    if bad:
+        raise PtxgenError(f"--via: unknown path {bad[0]!r}; known: {', '.join(VIAS)}")
+    c = compare(op, shape, args.arch, gpu=False if args.no_gpu else None, seed=args.seed,
+                paths=paths)
     print(c.to_text())
-    if c.ours.ok is False or c.theirs.ok is False:
-        return 1
-    return 0
+    return 1 if any(s.ok is False for s in c.sides) else 0

@@ -1,7 +1,8 @@
-"""ptxgen emit KERNEL [shape] [--arch] [-o FILE] [--comments]"""
+"""ptxgen emit KERNEL [shape] [--arch] [--via direct|llvm|nvvm] [--llvm-ir] [-o FILE] [--comments]"""
 from .. import arch as archmod
 from ..emit import emit_module
 from ..ir.verify import verify_module
+from ..llvm import VIAS
 from ..ops import get_operator
 from .common import add_arch, add_shape, output, shape_from_args
 
@@ -11,6 +12,11 @@ def add_parser(sub):
     p.add_argument("kernel")
     add_shape(p)
     add_arch(p)
+    p.add_argument("--via", choices=VIAS, default="direct",
+                   help="direct: ptxgen's own PTX; llvm: the IR lowered to LLVM and compiled by "
+                        "LLVM's NVPTX back end; nvvm: the same LLVM IR compiled by libNVVM")
+    p.add_argument("--llvm-ir", action="store_true",
+                   help="print the lowered LLVM IR (for --via llvm or nvvm) instead of PTX")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.add_argument("--comments", action="store_true", help="annotate each instruction's class")
     return p
@@ -22,6 +28,13 @@ def run(args):
     shape = shape_from_args(op, args)
     module = op.build(shape, args.arch)
     verify_module(module)
-    text = emit_module(module, args.arch, comments=args.comments)
+    if args.llvm_ir:
+        from ..llvm import llvm_ir
+        text = llvm_ir(module, "nvvm" if args.via == "nvvm" else "llvm")
+    elif args.via == "direct":
+        text = emit_module(module, args.arch, comments=args.comments)
+    else:
+        from ..llvm import emit_via
+        text = emit_via(module, args.arch, args.via)
     output(args.output, text)
     return 0

@@ -4,6 +4,7 @@ Arguments follow the kernel's parameter list: numpy arrays for pointers (placed 
 global memory and written back in place), numpy scalars typed like the parameters for the rest.
 """
 import hashlib
+import sys
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ class EmulationResult:
     steps: int                        # instructions executed, counted once per lane group
     seconds: float
     findings: list = field(default_factory=list)   # check='warn' reports
+    printed: list = field(default_factory=list)    # printf output lines, in thread order
 
 
 _programs = weakref.WeakKeyDictionary()
@@ -178,6 +180,8 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     lane_bytes = sum(dt.itemsize for dt in prog.slot_dtypes) + prog.local_size + 64
     lanes = max(launch.threads, min(LANES_PER_BATCH, REGISTER_BUDGET_BYTES // lane_bytes))
     per_batch = max(1, lanes // launch.threads)
+    if prog.grid_sync:                  # a grid-wide barrier needs every CTA in the batch
+        per_batch = ncta
     try:
         with np.errstate(all="ignore"):
             for first in range(0, ncta, per_batch):
@@ -185,8 +189,11 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
                 Batch(launch, ctas).run()
     finally:
         gmem.write_back()
+        if launch.printed:              # the GPU flushes its printf buffer at the sync
+            sys.stdout.write("".join(launch.printed))
+            sys.stdout.flush()
     return EmulationResult(kernel.name, grid, block, ncta, launch.steps,
-                           time.perf_counter() - t0, launch.findings)
+                           time.perf_counter() - t0, launch.findings, launch.printed)
 
 
 def numba_array_args(arr):

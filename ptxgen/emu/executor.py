@@ -41,6 +41,7 @@ class Launch:
             shared_bytes else prog.static_shared
         self.check = check
         self.findings = []
+        self.printed = []           # printf lines (emu.printf), in the order threads ran them
         self._warned = set()
         self.steps = 0
         self.clock = 0
@@ -180,6 +181,10 @@ class Batch:
             warnings.warn(msg, EmulationWarning, stacklevel=2)
 
     # -- execution --------------------------------------------------------------------------------
+    def _release(self, code, pc, waiting):
+        if self.prog.has_barrier_reductions:
+            _release_reductions(self, code, pc, waiting)
+
     def run(self):
         code = self.prog.code
         n = self.n
@@ -196,7 +201,8 @@ class Batch:
             if not sched.any():
                 if not any_waiting:
                     break
-                waiting[:] = False                      # every live lane is at a barrier
+                self._release(code, pc, waiting)        # every live lane is at a barrier
+                waiting[:] = False
                 any_waiting = False
                 if self.shadow is not None:
                     self.shadow.barrier()
@@ -279,6 +285,15 @@ class Batch:
             self._steps = steps
         self.launch.steps += steps
         return steps
+
+
+def _release_reductions(batch, code, pc, waiting):
+    """Barriers with a reduction (bar.red) write their result as they release: each op's
+    lanes are those waiting just past it."""
+    for after in np.unique(pc[waiting]):
+        op = code[after - 1]
+        if op.fn is not None:
+            op.fn(batch, waiting & (pc == after))
 
 
 def param_region(size):

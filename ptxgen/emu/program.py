@@ -64,6 +64,8 @@ class Program:
         self.code = []
         self.granule = 16
         self.uses_barrier = False
+        self.has_barrier_reductions = False     # bar.red: the executor reduces at release
+        self.grid_sync = False      # cooperative grid sync: every CTA runs in one batch
         self._compile()
 
     # -- registers -----------------------------------------------------------------------------
@@ -227,6 +229,16 @@ class Program:
         rets, name, args = _call_parts(ins)
         why = None
         callee = next((f for f in self.module.kernels if f.name == name), None) if name else None
+        from . import calls
+        external = callee is None or not callee.body
+        if external and name in calls.GRID_SYNC and all(a in visible for a in args + rets):
+            self.code.extend(calls.grid_sync_ops(self, ins, index, name, visible, rets))
+            return
+        if name == "vprintf" and external and len(args) == 2 \
+                and len(rets) <= 1 and all(a in visible for a in args + rets):
+            self.code.append(calls.vprintf_op(self, ins, index, [visible[a] for a in args],
+                                              visible[rets[0]] if rets else None))
+            return
         if name is None:
             why = "indirect calls are not emulated"
         elif callee is None or not callee.body:
@@ -311,11 +323,17 @@ class Program:
                 if guard >= 0:
                     return Op(BRANCH, None, ins, index, target=-2, guard=guard, neg=neg)
                 return Op(EXIT, None, ins, index)
-            if opc in ("bar", "barrier") and not {"warp", "arrive", "red"} & set(ins.mods):
+            if opc in ("bar", "barrier") and not {"warp", "arrive"} & set(ins.mods):
                 if guard >= 0:
                     raise Unsupported("a predicated CTA barrier")
                 self.uses_barrier = True
-                return Op(BARRIER, None, ins, index)
+                # bar.red: the executor runs its reduction when the barrier releases
+                red = None
+                if "red" in ins.mods:
+                    from .warp import build_bar_red
+                    red = build_bar_red(ctx, ins)
+                    self.has_barrier_reductions = True
+                return Op(BARRIER, red, ins, index)
             if opc == "trap":
                 fn = _raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
             elif opc in NO_OPS:

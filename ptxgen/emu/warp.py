@@ -213,6 +213,32 @@ def build_bar(ctx, ins):
     ctx.fail(f"{ins.full_opcode} is not emulated")
 
 
+def build_bar_red(ctx, ins):
+    """bar.red.{popc,and,or} d, a{, b}, {!}c: a CTA barrier whose every thread gets the count
+    of threads with c true (popc) or whether all (and) / any (or) have it. The executor calls
+    fn(state, lanes) when the barrier releases, with the lanes that waited at it; the reduction
+    is per CTA of the batch."""
+    kind = next((mo for mo in ("popc", "and", "or") if mo in ins.mods), None)
+    if kind is None:
+        ctx.fail("bar.red needs .popc, .and or .or")
+    ops = ins.operands
+    if len(ops) not in (3, 4):
+        ctx.fail("bar.red takes d, a{, b}, c")
+    p = ctx.read(ops[-1], bool, T.pred)
+    w = ctx.write(ops[0])
+
+    def fn(st, m):
+        pv = _full(st, p(st), bool) & m
+        ncta = int(st.lane_cta[-1]) + 1
+        n_true = np.bincount(st.lane_cta, weights=pv, minlength=ncta)[st.lane_cta]
+        if kind == "popc":
+            w(st, m, n_true.astype(_U32))
+            return
+        n_in = np.bincount(st.lane_cta, weights=m, minlength=ncta)[st.lane_cta]
+        w(st, m, n_true == n_in if kind == "and" else n_true > 0)
+    return fn
+
+
 BUILDERS = {"shfl": build_shfl, "vote": build_vote, "activemask": build_activemask,
             "redux": build_redux, "match": build_match, "elect": build_elect, "bar": build_bar,
             "barrier": build_bar}

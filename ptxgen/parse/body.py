@@ -97,7 +97,7 @@ class FunctionBody:
         tok = toks[p.i]
         t = tok[1]
         line = p.line_of(tok)
-        if t == ".reg":
+        if t == ".reg" or t.startswith(".reg."):       # '.reg.b16 a, b;' lexes as one word
             regs, text, vector = self.reg_decl()
             # vector registers keep their declaration text: the IR's Reg has no vector type
             if top and not vector:
@@ -125,15 +125,20 @@ class FunctionBody:
         p.i += 1
         type_ = None
         vector = False
-        while toks[p.i][0] == "w" and toks[p.i][1][0] == ".":
-            w = toks[p.i][1]
+        # modifiers may be separate words ('.reg .v4 .f32') or joined ('.reg.v4.f32')
+        words, wtok = ["." + w for w in toks[first][1].split(".")[2:]], toks[first]
+        while words or (toks[p.i][0] == "w" and toks[p.i][1][0] == "."):
+            if not words:
+                wtok = toks[p.i]
+                words = ["." + w for w in wtok[1].split(".")[1:]]
+                p.i += 1
+            w = words.pop(0)
             if w in (".v2", ".v4", ".v8"):
                 vector = True
             elif T.type_of(w) is not None and type_ is None:
                 type_ = T.type_of(w)
             else:
-                raise p.error(f"unknown register type {w}")
-            p.i += 1
+                raise p.error(f"unknown register type {w}", wtok)
         if type_ is None:
             raise p.error(f"expected a register type, found {_show(toks[p.i])}")
         scope = self.scopes[-1]

@@ -9,7 +9,6 @@ import numpy as np
 
 from .. import toolchain
 from ..arch import DEFAULT_TARGET
-from ..emit import emit_module
 from ..ir.verify import verify_module
 
 
@@ -28,6 +27,7 @@ class Side:
     ok: bool = None
     max_rel_error: float = None
     time_ms: float = None
+    ptx: str = ""
 
 
 def _static(side, ptx, entry, arch):
@@ -49,28 +49,47 @@ def _static(side, ptx, entry, arch):
 
 @dataclass
 class Comparison:
-    """ptxgen's side and Numba's side of one operator at one shape."""
+    """The sides of one operator at one shape: ptxgen's own PTX, the same IR through each
+    requested LLVM path, and the operator compiled by Numba (last)."""
     op: object
     shape: dict
-    ours: Side
-    theirs: Side
+    sides: list
+
+    @property
+    def ours(self):
+        return self.sides[0]
+
+    @property
+    def theirs(self):
+        return self.sides[-1]
 
     def to_dict(self):
+        def figures(side):
+            return {k: v for k, v in asdict(side).items() if k != "ptx"}
         return {"operator": self.op.name, "shape": dict(self.shape),
-                "ours": asdict(self.ours), "theirs": asdict(self.theirs)}
+                "ours": figures(self.ours), "theirs": figures(self.theirs),
+                "via": {s.name: figures(s) for s in self.sides[1:-1]}}
 
     def to_text(self):
-        return _table(self.ours, self.theirs, self.op, self.shape)
+        return _table(self.sides, self.op, self.shape)
 
 
-def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None):
-    """A Comparison of both sides' figures; runs both on the GPU when `gpu` is true (None: when
-    one is present)."""
+SIDE_NAMES = {"direct": "ptxgen", "llvm": "ptxgen→LLVM", "nvvm": "ptxgen→NVVM"}
+
+
+def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None, paths=()):
+    """A Comparison: ptxgen's own PTX, the same IR through each of `paths` ("llvm": LLVM's
+    NVPTX back end, "nvvm": libNVVM; ptxgen.llvm), then the operator compiled by Numba. Runs
+    every side on the GPU when `gpu` is true (None: when one is present)."""
+    from ..llvm import emit_via
     from ..runtime import twins
-    ours = Side("ptxgen")
     module = verify_module(op.build(shape, arch))
-    ptx = emit_module(module, arch)
-    _static(ours, ptx, op.kernel_name(), arch)
+    sides = []
+    for via in ("direct",) + tuple(p for p in paths if p != "direct"):
+        side = Side(SIDE_NAMES[via])
+        side.ptx = emit_via(module, arch, via)
+        _static(side, side.ptx, op.kernel_name(), arch)
+        sides.append(side)
     theirs = Side("numba (NVVM)")
     twin_ptx, twin_entry = twins.twin_ptx(op.name, arch)
     _static(theirs, twin_ptx, twin_entry, arch)
@@ -78,13 +97,13 @@ def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None):
         from ..runtime import gpu_available
         gpu = gpu_available()
     if gpu:
-        _run_both(op, shape, module, ptx, ours, theirs, seed)
-    return Comparison(op, dict(shape), ours, theirs)
+        _run_all(op, shape, module, sides, theirs, seed)
+    return Comparison(op, dict(shape), sides + [theirs])
 
 
-def _run_both(op, shape, module, ptx, ours, theirs, seed):
-    """Both kernels on the same inputs, outputs poisoned first; times are GPU time per call
-    (runtime.time_calls: held batches, no host launch latency), the same way for both."""
+def _run_all(op, shape, module, sides, theirs, seed):
+    """Every side on the same inputs, outputs poisoned before each; times are GPU time per call
+    (runtime.time_calls: held batches, no host launch latency), the same way for all."""
     from numba import cuda
 
     from ..runtime import bound_steps, load_steps, time_calls
@@ -96,47 +115,49 @@ def _run_both(op, shape, module, ptx, ours, theirs, seed):
     ref = op.reference(shape, arrays)
     arrays.update(op.workspace_arrays(shape, arch))
     dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
-    ours_call = bound_steps(op, shape, load_steps(op, shape, module, arch, ptx), dev, arch)
-    ours_call()
-    synchronize(op.name)
-    out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
-    ours.ok, ours.max_rel_error = op.check(shape, out, ref)
-    ours.time_ms = time_calls(ours_call)
-    # the twin on the same inputs, outputs poisoned again first
-    for n in op.outputs:
-        dev[n] = cuda.to_device(np.full_like(arrays[n], np.nan))
+
+    def measure(side, call):
+        for n in op.outputs:
+            dev[n] = cuda.to_device(np.full_like(arrays[n], np.nan))
+        call()()
+        synchronize(op.name)
+        out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
+        side.ok, side.max_rel_error = op.check(shape, out, ref)
+        side.time_ms = time_calls(call())
+
+    for side in sides:
+        kernels = load_steps(op, shape, module, arch, side.ptx)
+        measure(side, lambda: bound_steps(op, shape, kernels, dev, arch))
     tk = twin_kernel(op.name)
-    grid, block, targs = twin_launch_args(op.name, shape, dev)
-    launch = tk[grid, block]
-    launch(*targs)
-    synchronize(op.name)
-    out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
-    theirs.ok, theirs.max_rel_error = op.check(shape, out, ref)
-    theirs.time_ms = time_calls(lambda: launch(*targs))
+
+    def twin_call():
+        grid, block, targs = twin_launch_args(op.name, shape, dev)
+        launch = tk[grid, block]
+        return lambda: launch(*targs)
+    measure(theirs, twin_call)
 
 
-def _table(ours, theirs, op, shape):
-    rows = [("kernel", ours.kernel, theirs.kernel[:40] + ("…" if len(theirs.kernel) > 40 else "")),
-            ("registers", ours.registers, theirs.registers),
-            ("spill bytes", ours.spill_bytes, theirs.spill_bytes),
-            ("stack bytes", ours.stack_bytes, theirs.stack_bytes),
-            ("static shared bytes", ours.shared_bytes, theirs.shared_bytes),
-            ("PTX instructions", ours.ptx_instructions, theirs.ptx_instructions),
-            ("SASS instructions", ours.sass_instructions, theirs.sass_instructions),
-            ("top PTX", _top(ours.ptx_top), _top(theirs.ptx_top)),
-            ("top SASS", _top(ours.sass_top), _top(theirs.sass_top))]
-    if ours.ok is not None:
-        rows.append(("result", _ok(ours), _ok(theirs)))
-        rows.append(("time (ms)", f"{ours.time_ms:.4f}", f"{theirs.time_ms:.4f}"))
+def _table(sides, op, shape):
+    rows = [("kernel",) + tuple(s.kernel[:40] + ("…" if len(s.kernel) > 40 else "")
+                                for s in sides)]
+    for label, attr in (("registers", "registers"), ("spill bytes", "spill_bytes"),
+                        ("stack bytes", "stack_bytes"), ("static shared bytes", "shared_bytes"),
+                        ("PTX instructions", "ptx_instructions"),
+                        ("SASS instructions", "sass_instructions")):
+        rows.append((label,) + tuple(getattr(s, attr) for s in sides))
+    rows.append(("top PTX",) + tuple(_top(s.ptx_top) for s in sides))
+    rows.append(("top SASS",) + tuple(_top(s.sass_top) for s in sides))
+    if all(s.ok is not None for s in sides):
+        rows.append(("result",) + tuple(_ok(s) for s in sides))
+        rows.append(("time (ms)",) + tuple(f"{s.time_ms:.4f}" for s in sides))
         work = op.flops(shape) if op.name != "saxpy" else op.bytes_moved(shape)
         unit, scale = ("GB/s", 1e-6) if op.name == "saxpy" else ("TFLOP/s", 1e-9)
-        rows.append((unit, f"{work / ours.time_ms * scale:.1f}", f"{work / theirs.time_ms * scale:.1f}"))
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(str(r[1])) for r in rows + [("", "ptxgen", "")])
-    lines = [f"{op.name} " + " ".join(f"{k}={v}" for k, v in shape.items()),
-             f"{'':{w0}}  {'ptxgen':{w1}}  numba (NVVM)"]
-    for name, a, b in rows:
-        lines.append(f"{name:{w0}}  {str(a):{w1}}  {b}")
+        rows.append((unit,) + tuple(f"{work / s.time_ms * scale:.1f}" for s in sides))
+    head = ("",) + tuple(s.name for s in sides)
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    lines = [f"{op.name} " + " ".join(f"{k}={v}" for k, v in shape.items())]
+    for r in [head] + rows:
+        lines.append("  ".join(f"{str(x):{w}}" for x, w in zip(r, widths)).rstrip())
     return "\n".join(lines)
 
 
