@@ -39,9 +39,10 @@ def test_compare_static_side_by_side(cli):
     from ptxgen.ops import get_operator
     from ptxgen.reports.compare import compare
     op = get_operator("saxpy")
-    c = compare(op, op.shape(n=1000), "sm_90", gpu=False)
+    c = compare(op, op.shape(n=1000), "sm_90", gpu=False, paths=("llvm", "nvvm"))  # CLI default
     d = c.to_dict()
     assert d["operator"] == "saxpy" and d["ours"]["registers"] > 0 and d["theirs"]["registers"] > 0
+    assert set(d["via"]) == {"ptxgen→LLVM", "ptxgen→NVVM"}
     assert d["ours"]["ok"] is None                  # nothing ran
     rc, out, err = cli("compare", "saxpy", "--n", "1000", "--no-gpu")
     assert rc == 0 and err == ""
