@@ -66,6 +66,7 @@ class PathPlan:
         for lp in prog.loops:
             self.headed.setdefault(self.start_block.get(lp.header), []).append(lp.id)
         self.header_block = {lp.id: self.start_block.get(lp.header) for lp in prog.loops}
+        self.no_skip = set()        # loops whose fast-forward found no exit: walked instead
 
 
 class _Walker:
@@ -225,8 +226,10 @@ def _skippable(walker, lp, st, step):
         if r is False:
             break
         hi *= 2
-        if hi > 1 << 40:
-            return 0
+        if hi > 1 << 24:
+            # an equality exit test (a counter run down to zero, `setp.ne`) is passed over
+            # by doubling: try the iterations at which a moving value meets a fixed one
+            return _equality_exit(walker, lp, st, step)
     lo = hi // 2                       # probe(lo) continues, probe(hi) leaves
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -238,6 +241,26 @@ def _skippable(walker, lp, st, step):
         else:
             hi = mid
     return hi
+
+
+def _equality_exit(walker, lp, st, step, tries=16):
+    """The iteration count at which the loop leaves when its exit test is an equality: the
+    smallest j > 0 at which some moving integer value of the first lane meets zero or a value
+    that stays put, checked by probing j-1 (continues) and j (leaves); 0 when none is found."""
+    vals, d = st[0][0], step[0]
+    fixed = {0} | {v for v, dv in zip(vals, d) if type(v) is int and not dv}
+    cands = set()
+    for v, dv in zip(vals, d):
+        if type(v) is int and dv:
+            for c in fixed:
+                j, r = divmod(c - v, dv)
+                if not r and 0 < j < 1 << 40:
+                    cands.update((j - 1, j, j + 1))
+    for j in sorted(c for c in cands if c > 0)[:3 * tries]:
+        if walker.probe(lp, _advance(st, step, j, lp.id)) is False and \
+                walker.probe(lp, _advance(st, step, j - 1, lp.id)) is True:
+            return j
+    return 0
 
 
 def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None):
@@ -270,8 +293,10 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
                     not any(w is not None for w in walker.wait_at):
                 recent = (recent + [walker.state()])[-3:]
                 step = _affine(recent) if len(recent) == 3 else None
-                if step is not None:
+                if step is not None and hot.id not in plan.no_skip:
                     n = _skippable(walker, hot, recent[-1], step)
+                    if not n:
+                        plan.no_skip.add(hot.id)    # walk it: probing again costs more
                     if n:
                         walker.set_state(_advance(recent[-1], step, n, hot.id))
                         walker.best[hot.id] = max(walker.best.get(hot.id, 0),
