@@ -78,12 +78,18 @@ def predict(case, **kw):
     return rep, time.perf_counter() - t
 
 
+def _bound(d):
+    b = d["details"].get("bound") or {}
+    r = b.get("resource", "")
+    return f"{r} ({b['waiting_on']})" if "waiting_on" in b else f"{r} {100 * b.get('share', 0):.0f}%"
+
+
 def _one(case):
     try:
         rep, wall = predict(case)
         d = rep.to_dict()
         return dict(name=case["name"], device_us=rep.device_us, time_us=rep.time_us,
-                    wall_s=wall, bound=d["details"].get("bound"), stalls=rep.stalls)
+                    wall_s=wall, bound=_bound(d), stalls=rep.stalls)
     except Exception as e:                      # one bad case must not lose the table
         return dict(name=case["name"], error=f"{type(e).__name__}: {e}"[:300])
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from ..errors import PtxgenError
 from ..ir.values import Reg
 from .program import BRANCH, EXIT
-from .values import evaluator
+from .values import _getter, evaluator
+from ..ir.types import u64 as U64
 
 
 @dataclass
@@ -43,15 +44,25 @@ class WarpPath:
 class PathPlan:
     """Per-block work of the path interpreter, built once per program and environment."""
 
-    def __init__(self, prog, env):
+    def __init__(self, prog, env, slice_=None, record=()):
+        """slice_: the instructions to evaluate (default: the control slice); record: indices
+        of memory instructions whose per-lane addresses `self.records` collects (the first two
+        executions per warp, under `self.record_warp`)."""
         self.prog = prog
         nb = len(prog.blocks)
         self.events = []
+        self.records, self.record_warp = {}, 0
+        active_slice = prog.slice if slice_ is None else slice_
+        record = set(record)
         for blk in prog.blocks:
             ev = []
             for i in range(blk.start, blk.end):
                 st = prog.instrs[i]
-                if i in prog.slice:
+                if i in record:
+                    from .access import memory_operand
+                    getter = _getter(memory_operand(st.instr), U64, prog.reg_index, env)
+                    ev.append((2, getter, (i, st.guard_id, st.instr.guard_negated)))
+                if i in active_slice:
                     fn = evaluator(st, prog.reg_index, env)
                     if fn is not None:
                         ev.append((0, fn, None))
@@ -100,6 +111,13 @@ class _Walker:
                     if active[lane]:
                         a(vals[lane], specs[lane])
                 self.steps += 1
+            elif kind == 2:
+                i, g, neg = c
+                execs = plan.records.setdefault(i, {}).setdefault(plan.record_warp, [])
+                if len(execs) < 2:
+                    execs.append([a(vals[lane], specs[lane]) if active[lane] and (
+                        g < 0 or (vals[lane][g] is not None and bool(vals[lane][g]) != neg))
+                        else None for lane in lanes])
             else:
                 neg, bit = c
                 if not any(active[lane] and (vals[lane][a] is None or

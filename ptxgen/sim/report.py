@@ -24,6 +24,16 @@ class WaveResult:
     loads: dict = field(default_factory=dict)
     bytes: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
+    steady: float = 0.0         # cycles each further such wave adds (CTAs start as others end)
+    busy: dict = field(default_factory=dict)    # memory server → busy cycles (extrapolated)
+    finish: float = 0.0         # the last warp's exit (extrapolated)
+
+    @property
+    def total(self):
+        """Cycles of `count` such waves: the first whole, each further one its steady-state
+        share, since the block scheduler starts a CTA as soon as one ends and the memory
+        still draining from one wave overlaps the next wave's work."""
+        return self.cycles + (self.count - 1) * (self.steady or self.cycles)
 
 
 @dataclass
@@ -54,14 +64,21 @@ class SimReport:
         # cycles are SM cycles at the clock the GPU sustains under load (isa [timing]); what
         # CUDA events report around a launch adds the measured launch overhead to them
         clock = table.time_clock_mhz
-        cycles = sum(w.count * w.cycles for w in waves)
+        cycles = sum(w.total for w in waves)
         issued = sum(w.count * w.issued for w in waves)
-        slot_cycles = sum(w.count * w.cycles for w in waves) * h.schedulers_per_sm
+        slot_cycles = cycles * h.schedulers_per_sm
         units = table.units
         busy = [sum(w.count * w.unit_busy[u] for w in waves) for u in range(len(units))]
         stall_tot = {r: sum(w.count * w.stalls[r] for w in waves) for r in STALLS}
         warp_cycles = sum(w.count * w.warp_cycles for w in waves)
+        mem_busy = {}
+        for w in waves:
+            n = w.total / w.cycles if w.cycles else w.count
+            for k, v in w.busy.items():
+                mem_busy[k] = mem_busy.get(k, 0.0) + n * v
         details = {
+            "bound": explain(cycles, issued, busy, units, mem_busy, stall_tot, warp_cycles,
+                             waves, h.schedulers_per_sm),
             "registers": regs, "shared_bytes": shared,
             "ctas_per_sm": occupancy.active_blocks_per_sm,
             "warps_per_sm": occupancy.active_warps_per_sm,
@@ -86,8 +103,8 @@ class SimReport:
         }
         return cls(
             kernel=kernel, arch=arch, device=table.name, grid=tuple(grid), block=tuple(block),
-            cycles=cycles, time_us=cycles / clock + table.launch_overhead_us,
-            device_us=cycles / clock,
+            cycles=cycles, time_us=cycles / clock + table.kernel_gap_us + table.launch_overhead_us,
+            device_us=cycles / clock + table.kernel_gap_us,
             ipc=issued / cycles if cycles else 0.0,
             issue_utilization=issued / slot_cycles if slot_cycles else 0.0,
             unit_utilization={u: (busy[k] / slot_cycles if slot_cycles else 0.0)
@@ -206,6 +223,51 @@ class SimReport:
             raise PtxgenError(f"cannot write {path}: {e.strerror}") from None
         finally:
             plt.close(fig)
+
+
+# a resource busy at least this share of the time is what the time is made of; below it the
+# warps mostly wait (latency), and the stall reasons say on what
+BOUND_SHARE = 0.6
+
+
+def explain(cycles, issued, unit_busy, units, mem_busy, stalls, warp_cycles, waves, nsched):
+    """Which resource bounds the predicted time: the busiest of the issue slots, each pipe and
+    each memory level (share of the SM's time it was busy), else latency (named by the
+    dominant stall reason), and how much of the time the last, partial wave takes."""
+    if not cycles:
+        return {"resource": "none", "share": 0.0, "shares": {}}
+    shares = {"issue": issued / (cycles * nsched)}
+    for k, u in enumerate(units):
+        shares[f"pipe {u}"] = unit_busy[k] / (cycles * nsched)
+    for k, v in mem_busy.items():
+        shares[{"SHARED": "shared memory", "ATOMIC": "same-address atomics"}.get(k, k)] = \
+            v / cycles
+    top = max(shares, key=shares.get)
+    out = {"resource": top, "share": shares[top],
+           "shares": {k: round(v, 4) for k, v in shares.items() if v > 0.005}}
+    if shares[top] < BOUND_SHARE:
+        waits = {r: v for r, v in stalls.items() if r != "not_selected"}
+        why = max(waits, key=waits.get) if warp_cycles and any(waits.values()) else "issue"
+        out["resource"] = "latency" if why in ("memory", "dependency") else why
+        out["waiting_on"] = why
+    tail = [w for w in waves if w.name == "tail"]
+    if tail and len(waves) > 1:
+        out["tail_wave_share"] = tail[0].total / cycles
+    return out
+
+
+def format_bound(b):
+    """One line: what bounds the time and the shares behind it."""
+    head = b["resource"]
+    if "waiting_on" in b:
+        head = f"{head} (warps mostly wait on {b['waiting_on']}; busiest resource " \
+               f"{max(b['shares'], key=b['shares'].get, default='none')} " \
+               f"{100 * max(b['shares'].values(), default=0):.0f}%)"
+    else:
+        head = f"{head} ({100 * b['share']:.0f}% busy)"
+    if b.get("tail_wave_share", 0) > 0.2:
+        head += f"; the last, partial wave takes {100 * b['tail_wave_share']:.0f}% of the time"
+    return head
 
 
 def _xyz(t):
