@@ -21,6 +21,7 @@ from ..ir.module import Module
 from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, run_sm
+from .levels import memory_level
 from .paths import PathPlan, follow
 from .program import ALU, LDG, STG, compile_kernel
 from .report import SimReport, WaveResult
@@ -197,7 +198,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget):
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
-             trace_warps=8, budget=5_000_000, cache="warm"):
+             trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core"):
     """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
 
     args: argument values (a list in parameter order or a dict by name; arrays or any object
@@ -206,7 +207,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
     reuse model; defaults to the arrays' sizes when args has numpy arrays); registers: per
     thread (default: ptxas's count); cache: 'warm' (the launch repeats, as benchmarks time it:
     a footprint that fits in L2 is found there) or 'cold' (the first launch after L2 was
-    flushed).
+    flushed); launch_path: whose launch overhead time_us adds (cuda.core, numba, triton).
+    device_us is the kernel alone as back-to-back launches see it.
     """
     t_start = time.perf_counter()
     table = isamod.load(arch)
@@ -218,8 +220,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
                           f"{h.max_threads_per_block}")
     if trip is not None and (not isinstance(trip, int) or trip < 1):
         raise PtxgenError(f"trip must be a positive integer, got {trip!r}")
-    if cache not in ("warm", "cold"):
-        raise PtxgenError(f"cache must be 'warm' or 'cold', got {cache!r}")
+    table.launch_overhead_for(launch_path)           # an unknown path fails here, early
+    memory_level(table, None, cache)                # an unknown cache state fails here
     if not (isinstance(sample, int) and sample >= 4):
         raise PtxgenError(f"sample must be an integer >= 4, got {sample!r}")
     if module is None:
@@ -269,13 +271,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
         # write (first touches); everything else they ask for was fetched before and hits L2
         read_fp = footprint - written if footprint > written else footprint
         dram_fraction = min(1.0, read_fp / requested)
-    # Benchmarks time a kernel launched again and again: a footprint that fits in the part of
-    # L2 a repeated launch finds it in (isa header.l2_bytes x memory_model.l2_resident_fraction)
-    # is still there from the previous launch, so loads hit L2 and written lines stay in it. A
-    # larger one is streamed through: LRU keeps none of it for the next launch, and the reuse
-    # model above applies.
-    keep = h.l2_bytes * (table.memory_model or {}).get("l2_resident_fraction", 1.0)
-    resident = cache == "warm" and footprint is not None and footprint <= keep
+    # repeated launches find a small footprint in L2 (ptxgen.sim.levels: the assumption the
+    # roofline and the tuner share); a larger one streams, and the reuse model above applies
+    resident = memory_level(table, footprint, cache) == "L2"
     if resident:
         dram_fraction = 0.0
 
@@ -316,6 +314,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
         shared=smem, occupancy=occ, waves=results, n_ctas=n_ctas, dram_fraction=dram_fraction,
         footprint=footprint, requested=requested, level=level, resident=resident,
+        launch_path=launch_path,
         hot=(hot.header, hot.line) if hot else None, sample=sample,
         warnings=list(warnings.values()), wall_s=time.perf_counter() - t_start,
         path_steps=steps, trace_events=results[0].events if results else [])

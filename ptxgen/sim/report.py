@@ -58,7 +58,7 @@ class SimReport:
     @classmethod
     def build(cls, *, kernel, arch, table, grid, block, regs, shared, occupancy, waves, n_ctas,
               dram_fraction, footprint, requested, level, hot, sample, warnings, wall_s,
-              resident=False,
+              resident=False, launch_path="cuda.core",
               path_steps, trace_events):
         h = table.header
         # cycles are SM cycles at the clock the GPU sustains under load (isa [timing]); what
@@ -98,12 +98,16 @@ class SimReport:
             "warp_instructions": issued,
             "stall_cycles": stall_tot,
             "simulation_seconds": wall_s,
-            "launch_overhead_us": table.launch_overhead_us,
+            "kernel_us": cycles / clock,
+            "kernel_gap_us": table.kernel_gap_us,
+            "launch_path": launch_path,
+            "launch_overhead_us": table.launch_overhead_for(launch_path),
             "path_steps": path_steps,
         }
         return cls(
             kernel=kernel, arch=arch, device=table.name, grid=tuple(grid), block=tuple(block),
-            cycles=cycles, time_us=cycles / clock + table.kernel_gap_us + table.launch_overhead_us,
+            cycles=cycles,
+            time_us=cycles / clock + table.kernel_gap_us + table.launch_overhead_for(launch_path),
             device_us=cycles / clock + table.kernel_gap_us,
             ipc=issued / cycles if cycles else 0.0,
             issue_utilization=issued / slot_cycles if slot_cycles else 0.0,
@@ -120,6 +124,21 @@ class SimReport:
                 "issue_utilization": self.issue_utilization,
                 "unit_utilization": self.unit_utilization, "stalls": self.stalls,
                 "details": self.details, "warnings": self.warnings}
+
+    def format_explain(self):
+        """Which resource bounds the time, with every resource's share of the SM's time."""
+        b = self.details["bound"]
+        lines = [f"{self.kernel}: {self.device_us:.2f} us on the device, bound by "
+                 f"{format_bound(b)}",
+                 "  share of the time each resource is busy (issue and pipes: of the "
+                 "schedulers' slots; memory levels: of the SM's share of the level):"]
+        for k, v in sorted(b["shares"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {k:22s} {100 * v:5.1f}%")
+        lines.append("  warp stalls: " + ", ".join(f"{r} {100 * v:.1f}%"
+                                                     for r, v in self.stalls.items()))
+        mm = self.details["memory_model"]
+        lines.append(f"  memory level: {_level_text(mm)}")
+        return "\n".join(lines)
 
     def format_text(self):
         d = self.details
@@ -139,18 +158,18 @@ class SimReport:
                          f"{w['cycles']:.0f} cycles (simulated {w['simulated_cycles']:.0f}"
                          f"{extra})")
         lines += [
-            f"  predicted: {self.cycles:,.0f} cycles = {self.device_us:.2f} us at "
-            f"{self.clock_mhz:.0f} MHz; {self.time_us:.2f} us with the launch overhead "
-            f"({d['launch_overhead_us']:.2f} us)",
+            f"  device time: {self.device_us:.2f} us ({self.cycles:,.0f} cycles = "
+            f"{d['kernel_us']:.2f} us at {self.clock_mhz:.0f} MHz + {d['kernel_gap_us']:.2f} us "
+            f"the GPU spends per launch), as back-to-back launches see it",
+            f"  launch overhead ({d['launch_path']}): {d['launch_overhead_us']:.2f} us more for a "
+            f"lone launch timed with events: {self.time_us:.2f} us",
+            f"  bound by: {format_bound(d['bound'])}",
             f"  IPC {self.ipc:.2f} (warp instructions per cycle per SM), issue slots used "
             f"{100 * self.issue_utilization:.1f}%",
             "  pipes: " + ", ".join(f"{u} {100 * v:.1f}%" for u, v in
                                     self.unit_utilization.items() if v > 0.0005),
             "  warp stalls: " + ", ".join(f"{r} {100 * v:.1f}%" for r, v in self.stalls.items()),
-            f"  global loads: {100 * d['memory_model']['dram_fraction']:.1f}% from DRAM "
-            f"(level {d['memory_model']['level']}"
-            + ("; footprint L2-resident across launches)" if d["memory_model"]["l2_resident"]
-               else ")"),
+            f"  global loads: {_level_text(d['memory_model'])}",
             f"  simulated in {d['simulation_seconds']:.2f} s",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -268,6 +287,11 @@ def format_bound(b):
     if b.get("tail_wave_share", 0) > 0.2:
         head += f"; the last, partial wave takes {100 * b['tail_wave_share']:.0f}% of the time"
     return head
+
+
+def _level_text(mm):
+    text = f"{100 * mm['dram_fraction']:.1f}% of L2-level traffic from DRAM (level {mm['level']}"
+    return text + ("; footprint L2-resident across launches)" if mm["l2_resident"] else ")")
 
 
 def _xyz(t):
