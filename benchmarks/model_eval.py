@@ -71,10 +71,11 @@ def predict(case, **kw):
     kernel = module.kernel(case["entry"])
     args = sim_args(case, kernel.params)
     footprint = sum(_nbytes(d) for d in case["args"] if "array" in d)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     rep = simulate(kernel, case["grid"], case["block"], args=args,
                    shared_bytes=case.get("shared", 0), module=module,
                    registers=case.get("registers"), footprint=footprint, **kw)
+    predict.cpu_s = time.process_time() - c
     return rep, time.perf_counter() - t
 
 
@@ -86,10 +87,10 @@ def _bound(d):
 
 def _one(case):
     try:
-        rep, wall = predict(case)
+        rep, wall = predict(case, launch_path=case.get("path", "cuda.core"))
         d = rep.to_dict()
         return dict(name=case["name"], device_us=rep.device_us, time_us=rep.time_us,
-                    wall_s=wall, bound=_bound(d), stalls=rep.stalls)
+                    wall_s=wall, cpu_s=predict.cpu_s, bound=_bound(d), stalls=rep.stalls)
     except Exception as e:                      # one bad case must not lose the table
         return dict(name=case["name"], error=f"{type(e).__name__}: {e}"[:300])
 
@@ -103,11 +104,16 @@ def summarize(cases, preds):
         err = (p["device_us"] - c["gpu_us"]) / c["gpu_us"]
         rows.append(dict(name=c["name"], split=c["split"], source=c["source"],
                          measured_us=c["gpu_us"], predicted_us=p["device_us"], error=err,
-                         wall_s=p["wall_s"], bound=p.get("bound")))
+                         wall_s=p["wall_s"], cpu_s=p["cpu_s"], bound=p.get("bound"),
+                         single_launch_us=c.get("single_launch_us"),
+                         predicted_time_us=p["time_us"]))
     out = {}
     for part in ("fit", "held", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
+    e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]
+         for r in rows if r.get("single_launch_us")]
+    out["single_launch"] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     worst = max(rows, key=lambda r: abs(r["error"]), default=None)
     return rows, out, worst
 
@@ -127,19 +133,23 @@ def main(argv=None):
         preds = {p["name"]: p for p in ex.map(_one, cases)}
     rows, summary, worst = summarize(cases, preds)
     print(f"{'case':36s} {'split':5s} {'measured':>9s} {'predicted':>9s} {'error':>8s} "
-          f"{'sim s':>6s}  bound")
+          f"{'cpu s':>6s}  bound")
     for r in rows:
         print(f"{r['name']:36s} {r['split']:5s} {r['measured_us']:9.2f} "
-              f"{r['predicted_us']:9.2f} {100 * r['error']:+7.1f}% {r['wall_s']:6.2f}  "
+              f"{r['predicted_us']:9.2f} {100 * r['error']:+7.1f}% {r['cpu_s']:6.2f}  "
               f"{r['bound'] or ''}")
     for n, p in preds.items():
         if "error" in p:
             print(f"{n:36s} simulation failed: {p['error']}")
     for part, s in summary.items():
-        print(f"MAPE {part:4s} ({s['n']} cases): {s['mape']:.1f}%")
+        what = ("time_us (device + the path's launch overhead from the isa file) against one "
+                "launch timed with events" if part == "single_launch" else "device time")
+        print(f"MAPE {part:4s} ({s['n']} cases, {what}): {s['mape']:.1f}%")
     if worst:
         print(f"worst: {worst['name']} {100 * worst['error']:+.1f}%")
-    print(f"slowest simulation: {max(r['wall_s'] for r in rows):.2f} s")
+    slow = max(rows, key=lambda r: r["cpu_s"])
+    print(f"slowest simulation: {slow['name']}, {slow['cpu_s']:.2f} s of CPU "
+          f"({slow['wall_s']:.2f} s wall; load average {os.getloadavg()[0]:.1f})")
     for name, v in data.get("launch", {}).items():
         print(f"launch overhead {name:10s} {v['overhead_us']:6.2f} us (single launch "
               f"{v['single_launch_us']:.2f} us, GPU {v['gpu_us']:.2f} us)")

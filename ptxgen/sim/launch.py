@@ -27,6 +27,9 @@ from .program import ALU, LDG, STG, compile_kernel
 from .report import SimReport, WaveResult
 from .values import Env
 
+# the access pilot follows 32 lanes; the first executions of each memory instruction are what
+# it needs, so it stops after this many slice steps (later instructions keep default costs)
+ACCESS_PILOT_STEPS = 20_000
 SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
 SYNTHETIC_STRIDE = 1 << 36
 
@@ -261,7 +264,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch="sm_90", mo
     access = _access_pilot(
         prog, env, lambda w: _lane_specs(waves[0][2][0], grid, block, w, ws, S,
                                          int(shared_bytes), table, every_lane=True),
-        warps_per_cta, hot, trip, table, budget)
+        warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS))
     loads, stores = _traffic(prog, pilot.trace, access)
     requested = loads * warps_per_cta * n_ctas
     written = stores * warps_per_cta * n_ctas
