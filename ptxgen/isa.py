@@ -28,6 +28,12 @@ MEMORY_NUMBERS = ("latency", "bandwidth_gbs")
 # [timing]: how device cycles become the times CUDA events report. Optional (a model without it
 # predicts device cycles at header.clock_mhz, no launch cost); when present, both keys.
 TIMING_KEYS = ("launch_overhead_us", "sustained_clock_mhz")
+# optional [timing] keys: the GPU's own cost per launch in a stream of launches, and the launch
+# overhead of the other launch paths (launch_overhead_us is ptxgen's runtime, cuda.core)
+TIMING_OPTIONAL = ("kernel_gap_us", "launch_overhead_numba_us", "launch_overhead_triton_us")
+# optional [memory_model]: facts the simulator's memory model uses beyond latency and bandwidth
+MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "atomic_same_address_ns",
+                     "shared_atomic_cycles_per_wavefront")
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ class Header:
                 for f in fields(self)}
 
 
+LAUNCH_PATHS = {"cuda.core": "launch_overhead_us", "numba": "launch_overhead_numba_us",
+                "triton": "launch_overhead_triton_us"}
 HEADER_KEYS = tuple(f.name for f in fields(Header))
 _LIST_KEYS = {"shared_carveout_kb"}
 
@@ -98,6 +106,7 @@ class IsaTable:
     sources: dict                    # "header.sm_count" → source text, for every number
     path: str = ""
     timing: dict = None              # TIMING_KEYS → value, or None when the file has no [timing]
+    memory_model: dict = None        # MEMORY_MODEL_KEYS present → value ({} when none)
 
     @property
     def time_clock_mhz(self):
@@ -109,6 +118,21 @@ class IsaTable:
     def launch_overhead_us(self):
         """Time CUDA events see around a launch besides the kernel's own execution."""
         return self.timing["launch_overhead_us"] if self.timing else 0.0
+
+    def launch_overhead_for(self, path="cuda.core"):
+        """The launch overhead of one launch path (cuda.core: ptxgen's runtime; numba;
+        triton); a path the model has not measured gets the cuda.core figure."""
+        if path not in LAUNCH_PATHS:
+            raise PtxgenError(f"unknown launch path {path!r}; choose {', '.join(LAUNCH_PATHS)}")
+        key = LAUNCH_PATHS[path]
+        t = self.timing or {}
+        return t.get(key, self.launch_overhead_us)
+
+    @property
+    def kernel_gap_us(self):
+        """What each launch costs on the GPU itself in a stream of back-to-back launches
+        (start and drain), part of a kernel's device time; 0 when not measured."""
+        return (self.timing or {}).get("kernel_gap_us", 0.0)
 
     def op_for(self, instr):
         """The cost class of an IR instruction (builder-made or parsed, known or not)."""
@@ -130,6 +154,8 @@ class IsaTable:
             "timing": None if self.timing is None else
             {k: {"value": v, "source": self.sources[f"timing.{k}"]}
              for k, v in self.timing.items()},
+            "memory_model": {k: {"value": v, "source": self.sources[f"memory_model.{k}"]}
+                             for k, v in (self.memory_model or {}).items()},
         }
 
     def to_text(self, sources=False):
@@ -311,16 +337,27 @@ def _parse(data, path):
     timing = None
     if "timing" in data:
         t = _table(path, data, "timing")
-        unknown = set(t) - set(TIMING_KEYS)
+        unknown = set(t) - set(TIMING_KEYS) - set(TIMING_OPTIONAL)
         if unknown:
             raise _err(path, f"timing.{sorted(unknown)[0]}", "unknown timing key")
         timing = {}
-        for k in TIMING_KEYS:
+        for k in TIMING_KEYS + TIMING_OPTIONAL:
             if k not in t:
+                if k in TIMING_OPTIONAL:
+                    continue
                 raise _err(path, f"timing.{k}", "missing")
             timing[k], sources[f"timing.{k}"] = _number(path, f"timing.{k}", t[k])
+    mm = {}
+    if "memory_model" in data:
+        t = _table(path, data, "memory_model")
+        unknown = set(t) - set(MEMORY_MODEL_KEYS)
+        if unknown:
+            raise _err(path, f"memory_model.{sorted(unknown)[0]}", "unknown memory_model key")
+        for k, item in t.items():
+            mm[k], sources[f"memory_model.{k}"] = _number(path, f"memory_model.{k}", item)
     return IsaTable(arch=arch, name=name, header=header, ops=ops, units=list(units),
-                    memory=memory, sources=sources, path=str(path), timing=timing)
+                    memory=memory, sources=sources, path=str(path), timing=timing,
+                    memory_model=mm)
 
 
 # -- instruction → op class ----------------------------------------------------------------------

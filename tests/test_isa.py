@@ -26,7 +26,7 @@ def test_load_complete(arch):
         assert o.source and o.issue_source
     # every number has a source, and there is one entry per number
     n_numbers = (len(isa.HEADER_KEYS) + 2 * len(t.ops) + 2 * len(t.memory)
-                 + (len(isa.TIMING_KEYS) if t.timing else 0))
+                 + len(t.timing or {}) + len(t.memory_model or {}))
     assert len(t.sources) == n_numbers
     assert all(s.strip() for s in t.sources.values())
     # memory levels get slower further out

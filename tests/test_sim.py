@@ -54,10 +54,12 @@ def test_dependent_chain_takes_n_times_latency():
     assert r.cycles == pytest.approx(n * FMA.latency, rel=0.03)
     assert r.stalls["dependency"] > 0.7
     table = isamod.load("sm_90")
-    # events see the kernel at the sustained clock plus the measured launch overhead
-    assert r.device_us == pytest.approx(r.cycles / table.time_clock_mhz)
+    # device time: the cycles at the sustained clock plus the GPU's own per-launch gap; events
+    # around a lone launch add the launch path's measured overhead
+    assert r.device_us == pytest.approx(r.cycles / table.time_clock_mhz + table.kernel_gap_us)
     assert r.time_us == pytest.approx(r.device_us + table.launch_overhead_us)
     assert table.launch_overhead_us > 0 and table.time_clock_mhz < H.clock_mhz
+    assert table.kernel_gap_us > 0
 
 
 def test_independent_chains_saturate_issue():
@@ -163,7 +165,9 @@ def test_waves_scale_time():
     one = sim(m, k, grid=(per_wave,), block=(256,))
     two = sim(m, k, grid=(2 * per_wave,), block=(256,))
     assert one.details["ctas_per_sm"] == 8
-    assert two.cycles == pytest.approx(2 * one.cycles, rel=1e-6)
+    # the second wave adds its steady-state share: the first wave's store drain overlaps it
+    assert two.cycles <= 2 * one.cycles
+    assert two.cycles == pytest.approx(2 * one.cycles, rel=0.02)
     tail = sim(m, k, grid=(2 * per_wave + 1,), block=(256,))
     assert [w["kind"] for w in tail.details["waves"]] == ["full", "tail"]
     assert tail.cycles > two.cycles

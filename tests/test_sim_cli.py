@@ -25,7 +25,9 @@ def test_text_trace_and_png(cli, tmp_path):
     rc, out, err = cli("simulate", "saxpy", "--n", "1048576", "--trace", str(trace),
                        "--png", str(png), "--warps", "4")
     assert rc == 0, err
-    assert "predicted:" in out and "warp stalls:" in out and "IPC" in out
+    assert "device time:" in out and "warp stalls:" in out and "IPC" in out
+    # launch overhead apart from the device time, and what bounds it
+    assert "launch overhead (cuda.core):" in out and "bound by:" in out
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["tid"] for e in events if e.get("ph") == "X"} == {0, 1, 2, 3}
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -81,3 +83,22 @@ def test_bad_inputs_are_one_line_errors(cli, args, needle):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
     assert needle in lines[0]
+
+
+def test_launch_path_and_explain(cli):
+    from ptxgen import isa
+    table = isa.load("sm_90")
+    runs = {}
+    for path in ("cuda.core", "triton"):
+        rc, out, err = cli("simulate", "saxpy", "--n", "65536", "--launch-path", path, "--json")
+        assert rc == 0, err
+        runs[path] = json.loads(out)
+    a, b = runs["cuda.core"], runs["triton"]
+    assert a["device_us"] == b["device_us"]          # the kernel does not depend on the path
+    assert a["time_us"] - a["device_us"] == pytest.approx(table.launch_overhead_for("cuda.core"))
+    assert b["time_us"] - b["device_us"] == pytest.approx(table.launch_overhead_for("triton"))
+    assert b["details"]["launch_path"] == "triton"
+    rc, out, err = cli("simulate", "saxpy", "--n", "16777216", "--explain")
+    assert rc == 0, err
+    # a 200 MB stream is DRAM-bound, and the view says so with every resource's share
+    assert "bound by DRAM" in out and "pipe FMA" in out and "memory level:" in out

@@ -63,6 +63,12 @@ def add_parser(sub):
                    help="list-schedule the kernel's basic blocks first (ptxgen.reorder)")
     p.add_argument("--warps", type=non_negative_int, default=8,
                    help="warps shown in --trace/--png (default 8)")
+    p.add_argument("--launch-path", choices=("cuda.core", "numba", "triton"),
+                   default="cuda.core", help="whose measured launch overhead time_us adds "
+                   "(device_us is the kernel alone)")
+    p.add_argument("--explain", action="store_true",
+                   help="say which resource bounds the time (issue, a pipe, a memory level, "
+                   "latency, barriers, the tail wave), with each one's share")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace")
     p.add_argument("--png", metavar="FILE.png", help="write a timeline of the first warps")
@@ -90,7 +96,8 @@ def _simulate_file(args, common):
 def run(args):
     archmod.check_arch(args.arch)
     common = dict(arch=args.arch, trip=args.trip, level=args.level, footprint=args.footprint,
-                  registers=args.regs, sample=args.sample, trace_warps=args.warps)
+                  registers=args.regs, sample=args.sample, trace_warps=args.warps,
+                  launch_path=args.launch_path)
     if args.sample < 4:
         raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
     if is_ptx_file(args.kernel):
@@ -112,6 +119,8 @@ def run(args):
     if args.json:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif args.explain:
+        print(report.explain_text())
     else:
         print(report.to_text())
         if args.trace:

@@ -13,8 +13,8 @@ where the operator gives none, counted dynamically on the CPU emulator (every ex
 floating-point instruction per active lane, every global load/store byte); time measured on
 the GPU when there is one, else predicted by the cycle simulator (ptxgen.sim). The binding
 roof at the kernel's intensity is min(FP32 peak, intensity x memory roof), the memory roof being
-the HBM peak, or L2's bandwidth when the kernel's bytes fit in L2 (repeated launches find them
-there); the fraction achieved is GFLOP/s over that roof (for memory-bound kernels the same as
+the HBM peak, or L2's bandwidth when the kernel's bytes stay in L2 across repeated launches
+(ptxgen.sim.levels, the rule the simulator and the tuner use too); the fraction achieved is GFLOP/s over that roof (for memory-bound kernels the same as
 GB/s over the memory roof).
 
     r = roofline(["saxpy", "matmul"], arch="sm_90")
@@ -59,6 +59,7 @@ class Point:
     counts_source: str       # "operator" or "emulator"
     parts: list = field(default_factory=list)
     simulated_seconds: float = None
+    level: str = ""          # the memory level assumed (ptxgen.sim.levels): "L2" or "DRAM"
     measured_seconds: float = None
     intensity: float = 0.0
     gflops: float = 0.0
@@ -263,10 +264,12 @@ def roofline(kernels, arch=DEFAULT_TARGET, time="auto", shape=None, counts="auto
             elif over:
                 res.notes.append(f"{p.name}: {meas * 1e6:.1f} us measured is within twice the "
                                  f"launch overhead ({over * 1e6:.1f} us): overhead-dominated")
-        # a footprint that fits in L2 stays there across repeated launches (as timed on the
-        # GPU): its memory roof is then L2's
+        # the memory level the simulator assumes too (ptxgen.sim.levels): a footprint that
+        # stays in L2 across repeated launches has L2's roof, a larger one streams from HBM
+        from ..sim.levels import memory_level
         l2 = res.roof("L2")
-        mem = l2 if l2 is not None and p.bytes <= table.header.l2_bytes else hbm
+        mem = l2 if l2 is not None and memory_level(table, p.bytes) == "L2" else hbm
+        p.level = "L2" if mem is l2 else "DRAM"
         _place(p, peak, mem)
         if p.fraction > 1:
             res.notes.append(f"{p.name}: above its roof: the {p.time_source} time is shorter "

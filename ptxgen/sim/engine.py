@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
+from .access import async_roles, shared_atomics
 from .program import ALU, ATOM, BAR, BRANCH, FIXED, LDG, LDS, STG, STS
 
 STALLS = ("dependency", "memory", "throughput", "barrier", "not_selected")
@@ -27,7 +28,7 @@ _INF = float("inf")
 
 class _Warp:
     __slots__ = ("wid", "cta", "sched", "trace", "ti", "pc", "end", "mask", "regs", "memreg",
-                 "ready", "cursor", "done", "finish", "events")
+                 "ready", "cursor", "done", "finish", "events", "copies", "groups")
 
     def __init__(self, wid, cta, sched, trace, nregs):
         self.wid, self.cta, self.sched, self.trace = wid, cta, sched, trace
@@ -37,6 +38,7 @@ class _Warp:
         self.ready, self.cursor = 0.0, 0.0
         self.done, self.finish = False, 0.0
         self.events = None
+        self.copies, self.groups = 0.0, []     # cp.async: the open group's and committed ends
 
 
 class _Cta:
@@ -57,6 +59,30 @@ class SmResult:
     events: list                    # per traced warp: [(kind, start, end, text)]
     loads: dict = field(default_factory=dict)
     bytes: dict = field(default_factory=dict)
+    finish: float = 0.0             # the last warp's exit (cycles: also the memory drain)
+    busy: dict = field(default_factory=dict)     # server → cycles it was serving
+
+
+def _async_copy(memory, w, st, role, t, nxt):
+    """cp.async: a copy fetches its bytes like a load (into the warp's open group); commit
+    closes the group; a wait holds the warp until all but the newest n groups have landed.
+    Returns the cycle the warp's next instruction can issue."""
+    kind, n = role
+    if kind == "copy":
+        done = memory.load_global(t, st, through_l1="ca" in st.instr.mods)
+        w.copies = max(w.copies, done)
+    elif kind == "commit":
+        w.groups.append(w.copies)
+        w.copies = 0.0
+    else:
+        if kind == "wait_all":
+            w.groups.append(w.copies)
+            w.copies, n = 0.0, 0
+        cut = len(w.groups) - n
+        if cut > 0:
+            nxt = max(nxt, max(w.groups[:cut]))
+            del w.groups[:cut]
+    return nxt
 
 
 def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
@@ -72,6 +98,8 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
     branch_latency = table.ops["BRANCH"].latency
     lds_latency = table.ops["LDS"].latency
     atom_latency = table.ops["ATOM"].latency
+    roles = async_roles(prog)
+    shared_atoms = shared_atomics(prog)
 
     warps, ctas = [], []
     for c, traces in enumerate(cta_traces):
@@ -226,16 +254,20 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
             elif st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1:
                 # memory and fixed-latency instructions whose guard holds
                 if kind == STG:
-                    memory.store_global(t, st.bytes)
+                    memory.store_global(t, st)
                 elif kind == STS:
-                    memory.shared(t, st.bytes, 0.0)
+                    memory.shared(t, st, 0.0)
+                elif kind == FIXED and w.pc in roles:
+                    nxt = _async_copy(memory, w, st, roles[w.pc], t, nxt)
                 elif kind == LDG or kind == LDS or kind == FIXED or kind == ATOM:
                     if kind == LDG:
-                        done = memory.load_global(t, st.bytes)
+                        done = memory.load_global(t, st)
                     elif kind == LDS:
-                        done = memory.shared(t, st.bytes, lds_latency)
+                        done = memory.shared(t, st, lds_latency)
                     elif kind == ATOM:
-                        done = memory.atomic(t, st.bytes, atom_latency)
+                        done = memory.atomic(t, st, atom_latency)
+                    elif w.pc in shared_atoms:
+                        done = memory.shared(t, st, st.latency, atomic=True)
                     else:
                         done = t + st.latency
                     for d in st.defs:
@@ -268,9 +300,11 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
         now = max(now + 1, float(math.floor(nxt)))
     # the launch is over when the last warp has exited and the memory system has delivered
     # what it queued (stores in flight still draw bandwidth after their warp is gone)
-    cycles = max(max((w.finish for w in warps), default=0.0), memory.drained())
+    finish_at = max((w.finish for w in warps), default=0.0)
+    cycles = max(finish_at, memory.drained())
     return SmResult(cycles=cycles, issued=issued, unit_busy=unit_busy, stalls=stalls,
                     warp_cycles=sum(w.finish for w in warps),
                     events=[w.events for w in warps if w.events is not None],
                     loads=dict(memory.loads),
-                    bytes={k: s.bytes for k, s in memory.servers.items()})
+                    bytes={k: s.bytes for k, s in memory.servers.items()},
+                    finish=finish_at, busy={k: s.busy for k, s in memory.servers.items()})

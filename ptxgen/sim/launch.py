@@ -19,13 +19,18 @@ from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.module import Module
+from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, run_sm
+from .levels import memory_level
 from .paths import PathPlan, follow
-from .program import LDG, compile_kernel
+from .program import ALU, LDG, STG, compile_kernel
 from .result import SimReport, WaveResult
 from .values import Env
 
+# the access pilot follows 32 lanes; the first executions of each memory instruction are what
+# it needs, so it stops after this many slice steps (later instructions keep default costs)
+ACCESS_PILOT_STEPS = 20_000
 SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
 SYNTHETIC_STRIDE = 1 << 36
 
@@ -121,15 +126,18 @@ def _registers(module, kernel, arch, warnings):
         return 32
 
 
-def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table):
-    """Special registers of the first and last thread of one warp of one CTA."""
+def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,
+                every_lane=False):
+    """Special registers of the first and last thread of one warp of one CTA (every_lane:
+    of all its threads)."""
     gx, gy, gz = grid
     bx, by, bz = block
     threads = bx * by * bz
     cx, cy, cz = cta_id % gx, (cta_id // gx) % gy, cta_id // (gx * gy)
     first = warp * warp_size
+    last = min(first + warp_size - 1, threads - 1)
     specs = []
-    for t in sorted({first, min(first + warp_size - 1, threads - 1)}):
+    for t in (range(first, last + 1) if every_lane else sorted({first, last})):
         specs.append({
             "tid.x": t % bx, "tid.y": (t // bx) % by, "tid.z": t // (bx * by),
             "ntid.x": bx, "ntid.y": by, "ntid.z": bz,
@@ -150,22 +158,51 @@ def _hot_loop(prog, pilot, sample):
     return max(cands, key=lambda lp: (lp.end - lp.header, -lp.header))
 
 
-def _load_bytes(prog, trace):
+def _traffic(prog, trace, access):
+    """(bytes global loads ask of L2, bytes stores write) along one warp's trace."""
     nb = len(prog.blocks)
-    total = 0
+    loads = stores = 0.0
     for e in trace:
         blk = prog.blocks[e % nb]
         mask = e // nb
         for i in range(blk.start, blk.end):
             st = prog.instrs[i]
-            if st.kind == LDG and (st.guard_bit < 0 or not (mask >> st.guard_bit) & 1):
-                total += st.bytes
-    return total
+            if st.kind not in (LDG, STG) or (st.guard_bit >= 0 and (mask >> st.guard_bit) & 1):
+                continue
+            acc = access.get(i)
+            if st.kind == STG:
+                stores += acc.bytes if acc is not None else st.bytes
+            else:
+                loads += acc.bytes * acc.miss * acc.share if acc is not None else st.bytes
+    return loads, stores
+
+
+def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget):
+    """Per memory instruction, its Access (ptxgen.sim.access) from following the first two
+    warps of the first CTA lane by lane."""
+    idx = access_mod.memory_instrs(prog)
+    if not idx:
+        return {}
+    plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
+    for w in range(min(2, warps)):
+        plan.record_warp = w
+        try:
+            follow(plan, specs_all(w), trip=trip, cap=(4,),
+                   hot_loop=hot.id if hot else None, budget=budget, warnings={})
+        except PtxgenError:
+            pass                        # what was recorded before the budget ran out counts
+    # scalar shared loads ptxas merges into one vector load issue once: the others become
+    # free moves that deliver with the leader
+    lds = table.ops["LDS"].latency
+    for i in access_mod.vector_merges(prog, plan.records):
+        st = prog.instrs[i]
+        st.kind, st.latency, st.interval = ALU, lds, 0.0
+    return access_mod.analyze(prog, table, plan.records, warps)
 
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
-             trace_warps=8, budget=5_000_000, cache="warm"):
+             trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core"):
     """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
 
     args: argument values (a list in parameter order or a dict by name; arrays or any object
@@ -174,7 +211,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     reuse model; defaults to the arrays' sizes when args has numpy arrays); registers: per
     thread (default: ptxas's count); cache: 'warm' (the launch repeats, as benchmarks time it:
     a footprint that fits in L2 is found there) or 'cold' (the first launch after L2 was
-    flushed).
+    flushed); launch_path: whose launch overhead time_us adds (cuda.core, numba, triton).
+    device_us is the kernel alone as back-to-back launches see it.
     """
     t_start = time.perf_counter()
     table = isamod.load(arch)
@@ -186,8 +224,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                           f"{h.max_threads_per_block}")
     if trip is not None and (not isinstance(trip, int) or trip < 1):
         raise PtxgenError(f"trip must be a positive integer, got {trip!r}")
-    if cache not in ("warm", "cold"):
-        raise PtxgenError(f"cache must be 'warm' or 'cold', got {cache!r}")
+    table.launch_overhead_for(launch_path)           # an unknown path fails here, early
+    memory_level(table, None, cache)                # an unknown cache state fails here
     if not (isinstance(sample, int) and sample >= 4):
         raise PtxgenError(f"sample must be an integer >= 4, got {sample!r}")
     if module is None:
@@ -224,15 +262,22 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
 
     pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget, warnings=warnings)
     hot = _hot_loop(prog, pilot, sample)
-    requested = _load_bytes(prog, pilot.trace) * warps_per_cta * n_ctas
+    access = _access_pilot(
+        prog, env, lambda w: _lane_specs(waves[0][2][0], grid, block, w, ws, S,
+                                         int(shared_bytes), table, every_lane=True),
+        warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS))
+    loads, stores = _traffic(prog, pilot.trace, access)
+    requested = loads * warps_per_cta * n_ctas
+    written = stores * warps_per_cta * n_ctas
     dram_fraction = 1.0
     if footprint is not None and requested > 0:
-        dram_fraction = min(1.0, footprint / requested)
-    # Benchmarks time a kernel launched again and again: a footprint that fits in L2 (the
-    # device's size, isa header.l2_bytes) is still there from the previous launch, so loads
-    # hit L2 and written lines stay in it. A larger one is streamed through: LRU keeps none of
-    # it for the next launch, and the reuse model above applies.
-    resident = cache == "warm" and footprint is not None and footprint <= h.l2_bytes
+        # loads can fetch from DRAM at most the footprint's bytes the launch does not only
+        # write (first touches); everything else they ask for was fetched before and hits L2
+        read_fp = footprint - written if footprint > written else footprint
+        dram_fraction = min(1.0, read_fp / requested)
+    # repeated launches find a small footprint in L2 (ptxgen.sim.levels: the assumption the
+    # roofline and the tuner share); a larger one streams, and the reuse model above applies
+    resident = memory_level(table, footprint, cache) == "L2"
     if resident:
         dram_fraction = 0.0
 
@@ -262,7 +307,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             if k and sims[0][1] == 0:
                 break                             # nothing was left out: no second run
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
-                                                       resident))
+                                                       resident, access))
             sm = run_sm(prog, traces, table, mem,
                         trace_warps=trace_warps if not results and not k else 0)
             sims.append((sm, max(skipped, default=0)))
@@ -273,6 +318,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
         shared=smem, occupancy=occ, waves=results, n_ctas=n_ctas, dram_fraction=dram_fraction,
         footprint=footprint, requested=requested, level=level, resident=resident,
+        launch_path=launch_path,
         hot=(hot.header, hot.line) if hot else None, sample=sample,
         warnings=list(warnings.values()), wall_s=time.perf_counter() - t_start,
         path_steps=steps, trace_events=results[0].events if results else [])
@@ -297,9 +343,13 @@ def _extrapolate(name, count, ctas, active, big, small):
         return max(0.0, a + (a - b) * scale)
 
     lo = small[0] if small is not None else sm
+    busy = {k: ext(v, lo.busy.get(k, 0.0)) for k, v in sm.busy.items()}
+    finish = max(sm.finish, ext(sm.finish, lo.finish))
+    cycles = max(sm.cycles, ext(sm.cycles, lo.cycles))
     return WaveResult(
         name=name, count=count, ctas=ctas, active_sms=active,
-        cycles=max(sm.cycles, ext(sm.cycles, lo.cycles)), sampled_cycles=sm.cycles, period=period,
+        cycles=cycles, sampled_cycles=sm.cycles, period=period,
+        steady=min(cycles, max([finish] + list(busy.values()))), busy=busy, finish=finish,
         skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
         unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
         stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},

@@ -53,9 +53,13 @@ class MemoryConfig:
     dram_fraction: float = 1.0          # global loads served by DRAM; the rest by L2
     forced: str = None                  # a level every global load goes to
     notes: list = field(default_factory=list)
+    access: dict = field(default_factory=dict)   # instruction index → access.Access
+    atomic_rate: float = None           # same-address atomics per cycle for this SM
+    shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
 
 
-def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=False):
+def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=False,
+                  access=None):
     """Rates and latencies for one SM. resident: the launch's whole footprint stays in L2
     between launches, so global loads hit L2 and stores stay in it."""
     h = table.header
@@ -72,7 +76,16 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     forced = None if level == "auto" else level
     if resident and forced is None:
         forced = "L2"
-    return MemoryConfig(rates, lat, min(1.0, max(0.0, dram_fraction)), forced)
+    cfg = MemoryConfig(rates, lat, min(1.0, max(0.0, dram_fraction)), forced)
+    cfg.access = access or {}
+    mm = table.memory_model or {}
+    # atomics to one address of the whole grid queue at that address's L2 slice, which every
+    # SM with CTAs shares: this SM gets 1/active_sms of its rate (operations per cycle)
+    ns = mm.get("atomic_same_address_ns")
+    cfg.atomic_rate = (1.0 / (ns * 1e-9 * clock_hz) / max(1, min(active_sms, h.sm_count))
+                       if ns else None)
+    cfg.shared_atomic_cycles = mm.get("shared_atomic_cycles_per_wavefront", 1.0)
+    return cfg
 
 
 class SmMemory:
@@ -81,7 +94,10 @@ class SmMemory:
     def __init__(self, cfg):
         self.cfg = cfg
         self.servers = {k: Server(r) for k, r in cfg.rates.items()}
+        if cfg.atomic_rate:
+            self.servers["ATOMIC"] = Server(cfg.atomic_rate)
         self._acc = 0.0
+        self._miss = {}                 # instruction index → error-diffusion counter of misses
         self.loads = {k: 0 for k in LEVELS}
 
     def drained(self):
@@ -99,8 +115,33 @@ class SmMemory:
             return "DRAM"
         return "L2"
 
-    def load_global(self, t, nbytes):
-        """Cycle at which a warp's global load issued at t delivers its registers."""
+    def _hit(self, st, acc):
+        """Whether this execution finds its sectors in L1 (the access's miss rate, spread
+        evenly per instruction)."""
+        if acc is None or acc.miss >= 1.0:
+            return False
+        c = self._miss.get(st.index, 1.0) + acc.miss     # the first execution misses
+        if c >= 1.0 - 1e-12:
+            self._miss[st.index] = c - 1.0
+            return False
+        self._miss[st.index] = c
+        return True
+
+    def load_global(self, t, st, through_l1=True):
+        """Cycle at which a warp's global load (static instruction st) issued at t delivers its
+        registers. Its sectors pass L1's data path; a miss fetches the sectors no other warp
+        of the CTA brought in already from L2 or DRAM."""
+        acc = self.cfg.access.get(st.index)
+        nbytes = acc.bytes if acc is not None else st.bytes
+        if self.cfg.forced == "L1":
+            self.loads["L1"] += 1
+            return self.servers["L1"].request(t, nbytes) + self.cfg.latencies["L1"]
+        if through_l1 and acc is not None:
+            start = self.servers["L1"].request(t, acc.l1_bytes or nbytes)
+            if self._hit(st, acc):
+                self.loads["L1"] += 1
+                return start + self.cfg.latencies["L1"]
+            nbytes = nbytes * acc.share
         level = self.global_level()
         self.loads[level] += 1
         done = self.servers[level].request(t, nbytes)
@@ -109,12 +150,24 @@ class SmMemory:
             done = max(done, self.servers["L2"].request(t, nbytes))
         return done + self.cfg.latencies[level]
 
-    def store_global(self, t, nbytes):
+    def store_global(self, t, st):
         # written lines leave through DRAM, unless the user says the data stay on chip
+        acc = self.cfg.access.get(st.index)
+        nbytes = acc.bytes if acc is not None else st.bytes
         self.servers["L2" if self.cfg.forced in ("L1", "L2") else "DRAM"].request(t, nbytes)
 
-    def atomic(self, t, nbytes, latency):
-        return self.servers["L2"].request(t, nbytes) + latency
+    def atomic(self, t, st, latency):
+        acc = self.cfg.access.get(st.index)
+        done = self.servers["L2"].request(t, acc.bytes if acc is not None else st.bytes)
+        if acc is not None and acc.serial_lanes and "ATOMIC" in self.servers:
+            done = max(done, self.servers["ATOMIC"].request(t, acc.serial_lanes))
+        return done + latency
 
-    def shared(self, t, nbytes, latency):
+    def shared(self, t, st, latency, atomic=False):
+        """A shared access: its bank wavefronts hold the SM's shared-memory port (128 bytes
+        each); an atomic's wavefront takes several cycles (read, modify, write)."""
+        acc = self.cfg.access.get(st.index)
+        nbytes = acc.bytes if acc is not None else st.bytes
+        if atomic:
+            nbytes *= self.cfg.shared_atomic_cycles
         return self.servers["SHARED"].request(t, nbytes) + latency

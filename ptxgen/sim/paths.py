@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from ..errors import PtxgenError
 from ..ir.values import Reg
 from .program import BRANCH, EXIT
-from .values import evaluator
+from .values import _getter, evaluator
+from ..ir.types import u64 as U64
 
 
 @dataclass
@@ -43,15 +44,25 @@ class WarpPath:
 class PathPlan:
     """Per-block work of the path interpreter, built once per program and environment."""
 
-    def __init__(self, prog, env):
+    def __init__(self, prog, env, slice_=None, record=()):
+        """slice_: the instructions to evaluate (default: the control slice); record: indices
+        of memory instructions whose per-lane addresses `self.records` collects (the first two
+        executions per warp, under `self.record_warp`)."""
         self.prog = prog
         nb = len(prog.blocks)
         self.events = []
+        self.records, self.record_warp = {}, 0
+        active_slice = prog.slice if slice_ is None else slice_
+        record = set(record)
         for blk in prog.blocks:
             ev = []
             for i in range(blk.start, blk.end):
                 st = prog.instrs[i]
-                if i in prog.slice:
+                if i in record:
+                    from .access import memory_operand
+                    getter = _getter(memory_operand(st.instr), U64, prog.reg_index, env)
+                    ev.append((2, getter, (i, st.guard_id, st.instr.guard_negated)))
+                if i in active_slice:
                     fn = evaluator(st, prog.reg_index, env)
                     if fn is not None:
                         ev.append((0, fn, None))
@@ -66,6 +77,7 @@ class PathPlan:
         for lp in prog.loops:
             self.headed.setdefault(self.start_block.get(lp.header), []).append(lp.id)
         self.header_block = {lp.id: self.start_block.get(lp.header) for lp in prog.loops}
+        self.no_skip = set()        # loops whose fast-forward found no exit: walked instead
 
 
 class _Walker:
@@ -99,6 +111,13 @@ class _Walker:
                     if active[lane]:
                         a(vals[lane], specs[lane])
                 self.steps += 1
+            elif kind == 2:
+                i, g, neg = c
+                execs = plan.records.setdefault(i, {}).setdefault(plan.record_warp, [])
+                if len(execs) < 2:
+                    execs.append([a(vals[lane], specs[lane]) if active[lane] and (
+                        g < 0 or (vals[lane][g] is not None and bool(vals[lane][g]) != neg))
+                        else None for lane in lanes])
             else:
                 neg, bit = c
                 if not any(active[lane] and (vals[lane][a] is None or
@@ -225,8 +244,10 @@ def _skippable(walker, lp, st, step):
         if r is False:
             break
         hi *= 2
-        if hi > 1 << 40:
-            return 0
+        if hi > 1 << 24:
+            # an equality exit test (a counter run down to zero, `setp.ne`) is passed over
+            # by doubling: try the iterations at which a moving value meets a fixed one
+            return _equality_exit(walker, lp, st, step)
     lo = hi // 2                       # probe(lo) continues, probe(hi) leaves
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -238,6 +259,26 @@ def _skippable(walker, lp, st, step):
         else:
             hi = mid
     return hi
+
+
+def _equality_exit(walker, lp, st, step, tries=16):
+    """The iteration count at which the loop leaves when its exit test is an equality: the
+    smallest j > 0 at which some moving integer value of the first lane meets zero or a value
+    that stays put, checked by probing j-1 (continues) and j (leaves); 0 when none is found."""
+    vals, d = st[0][0], step[0]
+    fixed = {0} | {v for v, dv in zip(vals, d) if type(v) is int and not dv}
+    cands = set()
+    for v, dv in zip(vals, d):
+        if type(v) is int and dv:
+            for c in fixed:
+                j, r = divmod(c - v, dv)
+                if not r and 0 < j < 1 << 40:
+                    cands.update((j - 1, j, j + 1))
+    for j in sorted(c for c in cands if c > 0)[:3 * tries]:
+        if walker.probe(lp, _advance(st, step, j, lp.id)) is False and \
+                walker.probe(lp, _advance(st, step, j - 1, lp.id)) is True:
+            return j
+    return 0
 
 
 def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None):
@@ -270,8 +311,10 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
                     not any(w is not None for w in walker.wait_at):
                 recent = (recent + [walker.state()])[-3:]
                 step = _affine(recent) if len(recent) == 3 else None
-                if step is not None:
+                if step is not None and hot.id not in plan.no_skip:
                     n = _skippable(walker, hot, recent[-1], step)
+                    if not n:
+                        plan.no_skip.add(hot.id)    # walk it: probing again costs more
                     if n:
                         walker.set_state(_advance(recent[-1], step, n, hot.id))
                         walker.best[hot.id] = max(walker.best.get(hot.id, 0),

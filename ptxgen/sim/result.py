@@ -24,6 +24,16 @@ class WaveResult:
     loads: dict = field(default_factory=dict)
     bytes: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
+    steady: float = 0.0         # cycles each further such wave adds (CTAs start as others end)
+    busy: dict = field(default_factory=dict)    # memory server → busy cycles (extrapolated)
+    finish: float = 0.0         # the last warp's exit (extrapolated)
+
+    @property
+    def total(self):
+        """Cycles of `count` such waves: the first whole, each further one its steady-state
+        share, since the block scheduler starts a CTA as soon as one ends and the memory
+        still draining from one wave overlaps the next wave's work."""
+        return self.cycles + (self.count - 1) * (self.steady or self.cycles)
 
 
 @dataclass
@@ -48,20 +58,27 @@ class SimReport:
     @classmethod
     def build(cls, *, kernel, arch, table, grid, block, regs, shared, occupancy, waves, n_ctas,
               dram_fraction, footprint, requested, level, hot, sample, warnings, wall_s,
-              resident=False,
+              resident=False, launch_path="cuda.core",
               path_steps, trace_events):
         h = table.header
         # cycles are SM cycles at the clock the GPU sustains under load (isa [timing]); what
         # CUDA events report around a launch adds the measured launch overhead to them
         clock = table.time_clock_mhz
-        cycles = sum(w.count * w.cycles for w in waves)
+        cycles = sum(w.total for w in waves)
         issued = sum(w.count * w.issued for w in waves)
-        slot_cycles = sum(w.count * w.cycles for w in waves) * h.schedulers_per_sm
+        slot_cycles = cycles * h.schedulers_per_sm
         units = table.units
         busy = [sum(w.count * w.unit_busy[u] for w in waves) for u in range(len(units))]
         stall_tot = {r: sum(w.count * w.stalls[r] for w in waves) for r in STALLS}
         warp_cycles = sum(w.count * w.warp_cycles for w in waves)
+        mem_busy = {}
+        for w in waves:
+            n = w.total / w.cycles if w.cycles else w.count
+            for k, v in w.busy.items():
+                mem_busy[k] = mem_busy.get(k, 0.0) + n * v
         details = {
+            "bound": explain(cycles, issued, busy, units, mem_busy, stall_tot, warp_cycles,
+                             waves, h.schedulers_per_sm),
             "registers": regs, "shared_bytes": shared,
             "ctas_per_sm": occupancy.active_blocks_per_sm,
             "warps_per_sm": occupancy.active_warps_per_sm,
@@ -81,13 +98,17 @@ class SimReport:
             "warp_instructions": issued,
             "stall_cycles": stall_tot,
             "simulation_seconds": wall_s,
-            "launch_overhead_us": table.launch_overhead_us,
+            "kernel_us": cycles / clock,
+            "kernel_gap_us": table.kernel_gap_us,
+            "launch_path": launch_path,
+            "launch_overhead_us": table.launch_overhead_for(launch_path),
             "path_steps": path_steps,
         }
         return cls(
             kernel=kernel, arch=arch, device=table.name, grid=tuple(grid), block=tuple(block),
-            cycles=cycles, time_us=cycles / clock + table.launch_overhead_us,
-            device_us=cycles / clock,
+            cycles=cycles,
+            time_us=cycles / clock + table.kernel_gap_us + table.launch_overhead_for(launch_path),
+            device_us=cycles / clock + table.kernel_gap_us,
             ipc=issued / cycles if cycles else 0.0,
             issue_utilization=issued / slot_cycles if slot_cycles else 0.0,
             unit_utilization={u: (busy[k] / slot_cycles if slot_cycles else 0.0)
@@ -103,6 +124,21 @@ class SimReport:
                 "issue_utilization": self.issue_utilization,
                 "unit_utilization": self.unit_utilization, "stalls": self.stalls,
                 "details": self.details, "warnings": self.warnings}
+
+    def explain_text(self):
+        """Which resource bounds the time, with every resource's share of the SM's time."""
+        b = self.details["bound"]
+        lines = [f"{self.kernel}: {self.device_us:.2f} us on the device, bound by "
+                 f"{format_bound(b)}",
+                 "  share of the time each resource is busy (issue and pipes: of the "
+                 "schedulers' slots; memory levels: of the SM's share of the level):"]
+        for k, v in sorted(b["shares"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {k:22s} {100 * v:5.1f}%")
+        lines.append("  warp stalls: " + ", ".join(f"{r} {100 * v:.1f}%"
+                                                     for r, v in self.stalls.items()))
+        mm = self.details["memory_model"]
+        lines.append(f"  memory level: {_level_text(mm)}")
+        return "\n".join(lines)
 
     def to_text(self):
         d = self.details
@@ -122,18 +158,18 @@ class SimReport:
                          f"{w['cycles']:.0f} cycles (simulated {w['simulated_cycles']:.0f}"
                          f"{extra})")
         lines += [
-            f"  predicted: {self.cycles:,.0f} cycles = {self.device_us:.2f} us at "
-            f"{self.clock_mhz:.0f} MHz; {self.time_us:.2f} us with the launch overhead "
-            f"({d['launch_overhead_us']:.2f} us)",
+            f"  device time: {self.device_us:.2f} us ({self.cycles:,.0f} cycles = "
+            f"{d['kernel_us']:.2f} us at {self.clock_mhz:.0f} MHz + {d['kernel_gap_us']:.2f} us "
+            f"the GPU spends per launch), as back-to-back launches see it",
+            f"  launch overhead ({d['launch_path']}): {d['launch_overhead_us']:.2f} us more for a "
+            f"lone launch timed with events: {self.time_us:.2f} us",
+            f"  bound by: {format_bound(d['bound'])}",
             f"  IPC {self.ipc:.2f} (warp instructions per cycle per SM), issue slots used "
             f"{100 * self.issue_utilization:.1f}%",
             "  pipes: " + ", ".join(f"{u} {100 * v:.1f}%" for u, v in
                                     self.unit_utilization.items() if v > 0.0005),
             "  warp stalls: " + ", ".join(f"{r} {100 * v:.1f}%" for r, v in self.stalls.items()),
-            f"  global loads: {100 * d['memory_model']['dram_fraction']:.1f}% from DRAM "
-            f"(level {d['memory_model']['level']}"
-            + ("; footprint L2-resident across launches)" if d["memory_model"]["l2_resident"]
-               else ")"),
+            f"  global loads: {_level_text(d['memory_model'])}",
             f"  simulated in {d['simulation_seconds']:.2f} s",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -206,6 +242,56 @@ class SimReport:
             raise PtxgenError(f"cannot write {path}: {e.strerror}") from None
         finally:
             plt.close(fig)
+
+
+# a resource busy at least this share of the time is what the time is made of; below it the
+# warps mostly wait (latency), and the stall reasons say on what
+BOUND_SHARE = 0.6
+
+
+def explain(cycles, issued, unit_busy, units, mem_busy, stalls, warp_cycles, waves, nsched):
+    """Which resource bounds the predicted time: the busiest of the issue slots, each pipe and
+    each memory level (share of the SM's time it was busy), else latency (named by the
+    dominant stall reason), and how much of the time the last, partial wave takes."""
+    if not cycles:
+        return {"resource": "none", "share": 0.0, "shares": {}}
+    shares = {"issue": issued / (cycles * nsched)}
+    for k, u in enumerate(units):
+        shares[f"pipe {u}"] = unit_busy[k] / (cycles * nsched)
+    for k, v in mem_busy.items():
+        shares[{"SHARED": "shared memory", "ATOMIC": "same-address atomics"}.get(k, k)] = \
+            v / cycles
+    top = max(shares, key=shares.get)
+    out = {"resource": top, "share": shares[top],
+           "shares": {k: round(v, 4) for k, v in shares.items() if v > 0.005}}
+    if shares[top] < BOUND_SHARE:
+        waits = {r: v for r, v in stalls.items() if r != "not_selected"}
+        why = max(waits, key=waits.get) if warp_cycles and any(waits.values()) else "issue"
+        out["resource"] = "latency" if why in ("memory", "dependency") else why
+        out["waiting_on"] = why
+    tail = [w for w in waves if w.name == "tail"]
+    if tail and len(waves) > 1:
+        out["tail_wave_share"] = tail[0].total / cycles
+    return out
+
+
+def format_bound(b):
+    """One line: what bounds the time and the shares behind it."""
+    head = b["resource"]
+    if "waiting_on" in b:
+        head = f"{head} (warps mostly wait on {b['waiting_on']}; busiest resource " \
+               f"{max(b['shares'], key=b['shares'].get, default='none')} " \
+               f"{100 * max(b['shares'].values(), default=0):.0f}%)"
+    else:
+        head = f"{head} ({100 * b['share']:.0f}% busy)"
+    if b.get("tail_wave_share", 0) > 0.2:
+        head += f"; the last, partial wave takes {100 * b['tail_wave_share']:.0f}% of the time"
+    return head
+
+
+def _level_text(mm):
+    text = f"{100 * mm['dram_fraction']:.1f}% of L2-level traffic from DRAM (level {mm['level']}"
+    return text + ("; footprint L2-resident across launches)" if mm["l2_resident"] else ")")
 
 
 def _xyz(t):

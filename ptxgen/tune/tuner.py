@@ -126,7 +126,7 @@ class TuneReport:
                      f"{'at most ' if self.dry_run else ''}{self.gpu_trials} ({self.saved} "
                      f"saved, {100 * self.saved / max(self.exhaustive, 1):.1f} %)")
         head = (f"  {'schedule':58s} {'regs':>4s} {'cta/SM':>6s} {'bound us':>9s} "
-                f"{'pred us':>9s} {'ms':>8s} {'TFLOP/s':>7s} ok")
+                f"{'device us':>9s} {'ms':>8s} {'TFLOP/s':>7s} ok")
         lines += ["", head]
         for p in self.trials:
             ms = f"{p.ms:8.3f}" if p.ms else f"{'':8s}"

@@ -1,0 +1,433 @@
+"""The simulator's benchmark set: kernels ptxgen did not write, measured on a GPU in one run.
+
+    python benchmarks/model_set.py collect $OUT/model_set.json   # GPU machine
+    python benchmarks/model_eval.py docs/data/model_set_<date>.json   # CPU: simulate, compare
+
+Each case is a kernel (Numba, Triton, hand-written PTX) at one size. On the GPU machine this
+script compiles every kernel there and saves the PTX that ran, its launch (grid, block, dynamic
+shared memory), its arguments (arrays by shape and dtype, scalars by value) and its GPU time
+without launch overhead (ptxgen.runtime.timing held batches: back-to-back launches queued behind
+a spin kernel, median of 5 batches). Beside the cases it measures the launch overhead of each
+launch path (cuda.core on raw PTX, Numba's dispatcher, Triton's launcher): the CUDA-event time
+of one launch on an idle stream minus the same kernel's held-batch GPU time.
+
+The split into a fitting part and a held-out part is fixed here, before any model change, by
+kernel family: the model may be fitted on `fit` cases only; `held` cases only report.
+"""
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+MB = 1 << 20
+HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
+                 "triton_softmax", "triton_layernorm", "transpose_padded", "hist_global",
+                 "smem_stride8"}
+
+
+def _case(family, source, size, **kw):
+    return dict(family=family, source=source, size=size,
+                split="held" if family in HELD_FAMILIES else "fit", **kw)
+
+
+def cases():
+    """Every case: family, source, size label and the parameters its setup needs."""
+    out = []
+    for n in (1 << 20, 1 << 22, 1 << 24, 1 << 26):
+        out.append(_case("saxpy", "numba", f"n={n}", n=n))
+    for s in (512, 1024):
+        out.append(_case("matmul_naive", "numba", f"{s}^3", m=s))
+    for s in (512, 1024, 2048):
+        out.append(_case("matmul_shared", "numba", f"{s}^3", m=s))
+    for n in (1 << 22, 1 << 24, 1 << 26):
+        out.append(_case("block_reduce", "numba", f"n={n}", n=n))
+    for s in (2048, 4096, 8192):
+        out.append(_case("transpose_padded", "numba", f"{s}^2", m=s))
+    for n in (1 << 22, 1 << 24, 1 << 26):
+        out.append(_case("stencil1d", "numba", f"n={n}", n=n))
+    for s in (2048, 8192):
+        out.append(_case("stencil2d", "numba", f"{s}^2", m=s))
+    for n in (1 << 22, 1 << 24):
+        out.append(_case("hist_shared", "numba", f"n={n}", n=n))
+    for n in (1 << 20, 1 << 22):
+        out.append(_case("hist_global", "numba", f"n={n}", n=n))
+    for n in (1 << 22, 1 << 24):
+        out.append(_case("block_scan", "numba", f"n={n}", n=n))
+    for n in (1 << 22, 1 << 24):
+        out.append(_case("gather", "numba", f"n={n}", n=n))
+    for n in (1 << 22, 1 << 24):
+        out.append(_case("scatter", "numba", f"n={n}", n=n))
+    for r, c in ((4096, 1024), (8192, 4096)):
+        out.append(_case("layernorm", "numba", f"{r}x{c}", rows=r, cols=c))
+    for n, it in ((1 << 22, 64), (1 << 24, 16)):
+        out.append(_case("divergent", "numba", f"n={n} iters={it}", n=n, iters=it))
+    for n in (1 << 20, 1 << 24, 1 << 26):
+        out.append(_case("triton_add", "triton", f"n={n}", n=n))
+    for s in (1024, 2048, 4096):
+        out.append(_case("triton_matmul", "triton", f"{s}^3", m=s))
+    for r, c in ((4096, 4096), (16384, 1024)):
+        out.append(_case("triton_softmax", "triton", f"{r}x{c}", rows=r, cols=c))
+    for r, c in ((4096, 4096), (8192, 1024)):
+        out.append(_case("triton_layernorm", "triton", f"{r}x{c}", rows=r, cols=c))
+    for n in (1 << 24, 1 << 26):
+        out.append(_case("copy_v4", "ptx", f"n={n}", n=n))
+    for it in (512, 4096):
+        out.append(_case("fma_chain", "ptx", f"iters={it}", iters=it))
+    for st in (1, 8, 32):
+        out.append(_case("smem_stride" + ("" if st == 1 else str(st)), "ptx", f"stride={st}",
+                         stride=st, kernel="smem_stride"))
+    out.append(_case("atomic_one", "ptx", "n=1048576", n=1 << 20, mask=0, kernel="atomic_add"))
+    out.append(_case("atomic_spread", "ptx", "n=4194304", n=1 << 22, mask=4095,
+                     kernel="atomic_add"))
+    for c in out:
+        c["name"] = f"{c['family']} {c['size']}"
+    return out
+
+
+# -- GPU side --------------------------------------------------------------------------------
+class Gpu:
+    def __init__(self):
+        import numpy as np
+        import torch
+        from numba import cuda
+        self.np, self.torch, self.cuda = np, torch, cuda
+        self.numba_kernels = {}
+
+    # arrays: torch tensors on the device; `desc` records them for the simulator
+    def randn(self, *shape):
+        return self.torch.randn(*shape, device="cuda", dtype=self.torch.float32)
+
+    def empty(self, *shape, dtype=None):
+        t = self.torch.empty(*shape, device="cuda", dtype=dtype or self.torch.float32)
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+        return t
+
+    def desc(self, a):
+        if hasattr(a, "shape") and hasattr(a, "dtype"):
+            return {"array": list(a.shape), "dtype": str(a.dtype).replace("torch.", "")}
+        return {"scalar": a, "dtype": "float32" if isinstance(a, float) else "int"}
+
+    def numba(self, family):
+        import model_set_numba as N
+        if family not in self.numba_kernels:
+            fn, sig = N.KERNELS[family]
+            k = self.cuda.jit(sig)(fn)
+            try:
+                ptx = k.inspect_asm(k.signatures[0])
+                how = "dispatcher inspect_asm"
+            except Exception:
+                ptx, _ = self.cuda.compile_ptx(fn, sig, cc=(9, 0))
+                how = "compile_ptx (same signature)"
+            self.numba_kernels[family] = (k, ptx, how)
+        return self.numba_kernels[family]
+
+
+def _entry_name(ptx):
+    import re
+    return re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
+
+
+def setup(g, c):
+    """(launch callable, record dict, check callable or None) of case c."""
+    torch, np = g.torch, g.np
+    fam, src = c["family"], c["source"]
+    if src == "numba":
+        return _setup_numba(g, c)
+    if src == "triton":
+        return _setup_triton(g, c)
+    import model_set_ptx as P
+    from ptxgen.parse import parse_ptx
+    from ptxgen.runtime.driver import bound_launch, load_kernel
+    kname = c.get("kernel", fam)
+    text, entry = P.KERNELS[kname]
+    kir = parse_ptx(text).kernel(entry)
+    k = load_kernel(text, entry, kir.params)
+    check = None
+    if kname == "copy_v4":
+        x, y = g.randn(c["n"]), g.empty(c["n"])
+        args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
+        check = lambda: float((y - x).norm() / x.norm())  # noqa: E731
+    elif kname == "fma_chain":
+        out = g.empty(132 * 8 * 256)
+        args, grid, block = [out, np.uint32(c["iters"])], (132 * 8,), (256,)
+    elif kname == "smem_stride":
+        out = g.empty(132 * 8 * 256)
+        args, grid, block = [out, np.uint32(1024), np.uint32(c["stride"])], (132 * 8,), (256,)
+    else:
+        buf = torch.zeros(max(c["mask"] + 1, 1), device="cuda", dtype=torch.int32)
+        args = [buf, np.uint32(c["n"]), np.uint32(c["mask"])]
+        grid, block = (c["n"] // 256,), (256,)
+    # parsed PTX declares pointers as plain u64: pass the tensors' addresses
+    raw = [np.uint64(a.data_ptr()) if hasattr(a, "data_ptr") else a for a in args]
+    go = bound_launch(k, grid, block, raw)
+    rec = dict(ptx=text, entry=entry, grid=list(grid), block=list(block), shared=0,
+               args=[g.desc(a.item() if isinstance(a, np.generic) else a) for a in args],
+               path="cuda.core", registers=k.registers)
+    return go, rec, check
+
+
+def _setup_numba(g, c):
+    torch, cuda = g.torch, g.cuda
+    fam = c["family"]
+    k, ptx, how = g.numba(fam)
+    check, shared = None, 0
+    if fam == "saxpy":
+        x, y, o = g.randn(c["n"]), g.randn(c["n"]), g.empty(c["n"])
+        args, grid, block = [2.5, x, y, o], ((c["n"] + 255) // 256,), (256,)
+        check = lambda: float((o - (2.5 * x + y)).norm() / (2.5 * x + y).norm())  # noqa: E731
+    elif fam in ("matmul_naive", "matmul_shared"):
+        m = c["m"]
+        A, B, C = g.randn(m, m), g.randn(m, m), g.empty(m, m)
+        args = [A, B, C]
+        if fam == "matmul_naive":
+            grid, block = ((m + 15) // 16, (m + 15) // 16), (16, 16)
+        else:
+            grid, block = ((m + 15) // 16, (m + 15) // 16), (16, 16)
+
+        def check():
+            ref = A.double() @ B.double()
+            return float((C.double() - ref).norm() / ref.norm())
+    elif fam == "block_reduce":
+        x, t = g.randn(c["n"]), torch.zeros(1, device="cuda")
+        args, grid, block = [x, t], (c["n"] // 256,), (256,)
+    elif fam == "transpose_padded":
+        m = c["m"]
+        a, b = g.randn(m, m), g.empty(m, m)
+        args, grid, block = [a, b], (m // 32, m // 32), (32, 32)
+        check = lambda: float((b - a.t()).norm() / a.norm())  # noqa: E731
+    elif fam == "stencil1d":
+        x, o = g.randn(c["n"]), torch.zeros(c["n"], device="cuda")
+        args, grid, block = [x, o], ((c["n"] + 255) // 256,), (256,)
+    elif fam == "stencil2d":
+        m = c["m"]
+        a, b = g.randn(m, m), torch.zeros(m, m, device="cuda")
+        args, grid, block = [a, b], (m // 32, m // 8), (32, 8)
+    elif fam in ("hist_shared", "hist_global"):
+        d = torch.randint(0, 256, (c["n"],), device="cuda", dtype=torch.int32)
+        bins = torch.zeros(256, device="cuda", dtype=torch.int32)
+        args = [d, bins]
+        grid, block = ((132 * 8,) if fam == "hist_shared" else (c["n"] // 256,)), (256,)
+    elif fam == "block_scan":
+        x, o = g.randn(c["n"]), g.empty(c["n"])
+        args, grid, block = [x, o], (c["n"] // 1024,), (1024,)
+
+        def check():
+            ref = x.double().view(-1, 1024).cumsum(1).view(-1)
+            return float((o.double() - ref).norm() / ref.norm())
+    elif fam in ("gather", "scatter"):
+        x, o = g.randn(c["n"]), g.empty(c["n"])
+        idx = torch.randperm(c["n"], device="cuda", dtype=torch.int64).to(torch.int32)
+        args, grid, block = [x, idx, o], (c["n"] // 256,), (256,)
+    elif fam == "layernorm":
+        x, y = g.randn(c["rows"], c["cols"]), g.empty(c["rows"], c["cols"])
+        args, grid, block = [x, y, 1e-5], (c["rows"],), (256,)
+
+        def check():
+            ref = torch.nn.functional.layer_norm(x.double(), (c["cols"],), eps=1e-5)
+            return float((y.double() - ref).norm() / ref.norm())
+    elif fam == "divergent":
+        x, o = g.randn(c["n"]), g.empty(c["n"])
+        args, grid, block = [x, o, c["iters"]], (c["n"] // 256,), (256,)
+    else:
+        raise KeyError(fam)
+    dargs = [cuda.as_cuda_array(a) if hasattr(a, "__cuda_array_interface__") else a
+             for a in args]
+    grid3, block3 = tuple(grid), tuple(block)
+
+    def go():
+        k[grid3, block3](*dargs)
+    rec = dict(ptx=ptx, ptx_from=how, entry=_entry_name(ptx), grid=list(grid),
+               block=list(block), shared=shared, args=[g.desc(a) for a in args], path="numba")
+    try:
+        rec["registers"] = int(k.get_regs_usage(k.signatures[0]))
+    except Exception:
+        pass
+    return go, rec, check
+
+
+def _setup_triton(g, c):
+    import model_set_triton as T
+    torch = g.torch
+    fam = c["family"]
+    check = None
+    if fam == "triton_add":
+        n = c["n"]
+        x, y, o = g.randn(n), g.randn(n), g.empty(n)
+        kern, args, kw, grid = T.add_kernel, [x, y, o, n], dict(BLOCK=1024), (n // 1024,)
+        check = lambda: float((o - (x + y)).norm() / (x + y).norm())  # noqa: E731
+    elif fam == "triton_matmul":
+        m = c["m"]
+        a, b, o = g.randn(m, m), g.randn(m, m), g.empty(m, m)
+        kern = T.matmul_kernel
+        args = [a, b, o, m, m, m, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                o.stride(0), o.stride(1)]
+        kw = dict(BM=128, BN=128, BK=32, num_warps=8, num_stages=3)
+        grid = (m // 128, m // 128)
+
+        def check():
+            ref = a.double() @ b.double()
+            return float((o.double() - ref).norm() / ref.norm())
+    elif fam == "triton_softmax":
+        r, cc = c["rows"], c["cols"]
+        x, o = g.randn(r, cc), g.empty(r, cc)
+        kern, args, grid = T.softmax_kernel, [o, x, x.stride(0), cc], (r,)
+        kw = dict(BLOCK=cc, num_warps=8 if cc >= 2048 else 4)
+        check = lambda: float((o - torch.softmax(x, 1)).norm() / torch.softmax(x, 1).norm())  # noqa
+    else:
+        r, cc = c["rows"], c["cols"]
+        x, y = g.randn(r, cc), g.empty(r, cc)
+        w, b = g.randn(cc), g.randn(cc)
+        kern, args, grid = T.layernorm_kernel, [x, y, w, b, x.stride(0), cc, 1e-5], (r,)
+        kw = dict(BLOCK=cc, num_warps=8 if cc >= 2048 else 4)
+
+        def check():
+            ref = torch.nn.functional.layer_norm(x.double(), (cc,), w.double(), b.double(), 1e-5)
+            return float((y.double() - ref).norm() / ref.norm())
+    ck = kern[grid](*args, **kw)
+    md = ck.metadata
+
+    def go():
+        kern[grid](*args, **kw)
+    block = [32 * int(md.num_warps), 1, 1]
+    rec = dict(ptx=ck.asm["ptx"], entry=_entry_name(ck.asm["ptx"]), grid=list(grid),
+               block=block, shared=int(md.shared), args=[g.desc(a) for a in args],
+               constexprs={k: v for k, v in kw.items() if k.isupper()},
+               num_stages=kw.get("num_stages"), path="triton")
+    try:
+        rec["registers"] = int(ck.n_regs)
+    except Exception:
+        pass
+    return go, rec, check
+
+
+def single_launch_ms(g, go, n):
+    """Median CUDA-event time of one launch on an idle stream (what a lone call sees)."""
+    cuda = g.cuda
+    ts = []
+    for _ in range(n):
+        cuda.synchronize()
+        s, e = cuda.event(), cuda.event()
+        s.record()
+        go()
+        e.record()
+        e.synchronize()
+        ts.append(cuda.event_elapsed_time(s, e))
+    return float(g.np.median(ts))
+
+
+def held_batches(g, go):
+    """GPU ms per launch: 5 held batches (ptxgen.runtime.timing), all five kept."""
+    from ptxgen.runtime import timing
+    batch = timing.batch_for(go)
+    timing._held_batch(go, max(1, batch // 4))
+    return batch, [timing._held_batch(go, batch) for _ in range(5)]
+
+
+def launch_paths(g):
+    """Launch overhead per path: single launch (events, idle stream) minus held-batch time, and
+    the host's own time per launch call."""
+    import model_set_ptx as P
+    import model_set_triton as T
+    from ptxgen.parse import parse_ptx
+    from ptxgen.runtime.driver import bound_launch, load_kernel
+    np, cuda = g.np, g.cuda
+    a, b, c = g.randn(1024), g.randn(1024), g.empty(1024)
+    text, entry = P.KERNELS["empty"]
+    k = load_kernel(text, entry, parse_ptx(text).kernel(entry).params)
+    raw = bound_launch(k, (1,), (32,), [])
+    nk, _, _ = g.numba("empty3")
+    da = [cuda.as_cuda_array(t) for t in (a, b, c)]
+    T.add_kernel[(1,)](a, b, c, 1024, BLOCK=1024)
+    paths = {
+        "cuda.core": raw,
+        "numba": lambda: nk[(1,), (32,)](*da),
+        "triton": lambda: T.add_kernel[(1,)](a, b, c, 1024, BLOCK=1024),
+    }
+    out = {}
+    for name, go in paths.items():
+        for _ in range(20):
+            go()
+        cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(300):
+            go()
+        host_us = (time.perf_counter() - t) / 300 * 1e6
+        cuda.synchronize()
+        single = single_launch_ms(g, go, 201)
+        _, gpu = held_batches(g, go)
+        gpu_ms = float(np.median(gpu))
+        out[name] = dict(single_launch_us=single * 1e3, gpu_us=gpu_ms * 1e3,
+                         overhead_us=(single - gpu_ms) * 1e3, host_call_us=host_us)
+    return out
+
+
+def collect(path):
+    g = Gpu()
+    np, torch = g.np, g.torch
+    import numba
+    import triton
+    dev = g.cuda.get_current_device()
+    meta = dict(date=time.strftime("%Y-%m-%d"), device=dev.name.decode()
+                if isinstance(dev.name, bytes) else str(dev.name),
+                python=platform.python_version(), numpy=np.__version__, torch=torch.__version__,
+                triton=triton.__version__, numba=numba.__version__,
+                timing="ptxgen.runtime.timing held batches, median of 5 (all 5 kept)",
+                held_families=sorted(HELD_FAMILIES), command="python benchmarks/model_set.py "
+                "collect $OUT/model_set.json")
+    try:
+        import subprocess
+        meta["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,"
+             "clocks.mem,power.draw,temperature.gpu", "--format=csv"],
+            capture_output=True, text=True, timeout=20).stdout
+    except Exception as e:
+        meta["nvidia_smi"] = repr(e)
+    data = dict(meta=meta, launch={}, cases=[])
+    try:
+        data["launch"] = launch_paths(g)
+    except Exception:
+        data["launch_error"] = traceback.format_exc()[-2000:]
+    for c in cases():
+        rec = dict(c)
+        t0 = time.perf_counter()
+        try:
+            torch.manual_seed(len(data["cases"]))
+            go, info, check = setup(g, c)
+            rec.update(info)
+            go()
+            g.cuda.synchronize()
+            if check is not None:
+                rec["rel_error"] = check()
+            batch, ts = held_batches(g, go)
+            rec.update(batch=batch, gpu_ms_all=ts, gpu_us=float(np.median(ts)) * 1e3)
+            rec["single_launch_us"] = single_launch_ms(g, go, 11) * 1e3
+        except Exception:
+            rec["error"] = traceback.format_exc()[-1500:]
+        rec["wall_s"] = time.perf_counter() - t0
+        data["cases"].append(rec)
+        print(f"{rec['name']:40s} {rec.get('gpu_us', float('nan')):10.2f} us "
+              f"{rec.get('rel_error', '')!s:>10.9} {'ERROR' if 'error' in rec else ''}",
+              flush=True)
+        torch.cuda.empty_cache()
+        with open(path, "w") as f:
+            json.dump(data, f)
+    for name, v in data["launch"].items():
+        print(f"launch {name:10s} overhead {v['overhead_us']:7.2f} us  host call "
+              f"{v['host_call_us']:7.2f} us  gpu {v['gpu_us']:6.2f} us")
+    print(f"{sum('error' not in r for r in data['cases'])}/{len(data['cases'])} cases measured")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "collect":
+        sys.exit(collect(sys.argv[2]))
+    for c in cases():
+        print(f"{c['split']:5s} {c['source']:7s} {c['name']}")
+    print(len(cases()), "cases,", sum(c["split"] == "held" for c in cases()), "held out")

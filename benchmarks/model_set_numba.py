@@ -1,0 +1,207 @@
+"""Numba kernels of the model benchmark set (benchmarks/model_set.py): code ptxgen did not write.
+
+Plain Python functions; model_set.py compiles them with numba.cuda on the GPU machine (the PTX
+it simulates is the PTX that ran). Written the way a Numba user would write them, not tuned.
+"""
+import math
+
+from numba import cuda, float32, int32
+
+TILE = 16
+
+
+def saxpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i]
+
+
+def matmul_naive(A, B, C):
+    i, j = cuda.grid(2)
+    if i < C.shape[0] and j < C.shape[1]:
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[i, k] * B[k, j]
+        C[i, j] = acc
+
+
+def matmul_shared(A, B, C):
+    sA = cuda.shared.array((TILE, TILE), float32)
+    sB = cuda.shared.array((TILE, TILE), float32)
+    x, y = cuda.grid(2)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    acc = float32(0.0)
+    for t in range((A.shape[1] + TILE - 1) // TILE):
+        sA[ty, tx] = 0.0
+        sB[ty, tx] = 0.0
+        if y < A.shape[0] and tx + t * TILE < A.shape[1]:
+            sA[ty, tx] = A[y, tx + t * TILE]
+        if x < B.shape[1] and ty + t * TILE < B.shape[0]:
+            sB[ty, tx] = B[ty + t * TILE, x]
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+    if y < C.shape[0] and x < C.shape[1]:
+        C[y, x] = acc
+
+
+def block_reduce(x, total):
+    buf = cuda.shared.array(256, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tid] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = 128
+    while s > 0:
+        if tid < s:
+            buf[tid] += buf[tid + s]
+        cuda.syncthreads()
+        s //= 2
+    if tid == 0:
+        cuda.atomic.add(total, 0, buf[0])
+
+
+def transpose_padded(a, b):
+    tile = cuda.shared.array((32, 33), float32)
+    x = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    y = cuda.blockIdx.y * 32 + cuda.threadIdx.y
+    if x < a.shape[1] and y < a.shape[0]:
+        tile[cuda.threadIdx.y, cuda.threadIdx.x] = a[y, x]
+    cuda.syncthreads()
+    x = cuda.blockIdx.y * 32 + cuda.threadIdx.x
+    y = cuda.blockIdx.x * 32 + cuda.threadIdx.y
+    if x < b.shape[1] and y < b.shape[0]:
+        b[y, x] = tile[cuda.threadIdx.x, cuda.threadIdx.y]
+
+
+def stencil1d(x, out):
+    i = cuda.grid(1)
+    n = x.size
+    if i >= 3 and i < n - 3:
+        out[i] = (0.05 * (x[i - 3] + x[i + 3]) + 0.1 * (x[i - 2] + x[i + 2])
+                  + 0.2 * (x[i - 1] + x[i + 1]) + 0.3 * x[i])
+
+
+def stencil2d(a, b):
+    j, i = cuda.grid(2)
+    if i >= 1 and j >= 1 and i < a.shape[0] - 1 and j < a.shape[1] - 1:
+        b[i, j] = 0.2 * (a[i, j] + a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
+
+
+def hist_shared(data, bins):
+    h = cuda.shared.array(256, int32)
+    t = cuda.threadIdx.x
+    h[t] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < data.size:
+        cuda.atomic.add(h, data[i], 1)
+        i += stride
+    cuda.syncthreads()
+    cuda.atomic.add(bins, t, h[t])
+
+
+def hist_global(data, bins):
+    i = cuda.grid(1)
+    if i < data.size:
+        cuda.atomic.add(bins, data[i], 1)
+
+
+def block_scan(x, out):
+    s = cuda.shared.array(1024, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    d = 1
+    while d < 1024:
+        v = s[t - d] if t >= d else 0.0
+        cuda.syncthreads()
+        s[t] += v
+        cuda.syncthreads()
+        d *= 2
+    if i < x.size:
+        out[i] = s[t]
+
+
+def gather(x, idx, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[idx[i]]
+
+
+def scatter(x, idx, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[idx[i]] = x[i]
+
+
+def layernorm(x, y, eps):
+    s1 = cuda.shared.array(256, float32)
+    s2 = cuda.shared.array(256, float32)
+    row = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    n = x.shape[1]
+    a = float32(0.0)
+    b = float32(0.0)
+    j = t
+    while j < n:
+        v = x[row, j]
+        a += v
+        b += v * v
+        j += 256
+    s1[t] = a
+    s2[t] = b
+    cuda.syncthreads()
+    s = 128
+    while s > 0:
+        if t < s:
+            s1[t] += s1[t + s]
+            s2[t] += s2[t + s]
+        cuda.syncthreads()
+        s //= 2
+    mean = s1[0] / n
+    inv = 1.0 / math.sqrt(s2[0] / n - mean * mean + eps)
+    j = t
+    while j < n:
+        y[row, j] = (x[row, j] - mean) * inv
+        j += 256
+
+
+def divergent(x, out, iters):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        if i % 4 == 0:
+            for _ in range(iters):
+                v = v * float32(1.0001) + float32(0.5)
+        else:
+            for _ in range(iters // 4):
+                v = v * float32(0.999) - float32(0.25)
+        out[i] = v
+
+
+def empty3(a, b, c):
+    pass
+
+
+# name: (function, Numba signature)
+KERNELS = {
+    "saxpy": (saxpy, "void(float32, float32[:], float32[:], float32[:])"),
+    "matmul_naive": (matmul_naive, "void(float32[:,:], float32[:,:], float32[:,:])"),
+    "matmul_shared": (matmul_shared, "void(float32[:,:], float32[:,:], float32[:,:])"),
+    "block_reduce": (block_reduce, "void(float32[:], float32[:])"),
+    "transpose_padded": (transpose_padded, "void(float32[:,:], float32[:,:])"),
+    "stencil1d": (stencil1d, "void(float32[:], float32[:])"),
+    "stencil2d": (stencil2d, "void(float32[:,:], float32[:,:])"),
+    "hist_shared": (hist_shared, "void(int32[:], int32[:])"),
+    "hist_global": (hist_global, "void(int32[:], int32[:])"),
+    "block_scan": (block_scan, "void(float32[:], float32[:])"),
+    "gather": (gather, "void(float32[:], int32[:], float32[:])"),
+    "scatter": (scatter, "void(float32[:], int32[:], float32[:])"),
+    "layernorm": (layernorm, "void(float32[:,:], float32[:,:], float32)"),
+    "divergent": (divergent, "void(float32[:], float32[:], int32)"),
+    "empty3": (empty3, "void(float32[:], float32[:], float32[:])"),
+}

@@ -1,0 +1,192 @@
+"""Hand-written PTX kernels of the model benchmark set (benchmarks/model_set.py).
+
+Each isolates one resource: a 16-byte copy (DRAM or L2 bandwidth), independent FMA chains (the
+FP32 pipe), shared loads at a lane stride (bank conflicts: stride 1 none, 8 eight-way, 32
+thirty-two-way), global atomics to one address and to a spread of addresses (L2 atomic units),
+and an empty kernel (launch overhead).
+"""
+
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+
+COPY_V4 = HEAD + """.visible .entry copy_v4(.param .u64 src, .param .u64 dst, .param .u32 n4)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [src];
+  ld.param.u64 %rd2, [dst];
+  ld.param.u32 %r1, [n4];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd3, %rd1;
+  cvta.to.global.u64 %rd4, %rd2;
+  mul.wide.u32 %rd5, %r5, 16;
+  add.s64 %rd6, %rd3, %rd5;
+  add.s64 %rd7, %rd4, %rd5;
+  ld.global.v4.f32 {%f0, %f1, %f2, %f3}, [%rd6];
+  st.global.v4.f32 [%rd7], {%f0, %f1, %f2, %f3};
+DONE:
+  ret;
+}
+"""
+
+FMA_CHAIN = HEAD + """.visible .entry fma_chain(.param .u64 out, .param .u32 iters)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .f32 %f<20>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [iters];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  cvt.rn.f32.u32 %f0, %r5;
+  mov.f32 %f9, 0f3F800100;
+  mov.f32 %f10, 0f3C23D70A;
+  add.f32 %f1, %f0, 0f3F800000;
+  add.f32 %f2, %f0, 0f40000000;
+  add.f32 %f3, %f0, 0f40400000;
+  add.f32 %f4, %f0, 0f40800000;
+  add.f32 %f5, %f0, 0f40A00000;
+  add.f32 %f6, %f0, 0f40C00000;
+  add.f32 %f7, %f0, 0f40E00000;
+  add.f32 %f8, %f0, 0f41000000;
+  mov.u32 %r6, 0;
+LOOP:
+  fma.rn.f32 %f1, %f1, %f9, %f10;
+  fma.rn.f32 %f2, %f2, %f9, %f10;
+  fma.rn.f32 %f3, %f3, %f9, %f10;
+  fma.rn.f32 %f4, %f4, %f9, %f10;
+  fma.rn.f32 %f5, %f5, %f9, %f10;
+  fma.rn.f32 %f6, %f6, %f9, %f10;
+  fma.rn.f32 %f7, %f7, %f9, %f10;
+  fma.rn.f32 %f8, %f8, %f9, %f10;
+  add.s32 %r6, %r6, 1;
+  setp.lt.u32 %p1, %r6, %r1;
+  @%p1 bra LOOP;
+  add.f32 %f11, %f1, %f2;
+  add.f32 %f12, %f3, %f4;
+  add.f32 %f13, %f5, %f6;
+  add.f32 %f14, %f7, %f8;
+  add.f32 %f15, %f11, %f12;
+  add.f32 %f16, %f13, %f14;
+  add.f32 %f17, %f15, %f16;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd2, %rd2, %rd3;
+  st.global.f32 [%rd2], %f17;
+  ret;
+}
+"""
+
+# lane l reads word (l * stride + k) mod 1024 of a 4 KB shared array, four loads per trip
+SMEM_STRIDE = HEAD + """.visible .entry smem_stride(.param .u64 out, .param .u32 iters,
+                                  .param .u32 stride)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<24>;
+  .reg .f32 %f<12>;
+  .reg .b64 %rd<4>;
+  .shared .align 16 .b8 buf[4096];
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [iters];
+  ld.param.u32 %r2, [stride];
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r4, buf;
+  and.b32 %r5, %r3, 1023;
+  cvt.rn.f32.u32 %f0, %r3;
+  shl.b32 %r6, %r5, 2;
+  add.s32 %r6, %r4, %r6;
+  st.shared.f32 [%r6], %f0;
+  bar.sync 0;
+  and.b32 %r7, %r3, 31;
+  mul.lo.s32 %r8, %r7, %r2;
+  mov.f32 %f1, 0f00000000;
+  mov.f32 %f2, 0f00000000;
+  mov.u32 %r9, 0;
+LOOP:
+  add.s32 %r10, %r8, %r9;
+  and.b32 %r11, %r10, 1023;
+  shl.b32 %r11, %r11, 2;
+  add.s32 %r11, %r4, %r11;
+  ld.shared.f32 %f3, [%r11];
+  add.s32 %r12, %r10, 1;
+  and.b32 %r12, %r12, 1023;
+  shl.b32 %r12, %r12, 2;
+  add.s32 %r12, %r4, %r12;
+  ld.shared.f32 %f4, [%r12];
+  add.s32 %r13, %r10, 2;
+  and.b32 %r13, %r13, 1023;
+  shl.b32 %r13, %r13, 2;
+  add.s32 %r13, %r4, %r13;
+  ld.shared.f32 %f5, [%r13];
+  add.s32 %r14, %r10, 3;
+  and.b32 %r14, %r14, 1023;
+  shl.b32 %r14, %r14, 2;
+  add.s32 %r14, %r4, %r14;
+  ld.shared.f32 %f6, [%r14];
+  add.f32 %f1, %f1, %f3;
+  add.f32 %f2, %f2, %f4;
+  add.f32 %f1, %f1, %f5;
+  add.f32 %f2, %f2, %f6;
+  add.s32 %r9, %r9, 4;
+  setp.lt.u32 %p1, %r9, %r1;
+  @%p1 bra LOOP;
+  add.f32 %f7, %f1, %f2;
+  mov.u32 %r15, %ctaid.x;
+  mov.u32 %r16, %ntid.x;
+  mad.lo.s32 %r17, %r15, %r16, %r3;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.u32 %rd3, %r17, 4;
+  add.s64 %rd2, %rd2, %rd3;
+  st.global.f32 [%rd2], %f7;
+  ret;
+}
+"""
+
+# every thread adds 1 to word (i & mask) of ptr: mask 0 is one address for the whole grid
+ATOMIC_ADD = HEAD + """.visible .entry atomic_add(.param .u64 ptr, .param .u32 n, .param .u32 mask)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [ptr];
+  ld.param.u32 %r1, [n];
+  ld.param.u32 %r2, [mask];
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %tid.x;
+  mad.lo.s32 %r6, %r3, %r4, %r5;
+  setp.ge.u32 %p1, %r6, %r1;
+  @%p1 bra DONE;
+  and.b32 %r7, %r6, %r2;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.u32 %rd3, %r7, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  red.global.add.u32 [%rd4], 1;
+DONE:
+  ret;
+}
+"""
+
+EMPTY = HEAD + """.visible .entry empty()
+{
+  ret;
+}
+"""
+
+# name: (PTX text, entry)
+KERNELS = {
+    "copy_v4": (COPY_V4, "copy_v4"),
+    "fma_chain": (FMA_CHAIN, "fma_chain"),
+    "smem_stride": (SMEM_STRIDE, "smem_stride"),
+    "atomic_add": (ATOMIC_ADD, "atomic_add"),
+    "empty": (EMPTY, "empty"),
+}

@@ -1,0 +1,336 @@
+"""How each memory instruction's warp-wide access meets the memory system.
+
+The timing loop needs, per static memory instruction, what one warp's execution of it costs:
+
+- global loads, stores, atomics and cp.async: how many 32-byte sectors the 32 lanes touch
+  (coalescing), how often an execution finds its sectors already in L1 (the same warp read them
+  on an earlier iteration: `miss`), and how much of a miss other warps of the CTA fetched
+  already (`share`);
+- shared loads, stores and atomics: how many bank wavefronts the access needs (conflicts);
+- global atomics whose address is one for the whole grid: how many lanes serialize there.
+
+The answers come from an access pilot: the first two warps of the first CTA followed lane by
+lane (all 32 lanes) through the control slice widened by every address computation, recording
+the addresses of each memory instruction's first two executions. An address that depends on
+data loaded from memory (a gather, a histogram bin) is unknown there: it is called `indirect`
+and taken as one sector per lane and, in shared memory, the bank wavefronts 32 random lanes need
+on average. An address that no lane of the pilot could compute otherwise (no argument values)
+keeps the default: a coalesced access of warp size x width bytes, every execution a miss.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.values import Addr, Imm, Reg, Special
+from .program import ATOM, FIXED, LDG, LDS, STG, STS
+
+
+@dataclass
+class Access:
+    """One static memory instruction's per-execution cost."""
+    bytes: int                  # global: sectors x sector bytes; shared: wavefronts x 128
+    l1_bytes: int = 0           # global: lines x line bytes through L1's data path (0: bytes)
+    miss: float = 1.0           # global loads: fraction of executions that reach L2
+    share: float = 1.0          # fraction of a miss's sectors no other warp of the CTA fetched
+    wavefronts: float = 1.0     # shared: bank passes
+    serial_lanes: int = 0       # global atomics to one grid-wide address: lanes that queue
+    indirect: bool = False
+    pattern: str = "default"    # how it was decided, for reports and tests
+
+
+def memory_operand(ins):
+    """The Addr operand whose memory the instruction reads or writes in global memory (cp.async:
+    its source), else its only Addr."""
+    addrs = [o for o in ins.operands if isinstance(o, Addr)]
+    if not addrs:
+        return None
+    return addrs[1] if ins.opcode == "cp" and len(addrs) > 1 else addrs[0]
+
+
+def lane_bytes(ins):
+    """Bytes one lane moves: element x vector width (cp.async: its copy size)."""
+    if ins.opcode == "cp":
+        sizes = [o for o in ins.operands if isinstance(o, Imm)]
+        return int(sizes[0].value) if sizes else 16
+    t = ins.type
+    return (t.nbytes if t is not None else 4) * ins.vector_width
+
+
+def is_async_copy(ins):
+    return ins.opcode == "cp" and "async" in ins.mods and "shared" in ins.mods and \
+        any(o for o in ins.operands if isinstance(o, Addr))
+
+
+def memory_instrs(prog):
+    """Indices of the instructions the access model prices."""
+    out = []
+    for st in prog.instrs:
+        ins = st.instr
+        if st.kind in (LDG, STG, LDS, STS, ATOM) or is_async_copy(ins) or (
+                st.kind == FIXED and ins.opcode in ("atom", "red") and ins.space == "shared"):
+            if memory_operand(ins) is not None:
+                out.append(st.index)
+    return out
+
+
+def address_slice(prog, indices):
+    """The control slice widened by every instruction the addresses of `indices` depend on."""
+    needed = set()
+    for i in indices:
+        a = memory_operand(prog.instrs[i].instr)
+        if isinstance(a.base, Reg):
+            needed.add(prog.reg_index[a.base])
+    by_def = {}
+    for st in prog.instrs:
+        for d in st.defs:
+            by_def.setdefault(d, []).append(st.index)
+    chosen, work = set(prog.slice), list(needed)
+    while work:
+        r = work.pop()
+        for i in by_def.get(r, ()):
+            if i not in chosen:
+                chosen.add(i)
+                for u in prog.instrs[i].uses:
+                    if u not in needed:
+                        needed.add(u)
+                        work.append(u)
+    return chosen
+
+
+def tainted(prog, sources):
+    """Register ids whose value depends on an instruction in `sources` (by data flow, any
+    order: loops carry values backwards)."""
+    out = set()
+    for i in sources:
+        out.update(prog.instrs[i].defs)
+    changed = True
+    while changed:
+        changed = False
+        for st in prog.instrs:
+            if st.defs and any(u in out for u in st.uses if u != st.guard_id) and \
+                    not all(d in out for d in st.defs):
+                out.update(st.defs)
+                changed = True
+    return out
+
+
+def _loads(prog):
+    """Instructions whose result is data from memory (not parameters or constants)."""
+    out = []
+    for st in prog.instrs:
+        ins = st.instr
+        if st.defs and (st.kind in (LDG, LDS, ATOM) or (
+                ins.opcode in ("ld", "ldu", "atom", "tex", "suld", "shfl")
+                and ins.space not in ("param", "const"))):
+            out.append(st.index)
+    return out
+
+
+def _grid_varying(prog):
+    """Registers that differ between threads or CTAs (read %tid, %ctaid, %laneid ...)."""
+    src = [st.index for st in prog.instrs
+           if any(isinstance(o, Special) for o in st.instr.operands)]
+    return tainted(prog, src)
+
+
+def expected_wavefronts(banks, lanes=32, trials=4000):
+    """Mean of the largest bank load when `lanes` lanes pick banks at random (a shared access
+    whose addresses are data): a fixed-seed estimate, the same on every run."""
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, banks, size=(trials, lanes))
+    counts = np.zeros((trials, banks), dtype=np.int64)
+    np.add.at(counts, (np.arange(trials)[:, None], picks), 1)
+    return float(counts.max(axis=1).mean())
+
+
+def shared_wavefronts(addrs, size, banks, bank_bytes):
+    """Bank passes of one warp's shared access: lanes go in phases of 128 bytes of data, and in
+    each phase a bank serves one distinct word per pass (lanes reading the same word share)."""
+    per_phase = max(1, (banks * bank_bytes) // max(size, 1))
+    total = 0
+    for p in range(0, len(addrs), per_phase):
+        words = {}
+        for a in addrs[p:p + per_phase]:
+            if a is None:
+                continue
+            for w in range(a // bank_bytes, (a + max(size, bank_bytes) - 1) // bank_bytes + 1):
+                words.setdefault(w % banks, set()).add(w)
+        if words:
+            total += max(len(v) for v in words.values())
+    return max(total, 1)
+
+
+def sectors(addrs, size, sector):
+    out = set()
+    for a in addrs:
+        if a is not None:
+            out.update(range(a // sector, (a + size - 1) // sector + 1))
+    return out
+
+
+def _temporal_miss(a0, a1, sector):
+    """Fraction of a warp's executions that need new sectors, from two consecutive ones: a lane
+    moving d bytes per execution (d under a sector) enters a new sector every sector/d times."""
+    steps = sorted(abs(b - a) for a, b in zip(a0, a1) if a is not None and b is not None)
+    if not steps:
+        return 1.0
+    d = steps[len(steps) // 2]
+    return min(1.0, d / sector)
+
+
+def analyze(prog, table, records, warps_per_cta):
+    """{instruction index: Access} from the pilot's `records` ({index: {warp: [[address per
+    lane] per execution]}})."""
+    h, mm = table.header, table.memory_model or {}
+    sector = int(mm.get("sector_bytes", 0)) or None
+    banks, bank_bytes = h.shared_banks, h.shared_bank_bytes
+    loaded = tainted(prog, _loads(prog))
+    varying = _grid_varying(prog)
+    line = int(mm.get("l1_line_bytes", 0)) or None
+    random_wf = None
+    seen = {}                           # block → sector sets of its earlier global loads
+    out = {}
+    for i in memory_instrs(prog):
+        st = prog.instrs[i]
+        ins = st.instr
+        a = memory_operand(ins)
+        base = prog.reg_index.get(a.base) if isinstance(a.base, Reg) else None
+        size = lane_bytes(ins)
+        shared = ins.space == "shared" and not is_async_copy(ins)
+        indirect = base is not None and base in loaded
+        rec = records.get(i, {})
+        ex0 = rec.get(0, [])
+        first = [x for x in ex0[0] if x is not None] if ex0 else []
+        if shared:
+            if indirect:
+                if random_wf is None:
+                    random_wf = expected_wavefronts(banks, h.warp_size)
+                wf, pattern = random_wf, "indirect"
+            elif first:
+                wf, pattern = shared_wavefronts(ex0[0], size, banks, bank_bytes), "lanes"
+            else:
+                wf, pattern = max(1.0, size / bank_bytes), "default"
+            out[i] = Access(bytes=int(wf * banks * bank_bytes), wavefronts=wf,
+                            indirect=indirect, pattern=pattern)
+            continue
+        if sector is None:
+            continue                    # no sector size in the model: the default costs
+        if indirect:
+            out[i] = Access(bytes=h.warp_size * max(sector, size),
+                            l1_bytes=h.warp_size * (line or sector), indirect=True,
+                            pattern="indirect")
+            continue
+        if not first:
+            continue
+        s0 = sectors(ex0[0], size, sector)
+        acc = Access(bytes=len(s0) * sector, pattern="lanes")
+        if line:
+            acc.l1_bytes = len(sectors(ex0[0], size, line)) * line
+        if st.kind == LDG or is_async_copy(ins):
+            if len(ex0) > 1:
+                acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
+            # sectors an earlier load of the same block brought in (a stencil's neighbours)
+            before = set()
+            for j in seen.get(prog.block_of[i], ()):
+                before |= j
+            if s0 and before:
+                acc.miss *= len(s0 - before) / len(s0)
+            seen.setdefault(prog.block_of[i], []).append(s0)
+            w1 = rec.get(1, [])
+            if w1 and warps_per_cta > 1:
+                o = sectors(w1[0], size, sector)
+                f = len(o - s0) / len(o) if o else 1.0
+                acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
+            if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
+                acc.miss, acc.share = 1.0, 1.0     # not cached in L1
+        if st.kind == ATOM and len(set(first)) == 1 and base is not None and base not in varying:
+            acc.serial_lanes = len(first)
+            acc.pattern = "one address"
+        out[i] = acc
+    return out
+
+
+
+def async_roles(prog):
+    """{instruction index: (role, n)} of cp.async instructions: ("copy", 0) moves bytes into
+    shared memory, ("commit", 0) closes the warp's open group, ("wait", n) waits until at most
+    n groups are pending, ("wait_all", 0) for every copy."""
+    out = {}
+    for st in prog.instrs:
+        ins = st.instr
+        if ins.opcode != "cp" or "async" not in ins.mods or "bulk" in ins.mods:
+            continue
+        if is_async_copy(ins):
+            out[st.index] = ("copy", 0)
+        elif "commit_group" in ins.mods:
+            out[st.index] = ("commit", 0)
+        elif "wait_group" in ins.mods:
+            n = [o for o in ins.operands if isinstance(o, Imm)]
+            out[st.index] = ("wait", int(n[0].value) if n else 0)
+        elif "wait_all" in ins.mods:
+            out[st.index] = ("wait_all", 0)
+    return out
+
+
+def shared_atomics(prog):
+    """Indices of atomics on shared memory (the timing loop prices their bank wavefronts)."""
+    return {st.index for st in prog.instrs
+            if st.instr.opcode in ("atom", "red") and st.instr.space == "shared"}
+
+
+def vector_merges(prog, records):
+    """{follower index: leader index} of scalar shared loads ptxas merges into one 64- or
+    128-bit load (LDS.64/LDS.128): same block, same base register, same type, offsets that
+    continue each other with no shared store or barrier between, and every lane's address of
+    the run aligned to the run's size in the pilot. The simulator issues the run once."""
+    out = {}
+    for blk in prog.blocks:
+        groups = {}                     # (base register, type) → [(offset, index)]
+        for i in range(blk.start, blk.end):
+            st = prog.instrs[i]
+            ins = st.instr
+            bases = {prog.reg_index[b] for b, _t in groups}
+            if st.kind in (STS, ATOM) or st.barrier is not None or (
+                    st.kind == FIXED and ins.space == "shared") or bases & set(st.defs):
+                # a shared write, a barrier or a new base value ends every open run
+                _close(groups, prog, records, out)
+                groups = {}
+                if st.kind != LDS:
+                    continue
+            if st.kind != LDS or ins.opcode != "ld" or ins.vector_width != 1 or \
+                    ins.guard is not None:
+                continue
+            a = memory_operand(ins)
+            if not isinstance(a.base, Reg) or ins.type is None:
+                continue
+            groups.setdefault((a.base, ins.type.name), []).append((a.offset, i))
+        _close(groups, prog, records, out)
+    return out
+
+
+def _close(groups, prog, records, out):
+    for (_base, _t), items in groups.items():
+        items = sorted(items)
+        size = prog.instrs[items[0][1]].instr.type.nbytes
+        k = 0
+        while k < len(items):
+            for width in (4, 2):
+                run = items[k:k + width]
+                span = width * size
+                if len(run) == width and span <= 16 and all(
+                        run[j][0] == run[0][0] + j * size for j in range(width)) and \
+                        _aligned(records.get(run[0][1], {}), span):
+                    lead = min(i for _o, i in run)
+                    for _o, i in run:
+                        if i != lead:
+                            out[i] = lead
+                    k += width
+                    break
+            else:
+                k += 1
+
+
+def _aligned(rec, span):
+    ex = rec.get(0, [])
+    addrs = [a for a in ex[0] if a is not None] if ex else []
+    return bool(addrs) and all(a % span == 0 for a in addrs)

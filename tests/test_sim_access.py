@@ -1,0 +1,336 @@
+"""The simulator's access model (ptxgen.sim.access): coalescing, L1 reuse, bank conflicts,
+data-dependent addresses, same-address atomics, cp.async, shared-load merging, the shared
+memory-level rule and the fast-forward of loops with an equality exit."""
+import pytest
+
+from ptxgen import isa
+from ptxgen.parse import parse_ptx
+from ptxgen.sim import simulate
+from ptxgen.sim import access as A
+from ptxgen.sim.levels import l2_keep_bytes, memory_level
+from ptxgen.sim.paths import PathPlan, follow
+from ptxgen.sim.program import compile_kernel
+from ptxgen.sim.values import Env
+
+TABLE = isa.load("sm_90")
+MM = TABLE.memory_model
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+
+# lane i of the grid loads x[i * stride] (4-byte words) and stores it to out[i]
+STRIDED = HEAD + """.visible .entry strided(.param .u64 x, .param .u64 out, .param .u32 stride)
+{
+  .reg .b32 %r<8>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd2, [out];
+  ld.param.u32 %r1, [stride];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  mul.lo.s32 %r6, %r5, %r1;
+  mul.wide.u32 %rd3, %r6, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  mul.wide.u32 %rd5, %r5, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  st.global.f32 [%rd6], %f1;
+  ret;
+}
+"""
+
+# out[i] = x[idx[i]]: the second load's address is data
+GATHER = HEAD + """.visible .entry gather(.param .u64 x, .param .u64 idx, .param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<12>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd2, [idx];
+  ld.param.u64 %rd3, [out];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  mul.wide.u32 %rd4, %r5, 4;
+  add.s64 %rd5, %rd2, %rd4;
+  ld.global.u32 %r6, [%rd5];
+  mul.wide.u32 %rd6, %r6, 4;
+  add.s64 %rd7, %rd1, %rd6;
+  ld.global.f32 %f1, [%rd7];
+  add.s64 %rd8, %rd3, %rd4;
+  st.global.f32 [%rd8], %f1;
+  ret;
+}
+"""
+
+# lane l reads shared word (l * stride) mod 1024, `iters` times
+BANKS = HEAD + """.visible .entry banks(.param .u64 out, .param .u32 iters, .param .u32 stride)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<16>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<4>;
+  .shared .align 16 .b8 buf[4096];
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [iters];
+  ld.param.u32 %r2, [stride];
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r4, buf;
+  and.b32 %r7, %r3, 31;
+  mul.lo.s32 %r8, %r7, %r2;
+  and.b32 %r8, %r8, 1023;
+  shl.b32 %r8, %r8, 2;
+  add.s32 %r8, %r4, %r8;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r9, 0;
+LOOP:
+  ld.shared.f32 %f2, [%r8];
+  add.f32 %f1, %f1, %f2;
+  add.s32 %r9, %r9, 1;
+  setp.lt.u32 %p1, %r9, %r1;
+  @%p1 bra LOOP;
+  st.global.f32 [%rd1], %f1;
+  ret;
+}
+"""
+
+# thread 0 of every CTA adds 1 to out[0]
+ONE_ADDRESS = HEAD + """.visible .entry one(.param .u64 out)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra DONE;
+  red.global.add.u32 [%rd1], 1;
+DONE:
+  ret;
+}
+"""
+
+# every thread copies 16 bytes into shared memory with cp.async, waits, and reads them back
+CP_ASYNC = HEAD + """.visible .entry cp(.param .u64 x, .param .u64 out, .param .u32 wait)
+{
+  .reg .b32 %r<8>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<8>;
+  .shared .align 16 .b8 buf[4096];
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  mul.wide.u32 %rd3, %r5, 16;
+  add.s64 %rd4, %rd1, %rd3;
+  mov.u32 %r6, buf;
+  shl.b32 %r7, %r4, 4;
+  add.s32 %r6, %r6, %r7;
+  cp.async.cg.shared.global [%r6], [%rd4], 16;
+  cp.async.commit_group;
+  cp.async.wait_group 0;
+  ld.shared.f32 %f1, [%r6];
+  mul.wide.u32 %rd5, %r5, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  st.global.f32 [%rd6], %f1;
+  ret;
+}
+"""
+
+# four scalar shared loads at base+0, 4, 8, 12 of a 16-byte aligned row: ptxas emits one LDS.128
+ROW = HEAD + """.visible .entry row(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .f32 %f<8>;
+  .reg .b64 %rd<4>;
+  .shared .align 16 .b8 buf[4096];
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  shr.u32 %r2, %r1, 5;
+  shl.b32 %r2, %r2, 4;
+  mov.u32 %r3, buf;
+  add.s32 %r3, %r3, %r2;
+  ld.shared.f32 %f1, [%r3];
+  ld.shared.f32 %f2, [%r3+4];
+  ld.shared.f32 %f3, [%r3+8];
+  ld.shared.f32 %f4, [%r3+12];
+  add.f32 %f5, %f1, %f2;
+  add.f32 %f6, %f3, %f4;
+  add.f32 %f7, %f5, %f6;
+  st.global.f32 [%rd1], %f7;
+  ret;
+}
+"""
+
+
+def _kernel(text):
+    m = parse_ptx(text)
+    return m, m.kernels[0]
+
+
+def _accesses(text, grid, block, args, sample=16):
+    """{instruction text: Access} as simulate() computes them, and the report."""
+    m, k = _kernel(text)
+    seen = {}
+    orig = A.analyze
+
+    def spy(prog, table, records, warps):
+        out = orig(prog, table, records, warps)
+        seen.update({prog.instrs[i].text: a for i, a in out.items()})
+        return out
+    A.analyze = spy
+    try:
+        rep = simulate(k, grid, block, args=args, module=m, registers=32, sample=sample)
+    finally:
+        A.analyze = orig
+    return seen, rep
+
+
+def _find(seen, prefix):
+    hits = [a for t, a in seen.items() if t.startswith(prefix)]
+    assert len(hits) == 1, (prefix, list(seen))
+    return hits[0]
+
+
+class Arr:
+    """A pointer argument."""
+
+
+def test_coalesced_and_strided_loads():
+    sector, line = MM["sector_bytes"], MM["l1_line_bytes"]
+    one, r1 = _accesses(STRIDED, (132 * 64,), (256,), [Arr(), Arr(), 1])
+    wide, r32 = _accesses(STRIDED, (132 * 64,), (256,), [Arr(), Arr(), 32])
+    a1, a32 = _find(one, "ld.global"), _find(wide, "ld.global")
+    # 32 lanes x 4 bytes: 4 sectors of one line; 128 bytes apart: a sector and a line per lane
+    assert (a1.bytes, a1.l1_bytes) == (4 * sector, line)
+    assert (a32.bytes, a32.l1_bytes) == (32 * sector, 32 * line)
+    assert _find(wide, "st.global").bytes == 4 * sector      # the store stays coalesced
+    # 32 times the sectors from DRAM for the load (the store is the same): several times slower
+    assert r32.device_us > 3 * r1.device_us
+    assert r32.details["bound"]["resource"] == "DRAM"
+
+
+def test_data_dependent_address_is_a_sector_per_lane():
+    seen, _ = _accesses(GATHER, (132,), (256,), [Arr(), Arr(), Arr()])
+    idx = [a for t, a in seen.items() if t.startswith("ld.global.u32")][0]
+    x = [a for t, a in seen.items() if t.startswith("ld.global.f32")][0]
+    assert not idx.indirect and idx.bytes == 4 * MM["sector_bytes"]
+    assert x.indirect and x.bytes == 32 * MM["sector_bytes"]
+
+
+@pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (8, 8), (32, 32), (33, 1)])
+def test_bank_conflict_wavefronts(stride, wavefronts):
+    seen, _ = _accesses(BANKS, (1,), (32,), [Arr(), 64, stride])
+    lds = _find(seen, "ld.shared")
+    assert lds.wavefronts == wavefronts
+    assert lds.bytes == wavefronts * TABLE.header.shared_banks * TABLE.header.shared_bank_bytes
+
+
+def test_bank_conflicts_cost_time():
+    _, free = _accesses(BANKS, (132 * 8,), (256,), [Arr(), 4096, 1])
+    _, conflicted = _accesses(BANKS, (132 * 8,), (256,), [Arr(), 4096, 32])
+    assert conflicted.device_us > 8 * free.device_us
+    assert conflicted.details["bound"]["resource"] == "shared memory"
+
+
+def test_random_shared_wavefronts_are_the_expected_largest_bank_load():
+    wf = A.expected_wavefronts(32)
+    assert 3.2 < wf < 3.9                # 32 random lanes over 32 banks: about 3.5
+    assert A.expected_wavefronts(32) == wf                     # the same on every run
+
+
+def test_same_address_atomics_queue_for_the_whole_grid():
+    seen, small = _accesses(ONE_ADDRESS, (132 * 32,), (64,), [Arr()])
+    red = _find(seen, "red.global")
+    assert red.serial_lanes == 1
+    _, big = _accesses(ONE_ADDRESS, (132 * 128,), (64,), [Arr()])
+    ns = MM["atomic_same_address_ns"]
+    # one atomic per CTA, one at a time: the grid's atomics take CTAs x ns
+    assert big.device_us == pytest.approx(132 * 128 * ns * 1e-3 + TABLE.kernel_gap_us, rel=0.1)
+    assert big.details["bound"]["resource"] == "same-address atomics"
+    assert big.device_us > 3 * small.device_us
+
+
+def test_cp_async_moves_bytes_and_wait_holds_the_warp():
+    m, k = _kernel(CP_ASYNC)
+    prog = compile_kernel(k, TABLE)
+    roles = A.async_roles(prog)
+    assert sorted(r for r, _n in roles.values()) == ["commit", "copy", "wait"]
+    seen, rep = _accesses(CP_ASYNC, (132 * 64,), (256,), [Arr(), Arr(), 0])
+    cp = _find(seen, "cp.async.cg")
+    assert cp.bytes == 16 * 32 and cp.miss == 1.0                # .cg: past L1
+    moved = sum(w["bytes_by_level"]["DRAM"] + w["bytes_by_level"]["L2"]
+                for w in rep.details["waves"])
+    assert moved > 0
+    # the copy's latency is waited for: more than a DRAM round trip per CTA
+    assert rep.details["bound"]["shares"].get("DRAM", 0) > 0.3 or \
+        rep.stalls["dependency"] + rep.stalls["memory"] > 0.3
+
+
+def test_scalar_shared_loads_of_an_aligned_row_merge():
+    m, k = _kernel(ROW)
+    prog = compile_kernel(k, TABLE)
+    idx = A.memory_instrs(prog)
+    plan = PathPlan(prog, Env({"out": 1 << 40}, {"buf": 0}), slice_=A.address_slice(prog, idx),
+                    record=idx)
+    from ptxgen.sim.launch import _lane_specs
+    follow(plan, _lane_specs(0, (1, 1, 1), (64, 1, 1), 0, 32, 132, 0, TABLE, every_lane=True))
+    merges = A.vector_merges(prog, plan.records)
+    lds = [st.index for st in prog.instrs if st.text.startswith("ld.shared")]
+    assert merges == {i: lds[0] for i in lds[1:]}
+    # 4 bytes off: only the middle pair is aligned (to 8 bytes) and becomes one LDS.64
+    plan2 = PathPlan(prog, Env({"out": 1 << 40}, {"buf": 4}),
+                     slice_=A.address_slice(prog, idx), record=idx)
+    follow(plan2, _lane_specs(0, (1, 1, 1), (64, 1, 1), 0, 32, 132, 0, TABLE, every_lane=True))
+    assert A.vector_merges(prog, plan2.records) == {lds[2]: lds[1]}
+
+
+def test_one_memory_level_rule():
+    keep = l2_keep_bytes(TABLE)
+    assert keep == TABLE.header.l2_bytes * MM["l2_resident_fraction"] < TABLE.header.l2_bytes
+    assert memory_level(TABLE, keep) == "L2"
+    assert memory_level(TABLE, keep + 1) == "DRAM"
+    assert memory_level(TABLE, 1024, cache="cold") == "DRAM"
+    assert memory_level(TABLE, None) == "DRAM"
+    # the roofline places a kernel by the same rule
+    from ptxgen.reports.roofline import roofline
+    r = roofline(["saxpy"], arch="sm_90", shape={"n": 1 << 20}, time="sim")
+    assert r.points[0].level == memory_level(TABLE, r.points[0].bytes) == "L2"
+    assert r.points[0].fraction < 1.0
+
+
+# for (k = n; k != 0; k -= 4): an equality exit, which doubling steps over
+COUNTDOWN = HEAD + """.visible .entry countdown(.param .u64 out, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [n];
+  mov.f32 %f1, 0f3F800000;
+LOOP:
+  fma.rn.f32 %f1, %f1, %f1, %f1;
+  add.s32 %r1, %r1, -4;
+  setp.ne.s32 %p1, %r1, 0;
+  @%p1 bra LOOP;
+  st.global.f32 [%rd1], %f1;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("n", [4 * 37, 4 * 100_003])
+def test_equality_exit_is_fast_forwarded(n):
+    m, k = _kernel(COUNTDOWN)
+    prog = compile_kernel(k, TABLE)
+    plan = PathPlan(prog, Env({"out": 1 << 40, "n": n}, {}))
+    from ptxgen.sim.launch import _lane_specs
+    p = follow(plan, _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, 132, 0, TABLE), cap=(16, 8),
+               hot_loop=0)
+    assert p.skipped + 16 + 1 == n // 4            # every iteration counted
+    assert p.steps < 2000                            # not walked iteration by iteration
