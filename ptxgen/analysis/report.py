@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .. import isa
 from ..ir.module import Module
+from ..names import display_name
 from . import cfg as cfgmod
 from . import liveness, mca, memory, mix
 
@@ -239,7 +240,8 @@ def render(d):
 
 
 def _render_kernel(k):
-    L = [f"== {k['kind']} {k['name']} (line {k['line']}): {k['instructions']} instructions, "
+    L = [f"== {k['kind']} {display_name(k['name'])} (line {k['line']}): "
+         f"{k['instructions']} instructions, "
          f"{len(k['blocks'])} blocks, {len(k['loops'])} loops"]
     L.append("")
     L.append("Instruction classes")
