@@ -9,7 +9,7 @@ import pytest
 import ptxgen
 from ptxgen.errors import PtxgenError
 
-from test_kernel_object import axpy_module
+from test_kernel_object import _data, axpy_module
 
 pytestmark = pytest.mark.gpu
 DATA = Path(__file__).parent / "data" / "ptx"
@@ -24,9 +24,8 @@ def _cfg(n, threads=128):
 
 
 def test_numpy_arrays_on_the_gpu():
-    rng = np.random.default_rng()
     n = 100_003
-    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x, y = _data(n, np.random.default_rng())
     want = _want(1.25, x, y)
     k = ptxgen.kernel(axpy_module(), "axpy")
     assert k[_cfg(n)](np.int32(n), np.float32(1.25), x, y, backend="gpu") is None
@@ -41,9 +40,8 @@ def test_numpy_arrays_on_the_gpu():
 
 def test_numba_device_arrays_and_auto_backend():
     from numba import cuda
-    rng = np.random.default_rng()
     n = 4097
-    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x, y = _data(n, np.random.default_rng())
     dx, dy = cuda.to_device(x), cuda.to_device(y)
     k = ptxgen.kernel(axpy_module(), "axpy")
     k[_cfg(n)](np.uint32(n), np.float32(-2), dx, dy)               # auto: on the GPU
@@ -55,9 +53,8 @@ def test_numba_device_arrays_and_auto_backend():
 
 def test_numba_ptx_by_short_name_on_the_gpu():
     from ptxgen.emu import numba_array_args
-    rng = np.random.default_rng()
     n = 1000
-    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x, y = _data(n, np.random.default_rng())
     out = np.zeros(n, np.float32)
     k = ptxgen.kernel((DATA / "numba_saxpy_sm90.ptx").read_text(), "saxpy")
     args = [np.float32(3)] + numba_array_args(x) + numba_array_args(y) + numba_array_args(out)
