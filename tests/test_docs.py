@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("doc", ["first_kernel.md", "foreign_ptx.md"])
+@pytest.mark.parametrize("doc", ["first_kernel.md", "foreign_ptx.md", "../README.md"])
 def test_tutorial_code_runs(doc, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     text = (ROOT / "docs" / doc).read_text()
