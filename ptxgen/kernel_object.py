@@ -145,6 +145,7 @@ class Launcher:
 
     def __init__(self, kernel, grid, block):
         self.kernel, self.grid, self.block = kernel, grid, block
+        self._prepared = {}             # shared bytes → runtime.prepared.PreparedLaunch
 
     def __call__(self, *args, shared=0, backend="auto", stream=None, check="error"):
         """Launch. shared: dynamic shared-memory bytes. stream (GPU): a CUDA stream (handle,
@@ -155,6 +156,8 @@ class Launcher:
         if not isinstance(shared, (int, np.integer)) or shared < 0:
             raise LaunchError(f"kernel {k.short_name}: shared must be a non-negative int "
                               f"(bytes of dynamic shared memory), got {shared!r}")
+        if backend != "emu" and self._fast(args, int(shared), stream):
+            return None
         backend = k.pick_backend(backend, args)
         if backend == "gpu":
             return self._gpu(args, int(shared), stream)
@@ -163,17 +166,62 @@ class Launcher:
         return emulate(k.module, k.name, self.grid, self.block, *host, shared_bytes=shared,
                        check=check, verify=k.verify)
 
+    def _fast(self, args, shared, stream):
+        """The GPU fast path for arguments all in device memory (or scalars), with a signature
+        seen before or checked now (runtime.prepared); False: take the general path."""
+        if len(args) != len(self.kernel.params):
+            return False
+        keys, raws, tensor, arrays = [], [], None, False
+        for a in args:
+            key, raw, kind = _arg_key(a)
+            if key is None:
+                return False
+            if kind != "scalar":
+                arrays = True
+                if kind == "tensor" and tensor is None:
+                    tensor = a
+            keys.append(key)
+            raws.append(raw)
+        if not arrays:
+            return False
+        prepared = self._prepared.get(shared)
+        if prepared is None:
+            from .runtime.prepared import PreparedLaunch
+            prepared = self._prepared[shared] = PreparedLaunch(
+                self.kernel.gpu_kernel(), self.grid, self.block, shared)
+        if stream is None and tensor is not None:
+            stream = _torch_stream(tensor)
+        return prepared.try_launch(keys, raws, args, stream)
+
     def _gpu(self, args, shared, stream):
         from .runtime import launch
         k = self.kernel
         gk = k.gpu_kernel()
         tensors = [a for a in args if is_tensor(a)]
-        if stream is None and any(t.is_cuda for t in tensors):
-            stream = sys.modules["torch"].cuda.current_stream().cuda_stream
+        cuda_tensors = [t for t in tensors if t.is_cuda]
+        if stream is None and cuda_tensors:
+            stream = _torch_stream(cuda_tensors[0])
         args = [_host_view(k, p, a) if is_tensor(a) and not a.is_cuda else a
                 for p, a in zip(k.params, args)]
         copies = any(isinstance(a, np.ndarray) and a.ndim for a in args)
         launch(gk, self.grid, self.block, args, shared, sync=copies, stream=stream)
+
+
+def _arg_key(a):
+    # runtime.prepared imported on first use (it imports the runtime, not numba)
+    global _arg_key
+    from .runtime.prepared import arg_key
+    _arg_key = arg_key
+    return arg_key(a)
+
+
+def _torch_stream(t):
+    """The raw handle of torch's current stream on tensor t's device."""
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)   # no Stream object: faster
+    if raw is not None:
+        return raw(t.get_device())
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _host_view(kernel, p, a):

@@ -47,6 +47,11 @@ def test_numba_device_arrays_and_auto_backend():
     k[_cfg(n)](np.uint32(n), np.float32(-2), dx, dy)               # auto: on the GPU
     cuda.synchronize()
     np.testing.assert_allclose(dy.copy_to_host(), _want(-2, x, y), rtol=1e-6, atol=1e-6)
+    for _ in range(3):                         # the prepared fast path, np.int32 converted
+        k[_cfg(n)](np.int32(n), np.float32(1), dx, dy)
+    cuda.synchronize()
+    np.testing.assert_allclose(dy.copy_to_host(), _want(-2, x, y) + 3 * x, rtol=1e-5,
+                               atol=1e-5)
     with pytest.raises(PtxgenError, match="parameter x is on the GPU"):
         k[_cfg(n)](np.uint32(n), np.float32(1), dx, dy, backend="emu")
 
