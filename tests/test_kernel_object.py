@@ -150,6 +150,9 @@ def test_cli_kernel_option_takes_the_short_name(tmp_path, capsys):
     out = capsys.readouterr().out
     header = next(l for l in out.splitlines() if l.startswith("== "))
     assert header.startswith("== entry saxpy (line") and "_ZN" not in header
+    assert main(["banks", str(DATA / "numba_matmul_shared_sm90.ptx"), "--kernel",
+                 "matmul_shared"]) == 0
+    assert capsys.readouterr().out.startswith("matmul_shared: block ")
 
 
 def test_short_names():

@@ -9,6 +9,7 @@ from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
 from ..launch import declared_block
+from ..names import display_name
 from .common import (add_arch, add_shape, is_ptx_file, read_text, select_entry,
                      shape_from_args)
 
@@ -104,7 +105,8 @@ def run(args):
 
 def render(rep, only_conflicts=False):
     bx, by, bz = rep.block
-    L = [f"{rep.kernel}: block {bx}x{by}x{bz} ({-(-bx * by * bz // 32)} warps), {rep.arch} shared "
+    L = [f"{display_name(rep.kernel)}: block {bx}x{by}x{bz} ({-(-bx * by * bz // 32)} warps), "
+         f"{rep.arch} shared "
          f"memory ({rep.banks} banks x {rep.bank_bytes} B)"]
     shown = [a for a in rep.accesses if a.conflicted or not only_conflicts]
     rows = [("line", "width", "wavefronts", "ideal", "degree", "address / instruction")]
