@@ -3,6 +3,7 @@
 #   benchmarks/gpu_session.sh STEP[:SECONDS] ...
 # Steps: gputests foundation occupancy banks reliability calibrate sgemm sgemm_edges operators
 #        bandwidth (operators: transpose and row reductions only) tune tune_odd accuracy
+#        launch (launch overhead per path) kernelgpu (kernel objects, torch, CUDA graphs)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -26,6 +27,8 @@ step() {
     sgemm_all_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 4095x4097x513,4096x4096x512 ;;
     bandwidth) OUT=$W python3 benchmarks/operators.py --only transpose,row_reduce,row_max ;;
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
+    launch) OUT=$W python3 benchmarks/launch_overhead.py ;;
+    kernelgpu) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernel_gpu.py tests/test_gpu.py ;;
     *) echo "unknown step $1" ;;
   esac
 }

@@ -12,8 +12,9 @@ DEFAULT_TARGET = "sm_90"
 
 
 def isa_dir():
-    """The isa/ folder: beside the package in a checkout, or inside it when installed."""
-    inside = Path(__file__).resolve().parent / "isa"
+    """The machine models: isa/ beside the package in a checkout (the source of truth), or
+    ptxgen/isa_data/ inside an installed wheel (setup.py maps isa/ there)."""
+    inside = Path(__file__).resolve().parent / "isa_data"
     return inside if inside.is_dir() else ISA_DIR
 
 

@@ -206,7 +206,8 @@ def load(arch):
         except PtxgenError:
             raise PtxgenError(f"unknown arch {arch!r}; machine models exist for: {known}") \
                 from None
-        raise IsaDataError(f"no machine model for {arch} (isa/{arch}.toml); "
+        raise IsaDataError(f"no machine model for {arch} (isa/{arch}.toml: latencies, issue "
+                           f"intervals, memory levels; only its resource limits are known); "
                            f"machine models exist for: {known}")
     return load_path(archmod.isa_dir() / f"{arch}.toml")
 

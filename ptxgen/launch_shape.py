@@ -7,7 +7,9 @@ performance data, so they live here rather than in isa/.
 """
 import re
 
-from .errors import LaunchError
+import numpy as np
+
+from .errors import LaunchError, PtxgenError
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
@@ -67,3 +69,115 @@ def declared_block(directives, keys=(".reqntid", ".maxntid")):
             if m:
                 return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
     return None
+
+
+# -- arguments --------------------------------------------------------------------------------
+# Both backends take numpy scalars typed like each non-pointer parameter and arrays for
+# pointers; these rules decide what fits, so the GPU and the emulator refuse the same arguments.
+
+NUMPY_OF = {"u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "s8": "int8",
+            "s16": "int16", "s32": "int32", "s64": "int64", "f32": "float32",
+            "f64": "float64", "b8": "uint8", "b16": "uint16", "b32": "uint32",
+            "b64": "uint64", "f16": "float16", "bf16": "uint16", "pred": "bool"}
+
+
+def scalar_arg(kernel, p, a):
+    """`a` as the numpy scalar parameter `p` takes: its own dtype; another integer dtype when
+    the value fits (Numba declares int32 arguments .u32); any same-width scalar for a .bN
+    parameter (reinterpreted). PtxgenError naming kernel and parameter otherwise."""
+    want = np.dtype(NUMPY_OF.get(p.type.name, "uint8"))
+    if isinstance(a, np.ndarray) and a.ndim == 0:
+        a = a[()]
+    if isinstance(a, np.generic):
+        if a.dtype == want:
+            return a
+        if want.kind in "ui" and a.dtype.kind in "ui":
+            info = np.iinfo(want)
+            if info.min <= int(a) <= info.max:
+                return want.type(int(a))
+            raise PtxgenError(f"kernel {kernel}: parameter {p.name} is .{p.type}; {a!r} does "
+                              f"not fit in it")
+        if p.type.kind == "bits" and a.dtype.itemsize * 8 == p.type.bits:
+            return a.view(want)
+    got = f"numpy {a.dtype}" if isinstance(a, np.generic) else type(a).__name__
+    hint = f"np.{want}(...)"
+    if p.pointer is not None or (p.type.bits == 64 and p.type.kind != "float"):
+        hint += " or an array"
+    raise PtxgenError(f"kernel {kernel}: parameter {p.name} is .{p.type}; pass {hint}, "
+                      f"got {got}")
+
+
+def check_takes_array(kernel, p):
+    """An array goes to a pointer parameter, or to a 64-bit integer one (Numba and Triton
+    declare pointers .u64 without .ptr)."""
+    if p.pointer is None and p.type.name not in ("u64", "s64", "b64"):
+        raise PtxgenError(f"kernel {kernel}: parameter {p.name} is .{p.type}; an array can "
+                          f"only be passed for a 64-bit pointer parameter")
+
+
+def check_array_arg(kernel, p, dtype, writeable=True, written=()):
+    """An array for pointer parameter `p`: its element type must be the pointee's where the IR
+    knows it (a pointer parsed from PTX points to bytes: any array), and an array the kernel
+    writes through must be writeable (a read-only one would silently keep its old values)."""
+    elem = p.pointer.elem if p.pointer is not None else None
+    if elem is not None and elem.bits > 8 and not _fits(elem, np.dtype(dtype)):
+        raise PtxgenError(f"kernel {kernel}: parameter {p.name} points to {elem}; got an "
+                          f"array of {np.dtype(dtype)} (pass {_expected(elem)} data)")
+    if not writeable and p.name in written:
+        raise PtxgenError(f"kernel {kernel}: parameter {p.name} is written by the kernel but "
+                          f"the array is read-only (pass a writeable array)")
+
+
+def _fits(elem, dt):
+    if dt.itemsize * 8 != elem.bits:
+        return False
+    if elem.kind == "float" and elem.name != "bf16":
+        return dt.kind == "f"
+    if elem.kind in ("uint", "sint"):
+        return dt.kind in "ui"
+    return True                        # .bN and bf16: any element of that width
+
+
+def _expected(elem):
+    return f"np.{NUMPY_OF[elem.name]}" if elem.name in NUMPY_OF else f"{elem.bits}-bit"
+
+
+WRITES = frozenset({"st", "atom", "red", "stmatrix", "cp", "st.async", "red.async"})
+
+
+def written_params(kernel):
+    """Names of the pointer parameters the kernel stores through (st, atom, red, bulk copies
+    to global): each register carries the set of parameters its value derives from, and a
+    write's address register names them. Iterated to a fixed point so loops are covered."""
+    from .ir.instr import Instr
+    from .ir.values import Addr, Reg, Sym
+    taint, written = {}, set()
+    instrs = [s for s in kernel.body if isinstance(s, Instr)]
+    changed = True
+    while changed:
+        changed = False
+        for ins in instrs:
+            src = set()
+            if ins.opcode in ("ld", "ldu", "atom") and ins.space != "param":
+                pass                   # loaded data: an index loaded from x does not point at x
+            else:
+                for o in ins.operands[ins.n_dests:]:
+                    base = o.base if isinstance(o, Addr) else o
+                    if isinstance(base, Sym):
+                        src.add(base.name)
+                for r in ins.uses():
+                    src |= taint.get(r.name, set())
+            if ins.opcode in WRITES:
+                for o in ins.operands:
+                    if isinstance(o, Addr) and isinstance(o.base, Reg):
+                        new = taint.get(o.base.name, set()) - written
+                        if new:
+                            written |= new
+                            changed = True
+            for r in ins.defs():
+                old = taint.get(r.name, set())
+                if not src <= old:
+                    taint[r.name] = old | src
+                    changed = True
+    params = {p.name for p in kernel.params}
+    return frozenset(written & params)

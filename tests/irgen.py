@@ -91,7 +91,7 @@ class Case:
         from ptxgen import emit_module
         m = Module(target=self.module.target)
         m.kernels.append(kernel or self.kernel)
-        return emit_module(m)
+        return emit_module(m, verify=False)     # for failure messages: ill-formed IR too
 
     def describe(self):
         """The program and its scalar arguments, for failure messages."""

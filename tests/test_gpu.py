@@ -37,7 +37,7 @@ def test_launch_validation_names_kernel_and_parameter():
     x = np.zeros(16, np.float32)
     with pytest.raises(PtxgenError, match="saxpy takes 5 arguments"):
         launch(k, 1, 32, [np.uint32(16), x])
-    with pytest.raises(PtxgenError, match="parameter a is f32"):
+    with pytest.raises(PtxgenError, match=r"parameter a is \.f32; pass np\.float32"):
         launch(k, 1, 32, [np.uint32(16), 2.0, x, x, x])
     with pytest.raises(PtxgenError, match="parameter x must be 16-byte aligned"):
         buf = np.zeros(20, np.float32)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .. import isa
 from ..arch import DEFAULT_TARGET
 from ..ir.module import Module
+from ..names import display_name
 from . import cfg as cfgmod
 from . import liveness, mca, memory, mix
 
@@ -240,7 +241,8 @@ def _text(d):
 
 
 def _render_kernel(k):
-    L = [f"== {k['kind']} {k['name']} (line {k['line']}): {k['instructions']} instructions, "
+    L = [f"== {k['kind']} {display_name(k['name'])} (line {k['line']}): "
+         f"{k['instructions']} instructions, "
          f"{len(k['blocks'])} blocks, {len(k['loops'])} loops"]
     L.append("")
     L.append("Instruction classes")

@@ -2,6 +2,8 @@
 shared access and the kernel's report, as a dict (--json) or as text."""
 from dataclasses import dataclass, field
 
+from ..names import display_name
+
 
 @dataclass
 class SharedAccess:
@@ -61,7 +63,7 @@ class BankReport:
     def to_text(self, only_conflicts=False):
         """The report as text; with only_conflicts, only the accesses that conflict."""
         bx, by, bz = self.block
-        L = [f"{self.kernel}: block {bx}x{by}x{bz} ({-(-bx * by * bz // 32)} warps), {self.arch} "
+        L = [f"{display_name(self.kernel)}: block {bx}x{by}x{bz} ({-(-bx * by * bz // 32)} warps), {self.arch} "
              f"shared memory ({self.banks} banks x {self.bank_bytes} B)"]
         shown = [a for a in self.accesses if a.conflicted or not only_conflicts]
         rows = [("line", "width", "wavefronts", "ideal", "degree", "address / instruction")]

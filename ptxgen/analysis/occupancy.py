@@ -15,12 +15,13 @@ cuOccupancyMaxActiveBlocksPerMultiprocessor agrees with:
   supported carveout that holds one block;
 - blocks: at most max_blocks_per_sm.
 
-Every limit comes from the isa/<arch>.toml header; nothing here is architecture-specific.
+Every limit comes from ptxgen.limits (the isa/<arch>.toml header, or isa/limits.toml for targets
+without a machine model); nothing here is architecture-specific.
 """
 from dataclasses import asdict, dataclass, field
 
-from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
+from ..limits import limits as target_limits
 from ..errors import PtxgenError
 
 LIMITERS = ("warps", "registers", "shared", "blocks")
@@ -86,7 +87,7 @@ def occupancy(threads_per_block, registers_per_thread, shared_bytes_per_block,
     _check_int("shared_bytes_per_block", shared_bytes_per_block, 0)
     if carveout is not None and not (isinstance(carveout, (int, float)) and 0 <= carveout <= 100):
         raise PtxgenError(f"occupancy: carveout is a percentage 0..100, got {carveout!r}")
-    h = isamod.load(arch).header
+    h = target_limits(arch)
 
     warps = _ceil_div(threads_per_block, h.warp_size)
     limits = {}
@@ -151,3 +152,22 @@ def occupancy(threads_per_block, registers_per_thread, shared_bytes_per_block,
         shared_per_sm=smem_sm,
         arch=arch,
     )
+
+
+def invalid_launch(threads_per_block, registers_per_thread, shared_bytes_per_block,
+                   arch="sm_90"):
+    """Why a block with these resources cannot run on `arch` at all (one line), or None."""
+    h = target_limits(arch)
+    if threads_per_block > h.max_threads_per_block:
+        return (f"{threads_per_block} threads per block exceed the {h.max_threads_per_block} "
+                f"of {arch}")
+    if registers_per_thread > h.max_registers_per_thread:
+        return (f"{registers_per_thread} registers per thread exceed the "
+                f"{h.max_registers_per_thread} of {arch}")
+    if shared_bytes_per_block > h.shared_per_block_optin:
+        return (f"{shared_bytes_per_block} bytes of shared memory per block exceed the "
+                f"{h.shared_per_block_optin} of {arch}")
+    r = occupancy(threads_per_block, registers_per_thread, shared_bytes_per_block, arch)
+    if r.active_blocks_per_sm == 0:
+        return f"not one block fits on an {arch} SM (limited by {', '.join(r.limiters)})"
+    return None

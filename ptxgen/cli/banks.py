@@ -45,7 +45,7 @@ def add_parser(sub):
     p.add_argument("--kernel", dest="entry", help="entry to analyse in a PTX file")
     p.add_argument("--block", type=_dims, help="block X[,Y[,Z]] (PTX files; default .reqntid "
                                                "or .maxntid)")
-    add_arch(p)
+    add_arch(p, needs="model")
     p.add_argument("--conflicts", action="store_true", help="list only conflicted accesses")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     return p

@@ -13,7 +13,7 @@ GROUPS = ("latency", "throughput", "memory", "barrier", "bandwidth", "peak", "la
 def add_parser(sub):
     p = sub.add_parser("calibrate", help="measure latencies, throughputs and bandwidths on "
                                          "the GPU and update the machine model")
-    add_arch(p)
+    add_arch(p, needs="model")
     p.add_argument("-o", "--output", metavar="FILE.toml",
                    help="write the measured values into this machine-model file")
     p.add_argument("--json", metavar="FILE", help="write raw and derived numbers as JSON")

@@ -32,8 +32,22 @@ def is_ptx_file(name):
     return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
 
 
-def add_arch(p, default=DEFAULT_TARGET):
-    p.add_argument("--arch", default=default, help="target: " + ", ".join(targets()))
+def add_arch(p, default=DEFAULT_TARGET, needs="target"):
+    """--arch, its help listing the targets the command works for: `needs` is 'target' (any
+    target ptxgen emits for), 'limits' (resource limits known) or 'model' (a machine model)."""
+    p.add_argument("--arch", default=default, help=arch_help(needs))
+
+
+def arch_help(needs="target"):
+    from .. import arch as archmod
+    if needs == "model":
+        from .. import isa
+        return (f"target with a machine model: {', '.join(isa.available())} "
+                f"(isa/sm_XX.toml)")
+    if needs == "limits":
+        from ..limits import known
+        return f"target: {', '.join(known())}"
+    return f"target: {', '.join(archmod.targets())}"
 
 
 def add_shape(p):

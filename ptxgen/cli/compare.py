@@ -1,4 +1,6 @@
 """ptxgen compare KERNEL [shape] [--arch] [--no-gpu] [--via llvm,nvvm]"""
+import sys
+
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..llvm import VIAS
@@ -11,7 +13,7 @@ def add_parser(sub):
     p = sub.add_parser("compare", help="ptxgen's kernel beside Numba's NVVM kernel")
     p.add_argument("kernel")
     add_shape(p)
-    add_arch(p)
+    add_arch(p, needs="model")
     p.add_argument("--no-gpu", action="store_true", help="static comparison only")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--via", default="llvm,nvvm",
@@ -31,4 +33,7 @@ def run(args):
     c = compare(op, shape, args.arch, gpu=False if args.no_gpu else None, seed=args.seed,
                 paths=paths)
     print(c.to_text())
+    if not args.no_gpu and c.ours.time_ms is None:
+        print("compare: no CUDA GPU, so results and times were not compared (static "
+              "comparison only)", file=sys.stderr)
     return 1 if any(s.ok is False for s in c.sides) else 0

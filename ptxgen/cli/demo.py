@@ -1,7 +1,7 @@
 """ptxgen demo: the main job end to end — build IR, emit PTX, assemble, analyze, run, check."""
 import importlib.util
 
-from .. import toolchain
+from .. import isa, toolchain
 from ..reports.run import BACKENDS, run_operator
 from ..emit import emit_module
 from ..errors import ToolchainError
@@ -14,6 +14,8 @@ def add_parser(sub):
     p = sub.add_parser("demo", help="emit, assemble, analyze and run saxpy and matmul")
     add_arch(p)
     p.add_argument("--backend", choices=BACKENDS, default="auto")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the random inputs (default: fresh each run)")
     return p
 
 
@@ -36,7 +38,9 @@ def run(args):
                   f"{r.spills} B spilled")
         except ToolchainError as e:
             print(f"ptxas: skipped ({e})")
-        if importlib.util.find_spec("ptxgen.analysis.analyzer") is not None:
+        if args.arch not in isa.available():
+            print(f"analysis: {n_instr} instructions (no machine model for {args.arch})")
+        elif importlib.util.find_spec("ptxgen.analysis.analyzer") is not None:
             from ..analysis.analyzer import analyze
             k = analyze(module, arch=args.arch).kernels[0]
             top = sorted(k.opcodes.items(), key=lambda kv: -kv[1])[:5]
@@ -44,7 +48,7 @@ def run(args):
                   + ", ".join(f"{o}×{c}" for o, c in top))
         else:
             print(f"analysis: {n_instr} instructions")
-        res = run_operator(op, shape, args.backend, arch=args.arch, check=True)
+        res = run_operator(op, shape, args.backend, arch=args.arch, check=True, seed=args.seed)
         where = "GPU" if res.backend == "gpu" else "CPU emulator"
         print(f"ran on the {where}: {'PASS' if res.ok else 'FAIL'} "
               f"(max relative error {res.max_rel_error:.2e} vs float64 numpy)")

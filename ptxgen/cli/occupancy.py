@@ -3,7 +3,8 @@ import json
 import sys
 
 from .. import arch as archmod
-from ..analysis.occupancy import occupancy
+from ..analysis.occupancy import invalid_launch, occupancy
+from ..errors import PtxgenError
 from .common import add_arch, non_negative_int, positive_int
 
 
@@ -15,13 +16,16 @@ def add_parser(sub):
                    help="shared memory per block in bytes, static + dynamic (default 0)")
     p.add_argument("--carveout", type=non_negative_int, default=None,
                    help="preferred shared-memory carveout in percent (default: no preference)")
-    add_arch(p)
+    add_arch(p, needs="limits")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 
 def run(args):
     archmod.check_arch(args.arch)
+    why = invalid_launch(args.threads, args.regs, args.smem, args.arch)
+    if why:
+        raise PtxgenError(f"invalid launch configuration: {why}")
     r = occupancy(args.threads, args.regs, args.smem, arch=args.arch, carveout=args.carveout)
     if args.json:
         json.dump(r.to_dict(), sys.stdout, indent=2)

@@ -15,7 +15,7 @@ def add_parser(sub):
     p.add_argument("kernels", nargs="+", metavar="KERNEL",
                    help=f"library kernels ({', '.join(sorted(OPERATORS))})")
     add_shape(p)
-    add_arch(p)
+    add_arch(p, needs="model")
     p.add_argument("--time", choices=("auto", "sim", "gpu"), default="auto",
                    help="measured on the GPU (auto: when one is present) or simulated")
     p.add_argument("--counts", choices=("auto", "operator", "emulator"), default="auto",

@@ -1,4 +1,6 @@
 """ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check]"""
+import sys
+
 from .. import arch as archmod
 from ..reports.run import BACKENDS, run_operator
 from ..ops import get_operator
@@ -29,6 +31,8 @@ def run(args):
           f" (backend {res.backend})")
     if res.time_ms is not None:
         print(f"time: {res.time_ms:.4f} ms")
+    elif args.time:
+        print("run: --time needs a GPU; it ran on the CPU emulator, untimed", file=sys.stderr)
     if args.check:
         print(f"check: {'PASS' if res.ok else 'FAIL'} (max relative error "
               f"{res.max_rel_error:.2e} vs float64 reference)")

@@ -51,7 +51,7 @@ def add_parser(sub):
                    help="a scalar argument's value (PTX files; repeatable)")
     p.add_argument("--trip", type=positive_int, help="iterations of every loop (overrides "
                                                      "values)")
-    add_arch(p)
+    add_arch(p, needs="model")
     p.add_argument("--level", choices=("auto", "L1", "L2", "DRAM"), default="auto",
                    help="memory level serving global loads (default: the reuse model)")
     p.add_argument("--footprint", type=positive_int,

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, PtxgenError
-from ..launch_shape import check_launch_shape, launch_dims
+from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
+                      scalar_arg, written_params)
 from ..ir.instr import Instr
 from ..ir.module import Module
+from ..ir.verify import verify_kernel
 from .executor import Batch, Launch
 from .memory import GlobalMemory, Region, var_image
 from .program import Program
-from .values import STORAGE
 
 CHECK_MODES = ("error", "warn", "off")
 # Lanes per batch: enough that numpy's per-call overhead is amortised over many threads; fewer
@@ -69,15 +70,23 @@ def _fingerprint(module, kernel):
     return hash((body, vars_, tuple(kernel.params), len(kernel.regs)))
 
 
-def compile_kernel(module, kernel_name):
-    """The compiled Program of a kernel (cached while the kernel is unchanged)."""
+def compile_kernel(module, kernel_name, verify=True):
+    """The compiled Program of a kernel (cached while the kernel is unchanged). A Builder-made
+    kernel is verified first unless verify=False (see ptxgen.emit_module)."""
     kernel = module.kernel(kernel_name)
     fp = _fingerprint(module, kernel)
     hit = _programs.get(kernel)
+    check = verify and not module.parsed
     if hit is not None and hit[0] == fp:
+        if check and not hit[2]:
+            verify_kernel(kernel)
+            _programs[kernel] = (fp, hit[1], True)
         return hit[1]
+    if check:
+        verify_kernel(kernel)
     prog = Program(module, kernel)
-    _programs[kernel] = (fp, prog)
+    prog.written = written_params(kernel)   # pointer parameters it stores through
+    _programs[kernel] = (fp, prog, check)
     return prog
 
 
@@ -100,26 +109,13 @@ def _pack_params(prog, args, gmem):
             data = _bytes_arg(kernel.name, p, a)
             buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
             continue
-        want = STORAGE.get(p.type.name)
         if isinstance(a, np.ndarray) and a.ndim > 0:
-            if p.type.bits != 64 or p.type.kind not in ("uint", "bits", "sint"):
-                raise PtxgenError(f"kernel {kernel.name}: parameter {p.name} is .{p.type}; an "
-                                  f"array can only be passed for a 64-bit pointer parameter")
+            check_takes_array(kernel.name, p)
+            check_array_arg(kernel.name, p, a.dtype, a.flags.writeable, prog.written)
             addr = gmem.place_array(a, p.name)
             buf[off:off + 8] = np.frombuffer(np.uint64(addr).tobytes(), np.uint8)
             continue
-        if isinstance(a, np.ndarray):          # 0-d array: its scalar
-            a = a[()]
-        ok = isinstance(a, np.generic) and (a.dtype == want or (
-            p.type.kind == "bits" and a.dtype.kind in "uif" and a.dtype.itemsize * 8 ==
-            p.type.bits))
-        if not ok:
-            got = f"numpy {a.dtype}" if isinstance(a, np.generic) else type(a).__name__
-            hint = f"np.{want}(...)" if want is not None else "a numpy scalar"
-            if p.pointer is not None or (p.type.bits == 64 and p.type.kind != "float"):
-                hint += " or a numpy array"
-            raise PtxgenError(f"kernel {kernel.name}: parameter {p.name} is .{p.type}; pass "
-                              f"{hint}, got {got}")
+        a = scalar_arg(kernel.name, p, a)
         data = np.asarray(a).tobytes()
         buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
     return region
@@ -140,7 +136,7 @@ def _bytes_arg(kname, p, a):
 
 
 def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error",
-            observer=None):
+            observer=None, verify=True):
     """Run kernel `kernel_name` on the CPU emulator with a grid of `grid` blocks of `block`
     threads (ints or tuples of up to 3). Pointer parameters take numpy arrays (results are
     written back into them), other parameters numpy scalars of the parameter's type.
@@ -152,11 +148,13 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     observer: called as observer(batch, op_index, mask) before each op a group of lanes runs
     (ptxgen.reports.warp_efficiency uses it to see active lanes); op_index indexes
     compile_kernel(...).code, mask is a bool per lane of the batch or None for every live lane.
+    verify: a Builder-made kernel is verified first (VerifyError on malformed IR);
+    verify=False skips that (PTX text is never verified: ptxas judges it).
     Returns an EmulationResult."""
     if check not in CHECK_MODES:
         raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
     module = as_module(ptx_or_module)
-    prog = compile_kernel(module, kernel_name)
+    prog = compile_kernel(module, kernel_name, verify)
     kernel = prog.kernel
     grid = launch_dims(grid, "grid", kernel.name)
     block = launch_dims(block, "block", kernel.name)

@@ -16,7 +16,8 @@ import itertools
 from . import types as T
 from .instr import Instr, Label, Verbatim
 from .module import Var
-from .values import Addr, Imm, LabelRef, Reg, Special, Sym, Vec
+from ..errors import PtxgenError
+from .values import SPECIAL_TYPES, Addr, Imm, LabelRef, Reg, Special, Sym, Vec
 
 FLOAT_ROUNDED = ("add", "sub", "mul", "fma", "div", "sqrt", "rcp")
 CMP_NAMES = {"lt", "le", "gt", "ge", "eq", "ne", "lo", "ls", "hi", "hs",
@@ -24,6 +25,10 @@ CMP_NAMES = {"lt", "le", "gt", "ge", "eq", "ne", "lo", "ls", "hi", "hs",
 
 
 class Builder:
+    """Appends instructions to `kernel`'s body. Every value-producing method returns the new
+    register (named after `name=` where given), so kernels read like the arithmetic they do.
+    See docs/first_kernel.md for a walk-through."""
+
     def __init__(self, kernel):
         self.kernel = kernel
         self.block = kernel.body          # the insertion point: the list appended to
@@ -36,6 +41,7 @@ class Builder:
 
     # -- registers and operands ------------------------------------------------------------
     def reg(self, type, name=None):
+        """A fresh register of `type`, named from `name` (or the type's prefix) plus a counter."""
         stem = name or T.REG_PREFIX[type.name]
         if stem[-1].isdigit():
             stem += "_"
@@ -46,6 +52,8 @@ class Builder:
         return r
 
     def operand(self, x, type):
+        """`x` as an operand of `type`: registers and operands pass through, Python ints,
+        floats and bools become immediates."""
         if isinstance(x, (Reg, Imm, Special, Sym, Addr, Vec)):
             return x
         if isinstance(x, bool):
@@ -55,6 +63,8 @@ class Builder:
         raise TypeError(f"cannot use {x!r} as a {type} operand")
 
     def emit(self, instr):
+        """Append `instr` at the insertion point (guarded by the enclosing predicated() block,
+        if any) and return it."""
         if instr.guard is None and self._guard is not None:
             instr.guard, instr.guard_negated = self._guard
         self.block.append(instr)
@@ -90,20 +100,32 @@ class Builder:
         return r
 
     def special(self, name):
-        s = Special(name)
-        return self._op("mov", (s.type.name,), s.type, (s,), name=name.replace(".", "_"))
+        """A special register copied to a new register: 'tid.x', 'ntid.y', 'ctaid.z',
+        'nctaid.x', 'laneid', 'warpid', 'smid', 'clock64', 'globaltimer', … (a leading '%'
+        is accepted and dropped). Unknown names, and tid/ntid/ctaid/nctaid without their .x/.y/.z
+        component, raise a one-line PtxgenError."""
+        reg = special_register(name)
+        return self._op("mov", (reg.type.name,), reg.type, (reg,),
+                        name=reg.name.replace(".", "_"))
 
     def shared(self, name, type, count, align=16):
+        """Declare a kernel-scope `.shared` array of `count` elements of `type` (aligned to
+        `align` bytes); returns the Var, whose address address_of() gives."""
         v = Var(name, "shared", type, count, align)
         self.kernel.vars.append(v)
         return v
 
     def dynamic_shared(self, name="smem", align=16):
+        """Declare the kernel's dynamic shared memory (`.extern .shared .b8 name[]`);
+        its size is the launch's `shared=` bytes. Returns the Var (see address_of())."""
         v = Var(name, "shared", T.b8, 0, align, extern=True)
         self.kernel.vars.append(v)
         return v
 
     def address_of(self, var, bits=32):
+        """The address of a variable (`shared(...)`/`dynamic_shared()`) in a new register:
+        `bits=32` (default) gives the 32-bit shared-window address that ld/st.shared take;
+        bits=64 a 64-bit one (for generic addressing, after cvta)."""
         t = T.u32 if bits == 32 else T.u64
         return self._op("mov", (t.name,), t, (Sym(var.name),), name="sbase")
 
@@ -125,36 +147,48 @@ class Builder:
         return self._op(opcode, mods + [t_mod.name], t, srcs, out, name)
 
     def add(self, a, b, **kw):
+        """a + b (float adds round to nearest by default). Keywords for every arithmetic op:
+        type= (default: the first register operand's), out= (write this register), name=."""
         return self._arith("add", a, b, **kw)
 
     def sub(self, a, b, **kw):
+        """a - b."""
         return self._arith("sub", a, b, **kw)
 
     def min(self, a, b, **kw):
+        """min(a, b)."""
         return self._arith("min", a, b, **kw)
 
     def max(self, a, b, **kw):
+        """max(a, b)."""
         return self._arith("max", a, b, **kw)
 
     def and_(self, a, b, **kw):
+        """a & b (bitwise .bN; on predicates, logical and)."""
         return self._arith("and", a, b, **kw)
 
     def or_(self, a, b, **kw):
+        """a | b (bitwise .bN; on predicates, logical or)."""
         return self._arith("or", a, b, **kw)
 
     def xor(self, a, b, **kw):
+        """a ^ b (bitwise .bN; on predicates, logical xor)."""
         return self._arith("xor", a, b, **kw)
 
     def shl(self, a, b, **kw):
+        """a << b (b is a u32 shift count)."""
         return self._arith("shl", a, b, **kw)
 
     def shr(self, a, b, **kw):
+        """a >> b: arithmetic for signed types, logical for unsigned (b is a u32 count)."""
         return self._arith("shr", a, b, **kw)
 
     def neg(self, a, **kw):
+        """-a."""
         return self._arith("neg", a, None, **kw)
 
     def div(self, a, b, **kw):
+        """a / b: f32 rounds to nearest (div.rn.f32, IEEE), integers truncate."""
         t = kw.get("type") or self._type_of(a, b)
         if t.is_float and t.bits == 32:
             kw.setdefault("extra", ("rn",))
@@ -184,6 +218,7 @@ class Builder:
         return dst
 
     def fma(self, a, b, c, *, out=None, type=None, name=None, rounding="rn"):
+        """a*b + c with one rounding (fma.rn by default; rounding='rz', 'rm', 'rp')."""
         t = type or self._type_of(a, b, c)
         srcs = [self.operand(x, t) for x in (a, b, c)]
         return self._op("fma", (rounding, t.name), t, srcs, out, name)
@@ -195,6 +230,8 @@ class Builder:
         return self._op(opcode, tuple(mods) + (tm.name,), t, (self.operand(a, t),), out, name)
 
     def setp(self, cmp, a, b, *, type=None, out=None, name=None):
+        """A new predicate: `a cmp b` for cmp in lt, le, gt, ge, eq, ne (signed/float), lo, ls,
+        hi, hs (unsigned) or the unordered float forms (equ, neu, ltu, …, num, nan)."""
         if cmp not in CMP_NAMES:
             raise ValueError(f"unknown comparison {cmp!r}")
         t = type or self._type_of(a, b)
@@ -203,11 +240,14 @@ class Builder:
         return dst
 
     def selp(self, a, b, pred, *, type=None, out=None, name=None):
+        """pred ? a : b in a new register."""
         t = type or self._type_of(a, b)
         return self._op("selp", (t.name,), t,
                         (self.operand(a, t), self.operand(b, t), pred), out, name)
 
     def cvt(self, type, a, *, rounding=None, out=None, name=None):
+        """Convert `a` to `type`. Rounding defaults the way C does: rn for narrowing floats and
+        int→float, rzi (truncate) for float→int; pass rounding= to choose."""
         src_t = self._type_of(a)
         if rounding is None:
             rounding = _default_rounding(type, src_t)
@@ -215,10 +255,12 @@ class Builder:
         return self._op("cvt", mods, type, (self.operand(a, src_t),), out, name)
 
     def mov(self, a, *, type=None, out=None, name=None):
+        """Copy `a` (a register, immediate, special register or variable address) to a register."""
         t = type or (out.type if out is not None else self._type_of(a))
         return self._op("mov", (_mov_type(t).name,), t, (self.operand(a, t),), out, name)
 
     def const(self, value, type, name=None):
+        """A register holding the immediate `value` of `type`."""
         return self.mov(Imm(value, type), type=type, name=name)
 
     # -- memory -------------------------------------------------------------------------------
@@ -246,6 +288,9 @@ class Builder:
         return dst
 
     def st(self, space, address, value, *, type=None, cache=None):
+        """Store `value` (a register, an immediate, or a tuple of 2 or 4 for st.v2/v4) to
+        `address` in `space` ('global', 'shared', 'local'); cache= adds a cache operator
+        ('wb', 'cg', 'cs', 'wt')."""
         addr = address if isinstance(address, Addr) else Addr(address)
         vals = tuple(value) if isinstance(value, (tuple, list)) else (value,)
         t = type or self._type_of(*vals)
@@ -255,11 +300,14 @@ class Builder:
         return self.emit(Instr("st", tuple(mods), (addr, src)))
 
     def atom(self, space, op, address, value, *, type=None, name=None):
+        """Atomic read-modify-write (`op`: add, min, max, exch, cas, and, or, xor, inc, dec)
+        on `address` in `space`; returns the old value in a new register."""
         addr = address if isinstance(address, Addr) else Addr(address)
         t = type or self._type_of(value)
         return self._op("atom", (space, op, t.name), t, (addr, self.operand(value, t)), None, name)
 
     def red(self, space, op, address, value, *, type=None):
+        """Atomic reduction without a result (red.space.op.type [address], value)."""
         addr = address if isinstance(address, Addr) else Addr(address)
         t = type or self._type_of(value)
         return self.emit(Instr("red", (space, op, t.name), (addr, self.operand(value, t))))
@@ -278,6 +326,7 @@ class Builder:
         return self.emit(Instr("cp", ("async", cache, "shared", "global"), tuple(ops)))
 
     def cp_async_commit(self):
+        """Close the group of cp.async copies issued since the last commit."""
         return self.emit(Instr("cp", ("async", "commit_group")))
 
     def cp_async_wait(self, pending=0):
@@ -285,17 +334,24 @@ class Builder:
         return self.emit(Instr("cp", ("async", "wait_group"), (Imm(pending, T.u32),)))
 
     def bar_sync(self, barrier=0):
+        """bar.sync: wait until every thread of the block arrives at barrier `barrier`
+        (shared-memory writes before it are visible after it). Every thread of the block must
+        reach it: the verifier refuses one under a thread-dependent branch."""
         return self.emit(Instr("bar", ("sync",), (Imm(barrier, T.u32),)))
 
     # -- control flow -------------------------------------------------------------------------
     def new_label(self, hint="L"):
+        """A fresh, unique label name starting with `hint` (not yet placed: see label())."""
         return f"${hint}_{next(self._labels)}"
 
     def label(self, name):
+        """Place label `name` at the insertion point."""
         self.block.append(Label(name))
         return name
 
     def branch(self, label, pred=None, negate=False):
+        """Jump to `label`, always (bra.uni) or where `pred` holds (where it does not, with
+        negate=True)."""
         ins = Instr("bra", ("uni",) if pred is None and self._guard is None else (),
                     (LabelRef(label),))
         if pred is not None:
@@ -303,6 +359,7 @@ class Builder:
         return self.emit(ins)
 
     def ret(self):
+        """Return from the kernel."""
         return self.emit(Instr("ret"))
 
     @contextlib.contextmanager
@@ -396,7 +453,29 @@ class Builder:
         return self.mad(ctaid, ntid, tid, name=f"gid_{dim}")
 
     def comment(self, text):
+        """A `// text` line in the emitted PTX (no instruction)."""
         self.block.append(Verbatim(f"// {text}"))
+
+
+VECTOR_SPECIALS = ("tid", "ntid", "ctaid", "nctaid")
+
+
+def special_register(name):
+    """The Special for `name` ('tid.x' or '%tid.x'), checked against the registers ptxgen
+    knows."""
+    if not isinstance(name, str):
+        raise PtxgenError(f"special register name must be a string, got {name!r}")
+    bare = name[1:] if name.startswith("%") else name
+    base, _, comp = bare.partition(".")
+    if base not in SPECIAL_TYPES:
+        raise PtxgenError(f"unknown special register {name!r}; known: "
+                          f"{', '.join(sorted(SPECIAL_TYPES))}")
+    if base in VECTOR_SPECIALS and comp not in ("x", "y", "z"):
+        raise PtxgenError(f"special register {name!r} needs a component: {base}.x, {base}.y "
+                          f"or {base}.z")
+    if base not in VECTOR_SPECIALS and comp:
+        raise PtxgenError(f"special register {name!r}: %{base} has no components")
+    return Special(bare)
 
 
 def _stem(name):

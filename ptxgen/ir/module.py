@@ -121,14 +121,21 @@ class Module:
     kernels: list = field(default_factory=list)        # entries and functions, in order
     header: list = field(default_factory=list)         # other module directives, verbatim
     filename: str = "<ptx>"
+    # True for modules read from PTX text (ptxgen.parse). Emitting, emulating and launching
+    # verify Builder-made modules by default; foreign PTX is ptxas's to judge (the IR verifier
+    # is stricter than PTX: it wants definitions before uses in program order, for one).
+    parsed: bool = False
 
     def kernel(self, name):
+        """The kernel called `name`; for an entry also its short name (`hist` for Numba's
+        `_ZN8__main__4histB2v1...`) or a unique part of its name (ptxgen.names.resolve)."""
         for k in self.kernels:
             if k.name == name:
                 return k
-        names = ", ".join(k.name for k in self.kernels if k.kind == "entry") or "none"
-        from ..errors import PtxgenError
-        raise PtxgenError(f"no kernel named {name!r} in module (entries: {names})")
+        from ..names import resolve
+        where = "module" if self.filename == "<ptx>" else self.filename
+        full = resolve([k.name for k in self.entries], name, where)
+        return next(k for k in self.kernels if k.name == full)
 
     @property
     def entries(self):

@@ -35,7 +35,7 @@ class Parser:
         self.toks.append(("eof", "", len(text)))
         self.i = 0
         self.reg_count = 0
-        self.module = Module(filename=filename)
+        self.module = Module(filename=filename, parsed=True)
 
     # -- token helpers ---------------------------------------------------------------------------
     def error(self, message, tok=None):

@@ -3,6 +3,7 @@
 `auto` picks the GPU when Numba finds one, else the emulator, and reports which it used.
 """
 import importlib.util
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,9 +37,51 @@ def resolve_backend(name):
     return name
 
 
+# numpy arrays in float32 (1x), plus float64 random draws and the float64 reference (2x)
+HOST_BYTES_PER_ARRAY_BYTE = 3
+
+
+def check_memory(op, shape, backend):
+    """Refuse, in one line, a shape whose arrays cannot fit in host (or GPU) memory, before
+    anything is allocated."""
+    need = op.bytes_moved(shape)
+    dims = " ".join(f"{k}={v}" for k, v in shape.items())
+    host = available_host_bytes()
+    if host is not None and need * HOST_BYTES_PER_ARRAY_BYTE > host:
+        raise PtxgenError(f"{op.name} {dims}: its arrays and float64 reference need about "
+                          f"{_gib(need * HOST_BYTES_PER_ARRAY_BYTE)} of host memory; "
+                          f"{_gib(host)} is available")
+    if backend == "gpu":
+        from .runtime.device import free_device_bytes
+        free = free_device_bytes()
+        if need > free:
+            raise PtxgenError(f"{op.name} {dims}: its arrays need {_gib(need)} of GPU memory; "
+                              f"{_gib(free)} is free")
+
+
+def _gib(n):
+    return f"{n / 2 ** 30:.1f} GiB"
+
+
+def available_host_bytes():
+    """Memory the OS can give this process now (MemAvailable on Linux), None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False):
     """Build, emit, run and (optionally) check one operator on fresh random inputs."""
     backend = resolve_backend(backend)
+    check_memory(op, shape, backend)
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
     res = RunResult(op.name, dict(shape), backend)

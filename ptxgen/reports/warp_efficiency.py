@@ -28,6 +28,7 @@ import numpy as np
 from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
+from ..names import display_name
 
 
 @dataclass
@@ -82,7 +83,8 @@ class WarpEfficiency:
 
     def to_text(self, worst=5):
         slots = self.issued * self.warp_size
-        L = [f"{self.kernel}: grid {self.grid}, block {self.block}: {self.issued:,} warp "
+        L = [f"{display_name(self.kernel)}: grid {self.grid}, block {self.block}: "
+             f"{self.issued:,} warp "
              f"instructions issued",
              f"  warp execution efficiency      {100 * self.efficiency:.1f}% "
              f"({self.active_lanes:,} of {slots:,} lane slots active)",

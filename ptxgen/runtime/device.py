@@ -21,3 +21,9 @@ def device_arch():
 def sm_count():
     from .driver import _cuda
     return _cuda().get_current_device().MULTIPROCESSOR_COUNT
+
+
+def free_device_bytes():
+    """Free memory on the current GPU, in bytes."""
+    from .driver import _cuda
+    return int(_cuda().current_context().get_memory_info()[0])

@@ -9,7 +9,9 @@ import hashlib
 import numpy as np
 
 from ..errors import LaunchError, PtxgenError
-from ..launch_shape import check_launch_shape, launch_dims
+from ..arrays import array_info, is_tensor
+from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
+                      scalar_arg)
 
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 
@@ -34,9 +36,10 @@ def _cuda():
 class GpuKernel:
     """A kernel loaded from PTX: its Numba function object and its parameter list."""
 
-    def __init__(self, name, fn, params, ptx, directives=()):
+    def __init__(self, name, fn, params, ptx, directives=(), written=()):
         self.name, self.fn, self.params, self.ptx = name, fn, params, ptx
         self.directives = tuple(directives)     # .reqntid/.maxntid, checked before launch
+        self.written = frozenset(written)       # pointer parameters stored through
 
     @property
     def registers(self):
@@ -56,9 +59,10 @@ class GpuKernel:
 _loaded = {}
 
 
-def load_kernel(ptx_text, name, params, directives=()):
-    """Load PTX (cached by text) and return the named kernel. `params` (the IR parameter list)
-    and `directives` (the kernel's performance directives) are checked before each launch."""
+def load_kernel(ptx_text, name, params, directives=(), written=()):
+    """Load PTX (cached by text) and return the named kernel. `params` (the IR parameter list),
+    `directives` (the kernel's performance directives) and `written` (pointer parameters the
+    kernel stores through: launch.written_params) are checked before each launch."""
     cuda = _cuda()
     key = (hashlib.sha1(ptx_text.encode()).hexdigest(), name)
     if key not in _loaded:
@@ -70,84 +74,66 @@ def load_kernel(ptx_text, name, params, directives=()):
             raise LaunchError(f"kernel {name}: the driver rejected the PTX: "
                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") \
                 from None
-        _loaded[key] = GpuKernel(name, fn, list(params), ptx_text, directives)
+        _loaded[key] = GpuKernel(name, fn, list(params), ptx_text, directives, written)
     return _loaded[key]
 
 
 def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
-                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT, directives=()):
-    """Check a launch against the kernel's parameters and the device limits; raise a
-    PtxgenError naming the kernel (and parameter) on the first problem."""
+                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT, directives=(), written=()):
+    """Check a launch against the kernel's parameters (ptxgen.launch_shape's argument rules) and
+    the device limits; raise a PtxgenError naming the kernel (and parameter) on the first
+    problem. Returns (grid, block, args) with scalars converted to the parameters' types.
+    `written`: names of pointer parameters the kernel stores through (read-only arrays are
+    refused for them)."""
     grid = launch_dims(grid, "grid", kernel_name)
     block = launch_dims(block, "block", kernel_name)
     if len(args) != len(params):
         raise PtxgenError(f"kernel {kernel_name} takes {len(params)} arguments "
                           f"({', '.join(p.name for p in params)}), got {len(args)}")
+    out = []
     for p, a in zip(params, args):
-        if p.pointer is not None:
-            ptr = _pointer_value(a)
-            if ptr is None:
+        info = array_info(a)
+        if info is None:
+            if p.pointer is not None:
                 raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is a pointer; "
                                   f"pass an array, not {type(a).__name__}")
-            if ptr % p.pointer.align:
-                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} must be "
-                                  f"{p.pointer.align}-byte aligned (address {ptr:#x})")
-            dt = _array_dtype(a)
-            if dt is not None and dt.itemsize != p.pointer.elem.nbytes:
-                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} points to "
-                                  f"{p.pointer.elem}, got an array of {dt}")
-        else:
-            want = np.dtype(_NUMPY_OF[p.type.name])
-            if not isinstance(a, np.generic) or a.dtype != want:
-                got = a.dtype if isinstance(a, np.generic) else type(a).__name__
-                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is {p.type}; pass "
-                                  f"np.{want}(...), got {got}")
+            out.append(scalar_arg(kernel_name, p, a))
+            continue
+        check_takes_array(kernel_name, p)
+        if not info.contiguous:
+            raise PtxgenError(f"kernel {kernel_name}: parameter {p.name}: the array is not "
+                              f"contiguous; pass a contiguous copy (a kernel sees one flat "
+                              f"buffer)")
+        align = p.pointer.align if p.pointer is not None else 1
+        if info.pointer % align:
+            raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} must be "
+                              f"{align}-byte aligned (address {info.pointer:#x})")
+        check_array_arg(kernel_name, p, info.dtype, info.writeable, written)
+        out.append(a)
     check_launch_shape(kernel_name, grid, block, directives)
     if shared_bytes < 0 or shared_bytes > shared_limit:
         raise PtxgenError(f"kernel {kernel_name}: {shared_bytes} bytes of dynamic shared memory "
                           f"exceed the limit of {shared_limit} (pass a larger shared_limit to "
                           f"raise the kernel's limit, up to the device maximum)")
-    return grid, block
+    return grid, block, out
 
 
-_NUMPY_OF = {"u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "s8": "int8",
-             "s16": "int16", "s32": "int32", "s64": "int64", "f32": "float32",
-             "f64": "float64", "b8": "uint8", "b16": "uint16", "b32": "uint32", "b64": "uint64",
-             "f16": "float16"}
-
-
-def _pointer_value(a):
-    if isinstance(a, np.ndarray):
-        return a.ctypes.data if a.size else 0
-    cai = getattr(a, "__cuda_array_interface__", None)
-    if cai is not None:
-        return int(cai["data"][0])
-    return None
-
-
-def _array_dtype(a):
-    if isinstance(a, np.ndarray):
-        return a.dtype
-    cai = getattr(a, "__cuda_array_interface__", None)
-    if cai is not None:
-        return np.dtype(cai["typestr"])
-    return None
-
-
-def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
+def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None):
     """Launch a loaded kernel. numpy arrays are copied to the device and back after the
-    launch; Numba device arrays and __cuda_array_interface__ objects are used in place."""
+    launch; Numba device arrays, torch CUDA tensors and __cuda_array_interface__ objects are
+    used in place. `stream`: a CUDA stream handle (int) or an object with one (a torch or
+    Numba stream); default: the default stream."""
     cuda = _cuda()
-    grid, block = _checked(kernel, grid, block, args, shared_bytes)
+    grid, block, args = _checked(kernel, grid, block, args, shared_bytes)
     copies, raw = [], []
     for a in args:
-        if isinstance(a, np.ndarray):
+        if isinstance(a, np.ndarray) and a.ndim:
             d = cuda.to_device(a)
             copies.append((a, d))
             raw.append(d.device_ctypes_pointer.value)
         else:
             raw.append(_raw_arg(a))
-    _raw_launch(kernel, grid, block, raw, shared_bytes)
+    _raw_launch(kernel, grid, block, raw, shared_bytes, stream)
     if sync or copies:
         synchronize(kernel.name)
     for host, dev in copies:
@@ -156,27 +142,56 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
 
 
 def _checked(kernel, grid, block, args, shared_bytes):
-    """Validated (grid, block); dynamic shared memory above 48 KB enabled on the kernel."""
+    """Validated (grid, block, args); dynamic shared memory above 48 KB enabled on the
+    kernel."""
     limit = max(shared_bytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
-    grid, block = validate_launch(kernel.name, kernel.params, grid, block, list(args),
-                                  shared_bytes, limit, kernel.directives)
+    grid, block, args = validate_launch(kernel.name, kernel.params, grid, block, list(args),
+                                        shared_bytes, limit, kernel.directives, kernel.written)
     if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
         kernel.max_dynamic_shared(shared_bytes)
-    return grid, block
+    return grid, block, args
 
 
 def _raw_arg(a):
-    """A device array's address, or the scalar itself."""
+    """A device array's or tensor's address, or the scalar itself."""
+    if is_tensor(a):
+        return a.data_ptr()
     cai = getattr(a, "__cuda_array_interface__", None)
     return int(cai["data"][0]) if cai is not None else a
 
 
-def _raw_launch(kernel, grid, block, raw_args, shared_bytes):
-    from numba import cuda
-    from numba.cuda.cudadrv.driver import _to_core_stream
+def stream_handle(stream):
+    """The raw CUDA stream handle of `stream`: None or 0 (the default stream), an int, a torch
+    stream (.cuda_stream) or a Numba stream (.handle)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "handle"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            h = getattr(h, "value", h)            # a ctypes handle
+            return int(h or 0)
+    raise LaunchError(f"stream must be a CUDA stream handle, a torch or a Numba stream, not "
+                      f"{type(stream).__name__}")
+
+
+_core_streams = {}
+
+
+def _core_stream(stream):
+    h = stream_handle(stream)
+    s = _core_streams.get(h)
+    if s is None:
+        import cuda.core as core
+        s = _core_streams[h] = core.Stream.from_handle(h)
+    return s
+
+
+def _raw_launch(kernel, grid, block, raw_args, shared_bytes, stream=None):
     import cuda.core as core
     try:
-        core.launch(_to_core_stream(cuda.default_stream()),
+        core.launch(_core_stream(stream),
                     core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_bytes)),
                     kernel.fn.kernel, *raw_args)
     except Exception as e:
@@ -204,7 +219,7 @@ def bound_launch(kernel, grid, block, args, shared_bytes=0):
     if any(isinstance(a, np.ndarray) for a in args):
         raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
                           f"arrays (they would be copied on every launch)")
-    grid, block = _checked(kernel, grid, block, args, shared_bytes)
+    grid, block, args = _checked(kernel, grid, block, args, shared_bytes)
     raw = [_raw_arg(a) for a in args]
     return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
 

@@ -18,37 +18,25 @@ from dataclasses import dataclass
 
 from .. import arch as archmod
 from ..arch import DEFAULT_TARGET
-from ..errors import ScheduleError
-
-# Limits of targets ptxgen.isa has no table for. Source: CUDA C++ Programming Guide, "Technical
-# Specifications per Compute Capability" (8.6 and 8.9: 1536 threads and 100 KB shared per SM,
-# 99 KB per block with opt-in, 48 KB static, 1 KB reserved per block).
-_FALLBACK_LIMITS = {
-    arch: dict(max_threads_per_block=1024, max_threads_per_sm=1536, max_regs_per_thread=255,
-               regs_per_sm=65536, static_shared_per_block=49152, max_shared_per_block=101376,
-               shared_per_sm=102400, reserved_shared_per_block=1024)
-    for arch in ("sm_86", "sm_89")
-}
-
+from ..errors import PtxgenError, ScheduleError
 
 def target_limits(arch):
-    """{limit: value} for `arch`, from ptxgen.isa's header (isa/sm_*.toml) where a table exists,
-    else the programming guide's numbers above; ScheduleError for a target with neither."""
+    """{limit: value} for `arch` from ptxgen.limits (its machine model's header, or
+    isa/limits.toml); ScheduleError for a target with neither."""
     archmod.check_arch(arch)
-    from .. import isa                              # noqa: PLC0415 (reads TOML on first use)
-    if arch in isa.available():
-        h = isa.load(arch).header
-        return dict(max_threads_per_block=h.max_threads_per_block,
-                    max_threads_per_sm=h.max_threads_per_sm,
-                    max_regs_per_thread=h.max_registers_per_thread,
-                    regs_per_sm=h.registers_per_sm,
-                    static_shared_per_block=h.shared_per_block,
-                    max_shared_per_block=h.shared_per_block_optin,
-                    shared_per_sm=h.shared_per_sm,
-                    reserved_shared_per_block=h.reserved_shared_per_block)
-    if arch in _FALLBACK_LIMITS:
-        return dict(_FALLBACK_LIMITS[arch])
-    raise ScheduleError(f"no resource limits known for {arch}: add an isa/{arch}.toml table")
+    from ..limits import limits                     # noqa: PLC0415 (reads TOML on first use)
+    try:
+        h = limits(arch)
+    except PtxgenError as e:
+        raise ScheduleError(str(e)) from None
+    return dict(max_threads_per_block=h.max_threads_per_block,
+                max_threads_per_sm=h.max_threads_per_sm,
+                max_regs_per_thread=h.max_registers_per_thread,
+                regs_per_sm=h.registers_per_sm,
+                static_shared_per_block=h.shared_per_block,
+                max_shared_per_block=h.shared_per_block_optin,
+                shared_per_sm=h.shared_per_sm,
+                reserved_shared_per_block=h.reserved_shared_per_block)
 
 
 def _pow2(x):

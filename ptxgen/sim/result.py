@@ -4,6 +4,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
+from ..names import display_name
 from .engine import STALLS
 
 
@@ -143,7 +144,8 @@ class SimReport:
     def to_text(self):
         d = self.details
         lines = [
-            f"{self.kernel} on {self.arch} ({self.device}): grid {_xyz(self.grid)}, "
+            f"{display_name(self.kernel)} on {self.arch} ({self.device}): "
+            f"grid {_xyz(self.grid)}, "
             f"block {_xyz(self.block)}",
             f"  placement: {d['ctas_per_sm']} CTAs/SM ({d['warps_per_sm']} warps, "
             f"{d['registers']} registers, {d['shared_bytes']} B shared; limited by "
@@ -234,7 +236,7 @@ class SimReport:
         handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
         ax.legend(handles, list(colors), loc="lower center", ncol=len(colors),
                   bbox_to_anchor=(0.5, 1.0), fontsize=8, frameon=False)
-        fig.suptitle(f"{self.kernel}: first {n} warps of SM 0 (first wave)")
+        fig.suptitle(f"{display_name(self.kernel)}: first {n} warps of SM 0 (first wave)")
         fig.tight_layout()
         try:
             fig.savefig(path, dpi=110)

@@ -1,0 +1,59 @@
+"""The package as `pip install` builds it: the wheel must carry the machine models and the tune
+cache and work from outside the source tree (issue 16, problem 1)."""
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wheel")
+    # built as pip builds it for a user (isolated, setuptools from the package index); a copy
+    # of the tree keeps build/ and *.egg-info out of the checkout
+    src = out / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".wt", ".venv", ".ci-venv*", "build", "*.egg-info", "__pycache__", "tests",
+        "docs", "benchmarks", ".whl", ".hypothesis"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(src),
+                        "-w", str(out)], capture_output=True, text=True, cwd=out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (whl,) = out.glob("ptxgen-*.whl")
+    site = out / "site"
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(site)
+        names = set(z.namelist())
+    return names, site
+
+
+def test_wheel_carries_machine_models_and_tune_cache(wheel):
+    names, _ = wheel
+    shipped = {p.name for p in (ROOT / "isa").glob("*.toml")}
+    assert shipped >= {"targets.toml", "sm_90.toml"}
+    for f in shipped:
+        assert f"ptxgen/isa_data/{f}" in names
+    for f in (ROOT / "ptxgen" / "tune" / "cache").glob("*.json"):
+        assert f"ptxgen/tune/cache/{f.name}" in names
+
+
+def test_installed_wheel_runs_outside_the_tree(wheel, tmp_path):
+    _, site = wheel
+    env = dict(os.environ, PYTHONPATH=str(site))
+    run = [sys.executable, "-c", "import sys; from ptxgen.cli import main; sys.exit(main())"]
+    where = subprocess.run(run[:2] + ["import ptxgen; print(ptxgen.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert where.stdout.strip().startswith(str(site)), where
+    isa = subprocess.run(run + ["isa", "sm_90"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path)
+    assert isa.returncode == 0, isa.stderr
+    assert "sm_count" in isa.stdout and "132" in isa.stdout
+    demo = subprocess.run(run + ["demo", "--backend", "emu"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.count("PASS") == 2
