@@ -323,6 +323,75 @@ def _parse(data, path):
                     memory=memory, sources=sources, path=str(path), timing=timing)
 
 
+# -- limits of every target ---------------------------------------------------------------------
+# A target with a machine model takes these from its [header]; one without (sm_86, sm_89) from
+# [targets.<arch>.limits] in isa/targets.toml, and the launch API limits from its [launch] table.
+LIMIT_KEYS = ("sm_count", "max_blocks_per_sm", "max_threads_per_sm", "max_threads_per_block",
+              "max_registers_per_thread", "registers_per_sm", "shared_per_sm", "shared_per_block",
+              "shared_per_block_optin", "reserved_shared_per_block")
+LAUNCH_KEYS = ("max_threads_per_block", "max_block_dim", "max_grid_dim", "shared_per_block")
+
+
+@functools.lru_cache(maxsize=None)
+def launch_limits():
+    """{key: value} of the CUDA API launch limits (LAUNCH_KEYS; block and grid dims as 3-tuples)
+    every target shares, from isa/targets.toml [launch]."""
+    path, t = archmod.isa_dir() / "targets.toml", archmod.launch_table()
+    if not isinstance(t, dict):
+        raise _err(path, "launch", "missing table")
+    out = {}
+    for k in LAUNCH_KEYS:
+        if k not in t:
+            raise _err(path, f"launch.{k}", "missing")
+        if k.endswith("_dim"):
+            v = t[k].get("value") if isinstance(t[k], dict) else None
+            if not (isinstance(v, list) and len(v) == 3
+                    and all(isinstance(x, int) and x > 0 for x in v)):
+                raise _err(path, f"launch.{k}", "expected {value = [x, y, z], source = \"...\"}")
+            _number(path, f"launch.{k}", {**t[k], "value": 1})          # checks the source
+            out[k] = tuple(v)
+        else:
+            out[k] = _number(path, f"launch.{k}", t[k])[0]
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _limits(arch):
+    if arch in available():
+        h = load(arch).header
+        return {k: getattr(h, k) for k in LIMIT_KEYS}
+    path, t = archmod.isa_dir() / "targets.toml", archmod.target_entry(arch).get("limits")
+    if not isinstance(t, dict):
+        raise _err(path, f"targets.{arch}.limits",
+                   f"missing (and no machine model isa/{arch}.toml)")
+    api = launch_limits()
+    out = {}
+    for k in LIMIT_KEYS:
+        if k in ("max_threads_per_block", "shared_per_block"):
+            out[k] = api[k]
+        elif k not in t:
+            raise _err(path, f"targets.{arch}.limits.{k}", "missing")
+        else:
+            out[k] = _number(path, f"targets.{arch}.limits.{k}", t[k])[0]
+    unknown = set(t) - set(out)
+    if unknown:
+        raise _err(path, f"targets.{arch}.limits.{sorted(unknown)[0]}", "unknown limit key")
+    return out
+
+
+def limits(arch):
+    """{key: value} of LIMIT_KEYS for any target ptxgen emits for: SM count, residency and
+    per-block limits, each read from isa/ with its source."""
+    archmod.check_arch(arch)
+    return dict(_limits(arch))
+
+
+def sm_count(arch):
+    """The SM count of the target's device (the machine model's, or the representative part's
+    in isa/targets.toml). Runs on a real GPU use the live device's count instead."""
+    return limits(arch)["sm_count"]
+
+
 # -- instruction → op class ----------------------------------------------------------------------
 _HALF = frozenset({"f16", "bf16", "f16x2", "bf16x2"})
 _SFU_OPS = frozenset({"rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh"})

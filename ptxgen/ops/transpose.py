@@ -178,7 +178,7 @@ class Transpose(Operator):
         b.ret()
         return m
 
-    def launch(self, shape, sm_count=132):
+    def launch(self, shape, sm_count=None):
         TS = self.tile
         gy = -(-shape["M"] // TS)
         if gy > MAX_GRID_Y:

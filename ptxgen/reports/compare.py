@@ -85,34 +85,28 @@ def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None):
 def _run_both(op, shape, module, ptx, ours, theirs, seed):
     """Both kernels on the same inputs, outputs poisoned first; times are GPU time per call
     (runtime.time_calls: held batches, no host launch latency), the same way for both."""
-    from numba import cuda
-
-    from ..runtime import bound_steps, load_steps, time_calls
-    from ..runtime.driver import synchronize
-    from ..runtime.twins import twin_kernel, twin_launch_args
+    from ..runtime import (bound_steps, load_steps, synchronize, time_calls, to_device,
+                           to_host)
+    from ..runtime.twins import twin_call
     arch = module.target
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
     ref = op.reference(shape, arrays)
     arrays.update(op.workspace_arrays(shape, arch))
-    dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
+    dev = to_device(arrays)
     ours_call = bound_steps(op, shape, load_steps(op, shape, module, arch, ptx), dev, arch)
     ours_call()
     synchronize(op.name)
-    out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
-    ours.ok, ours.max_rel_error = op.check(shape, out, ref)
+    ours.ok, ours.max_rel_error = op.check(shape, {**arrays, **to_host(dev, op.outputs)}, ref)
     ours.time_ms = time_calls(ours_call)
     # the twin on the same inputs, outputs poisoned again first
-    for n in op.outputs:
-        dev[n] = cuda.to_device(np.full_like(arrays[n], np.nan))
-    tk = twin_kernel(op.name)
-    grid, block, targs = twin_launch_args(op.name, shape, dev)
-    launch = tk[grid, block]
-    launch(*targs)
+    dev.update(to_device({n: np.full_like(arrays[n], np.nan) for n in op.outputs}))
+    theirs_call = twin_call(op.name, shape, dev)
+    theirs_call()
     synchronize(op.name)
-    out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
-    theirs.ok, theirs.max_rel_error = op.check(shape, out, ref)
-    theirs.time_ms = time_calls(lambda: launch(*targs))
+    theirs.ok, theirs.max_rel_error = op.check(shape, {**arrays, **to_host(dev, op.outputs)},
+                                               ref)
+    theirs.time_ms = time_calls(theirs_call)
 
 
 def _table(ours, theirs, op, shape):

@@ -8,10 +8,14 @@ import hashlib
 
 import numpy as np
 
+from .. import isa
 from ..errors import LaunchError, PtxgenError
 from ..launch_shape import check_launch_shape, launch_dims
 
-DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+def default_dynamic_shared_limit():
+    """Dynamic shared memory a kernel may use without opting in (isa/targets.toml [launch])."""
+    return isa.launch_limits()["shared_per_block"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -24,7 +28,7 @@ def gpu_available():
         return False
 
 
-def _cuda():
+def numba_cuda():
     if not gpu_available():
         raise LaunchError("no CUDA GPU is available (use --backend emu to run on the CPU)")
     from numba import cuda
@@ -59,7 +63,7 @@ _loaded = {}
 def load_kernel(ptx_text, name, params, directives=()):
     """Load PTX (cached by text) and return the named kernel. `params` (the IR parameter list)
     and `directives` (the kernel's performance directives) are checked before each launch."""
-    cuda = _cuda()
+    cuda = numba_cuda()
     key = (hashlib.sha1(ptx_text.encode()).hexdigest(), name)
     if key not in _loaded:
         ctx = cuda.current_context()
@@ -75,9 +79,12 @@ def load_kernel(ptx_text, name, params, directives=()):
 
 
 def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
-                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT, directives=()):
+                    shared_limit=None, directives=()):
     """Check a launch against the kernel's parameters and the device limits; raise a
-    PtxgenError naming the kernel (and parameter) on the first problem."""
+    PtxgenError naming the kernel (and parameter) on the first problem. shared_limit: the
+    kernel's dynamic shared-memory limit (None: the default without opting in)."""
+    if shared_limit is None:
+        shared_limit = default_dynamic_shared_limit()
     grid = launch_dims(grid, "grid", kernel_name)
     block = launch_dims(block, "block", kernel_name)
     if len(args) != len(params):
@@ -137,7 +144,7 @@ def _array_dtype(a):
 def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
     """Launch a loaded kernel. numpy arrays are copied to the device and back after the
     launch; Numba device arrays and __cuda_array_interface__ objects are used in place."""
-    cuda = _cuda()
+    cuda = numba_cuda()
     grid, block = _checked(kernel, grid, block, args, shared_bytes)
     copies, raw = [], []
     for a in args:
@@ -147,7 +154,7 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
             raw.append(d.device_ctypes_pointer.value)
         else:
             raw.append(_raw_arg(a))
-    _raw_launch(kernel, grid, block, raw, shared_bytes)
+    raw_launch(kernel, grid, block, raw, shared_bytes)
     if sync or copies:
         synchronize(kernel.name)
     for host, dev in copies:
@@ -156,11 +163,13 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
 
 
 def _checked(kernel, grid, block, args, shared_bytes):
-    """Validated (grid, block); dynamic shared memory above 48 KB enabled on the kernel."""
-    limit = max(shared_bytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
+    """Validated (grid, block); dynamic shared memory above the default limit (48 KB) enabled
+    on the kernel."""
+    default = default_dynamic_shared_limit()
+    limit = max(shared_bytes, default)
     grid, block = validate_launch(kernel.name, kernel.params, grid, block, list(args),
                                   shared_bytes, limit, kernel.directives)
-    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
+    if shared_bytes > default:
         kernel.max_dynamic_shared(shared_bytes)
     return grid, block
 
@@ -171,7 +180,7 @@ def _raw_arg(a):
     return int(cai["data"][0]) if cai is not None else a
 
 
-def _raw_launch(kernel, grid, block, raw_args, shared_bytes):
+def raw_launch(kernel, grid, block, raw_args, shared_bytes):
     from numba import cuda
     from numba.cuda.cudadrv.driver import _to_core_stream
     import cuda.core as core
@@ -200,13 +209,13 @@ def _first_line(e):
 def bound_launch(kernel, grid, block, args, shared_bytes=0):
     """A no-argument callable that launches `kernel` with these arguments, checked once here
     (device arrays or raw pointers only: nothing is copied), for timing loops."""
-    _cuda()
+    numba_cuda()
     if any(isinstance(a, np.ndarray) for a in args):
         raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
                           f"arrays (they would be copied on every launch)")
     grid, block = _checked(kernel, grid, block, args, shared_bytes)
     raw = [_raw_arg(a) for a in args]
-    return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
+    return lambda: raw_launch(kernel, grid, block, raw, shared_bytes)
 
 
 def load_steps(op, shape, module, arch, ptx=None):
@@ -214,18 +223,28 @@ def load_steps(op, shape, module, arch, ptx=None):
     op's build for shape and arch; `ptx`: its text when already emitted), loaded once each."""
     from ..emit import emit_module
     ptx, kernels = ptx or emit_module(module, arch), {}
-    for step in op.steps(shape, arch):
+    for step in op.steps(shape, arch):          # which kernels, not their launch shapes
         if step.kernel not in kernels:
             kir = module.kernel(step.kernel)
             kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
     return kernels
 
 
+def run_steps(op, shape, kernels, arrays, arch):
+    """Launch all of op's steps for `shape` once, in order, on host `arrays` (numpy arrays go
+    to the device and back at each launch)."""
+    from .device import sm_count
+    for step in op.steps(shape, arch, sm_count()):
+        cfg = step.launch
+        launch(kernels[step.kernel], cfg.grid, cfg.block, step.args(arrays), cfg.shared_bytes)
+
+
 def bound_steps(op, shape, kernels, arrays, arch):
     """A no-argument callable that launches all of op's steps for `shape` on device `arrays`
     (inputs, outputs and workspace), each checked once (bound_launch)."""
+    from .device import sm_count
     gos = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(arrays),
-                        s.launch.shared_bytes) for s in op.steps(shape, arch)]
+                        s.launch.shared_bytes) for s in op.steps(shape, arch, sm_count())]
 
     def run():
         for go in gos:
@@ -238,18 +257,18 @@ def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
     on the device (device arrays or raw pointers). The figure includes the host's launch
     latency (the stream is idle when the start event fires), as a lone call sees it;
     runtime.time_calls measures GPU time alone."""
-    cuda = _cuda()
+    cuda = numba_cuda()
     grid = launch_dims(grid, "grid", kernel.name)
     block = launch_dims(block, "block", kernel.name)
     raw = [_raw_arg(a) for a in args]
     for _ in range(warmup):
-        _raw_launch(kernel, grid, block, raw, shared_bytes)
+        raw_launch(kernel, grid, block, raw, shared_bytes)
     synchronize(kernel.name)
     times = []
     for _ in range(repeat):
         start, stop = cuda.event(), cuda.event()
         start.record()
-        _raw_launch(kernel, grid, block, raw, shared_bytes)
+        raw_launch(kernel, grid, block, raw, shared_bytes)
         stop.record()
         stop.synchronize()
         times.append(cuda.event_elapsed_time(start, stop))
