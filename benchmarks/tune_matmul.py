@@ -20,7 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from ptxgen.tune import cache as cachemod  # noqa: E402
+from ptxgen.schedule import tuned as cachemod  # noqa: E402
 from ptxgen.tune.tuner import tune_matmul  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000)]

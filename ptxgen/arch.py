@@ -32,6 +32,17 @@ def targets():
     return sorted(_targets()["targets"])
 
 
+def target_entry(arch):
+    """The target's table in isa/targets.toml (PTX versions, and limits where it has no model)."""
+    return _targets()["targets"][check_arch(arch)]
+
+
+def launch_table():
+    """The [launch] table of isa/targets.toml: CUDA API launch limits common to every target
+    (ptxgen.isa.launch_limits checks and reads it)."""
+    return _targets().get("launch")
+
+
 def check_arch(arch):
     if arch not in _targets()["targets"]:
         raise PtxgenError(f"unknown arch {arch!r}; known: {', '.join(targets())}")

@@ -361,6 +361,95 @@ def _parse(data, path):
                     memory_model=mm)
 
 
+# -- limits of every target ---------------------------------------------------------------------
+# A target with a machine model takes these from its [header]; one without (sm_86, sm_89) from
+# isa/limits.toml (only what NVIDIA's tables give: no latencies, no throughput), and the launch
+# API limits from the [launch] table of isa/targets.toml.
+LIMIT_KEYS = ("sm_count", "warp_size", "schedulers_per_sm", "max_warps_per_sm",
+              "max_blocks_per_sm", "max_threads_per_sm", "max_threads_per_block",
+              "registers_per_sm", "registers_per_block", "max_registers_per_thread",
+              "register_allocation_unit", "warp_allocation_granularity", "shared_per_sm",
+              "shared_per_block", "shared_per_block_optin", "reserved_shared_per_block",
+              "shared_allocation_unit", "shared_carveout_kb")
+LAUNCH_KEYS = ("max_threads_per_block", "max_block_dim", "max_grid_dim", "shared_per_block")
+
+
+@functools.lru_cache(maxsize=None)
+def launch_limits():
+    """{key: value} of the CUDA API launch limits (LAUNCH_KEYS; block and grid dims as 3-tuples)
+    every target shares, from isa/targets.toml [launch]."""
+    path, t = archmod.isa_dir() / "targets.toml", archmod.launch_table()
+    if not isinstance(t, dict):
+        raise _err(path, "launch", "missing table")
+    out = {}
+    for k in LAUNCH_KEYS:
+        if k not in t:
+            raise _err(path, f"launch.{k}", "missing")
+        if k.endswith("_dim"):
+            v = t[k].get("value") if isinstance(t[k], dict) else None
+            if not (isinstance(v, list) and len(v) == 3
+                    and all(isinstance(x, int) and x > 0 for x in v)):
+                raise _err(path, f"launch.{k}", "expected {value = [x, y, z], source = \"...\"}")
+            _number(path, f"launch.{k}", {**t[k], "value": 1})          # checks the source
+            out[k] = tuple(v)
+        else:
+            out[k] = _number(path, f"launch.{k}", t[k])[0]
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _limits_table():
+    path = archmod.isa_dir() / "limits.toml"
+    try:
+        with open(path, "rb") as f:
+            return path, tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise IsaDataError(f"{path}: cannot read the limits table: {e}") from None
+
+
+def limit_targets():
+    """Targets whose limits are known (a machine model or an isa/limits.toml entry)."""
+    return sorted(set(available()) | set(_limits_table()[1]))
+
+
+@functools.lru_cache(maxsize=None)
+def _limits(arch):
+    if arch in available():
+        h = load(arch).header
+        return {k: getattr(h, k) for k in LIMIT_KEYS}
+    path, data = _limits_table()
+    t = data.get(arch)
+    if not isinstance(t, dict):
+        raise IsaDataError(f"no resource limits for {arch}: add them to {path} or write a "
+                           f"machine model isa/{arch}.toml")
+    api = launch_limits()
+    out = {}
+    for k in LIMIT_KEYS:
+        if k not in t:
+            raise _err(path, f"{arch}.{k}", "missing")
+        out[k] = _number(path, f"{arch}.{k}", t[k], allow_list=k in _LIST_KEYS)[0]
+    unknown = set(t) - set(out) - {"name"}
+    if unknown:
+        raise _err(path, f"{arch}.{sorted(unknown)[0]}", "unknown limit key")
+    for k in ("max_threads_per_block", "shared_per_block"):
+        if out[k] != api[k]:
+            raise _err(path, f"{arch}.{k}", f"disagrees with targets.toml [launch] ({api[k]})")
+    return out
+
+
+def limits(arch):
+    """{key: value} of LIMIT_KEYS for any target ptxgen emits for: SM count, residency and
+    per-block limits, each read from isa/ with its source."""
+    archmod.check_arch(arch)
+    return dict(_limits(arch))
+
+
+def sm_count(arch):
+    """The SM count of the target's device (the machine model's, or the representative part's
+    in isa/targets.toml). Runs on a real GPU use the live device's count instead."""
+    return limits(arch)["sm_count"]
+
+
 # -- instruction → op class ----------------------------------------------------------------------
 _HALF = frozenset({"f16", "bf16", "f16x2", "bf16x2"})
 _SFU_OPS = frozenset({"rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh"})

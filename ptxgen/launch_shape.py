@@ -1,19 +1,15 @@
 """Launch-shape rules shared by the GPU runtime and the emulator, so both refuse the same launches
 with the same one-line messages.
 
-The limits are CUDA API limits of every target ptxgen emits for (CUDA C Programming Guide,
-"Technical Specifications per Compute Capability", identical for cc 8.x and 9.0), not
-performance data, so they live here rather than in isa/.
+The limits are the CUDA API launch limits every target ptxgen emits for shares (identical for
+cc 8.x and 9.0): isa/targets.toml [launch], each with its source, read by ptxgen.isa.
 """
 import re
 
 import numpy as np
 
+from . import isa
 from .errors import LaunchError, PtxgenError
-
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_GRID_DIM = (2 ** 31 - 1, 65535, 65535)
 
 
 def launch_dims(v, what, kernel):
@@ -39,15 +35,16 @@ def check_launch_shape(name, grid, block, directives=()):
     if any(d <= 0 for d in tuple(grid) + tuple(block)):
         raise LaunchError(f"kernel {name}: grid {grid} and block {block} must be positive")
     threads = block[0] * block[1] * block[2]
-    if threads > MAX_THREADS_PER_BLOCK:
-        raise LaunchError(f"kernel {name}: block {block} has more than {MAX_THREADS_PER_BLOCK} "
-                          f"threads")
-    for d, lim, what in zip(block, MAX_BLOCK_DIM, "xyz"):
-        if d > lim:
-            raise LaunchError(f"kernel {name}: block.{what}={d} exceeds {lim}")
-    for d, lim, what in zip(grid, MAX_GRID_DIM, "xyz"):
-        if d > lim:
-            raise LaunchError(f"kernel {name}: grid.{what}={d} exceeds {lim}")
+    lim = isa.launch_limits()
+    if threads > lim["max_threads_per_block"]:
+        raise LaunchError(f"kernel {name}: block {block} has more than "
+                          f"{lim['max_threads_per_block']} threads")
+    for d, lim_d, what in zip(block, lim["max_block_dim"], "xyz"):
+        if d > lim_d:
+            raise LaunchError(f"kernel {name}: block.{what}={d} exceeds {lim_d}")
+    for d, lim_d, what in zip(grid, lim["max_grid_dim"], "xyz"):
+        if d > lim_d:
+            raise LaunchError(f"kernel {name}: grid.{what}={d} exceeds {lim_d}")
     for d in directives:
         words = d.replace(",", " ").split()
         if not words or words[0] not in (".reqntid", ".maxntid"):

@@ -52,13 +52,13 @@ from ptxgen import emit_module
 from ptxgen.errors import LaunchError
 from ptxgen.ops import get_operator
 from ptxgen.runtime import load_kernel
-from ptxgen.runtime.driver import _raw_launch, synchronize
+from ptxgen.runtime.driver import raw_launch, synchronize
 op = get_operator("saxpy")
 m = op.build(op.shape(n=16))
 k = load_kernel(emit_module(m), "saxpy", m.kernel("saxpy").params)
 try:
     # 2^30 elements through null pointers: an illegal address
-    _raw_launch(k, (64, 1, 1), (256, 1, 1), [np.uint32(1 << 30), np.float32(1), 0, 0, 0], 0)
+    raw_launch(k, (64, 1, 1), (256, 1, 1), [np.uint32(1 << 30), np.float32(1), 0, 0, 0], 0)
     synchronize("saxpy")
 except LaunchError as e:
     print("REPORTED", e)

@@ -270,3 +270,40 @@ def test_cli_text_and_errors(capsys):
     assert main(["isa", "sm_42"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sm_42" in err
+
+
+# -- limits of every target (isa.limits, isa.launch_limits) ------------------------------------
+def test_every_target_has_limits_and_sm_count():
+    for a in isa.archmod.targets():
+        lim = isa.limits(a)
+        assert set(lim) == set(isa.LIMIT_KEYS)
+        assert all((min(v) >= 0 if isinstance(v, tuple) else v > 0) for v in lim.values())
+        assert isa.sm_count(a) == lim["sm_count"]
+    assert isa.sm_count("sm_90") == isa.load("sm_90").header.sm_count == 132
+    assert isa.limits("sm_86")["max_threads_per_sm"] == 1536
+    assert isa.limits("sm_89")["max_blocks_per_sm"] == 24
+    with pytest.raises(PtxgenError, match="unknown arch 'sm_70'"):
+        isa.limits("sm_70")
+
+
+def test_model_headers_agree_with_the_launch_api_limits():
+    """A machine model restates two CUDA API limits of [launch]; the copies must not drift."""
+    api = isa.launch_limits()
+    assert api["max_block_dim"] == (1024, 1024, 64) and api["max_grid_dim"][0] == 2 ** 31 - 1
+    for a in isa.available():
+        h = isa.load(a).header
+        assert h.max_threads_per_block == api["max_threads_per_block"], a
+        assert h.shared_per_block == api["shared_per_block"], a
+
+
+def test_target_limits_need_sources(monkeypatch):
+    """A limit in isa/limits.toml without a source is refused like one in a model file."""
+    path, data = isa._limits_table()
+    broken = {**data, "sm_86": {**data["sm_86"], "sm_count": 82}}
+    monkeypatch.setattr(isa, "_limits_table", lambda: (path, broken))
+    isa._limits.cache_clear()
+    try:
+        with pytest.raises(IsaDataError, match=r"sm_86.sm_count: number without"):
+            isa.limits("sm_86")
+    finally:
+        isa._limits.cache_clear()

@@ -24,8 +24,9 @@ def test_load_steps_and_bound_steps_wire_every_step(monkeypatch):
     """Without a GPU: load_steps loads each kernel of a packed matmul once, bound_steps launches
     the four steps in order with their own arguments (loader and launcher replaced by fakes)."""
     from ptxgen.ops.matmul import Matmul
-    from ptxgen.runtime import driver
+    from ptxgen.runtime import device, driver
     loaded, launched = [], []
+    monkeypatch.setattr(device, "sm_count", lambda: 132)           # the H200's
     monkeypatch.setattr(driver, "load_kernel", lambda ptx, name, params, directives=(): (
         loaded.append(name), name)[1])
     monkeypatch.setattr(driver, "bound_launch", lambda k, grid, block, args, shm=0: (

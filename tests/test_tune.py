@@ -12,7 +12,7 @@ from ptxgen.errors import PtxgenError
 from ptxgen.ops.matmul import Matmul
 from ptxgen.schedule import CANDIDATES, MatmulSchedule, default_schedule
 from ptxgen.schedule.matmul import lower_matmul
-from ptxgen.tune import cache as cachemod
+from ptxgen.schedule import tuned as cachemod
 from ptxgen.tune import space as spacemod
 from ptxgen.tune import static, tuner
 from ptxgen.tune.gpu import check_shape

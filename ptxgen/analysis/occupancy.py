@@ -15,13 +15,14 @@ cuOccupancyMaxActiveBlocksPerMultiprocessor agrees with:
   supported carveout that holds one block;
 - blocks: at most max_blocks_per_sm.
 
-Every limit comes from ptxgen.limits (the isa/<arch>.toml header, or isa/limits.toml for targets
+Every limit comes from ptxgen.isa.limits (the isa/<arch>.toml header, or isa/limits.toml for targets
 without a machine model); nothing here is architecture-specific.
 """
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 
+from .. import isa
 from ..arch import DEFAULT_TARGET
-from ..limits import limits as target_limits
 from ..errors import PtxgenError
 
 LIMITERS = ("warps", "registers", "shared", "blocks")
@@ -171,3 +172,8 @@ def invalid_launch(threads_per_block, registers_per_thread, shared_bytes_per_blo
     if r.active_blocks_per_sm == 0:
         return f"not one block fits on an {arch} SM (limited by {', '.join(r.limiters)})"
     return None
+
+
+def target_limits(arch):
+    """The limits of `arch` (ptxgen.isa.limits) as attributes."""
+    return SimpleNamespace(**isa.limits(arch))

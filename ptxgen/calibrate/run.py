@@ -54,13 +54,11 @@ class Gpu:
     """Loads and launches ptxgen modules on the current device."""
 
     def __init__(self, arch):
+        from .. import runtime
         from ..runtime import driver
-        self.driver = driver
-        self.cuda = driver._cuda()
-        dev = self.cuda.get_current_device()
-        name = dev.name
-        self.name = name.decode() if isinstance(name, bytes) else str(name)
-        self.sm_count = dev.MULTIPROCESSOR_COUNT
+        self.driver, self.runtime = driver, runtime
+        self.name = runtime.device_name()
+        self.sm_count = runtime.sm_count()
         self.arch = arch
 
     def load(self, module):
@@ -77,7 +75,7 @@ class Gpu:
                                        repeat=repeat)
 
     def device_array(self, nbytes, dtype=np.uint64):
-        return self.cuda.device_array(nbytes // np.dtype(dtype).itemsize, dtype=dtype)
+        return self.runtime.device_array(nbytes // np.dtype(dtype).itemsize, dtype)
 
     @staticmethod
     def address(darr):

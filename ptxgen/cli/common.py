@@ -45,8 +45,8 @@ def arch_help(needs="target"):
         return (f"target with a machine model: {', '.join(isa.available())} "
                 f"(isa/sm_XX.toml)")
     if needs == "limits":
-        from ..limits import known
-        return f"target: {', '.join(known())}"
+        from .. import isa
+        return f"target: {', '.join(isa.limit_targets())}"
     return f"target: {', '.join(archmod.targets())}"
 
 

@@ -27,7 +27,7 @@ def add_parser(sub):
     p.add_argument("--sample", type=positive_int, default=16,
                    help="simulated k-loop iterations before extrapolating (default 16)")
     p.add_argument("--cache", metavar="FILE.json",
-                   help="tune cache to write (default: the user cache, see ptxgen.tune.cache)")
+                   help="tune cache to write (default: the user cache, see ptxgen.schedule.tuned)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     return p

@@ -4,7 +4,7 @@ import numpy as np
 
 from .memops import load, store
 from .printf import build_vprintf
-from .program import BARRIER, NORMAL, Op, _guarded, _raiser
+from .program import BARRIER, NORMAL, Op, guarded_op, raiser
 
 GRID_SYNC = ("cudaCGGetIntrinsicHandle", "cudaCGSynchronize")
 
@@ -15,7 +15,7 @@ def grid_sync_ops(prog, ins, index, name, visible, rets):
     barrier of the whole grid, which the executor's barrier is once every CTA runs in one
     batch. Returns the ops."""
     if ins.guard is not None:
-        return [Op(NORMAL, _raiser(prog._unsupported(ins, index, "a predicated grid sync")),
+        return [Op(NORMAL, raiser(prog._unsupported(ins, index, "a predicated grid sync")),
                    ins, index)]
     opi = len(prog.code)
     offs = [visible[r] for r in rets]
@@ -41,5 +41,5 @@ def vprintf_op(prog, ins, index, arg_offs, ret_off):
                        lambda st, sp, ln, a, dt, v: store(st, sp, ln, a, dt, 1, v, opi),
                        arg_offs[0], arg_offs[1], ret_off)
     if ins.guard is not None:
-        fn = _guarded(fn, prog.slot(ins.guard), ins.guard_negated)
+        fn = guarded_op(fn, prog.slot(ins.guard), ins.guard_negated)
     return Op(NORMAL, fn, ins, index)

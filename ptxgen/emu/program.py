@@ -198,7 +198,7 @@ class Program:
             self.code.append(op)
         for op, name in pending:
             if name not in labels:
-                op.kind, op.fn = NORMAL, _raiser(self._unsupported(
+                op.kind, op.fn = NORMAL, raiser(self._unsupported(
                     op.instr, op.index, f"branch target {name} is not a label"))
             else:
                 op.target = labels[name]
@@ -253,7 +253,7 @@ class Program:
         elif any(a not in visible for a in args + rets):
             why = "call arguments must be call-sequence .params"
         if why is not None:
-            self.code.append(Op(NORMAL, _raiser(self._unsupported(ins, index, why)), ins, index))
+            self.code.append(Op(NORMAL, raiser(self._unsupported(ins, index, why)), ins, index))
             return
         binding = {p.name: visible[a] for p, a in zip(callee.params, args)}
         binding.update({r.name: visible[a] for r, a in zip(callee.returns, rets)})
@@ -335,7 +335,7 @@ class Program:
                     self.has_barrier_reductions = True
                 return Op(BARRIER, red, ins, index)
             if opc == "trap":
-                fn = _raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
+                fn = raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
             elif opc in NO_OPS:
                 fn = _nop
             else:
@@ -344,9 +344,9 @@ class Program:
                     raise Unsupported(f"opcode {opc!r} is not emulated")
                 fn = builder(ctx, ins)
         except Unsupported as e:
-            fn = _raiser(self._unsupported(ins, index, str(e)))
+            fn = raiser(self._unsupported(ins, index, str(e)))
         if guard >= 0:
-            fn = _guarded(fn, guard, neg)
+            fn = guarded_op(fn, guard, neg)
         return Op(NORMAL, fn, ins, index)
 
     def _unsupported(self, ins, index, why):
@@ -413,14 +413,14 @@ def _nop(st, m):
     pass
 
 
-def _raiser(message):
+def raiser(message):
     def fn(st, m):
         if m is None or m.any():                 # only when some thread really executes it
             raise EmulationError(message)
     return fn
 
 
-def _guarded(fn, slot, neg):
+def guarded_op(fn, slot, neg):
     if neg:
         def g(st, m):
             p = ~st.R[slot]

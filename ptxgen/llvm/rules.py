@@ -17,29 +17,29 @@ from .values import I1, from_bits, ltype, resize, to_bits
 ROUNDINGS = tuple(table.ROUNDING)
 
 
-def _rounding(ins):
+def rounding_mod(ins):
     for m in ins.mods:
         if m in table.ROUNDING:
             return m
     return None
 
 
-def _ftz(ins):
+def ftz_mod(ins):
     return ".ftz" if "ftz" in ins.mods else ""
 
 
 def _nvvm_float(f, stem, ins, t, values):
     """llvm.nvvm.<stem>.<rnd>[.ftz].<f|d>(values) for PTX's explicit rounding modes."""
     if t.bits not in (32, 64):
-        f.fail(f"rounding .{_rounding(ins)} on .{t} has no LLVM intrinsic")
-    rnd = table.ROUNDING[_rounding(ins) or "rn"]
-    ftz = _ftz(ins) if t.bits == 32 else ""
+        f.fail(f"rounding .{rounding_mod(ins)} on .{t} has no LLVM intrinsic")
+    rnd = table.ROUNDING[rounding_mod(ins) or "rn"]
+    ftz = ftz_mod(ins) if t.bits == 32 else ""
     return f.call(f"llvm.nvvm.{stem}.{rnd}{ftz}.{table.FLOAT_STEM[t.bits]}", ltype(t), *values)
 
 
 def _plain_float(ins, t):
     """Whether LLVM's own instruction is exact here: round-to-nearest, no flush-to-zero."""
-    return _rounding(ins) in (None, "rn") and not (_ftz(ins) and t.bits == 32) \
+    return rounding_mod(ins) in (None, "rn") and not (ftz_mod(ins) and t.bits == 32) \
         and "sat" not in ins.mods
 
 
@@ -106,13 +106,13 @@ def fma(f, ins, row):
     t = ins.type
     a, c, d = (f.read(x, t) for x in ins.operands[1:4])
     if _plain_float(ins, t):
-        v = f.call(f"llvm.fma.{_float_suffix(t)}", ltype(t), a, c, d)
+        v = f.call(f"llvm.fma.{float_suffix(t)}", ltype(t), a, c, d)
     else:
         v = _nvvm_float(f, "fma", ins, t, (a, c, d))
     f.write(ins.operands[0], v, t)
 
 
-def _float_suffix(t):
+def float_suffix(t):
     return {16: "f16", 32: "f32", 64: "f64"}[t.bits]
 
 
@@ -122,10 +122,10 @@ def minmax(f, ins, row):
     b = f.b
     if t.is_float:
         if t.bits in (32, 64):
-            suffix = _ftz(ins) + "." + table.FLOAT_STEM[t.bits]
+            suffix = ftz_mod(ins) + "." + table.FLOAT_STEM[t.bits]
             v = f.call(f"llvm.nvvm.{row.data['nvvm']}{suffix}", ltype(t), a, c)
         else:
-            v = f.call(f"{row.data['llvm']}.{_float_suffix(t)}", ltype(t), a, c)
+            v = f.call(f"{row.data['llvm']}.{float_suffix(t)}", ltype(t), a, c)
     else:
         cmp = b.icmp_signed if t.is_signed else b.icmp_unsigned
         v = b.select(cmp(row.data["cmp"], a, c), a, c)
@@ -189,10 +189,10 @@ def nvvm_math(f, ins, row):
     """rcp/sqrt/rsqrt/sin/cos/lg2/ex2: llvm.nvvm.<op>.<approx|rn|…>[.ftz].<f|d>."""
     t = ins.type
     a = f.read(ins.operands[1], t)
-    mode = "approx" if "approx" in ins.mods else table.ROUNDING.get(_rounding(ins) or "", "")
+    mode = "approx" if "approx" in ins.mods else table.ROUNDING.get(rounding_mod(ins) or "", "")
     if t.bits not in (32, 64) or not mode:
         f.fail(f"no NVVM intrinsic for {ins.full_opcode}")
-    name = f"llvm.nvvm.{ins.opcode}.{mode}{_ftz(ins)}.{table.FLOAT_STEM[t.bits]}"
+    name = f"llvm.nvvm.{ins.opcode}.{mode}{ftz_mod(ins)}.{table.FLOAT_STEM[t.bits]}"
     f.write(ins.operands[0], f.call(name, ltype(t), a), t)
 
 

@@ -4,7 +4,7 @@ from llvmlite import ir
 from ..ir import types as T
 from ..ir.values import Addr, Imm, Reg
 from . import table
-from .rules import _float_suffix, _ftz, _rounding
+from .rules import float_suffix, ftz_mod, rounding_mod
 from .values import F32, I32, I64, ltype, resize, to_bits
 
 
@@ -13,7 +13,7 @@ def cvt(f, ins, row):
     if len(types) != 2:
         f.fail("cvt needs a destination and a source type")
     dt, stp = types
-    rnd = _rounding(ins)
+    rnd = rounding_mod(ins)
     b = f.b
     a = f.read(ins.operands[1], stp)
     if "sat" in ins.mods or ("ftz" in ins.mods and dt.is_float and stp.is_float):
@@ -39,7 +39,7 @@ def _cvt_float(f, ins, dt, stp, a, rnd):
     b = f.b
     if dt.bits == stp.bits:
         if rnd in table.ROUND_INTEGRAL:
-            return f.call(f"{table.ROUND_INTEGRAL[rnd]}.{_float_suffix(dt)}", ltype(dt), a)
+            return f.call(f"{table.ROUND_INTEGRAL[rnd]}.{float_suffix(dt)}", ltype(dt), a)
         return a
     if dt.bits > stp.bits:
         return b.fpext(a, ltype(dt))
@@ -60,7 +60,7 @@ def _cvt_to_int(f, ins, dt, stp, a, rnd):
         a, stp = b.fpext(a, F32), T.f32
     bits = max(32, dt.bits)
     stem = table.INT_STEM[(dt.is_signed, bits)]
-    ftz = _ftz(ins) if stp.bits == 32 else ""
+    ftz = ftz_mod(ins) if stp.bits == 32 else ""
     name = f"llvm.nvvm.{table.FLOAT_STEM[stp.bits][0]}2{stem}.{table.ROUNDING[rnd]}{ftz}"
     v = f.call(name, ir.IntType(bits), a)
     if dt.bits < bits:

@@ -4,7 +4,7 @@ from llvmlite import ir
 from ..ir import types as T
 from ..ir.values import Addr, Imm, PredPair, Reg
 from . import table
-from .rules import _float_suffix
+from .rules import float_suffix
 from .rules_convert import asm
 from .values import ADDRSPACE, I1, I32, ltype, resize, to_bits
 
@@ -83,7 +83,7 @@ def atomic(f, ins, row):
 
 def _atomic_fadd(f, ptr, val, t):
     if f.dialect == "nvvm":             # LLVM 7 has no atomicrmw fadd; NVVM's intrinsic is it
-        suffix = f"{_float_suffix(t)}.p{ptr.type.addrspace}{_float_suffix(t)}"
+        suffix = f"{float_suffix(t)}.p{ptr.type.addrspace}{float_suffix(t)}"
         return f.call(f"llvm.nvvm.atomic.load.add.{suffix}", ltype(t), ptr, val)
     return f.b.atomic_rmw("fadd", ptr, val, "monotonic")
 

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ..errors import LoweringError
 from ..ir import types as T
-from ..ir.values import Addr, Imm, Raw, Reg, Special, Sym, Vec
+from ..ir.values import SPECIAL_TYPES, Addr, Imm, Raw, Reg, Special, Sym, Vec
 
 # PTX state spaces as NVPTX address spaces (the numbers LLVM's NVPTX back end and NVVM share).
 ADDRSPACE = {"generic": 0, "global": 1, "shared": 3, "const": 4, "local": 5, "param": 101}
@@ -62,9 +62,6 @@ def from_bits(b, v, t):
         v = b.zext(v, ir.IntType(t.bits))
     v = resize(b, v, t.bits, t.is_signed)
     return v if isinstance(lt, ir.IntType) else b.bitcast(v, lt)
-
-
-SREG_BITS = {"gridid": 64, "clock64": 64, "globaltimer": 64}
 
 
 class Frame:
@@ -148,7 +145,7 @@ class Frame:
 
     def special(self, op):
         name = op.name
-        bits = SREG_BITS.get(name.split(".")[0], 32)
+        bits = SPECIAL_TYPES.get(name.split(".")[0], T.u32).bits   # the IR's register width
         if name in ("dynamic_smem_size", "total_smem_size"):
             return self.b.asm(ir.FunctionType(I32, []), f"mov.u32 $0, %{name};", "=r", [],
                               True)

@@ -11,8 +11,14 @@ from typing import Callable
 
 import numpy as np
 
+from .. import isa
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
+
+
+def sm_count_or_default(sm_count, arch=DEFAULT_TARGET):
+    """sm_count when given (a live device's), else the target's from its isa model."""
+    return isa.sm_count(arch) if sm_count is None else sm_count
 
 
 @dataclass(frozen=True)
@@ -57,15 +63,18 @@ class Operator:
     def build(self, shape, arch=DEFAULT_TARGET):
         raise NotImplementedError
 
-    def launch(self, shape, sm_count=132):
+    def launch(self, shape, sm_count=None):
+        """The main kernel's Launch. sm_count: the device's SM count, for operators that size
+        a grid-stride grid by it (None: the default target's, see sm_count_or_default)."""
         raise NotImplementedError
 
     def make_inputs(self, shape, rng):
         raise NotImplementedError
 
-    def steps(self, shape, arch=DEFAULT_TARGET, sm_count=132):
-        """The launches that compute the operator, in order (build() first: it decides)."""
-        return [Step(self.kernel_name(), self.launch(shape, sm_count),
+    def steps(self, shape, arch=DEFAULT_TARGET, sm_count=None):
+        """The launches that compute the operator, in order (build() first: it decides).
+        sm_count: the live device's SM count when running on one (None: the target's)."""
+        return [Step(self.kernel_name(), self.launch(shape, sm_count_or_default(sm_count, arch)),
                      lambda arrays: self.kernel_args(shape, arrays))]
 
     def workspace(self, shape, arch=DEFAULT_TARGET):

@@ -14,7 +14,7 @@ from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
-from .base import Launch, Operator
+from .base import Launch, Operator, sm_count_or_default
 
 
 class Elementwise(Operator):
@@ -85,11 +85,11 @@ class Elementwise(Operator):
         b.ret()
         return m
 
-    def launch(self, shape, sm_count=132):
+    def launch(self, shape, sm_count=None):
         work = max(1, shape["n"] // self.vec)
         blocks = max(1, -(-work // (self.threads * self.chunks)))
         if self.ctas_per_sm is not None:
-            blocks = min(blocks, sm_count * self.ctas_per_sm)
+            blocks = min(blocks, sm_count_or_default(sm_count) * self.ctas_per_sm)
         return Launch(grid=(blocks, 1, 1), block=(self.threads, 1, 1))
 
     def make_inputs(self, shape, rng):

@@ -22,7 +22,7 @@ from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..schedule import MatmulSchedule, default_schedule, lower_matmul
-from ..tune.cache import tuned_matmul_schedule
+from ..schedule.tuned import tuned_matmul_schedule
 from . import matmul_edge as edgemod
 from . import pack as packmod
 from .base import Launch, Operator, Step
@@ -69,7 +69,7 @@ class Matmul(Operator):
     def schedule_for(self, shape, arch=DEFAULT_TARGET):
         """The MatmulSchedule used for `shape` on `arch` (None: the simple tiled kernel)."""
         if self.schedule == "auto":
-            return tuned_matmul_schedule(arch, shape) or default_schedule(shape)
+            return tuned_matmul_schedule(arch, shape) or default_schedule(shape, arch)
         return self.schedule
 
     def build(self, shape, arch=DEFAULT_TARGET):
@@ -88,7 +88,7 @@ class Matmul(Operator):
         got = self._built.get(_key(shape), _UNBUILT)
         return self.plan(shape) if got is _UNBUILT else got
 
-    def steps(self, shape, arch=DEFAULT_TARGET, sm_count=132):
+    def steps(self, shape, arch=DEFAULT_TARGET, sm_count=None):
         main = super().steps(shape, arch, sm_count)
         _, packs, edge = self._choice(shape)
         if not packs:
@@ -160,7 +160,7 @@ class Matmul(Operator):
         b.ret()
         return m
 
-    def launch(self, shape, sm_count=132):
+    def launch(self, shape, sm_count=None):
         """The main kernel's launch."""
         s, packs, edge = self._choice(shape)
         if s is not None:                                          # static shared memory only

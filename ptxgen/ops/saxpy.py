@@ -11,7 +11,7 @@ import numpy as np
 from ..arch import DEFAULT_TARGET
 from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
-from .base import Operator, Launch
+from .base import Launch, Operator, sm_count_or_default
 
 
 class Saxpy(Operator):
@@ -71,11 +71,11 @@ class Saxpy(Operator):
         b.ret()
         return m
 
-    def launch(self, shape, sm_count=132):
+    def launch(self, shape, sm_count=None):
         n = shape["n"]
         blocks = max(1, -(-max(n // 4, 1) // (self.threads * self.chunks)))
         if self.ctas_per_sm is not None:
-            blocks = min(blocks, sm_count * self.ctas_per_sm)
+            blocks = min(blocks, sm_count_or_default(sm_count) * self.ctas_per_sm)
         return Launch(grid=(blocks, 1, 1), block=(self.threads, 1, 1))
 
     def make_inputs(self, shape, rng):

@@ -35,6 +35,7 @@ at 8192², 0.94 at 16384², 0.83 at 8191x8193 (the 2-D grid: 0.93, 0.92, 0.68).
 """
 import numpy as np
 
+from .. import isa
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
@@ -42,7 +43,6 @@ from ..ir import types as T
 from ..schedule.raster import grouped_tile
 from .base import Launch, Operator
 
-MAX_GRID_Y = 65535
 _LOAD_CACHE = ("ca", "cg", "cs", "lu", "nc")
 _STORE_CACHE = ("wb", "cg", "cs", "wt")
 
@@ -178,15 +178,16 @@ class Transpose(Operator):
         b.ret()
         return m
 
-    def launch(self, shape, sm_count=132):
+    def launch(self, shape, sm_count=None):
         TS = self.tile
         gy = -(-shape["M"] // TS)
-        if gy > MAX_GRID_Y:
+        max_x, max_y, _ = isa.launch_limits()["max_grid_dim"]
+        if gy > max_y:
             raise PtxgenError(f"transpose: M={shape['M']} needs {gy} tile rows, more than the "
-                              f"grid's {MAX_GRID_Y}")
+                              f"grid's {max_y}")
         gx = -(-shape["N"] // (TS * self.tiles))
         if self.group:
-            if gx * gy >= 1 << 31:
+            if gx * gy > max_x:
                 raise PtxgenError(f"transpose: {gx * gy} tiles are more than a 1-D grid holds")
             return Launch(grid=(gx * gy, 1, 1), block=(32, self.block_rows, 1))
         return Launch(grid=(gx, gy, 1), block=(32, self.block_rows, 1))

@@ -104,37 +104,30 @@ def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None, paths=()):
 def _run_all(op, shape, module, sides, theirs, seed):
     """Every side on the same inputs, outputs poisoned before each; times are GPU time per call
     (runtime.time_calls: held batches, no host launch latency), the same way for all."""
-    from numba import cuda
-
-    from ..runtime import bound_steps, load_steps, time_calls
-    from ..runtime.driver import synchronize
-    from ..runtime.twins import twin_kernel, twin_launch_args
+    from ..runtime import (bound_steps, load_steps, synchronize, time_calls, to_device,
+                           to_host)
+    from ..runtime.twins import twin_call
     arch = module.target
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
     ref = op.reference(shape, arrays)
     arrays.update(op.workspace_arrays(shape, arch))
-    dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
+    dev = to_device(arrays)
 
-    def measure(side, call):
-        for n in op.outputs:
-            dev[n] = cuda.to_device(np.full_like(arrays[n], np.nan))
-        call()()
+    def measure(side, make_call):
+        # outputs poisoned first; the call is made afterwards so it binds the poisoned arrays
+        dev.update(to_device({n: np.full_like(arrays[n], np.nan) for n in op.outputs}))
+        call = make_call()
+        call()
         synchronize(op.name)
-        out = {n: dev[n].copy_to_host() if n in op.outputs else v for n, v in arrays.items()}
-        side.ok, side.max_rel_error = op.check(shape, out, ref)
-        side.time_ms = time_calls(call())
+        side.ok, side.max_rel_error = op.check(shape, {**arrays, **to_host(dev, op.outputs)},
+                                               ref)
+        side.time_ms = time_calls(call)
 
     for side in sides:
         kernels = load_steps(op, shape, module, arch, side.ptx)
         measure(side, lambda: bound_steps(op, shape, kernels, dev, arch))
-    tk = twin_kernel(op.name)
-
-    def twin_call():
-        grid, block, targs = twin_launch_args(op.name, shape, dev)
-        launch = tk[grid, block]
-        return lambda: launch(*targs)
-    measure(theirs, twin_call)
+    measure(theirs, lambda: twin_call(op.name, shape, dev))
 
 
 def _table(sides, op, shape):

@@ -86,24 +86,18 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
     arrays = op.make_inputs(shape, rng)
     res = RunResult(op.name, dict(shape), backend)
     if backend == "gpu":
-        from ..runtime import bound_steps, launch, load_steps, time_calls
-        from ..runtime.device import device_arch
+        from ..runtime import (bound_steps, device_arch, load_steps, run_steps, time_calls,
+                               to_device)
         arch = arch or device_arch()
         module = verify_module(op.build(shape, arch))
         arrays.update(op.workspace_arrays(shape, arch))
         kernels = load_steps(op, shape, module, arch)
-        for step in op.steps(shape, arch):  # numpy arrays go to the device and back each time
-            cfg = step.launch
-            launch(kernels[step.kernel], cfg.grid, cfg.block, step.args(arrays),
-                   cfg.shared_bytes)
+        run_steps(op, shape, kernels, arrays, arch)
         res.registers = kernels[op.kernel_name()].registers
         if time_it:
-            from numba import cuda
-            dev = {n: (cuda.to_device(v) if isinstance(v, np.ndarray) else v)
-                   for n, v in arrays.items()}
-            res.time_ms = time_calls(bound_steps(op, shape, kernels, dev, arch))
+            res.time_ms = time_calls(bound_steps(op, shape, kernels, to_device(arrays), arch))
     else:
-        from ..emu.backend import run_operator as emu_run
+        from ..emu import run_operator as emu_run
         emu_run(op, shape, arrays, arch or DEFAULT_TARGET)
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)

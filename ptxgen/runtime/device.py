@@ -1,11 +1,14 @@
-"""Facts about the current GPU, read through Numba (imported lazily)."""
+"""The current GPU through Numba (imported lazily): its facts, and copies of arrays to it and
+back for the layers above that must not import numba.cuda themselves."""
+import numpy as np
+
 from ..errors import LaunchError
 
 
 def device_arch():
     """'sm_XY' of the current device, limited to the targets ptxgen emits for."""
-    from .driver import _cuda
-    cuda = _cuda()
+    from .driver import numba_cuda
+    cuda = numba_cuda()
     major, minor = cuda.get_current_device().compute_capability
     arch = f"sm_{major}{minor}"
     from ..arch import targets
@@ -19,11 +22,35 @@ def device_arch():
 
 
 def sm_count():
-    from .driver import _cuda
-    return _cuda().get_current_device().MULTIPROCESSOR_COUNT
+    from .driver import numba_cuda
+    return numba_cuda().get_current_device().MULTIPROCESSOR_COUNT
+
+
+def device_name():
+    from .driver import numba_cuda
+    name = numba_cuda().get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def to_device(arrays):
+    """{name: value} with every numpy array copied to the GPU; other values (scalars) kept."""
+    from .driver import numba_cuda
+    cuda = numba_cuda()
+    return {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
+
+
+def to_host(dev_arrays, names):
+    """{name: numpy array} copied back from the device arrays `names` of `dev_arrays`."""
+    return {n: dev_arrays[n].copy_to_host() for n in names}
+
+
+def device_array(n, dtype):
+    """An uninitialised device array of n elements of dtype."""
+    from .driver import numba_cuda
+    return numba_cuda().device_array(n, dtype=dtype)
 
 
 def free_device_bytes():
     """Free memory on the current GPU, in bytes."""
-    from .driver import _cuda
-    return int(_cuda().current_context().get_memory_info()[0])
+    from .driver import numba_cuda
+    return int(numba_cuda().current_context().get_memory_info()[0])

@@ -8,12 +8,16 @@ import hashlib
 
 import numpy as np
 
+from .. import isa
 from ..errors import LaunchError, PtxgenError
 from ..arrays import array_info, is_tensor
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
                       scalar_arg)
 
-DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+def default_dynamic_shared_limit():
+    """Dynamic shared memory a kernel may use without opting in (isa/targets.toml [launch])."""
+    return isa.launch_limits()["shared_per_block"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,7 +30,7 @@ def gpu_available():
         return False
 
 
-def _cuda():
+def numba_cuda():
     if not gpu_available():
         raise LaunchError("no CUDA GPU is available (use --backend emu to run on the CPU)")
     from numba import cuda
@@ -63,7 +67,7 @@ def load_kernel(ptx_text, name, params, directives=(), written=()):
     """Load PTX (cached by text) and return the named kernel. `params` (the IR parameter list),
     `directives` (the kernel's performance directives) and `written` (pointer parameters the
     kernel stores through: launch.written_params) are checked before each launch."""
-    cuda = _cuda()
+    cuda = numba_cuda()
     key = (hashlib.sha1(ptx_text.encode()).hexdigest(), name)
     if key not in _loaded:
         ctx = cuda.current_context()
@@ -79,12 +83,15 @@ def load_kernel(ptx_text, name, params, directives=(), written=()):
 
 
 def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
-                    shared_limit=DEFAULT_DYNAMIC_SHARED_LIMIT, directives=(), written=()):
+                    shared_limit=None, directives=(), written=()):
     """Check a launch against the kernel's parameters (ptxgen.launch_shape's argument rules) and
     the device limits; raise a PtxgenError naming the kernel (and parameter) on the first
     problem. Returns (grid, block, args) with scalars converted to the parameters' types.
-    `written`: names of pointer parameters the kernel stores through (read-only arrays are
+    shared_limit: the kernel's dynamic shared-memory limit (None: the default without opting
+    in). `written`: names of pointer parameters the kernel stores through (read-only arrays are
     refused for them)."""
+    if shared_limit is None:
+        shared_limit = default_dynamic_shared_limit()
     grid = launch_dims(grid, "grid", kernel_name)
     block = launch_dims(block, "block", kernel_name)
     if len(args) != len(params):
@@ -123,8 +130,8 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None):
     launch; Numba device arrays, torch CUDA tensors and __cuda_array_interface__ objects are
     used in place. `stream`: a CUDA stream handle (int) or an object with one (a torch or
     Numba stream); default: the default stream."""
-    cuda = _cuda()
-    grid, block, args = _checked(kernel, grid, block, args, shared_bytes)
+    cuda = numba_cuda()
+    grid, block, args = checked_launch(kernel, grid, block, args, shared_bytes)
     copies, raw = [], []
     for a in args:
         if isinstance(a, np.ndarray) and a.ndim:
@@ -133,7 +140,7 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None):
             raw.append(d.device_ctypes_pointer.value)
         else:
             raw.append(_raw_arg(a))
-    _raw_launch(kernel, grid, block, raw, shared_bytes, stream)
+    raw_launch(kernel, grid, block, raw, shared_bytes, stream)
     if sync or copies:
         synchronize(kernel.name)
     for host, dev in copies:
@@ -141,13 +148,14 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None):
     return kernel
 
 
-def _checked(kernel, grid, block, args, shared_bytes):
-    """Validated (grid, block, args); dynamic shared memory above 48 KB enabled on the
-    kernel."""
-    limit = max(shared_bytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
+def checked_launch(kernel, grid, block, args, shared_bytes):
+    """Validated (grid, block, args); dynamic shared memory above the default limit (48 KB)
+    enabled on the kernel."""
+    default = default_dynamic_shared_limit()
+    limit = max(shared_bytes, default)
     grid, block, args = validate_launch(kernel.name, kernel.params, grid, block, list(args),
                                         shared_bytes, limit, kernel.directives, kernel.written)
-    if shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
+    if shared_bytes > default:
         kernel.max_dynamic_shared(shared_bytes)
     return grid, block, args
 
@@ -179,7 +187,7 @@ def stream_handle(stream):
 _core_streams = {}
 
 
-def _core_stream(stream):
+def core_stream(stream):
     h = stream_handle(stream)
     s = _core_streams.get(h)
     if s is None:
@@ -188,14 +196,14 @@ def _core_stream(stream):
     return s
 
 
-def _raw_launch(kernel, grid, block, raw_args, shared_bytes, stream=None):
+def raw_launch(kernel, grid, block, raw_args, shared_bytes, stream=None):
     import cuda.core as core
     try:
-        core.launch(_core_stream(stream),
+        core.launch(core_stream(stream),
                     core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_bytes)),
                     kernel.fn.kernel, *raw_args)
     except Exception as e:
-        raise LaunchError(f"kernel {kernel.name}: launch failed: {_first_line(e)}") from None
+        raise LaunchError(f"kernel {kernel.name}: launch failed: {first_line(e)}") from None
 
 
 def synchronize(name):
@@ -203,11 +211,11 @@ def synchronize(name):
     try:
         cuda.synchronize()
     except Exception as e:
-        raise LaunchError(f"kernel {name} faulted: {_first_line(e)} (rerun with --backend emu "
+        raise LaunchError(f"kernel {name} faulted: {first_line(e)} (rerun with --backend emu "
                           f"to see the thread and address)") from None
 
 
-def _first_line(e):
+def first_line(e):
     s = str(e).strip()
     return s.splitlines()[0] if s else type(e).__name__
 
@@ -215,13 +223,13 @@ def _first_line(e):
 def bound_launch(kernel, grid, block, args, shared_bytes=0):
     """A no-argument callable that launches `kernel` with these arguments, checked once here
     (device arrays or raw pointers only: nothing is copied), for timing loops."""
-    _cuda()
+    numba_cuda()
     if any(isinstance(a, np.ndarray) for a in args):
         raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
                           f"arrays (they would be copied on every launch)")
-    grid, block, args = _checked(kernel, grid, block, args, shared_bytes)
+    grid, block, args = checked_launch(kernel, grid, block, args, shared_bytes)
     raw = [_raw_arg(a) for a in args]
-    return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
+    return lambda: raw_launch(kernel, grid, block, raw, shared_bytes)
 
 
 def load_steps(op, shape, module, arch, ptx=None):
@@ -229,18 +237,28 @@ def load_steps(op, shape, module, arch, ptx=None):
     op's build for shape and arch; `ptx`: its text when already emitted), loaded once each."""
     from ..emit import emit_module
     ptx, kernels = ptx or emit_module(module, arch), {}
-    for step in op.steps(shape, arch):
+    for step in op.steps(shape, arch):          # which kernels, not their launch shapes
         if step.kernel not in kernels:
             kir = module.kernel(step.kernel)
             kernels[step.kernel] = load_kernel(ptx, kir.name, kir.params, kir.directives)
     return kernels
 
 
+def run_steps(op, shape, kernels, arrays, arch):
+    """Launch all of op's steps for `shape` once, in order, on host `arrays` (numpy arrays go
+    to the device and back at each launch)."""
+    from .device import sm_count
+    for step in op.steps(shape, arch, sm_count()):
+        cfg = step.launch
+        launch(kernels[step.kernel], cfg.grid, cfg.block, step.args(arrays), cfg.shared_bytes)
+
+
 def bound_steps(op, shape, kernels, arrays, arch):
     """A no-argument callable that launches all of op's steps for `shape` on device `arrays`
     (inputs, outputs and workspace), each checked once (bound_launch)."""
+    from .device import sm_count
     gos = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(arrays),
-                        s.launch.shared_bytes) for s in op.steps(shape, arch)]
+                        s.launch.shared_bytes) for s in op.steps(shape, arch, sm_count())]
 
     def run():
         for go in gos:
@@ -253,18 +271,18 @@ def time_kernel(kernel, grid, block, args, shared_bytes=0, warmup=3, repeat=20):
     on the device (device arrays or raw pointers). The figure includes the host's launch
     latency (the stream is idle when the start event fires), as a lone call sees it;
     runtime.time_calls measures GPU time alone."""
-    cuda = _cuda()
+    cuda = numba_cuda()
     grid = launch_dims(grid, "grid", kernel.name)
     block = launch_dims(block, "block", kernel.name)
     raw = [_raw_arg(a) for a in args]
     for _ in range(warmup):
-        _raw_launch(kernel, grid, block, raw, shared_bytes)
+        raw_launch(kernel, grid, block, raw, shared_bytes)
     synchronize(kernel.name)
     times = []
     for _ in range(repeat):
         start, stop = cuda.event(), cuda.event()
         start.record()
-        _raw_launch(kernel, grid, block, raw, shared_bytes)
+        raw_launch(kernel, grid, block, raw, shared_bytes)
         stop.record()
         stop.synchronize()
         times.append(cuda.event_elapsed_time(start, stop))

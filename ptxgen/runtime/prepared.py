@@ -12,7 +12,7 @@ import numpy as np
 from ..arrays import is_tensor
 from ..launch_shape import scalar_arg
 from ..errors import LaunchError
-from .driver import _checked, _core_stream, _first_line
+from .driver import checked_launch, core_stream, first_line
 
 
 def arg_key(a):
@@ -47,7 +47,7 @@ class PreparedLaunch:
         if plan is None:
             if any(k is None for k in keys):
                 return False
-            _, _, converted = _checked(self.kernel, self.grid, self.block, args, self.shared)
+            _, _, converted = checked_launch(self.kernel, self.grid, self.block, args, self.shared)
             params = self.kernel.params
             aligns = [(i, p.pointer.align) for i, p in enumerate(params)
                       if p.pointer is not None and p.pointer.align > 1]
@@ -60,7 +60,7 @@ class PreparedLaunch:
             raw[i] = scalar_arg(self.kernel.name, self.kernel.params[i], args[i])
         for i, align in aligns:
             if raw[i] % align:
-                _checked(self.kernel, self.grid, self.block, args, self.shared)   # raises
+                checked_launch(self.kernel, self.grid, self.block, args, self.shared)   # raises
         self._launch(raw, stream)
         return True
 
@@ -70,7 +70,7 @@ class PreparedLaunch:
             self._config = core.LaunchConfig(grid=self.grid, block=self.block,
                                              shmem_size=self.shared)
         try:
-            core.launch(_core_stream(stream), self._config, self.kernel.fn.kernel, *raw)
+            core.launch(core_stream(stream), self._config, self.kernel.fn.kernel, *raw)
         except Exception as e:
             raise LaunchError(f"kernel {self.kernel.name}: launch failed: "
-                              f"{_first_line(e)}") from None
+                              f"{first_line(e)}") from None

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .driver import _cuda, _raw_launch, load_kernel
+from .driver import numba_cuda, raw_launch, load_kernel
 
 MAX_HOLD_MS = 500.0
 
@@ -46,12 +46,12 @@ def _hold_kernel():
 
 def hold(ms):
     """Enqueue a kernel that keeps the default stream busy for `ms` milliseconds."""
-    _raw_launch(_hold_kernel(), (1, 1, 1), (1, 1, 1), [np.uint64(int(ms * 1e6))], 0)
+    raw_launch(_hold_kernel(), (1, 1, 1), (1, 1, 1), [np.uint64(int(ms * 1e6))], 0)
 
 
 def _held_batch(fn, n):
     """GPU ms per call of n back-to-back calls queued behind a hold kernel."""
-    cuda = _cuda()
+    cuda = numba_cuda()
     t = time.perf_counter()
     fn()                                       # host cost of one call, for the hold's length
     host_ms = (time.perf_counter() - t) * 1e3

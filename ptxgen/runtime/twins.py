@@ -13,6 +13,9 @@ TILE_T, ROWS_T = 32, 8      # transpose twin: tile and thread rows
 TILE_PAD = TILE_T + 1       # transpose twin: tile row pitch, one padding column
 RED_T = 256                # reduction and softmax twins: threads per row
 LIBRARY_TWINS = ("add", "scale", "transpose", "row_reduce", "row_max", "softmax")
+# Grid-stride twins (saxpy, add, scale) launch at most this many CTAs per SM: the twins' own
+# design choice (several waves keep every SM busy), not a hardware limit.
+TWIN_CTAS_PER_SM = 32
 
 
 def _define():
@@ -64,11 +67,27 @@ def twin_kernel(name):
     return cuda.jit(sig)(fn)
 
 
-def twin_launch_args(name, shape, arrays):
-    """Launch shape and arguments of the twin for an operator's inputs (device arrays)."""
+def twin_call(name, shape, dev_arrays):
+    """A no-argument callable that launches the twin of operator `name` on device arrays."""
+    grid, block, args = twin_launch_args(name, shape, dev_arrays)
+    go = twin_kernel(name)[grid, block]
+    return lambda: go(*args)
+
+
+def _grid_stride_blocks(n, sm_count):
+    """CTAs of 256 threads for n elements, capped at TWIN_CTAS_PER_SM per SM of the device."""
+    if sm_count is None:
+        from .device import sm_count as device_sm_count
+        sm_count = device_sm_count()
+    return min(-(-n // 256), sm_count * TWIN_CTAS_PER_SM)
+
+
+def twin_launch_args(name, shape, arrays, sm_count=None):
+    """Launch shape and arguments of the twin for an operator's inputs (device arrays).
+    sm_count: of the device the grid-stride twins run on (None: the current GPU's)."""
     if name == "saxpy":
         n = shape["n"]
-        blocks = min(-(-n // 256), 132 * 32)
+        blocks = _grid_stride_blocks(n, sm_count)
         return (blocks,), (256,), (n, arrays["a"], arrays["x"], arrays["y"], arrays["out"])
     if name == "matmul":
         M, N = shape["M"], shape["N"]
@@ -76,7 +95,7 @@ def twin_launch_args(name, shape, arrays):
                                                               arrays["C"])
     if name in ("add", "scale"):
         n = shape["n"]
-        blocks = min(-(-n // 256), 132 * 32)
+        blocks = _grid_stride_blocks(n, sm_count)
         if name == "add":
             return (blocks,), (256,), (n, arrays["x"], arrays["y"], arrays["out"])
         return (blocks,), (256,), (n, arrays["s"], arrays["x"], arrays["out"])

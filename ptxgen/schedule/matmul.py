@@ -17,26 +17,26 @@ import json
 from dataclasses import dataclass
 
 from .. import arch as archmod
+from .. import isa
 from ..arch import DEFAULT_TARGET
-from ..errors import PtxgenError, ScheduleError
+from ..errors import IsaDataError, ScheduleError
 
 def target_limits(arch):
-    """{limit: value} for `arch` from ptxgen.limits (its machine model's header, or
-    isa/limits.toml); ScheduleError for a target with neither."""
+    """{limit: value} a schedule must respect on `arch`, from ptxgen.isa.limits (the machine
+    model's header, or isa/targets.toml for a target without one)."""
     archmod.check_arch(arch)
-    from ..limits import limits                     # noqa: PLC0415 (reads TOML on first use)
     try:
-        h = limits(arch)
-    except PtxgenError as e:
-        raise ScheduleError(str(e)) from None
-    return dict(max_threads_per_block=h.max_threads_per_block,
-                max_threads_per_sm=h.max_threads_per_sm,
-                max_regs_per_thread=h.max_registers_per_thread,
-                regs_per_sm=h.registers_per_sm,
-                static_shared_per_block=h.shared_per_block,
-                max_shared_per_block=h.shared_per_block_optin,
-                shared_per_sm=h.shared_per_sm,
-                reserved_shared_per_block=h.reserved_shared_per_block)
+        h = isa.limits(arch)
+    except IsaDataError as e:
+        raise ScheduleError(f"no resource limits known for {arch}: {e}") from None
+    return dict(max_threads_per_block=h["max_threads_per_block"],
+                max_threads_per_sm=h["max_threads_per_sm"],
+                max_regs_per_thread=h["max_registers_per_thread"],
+                regs_per_sm=h["registers_per_sm"],
+                static_shared_per_block=h["shared_per_block"],
+                max_shared_per_block=h["shared_per_block_optin"],
+                shared_per_sm=h["shared_per_sm"],
+                reserved_shared_per_block=h["reserved_shared_per_block"])
 
 
 def _pow2(x):
@@ -338,12 +338,13 @@ CANDIDATES = {
 # (H200: 0.938x cuBLAS at 4096^3 and 0.958x at 8192^3 against 0.907x and 0.923x row-major).
 # A tuned schedule for the shape's class (ptxgen.tune) comes before any of these.
 _DEFAULT_POOL = ("128x128x8_g8", "128x64x8", "64x64x8")
-SM_COUNT = 132        # H100/H200 SXM; only used to judge whether a grid fills the GPU
 
 
-def default_schedule(shape, sm_count=SM_COUNT):
+def default_schedule(shape, arch=DEFAULT_TARGET, sm_count=None):
     """The schedule Matmul.build uses for `shape`: the largest block tile whose grid still
-    gives every SM at least one CTA (small problems need smaller tiles to fill the GPU)."""
+    gives every SM at least one CTA (small problems need smaller tiles to fill the GPU).
+    sm_count: the device's (None: the target's, ptxgen.isa.sm_count)."""
+    sm_count = isa.sm_count(arch) if sm_count is None else sm_count
     for name in _DEFAULT_POOL:
         s = CANDIDATES[name]
         if -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN) >= sm_count:

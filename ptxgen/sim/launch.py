@@ -121,9 +121,12 @@ def _registers(module, kernel, arch, warnings):
                        arch).resources
         return res[kernel.name].registers
     except (ToolchainError, KeyError) as e:
-        warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed 32 — pass "
-                                 f"registers= / --regs")
-        return 32
+        # assume registers do not limit occupancy: the most a thread may use at full residency
+        h = isamod.load(arch).header
+        regs = h.registers_per_sm // h.max_threads_per_sm
+        warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed {regs} "
+                                 f"(registers do not limit occupancy) — pass registers= / --regs")
+        return regs
 
 
 def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import PtxgenError
 from ..ir.values import Reg
 from .program import BRANCH, EXIT
-from .values import _getter, evaluator
+from .values import value_getter, evaluator
 from ..ir.types import u64 as U64
 
 
@@ -60,7 +60,7 @@ class PathPlan:
                 st = prog.instrs[i]
                 if i in record:
                     from .access import memory_operand
-                    getter = _getter(memory_operand(st.instr), U64, prog.reg_index, env)
+                    getter = value_getter(memory_operand(st.instr), U64, prog.reg_index, env)
                     ev.append((2, getter, (i, st.guard_id, st.instr.guard_negated)))
                 if i in active_slice:
                     fn = evaluator(st, prog.reg_index, env)

@@ -58,7 +58,7 @@ class Env:
         self.symbols = symbols        # variable name → synthetic address
 
 
-def _getter(o, t, reg_index, env):
+def value_getter(o, t, reg_index, env):
     """fn(vals, spec) → the operand's value read as type t."""
     if isinstance(o, Reg):
         r = reg_index[o]
@@ -73,7 +73,7 @@ def _getter(o, t, reg_index, env):
         c = convert(env.symbols.get(o.name, env.params.get(o.name)), t)
         return lambda vals, spec: c
     if isinstance(o, Addr):
-        base = _getter(o.base, T.u64, reg_index, env)
+        base = value_getter(o.base, T.u64, reg_index, env)
         off = o.offset
 
         def addr(vals, spec):
@@ -152,11 +152,11 @@ def evaluator(st, reg_index, env):
         c = _param_load(ins, env)
         compute = lambda vals, spec: (c,)
     elif op in ("mov", "cvta") and len(srcs) == 1 and not isinstance(ins.dests[0], Vec):
-        g = _getter(srcs[0], dst_t, reg_index, env)
+        g = value_getter(srcs[0], dst_t, reg_index, env)
         compute = lambda vals, spec: (g(vals, spec),)
     elif op == "cvt" and len(srcs) == 1:
         src_t = ins.types[-1] if ins.types else t
-        g = _getter(srcs[0], src_t, reg_index, env)
+        g = value_getter(srcs[0], src_t, reg_index, env)
         to = ins.types[0] if ins.types else t
         rnd = {"rzi": math.trunc, "rni": round, "rmi": math.floor, "rpi": math.ceil}
         f = next((rnd[m] for m in mods if m in rnd), None)
@@ -174,8 +174,8 @@ def evaluator(st, reg_index, env):
         cmp = next((_CMP[m] for m in mods if m in _CMP), None)
         comb = next((_BOOL[m] for m in mods if m in _BOOL), None)
         ct = _unsigned(t) if any(m in ("lo", "ls", "hi", "hs") for m in mods) else t
-        a, b = (_getter(o, ct, reg_index, env) for o in srcs[:2])
-        c = _getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
+        a, b = (value_getter(o, ct, reg_index, env) for o in srcs[:2])
+        c = value_getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
         pair = isinstance(ins.dests[0], PredPair)
 
         def compute(vals, spec):
@@ -188,8 +188,8 @@ def evaluator(st, reg_index, env):
                 return (r, None if r is None else not r)
             return (r,)
     elif op == "selp" and len(srcs) == 3:
-        a, b = (_getter(o, t, reg_index, env) for o in srcs[:2])
-        p = _getter(srcs[2], T.pred, reg_index, env)
+        a, b = (value_getter(o, t, reg_index, env) for o in srcs[:2])
+        p = value_getter(srcs[2], T.pred, reg_index, env)
 
         def compute(vals, spec):
             c = p(vals, spec)
@@ -203,7 +203,7 @@ def evaluator(st, reg_index, env):
                 ts[1] = T.u32
             if op == "mad" and wide and len(srcs) == 3:
                 ts[2] = dst_t
-            getters = [_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
+            getters = [value_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
 
             def compute(vals, spec):
                 xs = [g(vals, spec) for g in getters]

@@ -1,7 +1,7 @@
 """Autotuning: search a schedule space with the static models, time the survivors on the GPU,
 and cache the winner per (arch, operator, shape class). See tuner.py for the pruning steps and
-cache.py for where results live."""
-from .cache import shape_class, tuned_matmul_schedule
+ptxgen.schedule.tuned for where results live."""
+from ..schedule.tuned import shape_class, tuned_matmul_schedule
 from .space import matmul_space
 
 

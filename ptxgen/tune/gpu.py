@@ -18,13 +18,11 @@ class GpuTrials:
     """Device buffers for one shape and the kernels loaded so far."""
 
     def __init__(self, shape, arch, seed=0, target_ms=150.0):
-        from numba import cuda
-
         from ..ops.matmul import Matmul
-        self.cuda, self.shape, self.arch, self.target_ms = cuda, dict(shape), arch, target_ms
+        from ..runtime import to_device
+        self.shape, self.arch, self.target_ms = dict(shape), arch, target_ms
         rng = np.random.default_rng(seed)
-        host = Matmul(None).make_inputs(shape, rng)
-        self.dev = {k: cuda.to_device(v) for k, v in host.items()}
+        self.dev = to_device(Matmul(None).make_inputs(shape, rng))
         self.small = check_shape(shape)
         self.small_host = Matmul(None).make_inputs(self.small, rng)
 
@@ -57,5 +55,5 @@ class GpuTrials:
             k.registers
 
     def device_name(self):
-        name = self.cuda.get_current_device().name
-        return name.decode() if isinstance(name, bytes) else str(name)
+        from ..runtime import device_name
+        return device_name()

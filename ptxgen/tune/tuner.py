@@ -30,7 +30,7 @@ from .. import __version__
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..schedule import default_schedule
-from . import cache as cachemod
+from ..schedule import tuned as cachemod
 from . import static
 from .progress import Progress
 from .space import matmul_space, model_key
@@ -242,7 +242,7 @@ def tune_matmul(shape, arch=DEFAULT_TARGET, budget=12, dry_run=False, jobs=None,
     finally:
         runner.close()
 
-    base = default_schedule(shape)
+    base = default_schedule(shape, arch)
     by_sched = {p.schedule: p for p in points}
     bp = by_sched.get(base) or Point(base)
     bp.baseline = True

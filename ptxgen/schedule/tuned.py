@@ -1,4 +1,6 @@
 """Tuned schedules on disk: one JSON file per (operator, arch), one entry per shape class.
+The tuner (ptxgen.tune) writes them and the operators (ptxgen.ops) read them, so this store
+lives in the schedule layer below both.
 
 Two places are read, the user's first:
 
@@ -23,7 +25,7 @@ from pathlib import Path
 from ..errors import PtxgenError, ScheduleError
 
 FORMAT = 1
-PACKAGE_DIR = Path(__file__).resolve().parent / "cache"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "tune" / "cache"     # shipped results
 _TOP = {"M": 12, "N": 12, "K": 11}            # log2 of the last bucket of each dimension
 _BOTTOM = 4
 
@@ -108,7 +110,7 @@ def tuned_matmul_schedule(arch, shape, paths=None):
     """The cached MatmulSchedule for `shape`'s class on `arch`, valid for `shape`, or None.
     An entry that no longer validates (an older field set, another limit) warns and is
     skipped."""
-    from ..schedule import MatmulSchedule
+    from .matmul import MatmulSchedule
     entry, path = lookup("matmul", arch, shape, paths)
     if entry is None:
         return None
