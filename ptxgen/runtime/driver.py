@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import LaunchError, PtxgenError
 from ..launch import check_launch_shape, launch_dims
+from .tensormap import TENSOR_MAP_BYTES, TiledMap, driver_launch, needs_driver_launch
 
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 
@@ -84,7 +85,12 @@ def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
         raise PtxgenError(f"kernel {kernel_name} takes {len(params)} arguments "
                           f"({', '.join(p.name for p in params)}), got {len(args)}")
     for p, a in zip(params, args):
-        if p.pointer is not None:
+        if p.array:
+            if not isinstance(a, TiledMap) or p.nbytes != TENSOR_MAP_BYTES:
+                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is a "
+                                  f"{p.nbytes}-byte array; pass a runtime.TiledMap (tensor "
+                                  f"map), got {type(a).__name__}")
+        elif p.pointer is not None:
             ptr = _pointer_value(a)
             if ptr is None:
                 raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is a pointer; "
@@ -134,23 +140,31 @@ def _array_dtype(a):
     return None
 
 
-def launch(kernel, grid, block, args, shared_bytes=0, sync=True):
+def launch(kernel, grid, block, args, shared_bytes=0, sync=True, cluster=None):
     """Launch a loaded kernel. numpy arrays are copied to the device and back after the
-    launch; Numba device arrays and __cuda_array_interface__ objects are used in place."""
+    launch; Numba device arrays and __cuda_array_interface__ objects are used in place.
+    A TiledMap argument is encoded for its array's device copy. cluster: CTAs per cluster."""
     cuda = _cuda()
     grid, block = _checked(kernel, grid, block, args, shared_bytes)
-    copies, raw = [], []
+    copies, raw = {}, []
+
+    def device(a):
+        if not isinstance(a, np.ndarray):
+            return a
+        if id(a) not in copies:              # one device copy per array, maps included
+            copies[id(a)] = (a, cuda.to_device(a))
+        return copies[id(a)][1]
+
     for a in args:
-        if isinstance(a, np.ndarray):
-            d = cuda.to_device(a)
-            copies.append((a, d))
-            raw.append(d.device_ctypes_pointer.value)
+        if isinstance(a, TiledMap):
+            raw.append(a.encode(_raw_arg(device(a.array))))
         else:
-            raw.append(_raw_arg(a))
-    _raw_launch(kernel, grid, block, raw, shared_bytes)
+            d = device(a)
+            raw.append(d.device_ctypes_pointer.value if d is not a else _raw_arg(a))
+    _raw_launch(kernel, grid, block, raw, shared_bytes, cluster)
     if sync or copies:
         synchronize(kernel.name)
-    for host, dev in copies:
+    for host, dev in copies.values():
         dev.copy_to_host(host)
     return kernel
 
@@ -166,16 +180,22 @@ def _checked(kernel, grid, block, args, shared_bytes):
 
 
 def _raw_arg(a):
-    """A device array's address, or the scalar itself."""
+    """A device array's address, a tensor map's bytes (TiledMap of a device array), or the
+    scalar itself."""
+    if isinstance(a, TiledMap):
+        return a.encode(_raw_arg(a.array))
     cai = getattr(a, "__cuda_array_interface__", None)
     return int(cai["data"][0]) if cai is not None else a
 
 
-def _raw_launch(kernel, grid, block, raw_args, shared_bytes):
+def _raw_launch(kernel, grid, block, raw_args, shared_bytes, cluster=None):
     from numba import cuda
     from numba.cuda.cudadrv.driver import _to_core_stream
     import cuda.core as core
     try:
+        if needs_driver_launch(raw_args, cluster):
+            driver_launch(kernel.fn, grid, block, raw_args, shared_bytes, cluster)
+            return
         core.launch(_to_core_stream(cuda.default_stream()),
                     core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_bytes)),
                     kernel.fn.kernel, *raw_args)
@@ -197,16 +217,18 @@ def _first_line(e):
     return s.splitlines()[0] if s else type(e).__name__
 
 
-def bound_launch(kernel, grid, block, args, shared_bytes=0):
+def bound_launch(kernel, grid, block, args, shared_bytes=0, cluster=None):
     """A no-argument callable that launches `kernel` with these arguments, checked once here
-    (device arrays or raw pointers only: nothing is copied), for timing loops."""
+    (device arrays or raw pointers only: nothing is copied; tensor maps encoded once), for
+    timing loops."""
     _cuda()
-    if any(isinstance(a, np.ndarray) for a in args):
+    if any(isinstance(a, np.ndarray) or isinstance(getattr(a, "array", None), np.ndarray)
+           for a in args):
         raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
                           f"arrays (they would be copied on every launch)")
     grid, block = _checked(kernel, grid, block, args, shared_bytes)
     raw = [_raw_arg(a) for a in args]
-    return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes)
+    return lambda: _raw_launch(kernel, grid, block, raw, shared_bytes, cluster)
 
 
 def load_steps(op, shape, module, arch, ptx=None):

@@ -1,0 +1,144 @@
+"""Tensor-core GEMM on the GPU: ptxgen's sm_90a kernel against cuBLAS (torch.matmul), one run.
+
+    python benchmarks/tc_matmul.py [--shapes 4096,8192] [--variants default,...] [--out DIR]
+
+Correctness first, on fresh random inputs: small odd shapes against the float64 reference
+(every element, TcMatmul.check's accumulation bound), and for each timed shape a float64 check
+of sampled rows plus the largest difference from cuBLAS's own result. Timing: GPU time per call
+(ptxgen.runtime.time_calls, held batches) for both sides, bf16 C (torch.matmul's output type).
+Prints a table last; writes the rows as JSON under --out.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from ptxgen.emit import emit_module                                   # noqa: E402
+from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E402
+from ptxgen.runtime import bound_launch, launch, load_kernel, time_calls  # noqa: E402
+from ptxgen.runtime.device import sm_count                            # noqa: E402
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E402
+
+ARCH = "sm_90a"
+VARIANTS = {
+    "default": TcMatmulSchedule(),
+    "inflight0": TcMatmulSchedule(inflight=0),
+    "s3": TcMatmulSchedule(stages=3),
+    "g16": TcMatmulSchedule(group_m=16),
+    "nopersist": TcMatmulSchedule(persistent=False),
+    "256x128": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128),
+    "128x128s6": TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6),
+}
+SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
+NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
+         "odd": (4095, 4097, 4096), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
+         "llm3": (128, 8192, 8192)}
+
+
+def load(op, shape):
+    m = op.build(shape, ARCH)
+    k = m.kernel(op.kernel_name())
+    return load_kernel(emit_module(m, ARCH), k.name, k.params, k.directives)
+
+
+def check_small(rng, sms):
+    rows = []
+    for out in ("f32", "bf16"):
+        for dtype in ("bf16", "f16"):
+            op = TcMatmul(dtype=dtype, out=out)
+            for M, N, K in SMALL:
+                shape = op.shape(M=M, N=N, K=K)
+                arrays = op.make_inputs(shape, rng)
+                L = op.launch(shape, sms)
+                launch(load(op, shape), L.grid, L.block, op.kernel_args(shape, arrays),
+                       L.shared_bytes)
+                ok, worst = op.check(shape, arrays)
+                rows.append(dict(dtype=dtype, out=out, shape=(M, N, K), ok=ok, worst=worst))
+    return rows
+
+
+def sampled_check(op, shape, A, Bt, C, rng, n=48):
+    """float64 check of n random rows of C (device tensors A, Bt, C as int16 views)."""
+    import torch
+    idx = torch.tensor(np.sort(rng.choice(shape["M"], size=min(n, shape["M"]), replace=False)),
+                       device=A.device)
+    a = A.view(torch.bfloat16)[idx].double().cpu().numpy()
+    bt = Bt.view(torch.bfloat16).double().cpu().numpy()
+    got = C.view(torch.bfloat16)[idx].double().cpu().numpy()
+    want = a @ bt.T
+    bound = op.error_bound(shape, np.abs(a) @ np.abs(bt).T)
+    return bool(np.all(np.isfinite(got)) and np.all(np.abs(got - want) <= bound))
+
+
+def bench(shape_names, variants, rng, sms):
+    import torch
+    rows = []
+    for sname in shape_names:
+        M, N, K = NAMED[sname]
+        A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        Bt = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        flops = 2.0 * M * N * K
+        t_cublas = time_calls(lambda: torch.matmul(A, Bt.T, out=ref))
+        rows.append(dict(shape=sname, impl="cublas", ms=t_cublas, tflops=flops / t_cublas / 1e9))
+        for vname in variants:
+            op = TcMatmul("bf16", "bf16", VARIANTS[vname])
+            shape = op.shape(M=M, N=N, K=K)
+            C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            L = op.launch(shape, sms)
+            args = op.kernel_args(shape, {"A": A.view(torch.int16), "Bt": Bt.view(torch.int16),
+                                          "C": C.view(torch.int16)})
+            try:
+                go = bound_launch(load(op, shape), L.grid, L.block, args, L.shared_bytes)
+                go()
+                torch.cuda.synchronize()
+                ok = sampled_check(op, shape, A.view(torch.int16), Bt.view(torch.int16),
+                                   C.view(torch.int16), rng)
+                diff = float((C.float() - ref.float()).abs().max())
+                t = time_calls(go)
+            except Exception as e:                                  # report, keep going
+                rows.append(dict(shape=sname, impl=vname, error=str(e)[:200]))
+                continue
+            rows.append(dict(shape=sname, impl=vname, ms=t, tflops=flops / t / 1e9, ok=ok,
+                             max_diff_vs_cublas=diff, ratio=t_cublas / t))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", default="4096,8192")
+    p.add_argument("--variants", default="default")
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--skip-small", action="store_true")
+    args = p.parse_args()
+    rng = np.random.default_rng(int(time.time()))
+    sms = sm_count()
+    import torch
+    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                cuda=torch.version.cuda, sms=sms, date=time.strftime("%Y-%m-%d %H:%M"))
+    small = [] if args.skip_small else check_small(rng, sms)
+    rows = bench(args.shapes.split(","), args.variants.split(","), rng, sms)
+    with open(os.path.join(args.out, "tc_matmul.json"), "w") as f:
+        json.dump(dict(info=info, small=small, rows=rows), f, indent=1)
+    print(info)
+    bad = [r for r in small if not r["ok"]]
+    print(f"small odd shapes: {len(small) - len(bad)}/{len(small)} correct"
+          + "".join(f"\n  FAIL {r}" for r in bad))
+    print(f"{'shape':8} {'impl':12} {'ms':>8} {'TFLOP/s':>8} {'x cuBLAS':>8} {'ok':>4} "
+          f"{'maxdiff':>8}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['shape']:8} {r['impl']:12} ERROR {r['error']}")
+            continue
+        print(f"{r['shape']:8} {r['impl']:12} {r['ms']:8.4f} {r['tflops']:8.1f} "
+              f"{r.get('ratio', 1.0):8.3f} {str(r.get('ok', '')):>4} "
+              f"{r.get('max_diff_vs_cublas', 0.0):8.3g}")
+
+
+if __name__ == "__main__":
+    main()

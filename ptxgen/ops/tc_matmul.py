@@ -1,0 +1,131 @@
+"""Tensor-core matmul: C = A @ B with bf16 or f16 inputs, f32 accumulation, f32 or bf16 C.
+
+A is M x K row-major; B is passed as Bt = N x K row-major (B column-major), so both operands are
+K-major as wgmma reads them. 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
+has no bfloat16) and as float16 for f16; a bf16 C is uint16 bits too. The kernel is lowered from
+a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
+ring, wgmma, persistent CTAs. Rows must be 16-byte aligned for the tensor maps: K a multiple of
+8 (other K: pad the rows; M and N may be anything).
+
+The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
+f32 accumulator, so the error is the accumulation's: at most about K units in the last place of
+f32 relative to sum |a||b| (check() bounds each element by that), plus the final rounding of a
+bf16 C.
+"""
+import numpy as np
+
+from ..errors import PtxgenError
+from ..runtime.tensormap import TiledMap
+from ..schedule.tc_matmul import ELEM_BYTES, OUT_BYTES, TcMatmulSchedule, lower_tc_matmul
+from .base import Launch, Operator
+
+F32_ULP = 2.0 ** -23
+BF16_ULP = 2.0 ** -7
+
+
+def bf16_bits(x):
+    """float array -> bf16 bit patterns (uint16), rounded to nearest even."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def bf16_values(bits):
+    """bf16 bit patterns (uint16) -> float64 values."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32) \
+        .astype(np.float64)
+
+
+class TcMatmul(Operator):
+    name = "matmul"
+    shape_names = ("M", "N", "K")
+    defaults = {"M": 256, "N": 256, "K": 256}
+    inputs = ("A", "Bt")
+    outputs = ("C",)
+
+    def __init__(self, dtype="bf16", out="f32", schedule=None):
+        if dtype not in ELEM_BYTES:
+            raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
+                              f"tensor-core path, got {dtype!r}")
+        if out not in ("f32", "bf16"):
+            raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
+        if schedule is not None and not isinstance(schedule, TcMatmulSchedule):
+            raise PtxgenError(f"matmul: schedule must be a TcMatmulSchedule, got {schedule!r}")
+        self.dtype, self.out = dtype, out
+        self.schedule = schedule or TcMatmulSchedule()
+
+    def kernel_name(self):
+        return "tc_matmul"
+
+    def check_shape(self, shape):
+        if shape["K"] % 8:
+            raise PtxgenError(f"matmul: K={shape['K']} must be a multiple of 8 on the sm_90a "
+                              f"path (tensor-map rows are 16-byte aligned); pad K with zeros")
+
+    def build(self, shape, arch="sm_90a"):
+        self.check_shape(shape)
+        return lower_tc_matmul(self.schedule, arch, shape, dtype=self.dtype, out=self.out,
+                               name=self.kernel_name())
+
+    def tiles(self, shape):
+        s = self.schedule
+        return -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN)
+
+    def launch(self, shape, sm_count=132):
+        s = self.schedule
+        ctas = min(self.tiles(shape), sm_count) if s.persistent else self.tiles(shape)
+        return Launch(grid=(ctas, 1, 1), block=(s.threads, 1, 1),
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype]))
+
+    def _np_in(self):
+        return np.uint16 if self.dtype == "bf16" else np.float16
+
+    def to_input(self, x):
+        """float array -> this operator's 16-bit input array."""
+        return bf16_bits(x) if self.dtype == "bf16" else np.asarray(x, dtype=np.float16)
+
+    def values(self, a, dtype):
+        """Stored 16-bit (or f32) array -> float64 values."""
+        return bf16_values(a) if dtype == "bf16" else np.asarray(a).astype(np.float64)
+
+    def make_inputs(self, shape, rng):
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        c_dtype = np.float32 if self.out == "f32" else np.uint16
+        fill = np.nan if self.out == "f32" else 0x7FC0            # NaN in either format
+        return {"A": self.to_input(rng.standard_normal((M, K))),
+                "Bt": self.to_input(rng.standard_normal((N, K))),
+                "C": np.full((M, N), fill, dtype=c_dtype)}
+
+    def kernel_args(self, shape, arrays):
+        s = self.schedule
+        return [TiledMap(arrays["A"], self.dtype, s.BM, s.BK),
+                TiledMap(arrays["Bt"], self.dtype, s.BN, s.BK),
+                arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]), np.uint32(shape["K"])]
+
+    def reference(self, shape, arrays):
+        a, bt = self.values(arrays["A"], self.dtype), self.values(arrays["Bt"], self.dtype)
+        return {"C": a @ bt.T, "bound": self.error_bound(shape, np.abs(a) @ np.abs(bt).T)}
+
+    def error_bound(self, shape, abs_products):
+        """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus
+        one bf16 ulp of that sum for a bf16 C."""
+        bound = 2.0 * shape["K"] * F32_ULP * abs_products
+        if self.out == "bf16":
+            bound += BF16_ULP * abs_products
+        return bound + 1e-30
+
+    def check(self, shape, arrays, reference=None):
+        ref = reference or self.reference(shape, arrays)
+        got = self.values(arrays["C"], self.out)
+        err = np.abs(got - ref["C"])
+        ok = bool(np.all(np.isfinite(got)) and np.all(err <= ref["bound"]))
+        worst = float(np.max(err / np.maximum(np.abs(ref["C"]), 1.0))) if err.size else 0.0
+        return ok, worst
+
+    def flops(self, shape):
+        return 2 * shape["M"] * shape["N"] * shape["K"]
+
+    def bytes_moved(self, shape):
+        e = ELEM_BYTES[self.dtype]
+        return e * (shape["M"] + shape["N"]) * shape["K"] + \
+            OUT_BYTES[self.out] * shape["M"] * shape["N"]
