@@ -30,6 +30,7 @@ VARIANTS = {
     "inflight0": TcMatmulSchedule(inflight=0),
     "s3": TcMatmulSchedule(stages=3),
     "g16": TcMatmulSchedule(group_m=16),
+    "g0": TcMatmulSchedule(group_m=0),
     "nopersist": TcMatmulSchedule(persistent=False),
     "256x128": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128),
     "128x128s6": TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6),

@@ -102,9 +102,11 @@ class TiledMap:
                     64: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
                     128: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B}
         # dimension 0 is the contiguous one; strides are given for dimensions 1.. in bytes
+        u32, u64 = cu.cuuint32_t, cu.cuuint64_t
         err, tmap = cu.cuTensorMapEncodeTiled(
-            dtypes[self.dtype], 2, address, [self.cols, self.rows],
-            [self.row_stride * self.itemsize], [self.box_cols, self.box_rows], [1, 1],
+            dtypes[self.dtype], 2, address, [u64(self.cols), u64(self.rows)],
+            [u64(self.row_stride * self.itemsize)], [u32(self.box_cols), u32(self.box_rows)],
+            [u32(1), u32(1)],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzles[self.swizzle],
             cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
@@ -158,9 +160,10 @@ def driver_launch(fn, grid, block, raw_args, shared_bytes, cluster=None):
         cfg.numAttrs = 1
     else:
         cfg.numAttrs = 0
-    handle = fn.handle
-    if isinstance(handle, cu.CUkernel):
-        err, handle = cu.cuKernelGetFunction(handle)
+    handle = fn.handle                      # a CUkernel (cuda.core's Kernel.handle)
+    if not isinstance(handle, cu.CUfunction):
+        kern = handle if isinstance(handle, cu.CUkernel) else cu.CUkernel(int(handle))
+        err, handle = cu.cuKernelGetFunction(kern)
         if err != cu.CUresult.CUDA_SUCCESS:
             raise LaunchError(f"cuKernelGetFunction failed ({err.name})")
     err, = cu.cuLaunchKernelEx(cfg, handle, ctypes.addressof(ptrs), 0)
