@@ -14,6 +14,7 @@ import contextlib
 import itertools
 
 from . import types as T
+from .builder_tensor import TensorOps
 from .instr import Instr, Label, Verbatim
 from .module import Var
 from .values import Addr, Imm, LabelRef, Reg, Special, Sym, Vec
@@ -23,7 +24,9 @@ CMP_NAMES = {"lt", "le", "gt", "ge", "eq", "ne", "lo", "ls", "hi", "hs",
              "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"}
 
 
-class Builder:
+class Builder(TensorOps):
+    """Tensor-core and async-copy methods come from TensorOps (builder_tensor.py)."""
+
     def __init__(self, kernel):
         self.kernel = kernel
         self.block = kernel.body          # the insertion point: the list appended to

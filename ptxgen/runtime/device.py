@@ -10,10 +10,8 @@ def device_arch():
     arch = f"sm_{major}{minor}"
     from ..arch import sm_number, targets
     if arch not in targets():
-        # arch-specific targets (sm_90a) run only on their own major.minor, never as a fallback
-        newest = max((t for t in targets()
-                      if sm_number(t) <= major * 10 + minor and not t.endswith("a")),
-                     key=sm_number, default=None)
+        newest = max((t for t in targets() if sm_number(t) <= major * 10 + minor
+                      and not t.endswith("a")), key=sm_number, default=None)
         if newest is None:
             raise LaunchError(f"GPU {arch} is older than every target ptxgen supports")
         return newest
