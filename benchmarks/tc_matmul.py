@@ -22,18 +22,22 @@ from ptxgen.emit import emit_module                                   # noqa: E4
 from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E402
 from ptxgen.runtime import bound_launch, launch, load_kernel, time_calls  # noqa: E402
 from ptxgen.runtime.device import sm_count                            # noqa: E402
+from ptxgen.runtime.tensormap import max_cluster_ctas                 # noqa: E402
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E402
 
 ARCH = "sm_90a"
 VARIANTS = {
     "default": TcMatmulSchedule(),
     "inflight0": TcMatmulSchedule(inflight=0),
-    "s3": TcMatmulSchedule(stages=3),
     "g16": TcMatmulSchedule(group_m=16),
-    "g0": TcMatmulSchedule(group_m=0),
-    "nopersist": TcMatmulSchedule(persistent=False),
+    "x2": TcMatmulSchedule(cluster_m=2),
+    "x2g16": TcMatmulSchedule(cluster_m=2, group_m=16),
+    "x2g4": TcMatmulSchedule(cluster_m=2, group_m=4),
+    "x2f0": TcMatmulSchedule(cluster_m=2, inflight=0),
+    "x2s3": TcMatmulSchedule(cluster_m=2, stages=3),
+    "x2np": TcMatmulSchedule(cluster_m=2, persistent=False),
     "256x128": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128),
-    "128x128s6": TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6),
+    "x2_256x128": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, cluster_m=2),
 }
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
@@ -47,19 +51,28 @@ def load(op, shape):
     return load_kernel(emit_module(m, ARCH), k.name, k.params, k.directives)
 
 
+def resident_ctas(op, kern, sms):
+    """The persistent grid: every SM, or the CTAs of the clusters that fit at once."""
+    s = op.schedule
+    if s.cluster_m == 1:
+        return sms
+    L = op.launch(op.shape(M=128, N=128, K=64), sms)
+    return max_cluster_ctas(kern, L.block, L.shared_bytes, s.cluster_m)
+
+
 def check_small(rng, sms):
     rows = []
-    for out in ("f32", "bf16"):
-        for dtype in ("bf16", "f16"):
-            op = TcMatmul(dtype=dtype, out=out)
-            for M, N, K in SMALL:
-                shape = op.shape(M=M, N=N, K=K)
-                arrays = op.make_inputs(shape, rng)
-                L = op.launch(shape, sms)
-                launch(load(op, shape), L.grid, L.block, op.kernel_args(shape, arrays),
-                       L.shared_bytes)
-                ok, worst = op.check(shape, arrays)
-                rows.append(dict(dtype=dtype, out=out, shape=(M, N, K), ok=ok, worst=worst))
+    cases = [(dtype, out, sched, mnk) for out in ("f32", "bf16") for dtype in ("bf16", "f16")
+             for sched in (TcMatmulSchedule(), TcMatmulSchedule(cluster_m=2)) for mnk in SMALL]
+    for dtype, out, sched, (M, N, K) in cases:
+        op = TcMatmul(dtype=dtype, out=out, schedule=sched)
+        shape = op.shape(M=M, N=N, K=K)
+        arrays = op.make_inputs(shape, rng)
+        L = op.launch(shape, sms)
+        launch(load(op, shape), L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
+        ok, worst = op.check(shape, arrays)
+        rows.append(dict(dtype=dtype, out=out, shape=(M, N, K), schedule=str(sched), ok=ok,
+                         worst=worst))
     return rows
 
 
@@ -91,11 +104,12 @@ def bench(shape_names, variants, rng, sms):
             op = TcMatmul("bf16", "bf16", VARIANTS[vname])
             shape = op.shape(M=M, N=N, K=K)
             C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            L = op.launch(shape, sms)
             args = op.kernel_args(shape, {"A": A.view(torch.int16), "Bt": Bt.view(torch.int16),
                                           "C": C.view(torch.int16)})
             try:
-                go = bound_launch(load(op, shape), L.grid, L.block, args, L.shared_bytes)
+                kern = load(op, shape)
+                L = op.launch(shape, resident_ctas(op, kern, sms))
+                go = bound_launch(kern, L.grid, L.block, args, L.shared_bytes)
                 go()
                 torch.cuda.synchronize()
                 ok = sampled_check(op, shape, A.view(torch.int16), Bt.view(torch.int16),
@@ -110,6 +124,15 @@ def bench(shape_names, variants, rng, sms):
     return rows
 
 
+def print_row(r):
+    if "error" in r:
+        print(f"{r['shape']:8} {r['impl']:12} ERROR {r['error']}", flush=True)
+        return
+    print(f"{r['shape']:8} {r['impl']:12} {r['ms']:8.4f} {r['tflops']:8.1f} "
+          f"{r.get('ratio', 1.0):8.3f} {str(r.get('ok', '')):>5} "
+          f"{r.get('max_diff_vs_cublas', 0.0):8.3g}", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="4096,8192")
@@ -122,23 +145,28 @@ def main():
     import torch
     info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
                 cuda=torch.version.cuda, sms=sms, date=time.strftime("%Y-%m-%d %H:%M"))
-    small = [] if args.skip_small else check_small(rng, sms)
-    rows = bench(args.shapes.split(","), args.variants.split(","), rng, sms)
-    with open(os.path.join(args.out, "tc_matmul.json"), "w") as f:
-        json.dump(dict(info=info, small=small, rows=rows), f, indent=1)
-    print(info)
-    bad = [r for r in small if not r["ok"]]
-    print(f"small odd shapes: {len(small) - len(bad)}/{len(small)} correct"
-          + "".join(f"\n  FAIL {r}" for r in bad))
-    print(f"{'shape':8} {'impl':12} {'ms':>8} {'TFLOP/s':>8} {'x cuBLAS':>8} {'ok':>4} "
+    print(info, flush=True)
+    result = dict(info=info, rows=[], small=[])
+    path = os.path.join(args.out, "tc_matmul.json")
+    # timed shapes first (their rows are written as they come), the small odd shapes last
+    for sname in args.shapes.split(","):
+        rows = bench([sname], args.variants.split(","), rng, sms)
+        for r in rows:
+            print_row(r)
+        result["rows"] += rows
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
+    if not args.skip_small:
+        result["small"] = check_small(rng, sms)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
+        bad = [r for r in result["small"] if not r["ok"]]
+        print(f"small odd shapes: {len(result['small']) - len(bad)}/{len(result['small'])} "
+              f"correct" + "".join(f"\n  FAIL {r}" for r in bad))
+    print(f"{'shape':8} {'impl':12} {'ms':>8} {'TFLOP/s':>8} {'x cuBLAS':>8} {'ok':>5} "
           f"{'maxdiff':>8}")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['shape']:8} {r['impl']:12} ERROR {r['error']}")
-            continue
-        print(f"{r['shape']:8} {r['impl']:12} {r['ms']:8.4f} {r['tflops']:8.1f} "
-              f"{r.get('ratio', 1.0):8.3f} {str(r.get('ok', '')):>4} "
-              f"{r.get('max_diff_vs_cublas', 0.0):8.3g}")
+    for r in result["rows"]:
+        print_row(r)
 
 
 if __name__ == "__main__":

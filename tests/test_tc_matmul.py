@@ -62,6 +62,17 @@ def test_emits_ptxas_clean_with_hgmma_and_no_spills(out, shape):
 
 
 @needs_ptxas
+def test_cluster_multicast_assembles():
+    s = TcMatmulSchedule(cluster_m=2)
+    ptx, asm, mix = _assembled(TcMatmul("bf16", "bf16", s), dict(M=4095, N=4097, K=4096))
+    assert ".reqnctapercluster 2, 1, 1" in ptx and "multicast::cluster" in ptx
+    assert asm.resources["tc_matmul"].spills == 0
+    assert mix.get("UTMALDG.2D.MULTICAST") == 1 and mix.get("UTMALDG.2D") == 1, mix
+    # slot releases reach both CTAs with cta-scope arrives: no GPU-wide fence in the main loop
+    assert mix.get("MEMBAR.ALL.GPU", 0) <= 2, mix          # the two cluster barriers only
+
+
+@needs_ptxas
 def test_f16_and_narrow_tiles_assemble():
     s = TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6, group_m=0)
     _, asm, mix = _assembled(TcMatmul("f16", "f32", s), dict(M=300, N=200, K=64))
@@ -119,7 +130,10 @@ def test_gpu_small_odd_shapes(dtype, out, M, N, K):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("schedule", [TcMatmulSchedule(inflight=0, persistent=False),
-                                      TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3)])
+                                      TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3),
+                                      TcMatmulSchedule(cluster_m=2),
+                                      TcMatmulSchedule(cluster_m=2, persistent=False,
+                                                       group_m=0)])
 def test_gpu_schedule_variants(schedule):
     op = TcMatmul("bf16", "f32", schedule)
     ok, worst = _gpu_run(op, op.shape(M=333, N=611, K=200), np.random.default_rng())

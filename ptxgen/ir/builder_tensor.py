@@ -216,11 +216,18 @@ class TensorOps:
     def mbarrier_inval(self, bar):
         return self.emit(Instr("mbarrier", ("inval", "shared::cta", "b64"), (_addr(bar),)))
 
-    def mbarrier_arrive(self, bar, *, count=None, cluster=False, name="state"):
+    def mbarrier_arrive(self, bar, *, count=None, cluster=False, scope="cluster", name="state"):
         """mbarrier.arrive: returns the b64 state register; `cluster=True` arrives on a barrier
-        of another CTA of the cluster (address from mapa; the state is then the sink `_`)."""
+        of another CTA of the cluster (address from mapa; the state is then the sink `_`).
+        scope (cluster=True): "cluster" releases this thread's earlier accesses to the whole
+        cluster (.release.cluster: ptxas emits a GPU-wide MEMBAR for it); "cta" keeps the
+        default .release.cta, enough when what is released was only read through the async
+        proxy (wgmma operands in shared memory), as CUTLASS's ClusterBarrier::arrive does."""
+        if scope not in ("cluster", "cta"):
+            raise ValueError(f"mbarrier.arrive scope must be cluster or cta, not {scope!r}")
         if cluster:
-            mods, dst = ("arrive", "release", "cluster", "shared::cluster", "b64"), SINK
+            sem = ("release", "cluster") if scope == "cluster" else ()
+            mods, dst = ("arrive",) + sem + ("shared::cluster", "b64"), SINK
         else:
             mods, dst = ("arrive", "shared::cta", "b64"), self.reg(T.b64, name)
         ops = (dst, _addr(bar)) + ((self.operand(count, T.u32),) if count is not None else ())
@@ -303,6 +310,11 @@ class TensorOps:
         may be overwritten)."""
         mods = ("async", "bulk", "wait_group") + (("read",) if read else ())
         return self.emit(Instr("cp", mods, (Imm(pending, T.u32),)))
+
+    def fence_mbarrier_init(self):
+        """fence.mbarrier_init.release.cluster (sm_90): make mbarrier.init visible to the other
+        CTAs of the cluster and to the async proxy (TMA) before they use the barriers."""
+        return self.emit(Instr("fence", ("mbarrier_init", "release", "cluster")))
 
     def fence_proxy_async(self, space="shared::cta"):
         """fence.proxy.async[.space]: order generic-proxy accesses (st.shared) before async-proxy

@@ -68,13 +68,18 @@ class TcMatmul(Operator):
                                name=self.kernel_name())
 
     def tiles(self, shape):
+        """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
         s = self.schedule
-        return -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN)
+        return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
 
     def launch(self, shape, sm_count=132):
+        """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
+        for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
         s = self.schedule
-        ctas = min(self.tiles(shape), sm_count) if s.persistent else self.tiles(shape)
-        return Launch(grid=(ctas, 1, 1), block=(s.threads, 1, 1),
+        clusters = self.tiles(shape)
+        if s.persistent:
+            clusters = min(clusters, sm_count // s.cluster_m)
+        return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
                       shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype]))
 
     def _np_in(self):
@@ -99,7 +104,7 @@ class TcMatmul(Operator):
     def kernel_args(self, shape, arrays):
         s = self.schedule
         return [TiledMap(arrays["A"], self.dtype, s.BM, s.BK),
-                TiledMap(arrays["Bt"], self.dtype, s.BN, s.BK),
+                TiledMap(arrays["Bt"], self.dtype, s.b_box_rows, s.BK),
                 arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]), np.uint32(shape["K"])]
 
     def reference(self, shape, arrays):

@@ -160,12 +160,38 @@ def driver_launch(fn, grid, block, raw_args, shared_bytes, cluster=None):
         cfg.numAttrs = 1
     else:
         cfg.numAttrs = 0
-    handle = fn.handle                      # a CUkernel (cuda.core's Kernel.handle)
-    if not isinstance(handle, cu.CUfunction):
-        kern = handle if isinstance(handle, cu.CUkernel) else cu.CUkernel(int(handle))
-        err, handle = cu.cuKernelGetFunction(kern)
-        if err != cu.CUresult.CUDA_SUCCESS:
-            raise LaunchError(f"cuKernelGetFunction failed ({err.name})")
-    err, = cu.cuLaunchKernelEx(cfg, handle, ctypes.addressof(ptrs), 0)
+    err, = cu.cuLaunchKernelEx(cfg, _function(fn), ctypes.addressof(ptrs), 0)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise LaunchError(f"cuLaunchKernelEx failed ({err.name})")
+
+
+def max_cluster_ctas(kernel, block, shared_bytes, cluster):
+    """CTAs in the clusters of `cluster` CTAs that can be resident at once (the driver's
+    cuOccupancyMaxActiveClusters x cluster size): the grid of a persistent clustered kernel.
+    Not every GPC holds a whole number of clusters, so this can be below the SM count."""
+    from numba.cuda.cudadrv.driver import binding as cu
+    kernel.max_dynamic_shared(shared_bytes)
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = int(cluster), 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = (int(b) for b in block)
+    cfg.sharedMemBytes = int(shared_bytes)
+    cfg.hStream = cu.CUstream(0)
+    cfg.numAttrs = 0
+    err, n = cu.cuOccupancyMaxActiveClusters(_function(kernel.fn), cfg)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"kernel {kernel.name}: cuOccupancyMaxActiveClusters failed "
+                          f"({err.name})")
+    return int(n) * int(cluster)
+
+
+def _function(fn):
+    """The CUfunction of a Numba kernel (whose handle is cuda.core's CUkernel)."""
+    from numba.cuda.cudadrv.driver import binding as cu
+    handle = fn.handle
+    if isinstance(handle, cu.CUfunction):
+        return handle
+    kern = handle if isinstance(handle, cu.CUkernel) else cu.CUkernel(int(handle))
+    err, f = cu.cuKernelGetFunction(kern)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"cuKernelGetFunction failed ({err.name})")
+    return f

@@ -20,15 +20,13 @@ Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edg
 zeros; C stores are predicated on row < M and column < N (edge tiles only).
 """
 from ..errors import ScheduleError
-from ..ir import Addr, Builder, Imm, Module, Param, Reg, Sym, ptr
+from ..ir import Addr, Builder, Module, Param, Sym, ptr
 from ..ir import types as T
-from ..ir.instr import Instr
-from ..ir.values import Raw, Vec
+from ..ir.builder_tensor import cluster_dims, tensor_map_param
+from ..ir.values import Vec
 from .raster import grouped_tile
 from .tc_matmul import (ELEM_BYTES, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP,
                         WGMMA_K, WGMMA_M)
-
-TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN = 128, 64
 
 
 def _log2(x):
@@ -42,12 +40,13 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
     m = Module(target=arch)
     out_t = T.TYPES[out]
     k = m.add_kernel(name, [
-        Param("A_map", T.b8, array=TENSOR_MAP_BYTES, align=TENSOR_MAP_ALIGN),
-        Param("B_map", T.b8, array=TENSOR_MAP_BYTES, align=TENSOR_MAP_ALIGN),
+        tensor_map_param("A_map"), tensor_map_param("B_map"),
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+    if s.cluster_m > 1:
+        cluster_dims(k, s.cluster_m)
     _Lowering(Builder(k), s, dtype, out, shape).run()
     return m
 
@@ -73,45 +72,62 @@ class _Lowering:
         self.bars = b.add(self.base, s.stages * self.stage_bytes, name="bars")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
-                self.mbarrier_init(Addr(self.bars, 8 * st), 1)
-                self.mbarrier_init(Addr(self.bars, 8 * (s.stages + st)), s.consumers)
-            b.emit(Instr("fence", ("mbarrier_init", "release", "cluster")))
-        b.bar_sync(0)
+                b.mbarrier_init(Addr(self.bars, 8 * st), 1)
+                # a slot is free once every consumer of every CTA it was multicast to is done
+                b.mbarrier_init(Addr(self.bars, 8 * (s.stages + st)), s.consumers * s.cluster_m)
+            b.fence_mbarrier_init()
+        if s.cluster_m > 1:
+            b.cluster_sync()             # the peer's barriers exist before anything targets them
+            self.rank = b.cluster_special("cluster_ctarank")
+        else:
+            b.bar_sync(0)
         self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
-        tm = b.shr(b.add(self.M, s.BM - 1), _log2(s.BM), name="tiles_m")
+        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), _log2(s.BM * s.cluster_m),
+                   name="tiles_m")
         tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
-        self.ntiles = b.mul(tm, tn, name="ntiles")
+        self.ntiles = b.mul(tm, tn, name="ntiles")          # cluster tiles: cluster_m x BM rows
         self.kblocks = b.shr(b.add(self.K, s.BK - 1), _log2(s.BK), name="kblocks")
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
-        b.emit(Instr("setmaxnreg", ("dec", "sync", "aligned", "u32"),
-                     (Imm(s.producer_regs, T.u32),)))
+        b.setmaxnreg(s.producer_regs, inc=False)
         b.branch(end, b.setp("ne", tid, 0))
         self.producer()
         b.branch(end)
         b.label(consumer)
-        b.emit(Instr("setmaxnreg", ("inc", "sync", "aligned", "u32"),
-                     (Imm(s.consumer_regs, T.u32),)))
+        b.setmaxnreg(s.consumer_regs, inc=True)
         self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
         b.label(end)
+        if s.cluster_m > 1:
+            # no CTA leaves while its peer may still multicast into it or arrive on its barriers
+            b.barrier_cluster_arrive(aligned=False)
+            b.barrier_cluster_wait(aligned=False)
         b.ret()
 
     def tiles(self):
-        """for_range over this CTA's tiles: all of them from ctaid.x, nctaid.x apart."""
-        b = self.b
-        # not persistent: a CTA per tile, and a step of ntiles runs the loop once
-        step = b.special("nctaid.x") if self.s.persistent else self.ntiles
-        return b.for_range(b.special("ctaid.x"), self.ntiles, step, type=T.u32, name="tile")
+        """for_range over this CTA's (cluster's) tiles: from its id, the grid's count apart."""
+        b, s = self.b, self.s
+        if s.cluster_m > 1:
+            first, count = b.cluster_special("clusterid.x"), b.cluster_special("nclusterid.x")
+        else:
+            first, count = b.special("ctaid.x"), b.special("nctaid.x")
+        # not persistent: one tile per CTA (cluster), and a step of ntiles runs the loop once
+        return b.for_range(first, self.ntiles, count if s.persistent else self.ntiles,
+                           type=T.u32, name="tile")
 
     def tile_origin(self, tile):
+        """(m0, n0) of this CTA's BM x BN tile: the cluster tile's rows split by CTA rank."""
         b, s = self.b, self.s
+        rows = s.BM * s.cluster_m
         if s.group_m:
-            pm, pn = grouped_tile(b, self.M, self.N, s.BM, s.BN, s.group_m, pid=tile)
+            pm, pn = grouped_tile(b, self.M, self.N, rows, s.BN, s.group_m, pid=tile)
         else:
             tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
             pm = b.div(tile, tn, name="pid_m")
             pn = b.sub(tile, b.mul(pm, tn), name="pid_n")
-        return b.shl(pm, _log2(s.BM), name="m0"), b.shl(pn, _log2(s.BN), name="n0")
+        m0 = b.shl(pm, _log2(rows), name="m0")
+        if s.cluster_m > 1:
+            m0 = b.mad(self.rank, s.BM, m0, name="m0")
+        return m0, b.shl(pn, _log2(s.BN), name="n0")
 
     def advance(self, stage, phase):
         b = self.b
@@ -130,22 +146,31 @@ class _Lowering:
     # -- producer -------------------------------------------------------------------------------
     def producer(self):
         b, s = self.b, self.s
-        maps = []
-        for p in ("A_map", "B_map"):
-            a = b._op("mov", ("u64",), T.u64, (Sym(p),), name="pmap")
-            maps.append(b._op("cvta", ("param", "u64"), T.u64, (a,), name="map"))
+        # the tensor maps' generic addresses (cvta.param: the form checked on the H200)
+        maps = [b._op("cvta", ("param", "u64"), T.u64,
+                      (b._op("mov", ("u64",), T.u64, (Sym(p),), name="pmap"),), name="map")
+                for p in ("A_map", "B_map")]
+        b_rows = s.BN // s.cluster_m                 # B rows this CTA loads (and multicasts)
+        if s.cluster_m > 1:
+            mask = b.const((1 << s.cluster_m) - 1, T.u16, name="mask")
+            b_off = b.mad(self.rank, b_rows * SWIZZLE_BYTES, self.a_bytes, name="boff")
+        else:
+            mask, b_off = None, self.a_bytes
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         with self.tiles() as tile:
             m0, n0 = self.tile_origin(tile)
+            if s.cluster_m > 1:
+                n0 = b.mad(self.rank, b_rows, n0, name="nb0")
             with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
-                self.mbarrier_wait(self.empty_bar(stage), b.xor(phase, 1, name="par"))
+                b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
                 full = self.full_bar(stage)
-                b.emit(Instr("mbarrier", ("arrive", "expect_tx", "shared::cta", "b64"),
-                             (Raw("_"), Addr(full), Imm(self.stage_bytes, T.u32))))
+                # the whole slot arrives here: this CTA's A, its B rows and the peers' B rows
+                b.mbarrier_arrive_expect_tx(full, self.stage_bytes)
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
                 kc = b.shl(kb, _log2(s.BK), name="kc")
-                self.tma_load(dst, maps[0], kc, m0, full)
-                self.tma_load(b.add(dst, self.a_bytes, name="dstb"), maps[1], kc, n0, full)
+                b.cp_async_bulk_tensor_load(dst, maps[0], (kc, m0), full)
+                b.cp_async_bulk_tensor_load(b.add(dst, b_off, name="dstb"), maps[1], (kc, n0),
+                                            full, multicast_mask=mask)
                 self.advance(stage, phase)
 
     # -- consumers ------------------------------------------------------------------------------
@@ -153,8 +178,10 @@ class _Lowering:
         b, s = self.b, self.s
         leader = b.setp("eq", t, 0)
         a_rows = b.mul(cw, s.rows_per_consumer * SWIZZLE_BYTES, name="arows")
-        desc_a = self.descriptor(b.add(self.base, a_rows, name="abase"))
-        desc_b = self.descriptor(b.add(self.base, self.a_bytes, name="bbase"))
+        desc = dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES)
+        desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc)
+        desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"), **desc)
+        scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         prev = b.const(0, T.u32, name="prev")
         acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
@@ -164,10 +191,10 @@ class _Lowering:
             for r in (r for mb in acc for nb in mb for r in nb):
                 b.mov(0.0, type=T.f32, out=r)
             with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
-                self.mbarrier_wait(self.full_bar(stage), phase)
+                b.mbarrier_wait_parity(self.full_bar(stage), phase)
                 off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
                 da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
-                b.emit(Instr("wgmma", ("fence", "sync", "aligned")))
+                b.wgmma_fence()
                 for kk in range(s.BK // WGMMA_K):
                     koff = kk * WGMMA_K * self.elem
                     for mb in range(s.m_blocks):
@@ -175,47 +202,34 @@ class _Lowering:
                         for nb in range(s.n_blocks):
                             dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + koff) >> 4,
                                         name="dbn")
-                            self.wgmma(acc[mb][nb], dam, dbn)
-                b.emit(Instr("wgmma", ("commit_group", "sync", "aligned")))
-                b.emit(Instr("wgmma", ("wait_group", "sync", "aligned"),
-                             (Imm(s.inflight, T.u32),)))
+                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.dtype,
+                                              scale_d=scale_d)
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(s.inflight)
                 if s.inflight:
                     # the group before this one has finished reading its slot
                     with b.predicated(b.and_(leader, b.setp("ne", kb, 0), name="rel")):
-                        self.mbarrier_arrive(self.empty_bar(prev))
+                        self.release(prev)
                     b.mov(stage, out=prev)
                 else:
                     with b.predicated(leader):
-                        self.mbarrier_arrive(self.empty_bar(stage))
+                        self.release(stage)
                 self.advance(stage, phase)
             if s.inflight:
-                b.emit(Instr("wgmma", ("wait_group", "sync", "aligned"), (Imm(0, T.u32),)))
+                b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
-                    self.mbarrier_arrive(self.empty_bar(prev))
+                    self.release(prev)
             self.epilogue(acc, cw, t, m0, n0)
 
-    def descriptor(self, addr):
-        """wgmma matrix descriptor of a K-major, 128-byte-swizzled operand at shared `addr`:
-        start address >> 4 in bits 0-13, leading offset (unused for swizzled K-major; 1) in
-        16-29, stride between 8-row groups (1024 bytes >> 4) in 32-45, swizzle mode 1 (128B)
-        in 62-63. Source: PTX ISA 9.0, section 9.7.15.5.1.1 (matrix descriptor format)."""
-        b = self.b
-        lo = b.or_(b.and_(b.shr(addr, 4), 0x3FFF), 1 << 16, name="dlo")
-        hi = b.const((SWIZZLE_ATOM_BYTES >> 4) | (1 << 30), T.u32, name="dhi")
-        d = b.reg(T.u64, "desc")
-        b.emit(Instr("mov", ("b64",), (d, Vec((lo, hi)))))
-        return d
-
-    def wgmma(self, acc, da, db):
-        b = self.b
-        scale_d = getattr(self, "_scale_d", None)
-        if scale_d is None:
-            scale_d = self._scale_d = b.setp("eq", b.const(1, T.u32, name="one"), 1)
-        t = self.dtype
-        b.emit(Instr("wgmma", ("mma_async", "sync", "aligned", f"m64n{self.s.wgmma_n}k16", "f32",
-                               t, t),
-                     (Vec(tuple(acc)), da, db, scale_d, Imm(1, T.s32), Imm(1, T.s32),
-                      Imm(0, T.s32), Imm(0, T.s32))))
+    def release(self, stage):
+        """Arrive on the slot's empty barrier in every CTA whose producer fills it."""
+        b, s = self.b, self.s
+        bar = self.empty_bar(stage)
+        if s.cluster_m == 1:
+            b.mbarrier_arrive(bar)
+            return
+        for rank in range(s.cluster_m):     # the slot was read by wgmma only: cta scope
+            b.mbarrier_arrive(b.mapa(bar, rank), cluster=True, scope="cta")
 
     # -- epilogue -------------------------------------------------------------------------------
     def epilogue(self, acc, cw, t, m0, n0):
@@ -278,12 +292,11 @@ class _Lowering:
         b = self.b
         if self.out == "f32":
             return tuple(pair)
-        pk = b.reg(T.TYPES["bf16x2"], "pk")
-        b.emit(Instr("cvt", ("rn", "bf16x2", "f32"), (pk, pair[1], pair[0])))
+        pk = b.cvt_pack("bf16x2", pair[1], pair[0])
         if self.even_n:
             return (pk,)
         lo, hi = b.reg(T.b16, "h"), b.reg(T.b16, "h")
-        b.emit(Instr("mov", ("b32",), (Vec((lo, hi)), pk)))
+        b.mov(pk, type=T.b32, out=Vec((lo, hi)))
         return (lo, hi)
 
     def store(self, addr, vals):
@@ -292,24 +305,3 @@ class _Lowering:
             b.st("global", addr, vals if len(vals) > 1 else vals[0])
         else:
             b.st("global", addr, vals[0], type=T.b32 if self.even_n else T.b16)
-
-    # -- tensor-core and async-copy instructions ------------------------------------------------
-    def mbarrier_init(self, addr, count):
-        self.b.emit(Instr("mbarrier", ("init", "shared::cta", "b64"), (addr, Imm(count, T.u32))))
-
-    def mbarrier_arrive(self, bar):
-        self.b.emit(Instr("mbarrier", ("arrive", "shared::cta", "b64"), (Raw("_"), Addr(bar))))
-
-    def mbarrier_wait(self, bar, parity):
-        b = self.b
-        spin = b.new_label("wait")
-        b.label(spin)
-        p = b.reg(T.pred, "ready")
-        b.emit(Instr("mbarrier", ("try_wait", "parity", "shared::cta", "b64"),
-                     (p, Addr(bar), parity)))
-        b.branch(spin, p, negate=True)
-
-    def tma_load(self, dst, tmap, c0, c1, bar):
-        self.b.emit(Instr("cp", ("async", "bulk", "tensor", "2d", "shared::cluster", "global",
-                                 "tile", "mbarrier::complete_tx::bytes"),
-                          (Addr(dst), Raw(f"[{tmap}, {{{c0}, {c1}}}]"), Addr(bar))))

@@ -12,6 +12,9 @@ pipelined and specialized on sm_90a.
                   cp.async.bulk.tensor and handed over through a full/empty mbarrier pair
     persistence   persistent=True: one CTA per SM walks tiles ctaid, ctaid+nctaid, …;
                   group_m > 0 walks group_m tile rows per tile column (L2 reuse)
+    clusters      cluster_m = 2: two CTAs (a cluster) take vertically adjacent tiles, which
+                  need the same B columns; each loads half of that B box and multicasts it to
+                  both, halving B's traffic from L2
 
 `lower_tc_matmul(schedule, arch, shape)` (lower_tc_matmul.py) turns one into a Module.
 """
@@ -53,11 +56,12 @@ class TcMatmulSchedule:
     inflight: int = 1            # wgmma groups left running when a stage is released (0 or 1)
     producer_regs: int = 40      # setmaxnreg.dec of the producer warpgroup
     consumer_regs: int = 232     # setmaxnreg.inc of the consumer warpgroups
+    cluster_m: int = 1           # CTAs per cluster along M, sharing B by TMA multicast (1 or 2)
 
     def __str__(self):
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
-                f"_f{self.inflight}")
+                f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}")
 
     # -- derived sizes ------------------------------------------------------------------------
     @property
@@ -81,6 +85,11 @@ class TcMatmulSchedule:
     def acc_regs(self):
         """f32 accumulator registers per consumer thread."""
         return self.m_blocks * self.n_blocks * self.wgmma_n // 2
+
+    @property
+    def b_box_rows(self):
+        """Rows of B one CTA loads per stage (its share of the multicast)."""
+        return self.BN // self.cluster_m
 
     def a_stage_bytes(self, elem=2):
         return self.BM * self.BK * elem
@@ -131,6 +140,11 @@ class TcMatmulSchedule:
             bad(f"stages={self.stages}: the pipeline needs at least 2")
         if self.inflight not in (0, 1):
             bad(f"inflight={self.inflight} must be 0 or 1")
+        if self.cluster_m not in (1, 2):
+            bad(f"cluster_m={self.cluster_m} must be 1 or 2")
+        if self.BN % (8 * self.cluster_m):
+            bad(f"BN={self.BN} must split into {self.cluster_m} multicast boxes of whole "
+                f"8-row swizzle atoms")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")
         lim = target_limits("sm_90")
