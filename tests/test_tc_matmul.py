@@ -5,7 +5,8 @@ import pytest
 
 from ptxgen import toolchain
 from ptxgen.emit import emit_module
-from ptxgen.errors import PtxgenError, ScheduleError
+from ptxgen.errors import ScheduleError
+from ptxgen.ir import types as T
 from ptxgen.ops.tc_matmul import TcMatmul, bf16_bits, bf16_values
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
@@ -25,6 +26,10 @@ ARCH = "sm_90a"
     (dict(BM=512, BN=128, wgmma_n=128, stages=2), "BM=512"),
     (dict(inflight=2), "inflight=2"),
     (dict(BM=256, BN=256, stages=2), "accumulators"),
+    (dict(epilogue="tma"), "C tile"),                      # 4 stages + C exceed shared memory
+    (dict(epilogue="tma", stages=3, BN=128, wgmma_n=32), "wgmma_n=32"),
+    (dict(epilogue="smem"), "epilogue='smem'"),
+    (dict(cluster_m=4), "cluster_m=4"),
 ])
 def test_schedule_errors_are_one_line(fields, words):
     with pytest.raises(ScheduleError) as e:
@@ -73,16 +78,30 @@ def test_cluster_multicast_assembles():
 
 
 @needs_ptxas
+def test_tma_epilogue_stores_through_shared_memory():
+    s = TcMatmulSchedule(epilogue="tma", stages=3, cluster_m=2, inflight=0)
+    op = TcMatmul("bf16", "bf16", s)
+    ptx, asm, mix = _assembled(op, dict(M=4095, N=4096, K=4096))
+    assert "C_map" in ptx and asm.resources["tc_matmul"].spills == 0
+    # 16 stmatrix.x4 per thread (64 x 256 bf16 per consumer), 4 TMA stores of 64 columns
+    assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 4, mix
+    assert not any(k.startswith("STG") for k in mix), mix
+    assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == s.shared_bytes(2, True)
+    # C rows not 16-byte aligned, or an f32 C: direct stores, no C map
+    for out, N in (("bf16", 4097), ("f32", 4096)):
+        o = TcMatmul("bf16", out, s)
+        ptx, _, mix = _assembled(o, dict(M=64, N=N, K=64))
+        assert "C_map" not in ptx and "UTMASTG.2D" not in mix
+        assert len(o.kernel_args(o.shape(M=64, N=N, K=64), o.make_inputs(
+            o.shape(M=64, N=N, K=64), np.random.default_rng()))) == 6
+
+
+@needs_ptxas
 def test_f16_and_narrow_tiles_assemble():
     s = TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6, group_m=0)
     _, asm, mix = _assembled(TcMatmul("f16", "f32", s), dict(M=300, N=200, K=64))
     assert asm.resources["tc_matmul"].spills == 0
     assert any(k.startswith("HGMMA") for k in mix), mix
-
-
-def test_k_must_be_row_aligned():
-    with pytest.raises(PtxgenError, match="K=41"):
-        TcMatmul().build(dict(M=64, N=64, K=41), ARCH)
 
 
 def test_bf16_rounding_is_nearest_even():
@@ -108,20 +127,21 @@ def test_check_accepts_rounded_result_and_rejects_a_wrong_element(out):
 
 # -- on the GPU ------------------------------------------------------------------------------
 def _gpu_run(op, shape, rng):
-    from ptxgen.runtime import launch, load_kernel
-    from ptxgen.runtime.device import sm_count
-    m = op.build(shape, ARCH)
-    k = m.kernel("tc_matmul")
-    kern = load_kernel(emit_module(m, ARCH), k.name, k.params, k.directives)
-    arrays = op.make_inputs(shape, rng)
-    L = op.launch(shape, sm_count())
-    launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
+    """All of op's steps (pads included) on the GPU, on device copies of fresh inputs."""
+    from numba import cuda
+    from ptxgen.runtime import bound_steps, load_steps
+    arrays = dict(op.make_inputs(shape, rng), **op.workspace_arrays(shape, ARCH))
+    dev = {k: cuda.to_device(v) for k, v in arrays.items()}
+    kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
+    bound_steps(op, shape, kernels, dev, ARCH)()
+    arrays["C"] = dev["C"].copy_to_host()
     return op.check(shape, arrays)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype, out", [("bf16", "f32"), ("bf16", "bf16"), ("f16", "f32")])
-@pytest.mark.parametrize("M, N, K", [(67, 45, 40), (129, 257, 72), (300, 520, 8)])
+@pytest.mark.parametrize("M, N, K", [(67, 45, 40), (129, 257, 72), (300, 520, 8), (70, 131, 41),
+                                     (5, 300, 3)])
 def test_gpu_small_odd_shapes(dtype, out, M, N, K):
     op = TcMatmul(dtype, out)
     ok, worst = _gpu_run(op, op.shape(M=M, N=N, K=K), np.random.default_rng())
@@ -133,8 +153,42 @@ def test_gpu_small_odd_shapes(dtype, out, M, N, K):
                                       TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3),
                                       TcMatmulSchedule(cluster_m=2),
                                       TcMatmulSchedule(cluster_m=2, persistent=False,
-                                                       group_m=0)])
+                                                       group_m=0),
+                                      TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3,
+                                                       inflight=0),
+                                      TcMatmulSchedule(epilogue="tma", stages=3)])
 def test_gpu_schedule_variants(schedule):
-    op = TcMatmul("bf16", "f32", schedule)
-    ok, worst = _gpu_run(op, op.shape(M=333, N=611, K=200), np.random.default_rng())
-    assert ok, worst
+    for out, N in (("f32", 611), ("bf16", 611), ("bf16", 616)):      # 616: TMA-stored C
+        op = TcMatmul("bf16", out, schedule)
+        ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=200), np.random.default_rng())
+        assert ok, (out, N, worst)
+
+
+# -- K not a multiple of 8: operands padded first ------------------------------------------------
+@pytest.mark.parametrize("rows, cols", [(5, 41), (3, 8), (17, 1)])
+def test_pad_copy_b16_copies_and_zero_fills_on_emulator(rows, cols):
+    from ptxgen.emu import emulate
+    from ptxgen.ir import Module
+    from ptxgen.ops import pack
+    m = pack.add_pad_copy(Module(target="sm_90"), T.b16)
+    cols8 = pack.padded(cols, 8)
+    src = np.random.default_rng().integers(1, 2 ** 16, size=(rows, cols), dtype=np.uint16)
+    dst = np.full((rows, cols8), 0xFFFF, dtype=np.uint16)
+    L = pack.pad_launch(rows, cols8, 8)
+    emulate(m, pack.KERNEL16, L.grid, L.block, *pack.pad_args(rows, cols, rows, cols8, src, dst, 8))
+    assert np.array_equal(dst[:, :cols], src) and not dst[:, cols:].any()
+
+
+def test_k_not_multiple_of_8_pads_operands_in_steps():
+    op = TcMatmul()
+    shape = op.shape(M=67, N=45, K=41)
+    m = op.build(shape, ARCH)
+    steps = op.steps(shape, ARCH)
+    assert [s.kernel for s in steps] == ["pad_copy_b16", "pad_copy_b16", "tc_matmul"]
+    ws = op.workspace(shape, ARCH)
+    assert ws["A_packed"][0] == (67, 48) and ws["Bt_packed"][0] == (45, 48)
+    arrays = dict(op.make_inputs(shape, np.random.default_rng()), **op.workspace_arrays(shape))
+    maps = steps[-1].args(arrays)[:2]
+    assert maps[0].array is arrays["A_packed"] and maps[1].array is arrays["Bt_packed"]
+    assert {k.name for k in m.kernels} == {"tc_matmul", "pad_copy_b16"}
+    assert not op.packs(op.shape(M=67, N=45, K=40))

@@ -4,8 +4,9 @@ A is M x K row-major; B is passed as Bt = N x K row-major (B column-major), so b
 K-major as wgmma reads them. 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
 has no bfloat16) and as float16 for f16; a bf16 C is uint16 bits too. The kernel is lowered from
 a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
-ring, wgmma, persistent CTAs. Rows must be 16-byte aligned for the tensor maps: K a multiple of
-8 (other K: pad the rows; M and N may be anything).
+ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: for K not a multiple of 8,
+steps() first copies A and Bt into zero-padded workspace arrays (ops/pack.py, pad_copy_b16).
+M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
 f32 accumulator, so the error is the accumulation's: at most about K units in the last place of
@@ -16,8 +17,11 @@ import numpy as np
 
 from ..errors import PtxgenError
 from ..runtime.tensormap import TiledMap
-from ..schedule.tc_matmul import ELEM_BYTES, OUT_BYTES, TcMatmulSchedule, lower_tc_matmul
-from .base import Launch, Operator
+from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, OUT_BYTES, TcMatmulSchedule,
+                                  lower_tc_matmul)
+from ..ir import types as T
+from . import pack as packmod
+from .base import Launch, Operator, Step
 
 F32_ULP = 2.0 ** -23
 BF16_ULP = 2.0 ** -7
@@ -57,15 +61,35 @@ class TcMatmul(Operator):
     def kernel_name(self):
         return "tc_matmul"
 
-    def check_shape(self, shape):
-        if shape["K"] % 8:
-            raise PtxgenError(f"matmul: K={shape['K']} must be a multiple of 8 on the sm_90a "
-                              f"path (tensor-map rows are 16-byte aligned); pad K with zeros")
+    def packs(self, shape):
+        """Whether A and Bt are first copied into zero-padded K8 = K rounded up to 8 columns
+        (tensor maps need 16-byte aligned rows)."""
+        return shape["K"] % 8 != 0
 
     def build(self, shape, arch="sm_90a"):
-        self.check_shape(shape)
-        return lower_tc_matmul(self.schedule, arch, shape, dtype=self.dtype, out=self.out,
-                               name=self.kernel_name())
+        main = dict(shape, K=packmod.padded(shape["K"], 8))
+        m = lower_tc_matmul(self.schedule, arch, main, dtype=self.dtype, out=self.out,
+                            name=self.kernel_name())
+        return packmod.add_pad_copy(m, T.b16) if self.packs(shape) else m
+
+    def steps(self, shape, arch="sm_90a", sm_count=132):
+        main = super().steps(shape, arch, sm_count)
+        if not self.packs(shape):
+            return main
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        K8 = packmod.padded(K, 8)
+
+        def pad(rows, src, dst):
+            return Step(packmod.KERNEL16, packmod.pad_launch(rows, K8, 8),
+                        lambda a: packmod.pad_args(rows, K, rows, K8, a[src], a[dst], 8))
+        return [pad(M, "A", "A_packed"), pad(N, "Bt", "Bt_packed")] + main
+
+    def workspace(self, shape, arch="sm_90a"):
+        if not self.packs(shape):
+            return {}
+        K8 = packmod.padded(shape["K"], 8)
+        return {"A_packed": ((shape["M"], K8), self._np_in()),
+                "Bt_packed": ((shape["N"], K8), self._np_in())}
 
     def tiles(self, shape):
         """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
@@ -79,8 +103,9 @@ class TcMatmul(Operator):
         clusters = self.tiles(shape)
         if s.persistent:
             clusters = min(clusters, sm_count // s.cluster_m)
+        staged = s.stages_c(self.out, shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype]))
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged))
 
     def _np_in(self):
         return np.uint16 if self.dtype == "bf16" else np.float16
@@ -103,9 +128,13 @@ class TcMatmul(Operator):
 
     def kernel_args(self, shape, arrays):
         s = self.schedule
-        return [TiledMap(arrays["A"], self.dtype, s.BM, s.BK),
-                TiledMap(arrays["Bt"], self.dtype, s.b_box_rows, s.BK),
-                arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]), np.uint32(shape["K"])]
+        a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
+        maps = [TiledMap(arrays[a], self.dtype, s.BM, s.BK),
+                TiledMap(arrays[bt], self.dtype, s.b_box_rows, s.BK)]
+        if s.stages_c(self.out, shape["N"]):            # C stored by TMA from shared memory
+            maps.append(TiledMap(arrays["C"], "bf16", s.rows_per_consumer, C_BOX_COLS))
+        return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
+                       np.uint32(shape["K"])]
 
     def reference(self, shape, arrays):
         a, bt = self.values(arrays["A"], self.dtype), self.values(arrays["Bt"], self.dtype)

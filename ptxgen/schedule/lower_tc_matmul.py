@@ -20,9 +20,10 @@ Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edg
 zeros; C stores are predicated on row < M and column < N (edge tiles only).
 """
 from ..errors import ScheduleError
-from ..ir import Addr, Builder, Module, Param, Sym, ptr
+from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import cluster_dims, tensor_map_param
+from ..ir.instr import Instr
 from ..ir.values import Vec
 from .raster import grouped_tile
 from .tc_matmul import (ELEM_BYTES, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP,
@@ -39,8 +40,10 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
         raise ScheduleError(f"tc_matmul: output type must be f32 or bf16, got {out!r}")
     m = Module(target=arch)
     out_t = T.TYPES[out]
+    staged = s.stages_c(out, shape["N"])
     k = m.add_kernel(name, [
-        tensor_map_param("A_map"), tensor_map_param("B_map"),
+        tensor_map_param("A_map"), tensor_map_param("B_map")] +
+        ([tensor_map_param("C_map")] if staged else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
@@ -56,6 +59,7 @@ class _Lowering:
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
+        self.staged = s.stages_c(out, shape["N"])   # C through shared memory, TMA stores
 
     # -- layout ---------------------------------------------------------------------------------
     def run(self):
@@ -69,7 +73,8 @@ class _Lowering:
                            name="base")
         self.stage_bytes = s.stage_bytes(self.elem)
         self.a_bytes = s.a_stage_bytes(self.elem)
-        self.bars = b.add(self.base, s.stages * self.stage_bytes, name="bars")
+        self.cbuf = b.add(self.base, s.stages * self.stage_bytes, name="cbuf")
+        self.bars = b.add(self.cbuf, s.c_stage_bytes if self.staged else 0, name="bars")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
                 b.mbarrier_init(Addr(self.bars, 8 * st), 1)
@@ -96,6 +101,9 @@ class _Lowering:
         b.label(consumer)
         b.setmaxnreg(s.consumer_regs, inc=True)
         self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
+        if self.staged:                 # the last TMA store has read its shared source
+            with b.predicated(b.setp("eq", b.and_(tid, WARPGROUP - 1), 0)):
+                b.cp_async_bulk_wait_group(0, read=True)
         b.label(end)
         if s.cluster_m > 1:
             # no CTA leaves while its peer may still multicast into it or arrive on its barriers
@@ -147,9 +155,7 @@ class _Lowering:
     def producer(self):
         b, s = self.b, self.s
         # the tensor maps' generic addresses (cvta.param: the form checked on the H200)
-        maps = [b._op("cvta", ("param", "u64"), T.u64,
-                      (b._op("mov", ("u64",), T.u64, (Sym(p),), name="pmap"),), name="map")
-                for p in ("A_map", "B_map")]
+        maps = [self.map_address(p) for p in ("A_map", "B_map")]
         b_rows = s.BN // s.cluster_m                 # B rows this CTA loads (and multicasts)
         if s.cluster_m > 1:
             mask = b.const((1 << s.cluster_m) - 1, T.u16, name="mask")
@@ -173,6 +179,13 @@ class _Lowering:
                                             full, multicast_mask=mask)
                 self.advance(stage, phase)
 
+    def map_address(self, param):
+        """A tensor map parameter's generic address (cvta.param: the form checked on the
+        H200)."""
+        b = self.b
+        a = b._op("mov", ("u64",), T.u64, (Sym(param),), name="pmap")
+        return b._op("cvta", ("param", "u64"), T.u64, (a,), name="map")
+
     # -- consumers ------------------------------------------------------------------------------
     def consumer(self, cw, t):
         b, s = self.b, self.s
@@ -182,6 +195,8 @@ class _Lowering:
         desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc)
         desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"), **desc)
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
+        if self.staged:
+            self.cmap = self.map_address("C_map")
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         prev = b.const(0, T.u32, name="prev")
         acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
@@ -219,7 +234,10 @@ class _Lowering:
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
                     self.release(prev)
-            self.epilogue(acc, cw, t, m0, n0)
+            if self.staged:
+                self.staged_epilogue(acc, cw, t, leader, m0, n0)
+            else:
+                self.epilogue(acc, cw, t, m0, n0)
 
     def release(self, stage):
         """Arrive on the slot's empty barrier in every CTA whose producer fills it."""
@@ -260,6 +278,47 @@ class _Lowering:
         col_left = b.sub(self.N, col, type=T.s32, name="cleft")
         self.store_tile(acc, bases, col_left)
         b.label(done)
+
+    def staged_epilogue(self, acc, cw, t, leader, m0, n0):
+        """bf16 C through shared memory: each consumer rounds its fragment to bf16 pairs, writes
+        them with stmatrix into its rows of the C tile (64-column boxes of 128-byte rows, in
+        the 128-byte swizzle C's tensor map reads), and one thread stores the boxes with TMA,
+        which also clips the tile at M and N. The store runs on while the next tile's loop
+        starts; the buffer is reused only once it has been read (wait_group.read)."""
+        b, s = self.b, self.s
+        rows = s.rows_per_consumer
+        box_bytes = rows * SWIZZLE_BYTES                          # one 64-column box
+        region = b.mad(cw, rows * s.BN * 2, self.cbuf, name="creg")
+        threads = Imm(WARPGROUP, T.u32)
+        bar_id = b.add(cw, 1, name="cbar")       # named barrier 1 + cw: this warpgroup only
+        with b.predicated(leader):                                # the last store has read
+            b.cp_async_bulk_wait_group(0, read=True)
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        lane = b.and_(t, 31, name="lane")
+        q = b.shr(lane, 3, name="q")                              # the matrix this lane addresses
+        r8 = b.and_(lane, 7, name="r8")
+        # row of the addressed matrix: 16 per warp, +8 for matrices 1 and 3
+        row = b.add(b.shl(b.shr(t, 5), 4), b.add(b.shl(b.and_(q, 1), 3), r8), name="srow")
+        rowbase = b.mad(row, SWIZZLE_BYTES, region, name="rowb")
+        sw = b.xor(b.shr(q, 1), r8, name="sw")                    # chunk bit 0 and the row's XOR
+        chunk_addr = {c0: b.add(rowbase, b.shl(b.xor(sw, c0), 4), name="caddr")
+                      for c0 in range(0, 8, 2)}
+        for mb in range(s.m_blocks):
+            for nb in range(s.n_blocks):
+                for j in range(0, s.wgmma_n // 8, 2):
+                    col = nb * s.wgmma_n + 8 * j
+                    regs = [b.cvt_pack("bf16x2", acc[mb][nb][i + 1], acc[mb][nb][i])
+                            for jj in (j, j + 1) for i in (4 * jj, 4 * jj + 2)]
+                    off = (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES
+                    b.stmatrix(Addr(chunk_addr[(col % 64) // 8], off), regs)
+        b.fence_proxy_async()                    # shared writes before the async-proxy reads
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        with b.predicated(leader):
+            r0 = b.mad(cw, rows, m0, name="crow")
+            for cb in range(s.BN // 64):
+                b.cp_async_bulk_tensor_store(self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
+                                             b.add(region, cb * box_bytes, name="csrc"))
+            b.cp_async_bulk_commit_group()
 
     def store_tile(self, acc, bases, col_left):
         """Stores of every accumulator pair; with col_left (N - this thread's first column)

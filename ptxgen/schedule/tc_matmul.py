@@ -34,6 +34,7 @@ WARPGROUP = 128
 # Source: PTX ISA 9.0, section 9.7.15.5 (wgmma.mma_async shapes, .f16/.bf16 rows).
 WGMMA_M, WGMMA_K, WGMMA_MAX_N = 64, 16, 256
 TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
+C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
 ELEM_BYTES = {"bf16": 2, "f16": 2}
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
@@ -57,11 +58,14 @@ class TcMatmulSchedule:
     producer_regs: int = 40      # setmaxnreg.dec of the producer warpgroup
     consumer_regs: int = 232     # setmaxnreg.inc of the consumer warpgroups
     cluster_m: int = 1           # CTAs per cluster along M, sharing B by TMA multicast (1 or 2)
+    epilogue: str = "direct"     # "direct": st.global from the fragments; "tma": a bf16 C
+                                 # through shared memory (stmatrix) and TMA stores
 
     def __str__(self):
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
-                f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}")
+                f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
+                f"{'_tma' if self.epilogue == 'tma' else ''}")
 
     # -- derived sizes ------------------------------------------------------------------------
     @property
@@ -100,10 +104,20 @@ class TcMatmulSchedule:
     def stage_bytes(self, elem=2):
         return self.a_stage_bytes(elem) + self.b_stage_bytes(elem)
 
-    def shared_bytes(self, elem=2):
-        """Dynamic shared memory: the stages, 1024 bytes of slack to align them to the swizzle
-        atom, and a full and an empty mbarrier (8 bytes each) per stage."""
-        return self.stages * self.stage_bytes(elem) + SWIZZLE_ATOM_BYTES + 16 * self.stages
+    def stages_c(self, out, n):
+        """Whether C goes through shared memory and TMA stores: epilogue "tma", a bf16 C (what
+        stmatrix stores) and rows 16-byte aligned (N a multiple of 8) for C's tensor map."""
+        return self.epilogue == "tma" and out == "bf16" and n % 8 == 0
+
+    @property
+    def c_stage_bytes(self):
+        return self.BM * self.BN * 2
+
+    def shared_bytes(self, elem=2, staged_c=False):
+        """Dynamic shared memory: the stages, a bf16 C tile when staged_c, 1024 bytes of slack
+        to align them to the swizzle atom, and a full and an empty mbarrier per stage."""
+        c = self.c_stage_bytes if staged_c else 0
+        return self.stages * self.stage_bytes(elem) + c + SWIZZLE_ATOM_BYTES + 16 * self.stages
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self, arch="sm_90a", dtype="bf16"):
@@ -145,14 +159,21 @@ class TcMatmulSchedule:
         if self.BN % (8 * self.cluster_m):
             bad(f"BN={self.BN} must split into {self.cluster_m} multicast boxes of whole "
                 f"8-row swizzle atoms")
+        if self.epilogue not in ("direct", "tma"):
+            bad(f"epilogue={self.epilogue!r} must be 'direct' or 'tma'")
+        if self.epilogue == "tma" and self.wgmma_n % C_BOX_COLS:
+            bad(f"epilogue 'tma' stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
+                f"be a multiple of {C_BOX_COLS}")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")
         lim = target_limits("sm_90")
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
-        if self.shared_bytes(elem) > lim["max_shared_per_block"]:
-            bad(f"{self.stages} stages need {self.shared_bytes(elem)} bytes of shared memory, "
-                f"more than {lim['max_shared_per_block']} per block")
+        need = self.shared_bytes(elem, self.epilogue == "tma")
+        if need > lim["max_shared_per_block"]:
+            bad(f"{self.stages} stages{' and the C tile' if self.epilogue == 'tma' else ''} "
+                f"need {need} bytes of shared memory, more than "
+                f"{lim['max_shared_per_block']} per block")
         for name in ("producer_regs", "consumer_regs"):
             v = getattr(self, name)
             if not (24 <= v <= 256 and v % 8 == 0):
