@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from ptxgen.emit import emit_module                                   # noqa: E402
 from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E402
-from ptxgen.runtime import bound_launch, launch, load_kernel, time_calls  # noqa: E402
+from ptxgen.runtime import (bound_launch, launch, load_kernel, load_steps,  # noqa: E402
+                            time_calls)
 from ptxgen.runtime.device import sm_count                            # noqa: E402
 from ptxgen.runtime.tensormap import max_cluster_ctas                 # noqa: E402
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E402
@@ -28,20 +29,17 @@ from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E4
 ARCH = "sm_90a"
 VARIANTS = {
     "default": TcMatmulSchedule(),
-    "inflight0": TcMatmulSchedule(inflight=0),
-    "g16": TcMatmulSchedule(group_m=16),
     "x2": TcMatmulSchedule(cluster_m=2),
-    "x2g16": TcMatmulSchedule(cluster_m=2, group_m=16),
-    "x2g4": TcMatmulSchedule(cluster_m=2, group_m=4),
     "x2f0": TcMatmulSchedule(cluster_m=2, inflight=0),
-    "x2s3": TcMatmulSchedule(cluster_m=2, stages=3),
-    "x2np": TcMatmulSchedule(cluster_m=2, persistent=False),
-    "256x128": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128),
-    "x2_256x128": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, cluster_m=2),
+    "x2f0g4": TcMatmulSchedule(cluster_m=2, inflight=0, group_m=4),
+    "tma": TcMatmulSchedule(epilogue="tma", stages=3),
+    "x2tma": TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3),
+    "x2f0tma": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3),
+    "n128": TcMatmulSchedule(BN=128, wgmma_n=128, stages=6),
 }
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
-         "odd": (4095, 4097, 4096), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
+         "odd": (4095, 4097, 4093), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
          "llm3": (128, 8192, 8192)}
 
 
@@ -63,7 +61,8 @@ def resident_ctas(op, kern, sms):
 def check_small(rng, sms):
     rows = []
     cases = [(dtype, out, sched, mnk) for out in ("f32", "bf16") for dtype in ("bf16", "f16")
-             for sched in (TcMatmulSchedule(), TcMatmulSchedule(cluster_m=2)) for mnk in SMALL]
+             for sched in (VARIANTS["default"], VARIANTS["x2"], VARIANTS["x2f0tma"])
+             for mnk in SMALL]
     for dtype, out, sched, (M, N, K) in cases:
         op = TcMatmul(dtype=dtype, out=out, schedule=sched)
         shape = op.shape(M=M, N=N, K=K)
@@ -93,6 +92,8 @@ def sampled_ok(C, ref):
 
 
 def bench(shape_names, variants, rng, sms):
+    """cuBLAS and each variant on the same fresh inputs per shape (all of the operator's steps:
+    operand padding for K not a multiple of 8 included)."""
     import torch
     rows = []
     for sname in shape_names:
@@ -110,12 +111,21 @@ def bench(shape_names, variants, rng, sms):
             if ref_rows is None:
                 ref_rows = sampled_reference(op, shape, A, Bt, rng)
             C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            args = op.kernel_args(shape, {"A": A.view(torch.int16), "Bt": Bt.view(torch.int16),
-                                          "C": C.view(torch.int16)})
+            arrays = {"A": A.view(torch.int16), "Bt": Bt.view(torch.int16),
+                      "C": C.view(torch.int16)}
+            for name, (dims, _) in op.workspace(shape, ARCH).items():
+                arrays[name] = torch.zeros(dims, device="cuda", dtype=torch.int16)
             try:
-                kern = load(op, shape)
-                L = op.launch(shape, resident_ctas(op, kern, sms))
-                go = bound_launch(kern, L.grid, L.block, args, L.shared_bytes)
+                module = op.build(shape, ARCH)
+                kernels = load_steps(op, shape, module, ARCH)
+                ctas = resident_ctas(op, kernels[op.kernel_name()], sms)
+                gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block,
+                                    st.args(arrays), st.launch.shared_bytes)
+                       for st in op.steps(shape, ARCH, ctas)]
+
+                def go():
+                    for g in gos:
+                        g()
                 go()
                 torch.cuda.synchronize()
                 ok = sampled_ok(C, ref_rows)
@@ -125,7 +135,8 @@ def bench(shape_names, variants, rng, sms):
                 rows.append(dict(shape=sname, impl=vname, error=str(e)[:200]))
                 continue
             rows.append(dict(shape=sname, impl=vname, ms=t, tflops=flops / t / 1e9, ok=ok,
-                             max_diff_vs_cublas=diff, ratio=t_cublas / t))
+                             max_diff_vs_cublas=diff, ratio=t_cublas / t, ctas=ctas,
+                             schedule=str(op.schedule)))
     return rows
 
 
