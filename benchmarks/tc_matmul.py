@@ -36,6 +36,7 @@ VARIANTS = {
     "x2tma": TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3),
     "x2f0tma": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3),
     "n128": TcMatmulSchedule(BN=128, wgmma_n=128, stages=6),
+    "auto": "auto",                  # the operator's per-shape choice (default_tc_schedule)
 }
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
@@ -49,12 +50,12 @@ def load(op, shape):
     return load_kernel(emit_module(m, ARCH), k.name, k.params, k.directives)
 
 
-def resident_ctas(op, kern, sms):
+def resident_ctas(op, shape, kern, sms):
     """The persistent grid: every SM, or the CTAs of the clusters that fit at once."""
-    s = op.schedule
+    s = op.schedule_for(shape)
     if s.cluster_m == 1:
         return sms
-    L = op.launch(op.shape(M=128, N=128, K=64), sms)
+    L = op.launch(shape, sms)
     return max_cluster_ctas(kern, L.block, L.shared_bytes, s.cluster_m)
 
 
@@ -118,7 +119,7 @@ def bench(shape_names, variants, rng, sms):
             try:
                 module = op.build(shape, ARCH)
                 kernels = load_steps(op, shape, module, ARCH)
-                ctas = resident_ctas(op, kernels[op.kernel_name()], sms)
+                ctas = resident_ctas(op, shape, kernels[op.kernel_name()], sms)
                 gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block,
                                     st.args(arrays), st.launch.shared_bytes)
                        for st in op.steps(shape, ARCH, ctas)]
@@ -136,7 +137,7 @@ def bench(shape_names, variants, rng, sms):
                 continue
             rows.append(dict(shape=sname, impl=vname, ms=t, tflops=flops / t / 1e9, ok=ok,
                              max_diff_vs_cublas=diff, ratio=t_cublas / t, ctas=ctas,
-                             schedule=str(op.schedule)))
+                             schedule=str(op.schedule_for(shape))))
     return rows
 
 

@@ -104,6 +104,19 @@ def test_f16_and_narrow_tiles_assemble():
     assert any(k.startswith("HGMMA") for k in mix), mix
 
 
+def test_auto_schedule_by_tiles_per_sm():
+    from ptxgen.ops.tc_matmul import default_tc_schedule
+    small = default_tc_schedule(dict(M=128, N=8192, K=8192))          # 32 tiles
+    mid = default_tc_schedule(dict(M=4096, N=4096, K=4096))           # 512 tiles
+    big = default_tc_schedule(dict(M=8192, N=8192, K=8192))           # 2048 tiles
+    assert (small.BN, small.cluster_m) == (128, 1)
+    assert (mid.epilogue, mid.cluster_m) == ("tma", 1)
+    assert (big.epilogue, big.cluster_m, big.inflight) == ("tma", 2, 0)
+    for s in (small, mid, big):
+        s.validate(ARCH)
+    assert TcMatmul().schedule_for(dict(M=8192, N=8192, K=8192)) == big
+
+
 def test_bf16_rounding_is_nearest_even():
     x = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -2.5, 3.0e38], dtype=np.float32)
     got = bf16_values(bf16_bits(x))

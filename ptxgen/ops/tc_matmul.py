@@ -27,6 +27,21 @@ F32_ULP = 2.0 ** -23
 BF16_ULP = 2.0 ** -7
 
 
+def default_tc_schedule(shape, sm_count=132):
+    """The schedule for a shape, from the H200 run of 2026-12-01 (docs/PERF.md, tensor-core
+    GEMM): with fewer 128x256 tiles than SMs, 128x128 tiles (twice the CTAs: 0.79x cuBLAS at
+    M=128 N=K=8192 against 0.45x); up to 8 tiles per SM, one CTA per cluster with the TMA-store
+    epilogue (0.96x at 4096^3, where 2-CTA clusters gave 0.89-0.94x); from 8 per SM,
+    2-CTA clusters sharing B, TMA-store epilogue, no wgmma group left in flight (0.94-1.00x
+    at 6144^3, 8192^3 and the two large LLM shapes)."""
+    tiles = -(-shape["M"] // 128) * -(-shape["N"] // 256)
+    if tiles < sm_count:
+        return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
+    if tiles < 8 * sm_count:
+        return TcMatmulSchedule(epilogue="tma", stages=3)
+    return TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+
+
 def bf16_bits(x):
     """float array -> bf16 bit patterns (uint16), rounded to nearest even."""
     u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -47,16 +62,21 @@ class TcMatmul(Operator):
     inputs = ("A", "Bt")
     outputs = ("C",)
 
-    def __init__(self, dtype="bf16", out="f32", schedule=None):
+    def __init__(self, dtype="bf16", out="f32", schedule="auto"):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
                               f"tensor-core path, got {dtype!r}")
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
-        if schedule is not None and not isinstance(schedule, TcMatmulSchedule):
-            raise PtxgenError(f"matmul: schedule must be a TcMatmulSchedule, got {schedule!r}")
+        if schedule != "auto" and not isinstance(schedule, TcMatmulSchedule):
+            raise PtxgenError(f"matmul: schedule must be 'auto' or a TcMatmulSchedule, got "
+                              f"{schedule!r}")
         self.dtype, self.out = dtype, out
-        self.schedule = schedule or TcMatmulSchedule()
+        self.schedule = schedule
+
+    def schedule_for(self, shape):
+        """The given schedule, or with "auto" default_tc_schedule(shape)."""
+        return default_tc_schedule(shape) if self.schedule == "auto" else self.schedule
 
     def kernel_name(self):
         return "tc_matmul"
@@ -68,7 +88,7 @@ class TcMatmul(Operator):
 
     def build(self, shape, arch="sm_90a"):
         main = dict(shape, K=packmod.padded(shape["K"], 8))
-        m = lower_tc_matmul(self.schedule, arch, main, dtype=self.dtype, out=self.out,
+        m = lower_tc_matmul(self.schedule_for(shape), arch, main, dtype=self.dtype, out=self.out,
                             name=self.kernel_name())
         return packmod.add_pad_copy(m, T.b16) if self.packs(shape) else m
 
@@ -93,13 +113,13 @@ class TcMatmul(Operator):
 
     def tiles(self, shape):
         """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
-        s = self.schedule
+        s = self.schedule_for(shape)
         return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
 
     def launch(self, shape, sm_count=132):
         """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
         for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
-        s = self.schedule
+        s = self.schedule_for(shape)
         clusters = self.tiles(shape)
         if s.persistent:
             clusters = min(clusters, sm_count // s.cluster_m)
@@ -127,7 +147,7 @@ class TcMatmul(Operator):
                 "C": np.full((M, N), fill, dtype=c_dtype)}
 
     def kernel_args(self, shape, arrays):
-        s = self.schedule
+        s = self.schedule_for(shape)
         a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
         maps = [TiledMap(arrays[a], self.dtype, s.BM, s.BK),
                 TiledMap(arrays[bt], self.dtype, s.b_box_rows, s.BK)]
