@@ -205,3 +205,14 @@ def test_k_not_multiple_of_8_pads_operands_in_steps():
     assert maps[0].array is arrays["A_packed"] and maps[1].array is arrays["Bt_packed"]
     assert {k.name for k in m.kernels} == {"tc_matmul", "pad_copy_b16"}
     assert not op.packs(op.shape(M=67, N=45, K=40))
+
+
+def test_cli_emit_matmul_bf16_sm_90a(cli):
+    rc, out, err = cli("emit", "matmul", "--dtype", "bf16", "--arch", "sm_90a", "--M", "67",
+                       "--N", "45", "--K", "40")
+    assert rc == 0, err
+    assert ".target sm_90a" in out and "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16" in out
+    rc, out, err = cli("emit", "saxpy", "--dtype", "bf16", "--arch", "sm_90a")
+    assert rc != 0 and len(err.strip().splitlines()) == 1 and "--dtype" in err
+    rc, out, err = cli("emit", "matmul", "--dtype", "bf16", "--arch", "sm_90")
+    assert rc != 0 and len(err.strip().splitlines()) == 1 and "sm_90a" in err

@@ -1,23 +1,32 @@
 """Lowering of a TcMatmulSchedule to an sm_90a kernel: a TMA producer warpgroup feeding wgmma
 consumer warpgroups through an mbarrier ring.
 
-    tc_matmul(A_map, B_map, C, M, N, K)
+    tc_matmul(A_map, B_map, [C_map,] C, M, N, K)
         A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle
-        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN x BK, same swizzle
+        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK
+        C_map: (epilogue "tma" with a bf16 C whose rows are 16-byte aligned) tensor map of C,
+               box rows_per_consumer x 64, 128-byte swizzle
         C:     M x N row-major, f32 or bf16
 
 Both operands are K-major, the layout wgmma reads from shared memory without transposing.
 Shared memory holds `stages` slots of [A box | B box], aligned to the 1024-byte swizzle atom,
-then a `full` and an `empty` mbarrier per slot. One producer thread waits for a slot to be
-empty, arms its full barrier with the slot's byte count (expect_tx) and issues both TMA copies;
-the copies complete the transaction. Each consumer warpgroup waits on the full barrier, issues
-its wgmmas for the slot (BK/16 k-steps x its M blocks x BN/wgmma_n N blocks), and one thread per
-consumer arrives on the slot's empty barrier once those wgmmas have read it (with inflight=1 the
-release lags one slot so the tensor cores always have a group queued). Slots and barrier phases
-run on across tiles, so the producer fills the next tile's slots while consumers store C.
+(the staged C tile,) then a `full` and an `empty` mbarrier per slot. One producer thread waits
+for a slot to be empty, arms its full barrier with the slot's byte count (expect_tx) and issues
+the TMA copies; the copies complete the transaction. Each consumer warpgroup waits on the full
+barrier, issues its wgmmas for the slot (BK/16 k-steps x its M blocks x BN/wgmma_n N blocks), and
+one thread per consumer arrives on the slot's empty barrier once those wgmmas have read it (with
+inflight=1 the release lags one slot so a group stays queued). Slots and barrier phases run on
+across tiles, so the producer fills the next tile's slots while consumers store C.
+
+Clusters (cluster_m=2): the two CTAs take vertically adjacent tiles; each loads its own A and
+half of the common B box, multicast into the same slot of both CTAs, so a slot's empty barrier
+counts the consumers of both CTAs and each consumer releases a slot in both (mapa + a remote
+arrive). Cluster barriers at the start (barriers initialized) and the end (no CTA leaves while
+its peer may still write into it).
 
 Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edge tiles add
-zeros; C stores are predicated on row < M and column < N (edge tiles only).
+zeros; direct C stores are predicated on row < M and column < N (edge tiles only), TMA stores
+are clipped by the tensor map.
 """
 from ..errors import ScheduleError
 from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
