@@ -5,7 +5,7 @@ import pytest
 
 from ptxgen import toolchain
 from ptxgen.emit import emit_module
-from ptxgen.errors import ScheduleError
+from ptxgen.errors import PtxgenError, ScheduleError
 from ptxgen.ir import types as T
 from ptxgen.ops.tc_matmul import TcMatmul, bf16_bits, bf16_values
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
@@ -216,3 +216,33 @@ def test_cli_emit_matmul_bf16_sm_90a(cli):
     assert rc != 0 and len(err.strip().splitlines()) == 1 and "--dtype" in err
     rc, out, err = cli("emit", "matmul", "--dtype", "bf16", "--arch", "sm_90")
     assert rc != 0 and len(err.strip().splitlines()) == 1 and "sm_90a" in err
+
+
+@pytest.mark.parametrize("array, kw, words", [
+    (np.zeros((8, 41), np.uint16), dict(box_rows=64, box_cols=64), "multiple of 16"),
+    (np.zeros((8, 64), np.uint16), dict(box_rows=512, box_cols=64), "exceeds 256"),
+    (np.zeros((8, 128), np.uint16), dict(box_rows=64, box_cols=128), "128-byte swizzle"),
+    (np.zeros((8, 64), np.float32), dict(box_rows=64, box_cols=64), "elements are 4 bytes"),
+    (np.zeros((8, 64), np.uint16), dict(box_rows=64, box_cols=64, swizzle=96), "swizzle"),
+])
+def test_tensor_map_refusals_are_one_line(array, kw, words):
+    from ptxgen.errors import LaunchError
+    from ptxgen.runtime.tensormap import TiledMap
+    with pytest.raises(LaunchError) as e:
+        TiledMap(array, "bf16", **kw).check(0x10000)
+    assert "\n" not in str(e.value) and words in str(e.value), str(e.value)
+
+
+def test_tensor_map_argument_is_checked_against_the_parameter():
+    from ptxgen.runtime.driver import validate_launch
+    from ptxgen.runtime.tensormap import TiledMap
+    op = TcMatmul()
+    shape = op.shape(M=64, N=64, K=64)
+    k = op.build(shape, ARCH).kernel("tc_matmul")
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    args = op.kernel_args(shape, arrays)
+    assert isinstance(args[0], TiledMap)
+    validate_launch(k.name, k.params, (1,), (384,), args, 1000, 200_000, k.directives)
+    with pytest.raises(PtxgenError, match="A_map is a 128-byte array"):
+        validate_launch(k.name, k.params, (1,), (384,), [arrays["A"]] + args[1:], 1000,
+                        200_000, k.directives)
