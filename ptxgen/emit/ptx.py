@@ -32,7 +32,20 @@ def features_used(kernels):
                 feats.add("ld.L1::eviction_priority")
             if isinstance(s, Instr) and s.opcode == "cvt" and s.types[-1:] == (T.bf16,):
                 feats.add("cvt.f32.bf16")
+            if isinstance(s, Instr) and _is_sm90_async(s):
+                feats.add("sm90.async")
+            if isinstance(s, Instr) and s.opcode == "cvt" and \
+                    any(m in ("e4m3x2", "e5m2x2") for m in s.mods):
+                feats.add("cvt.fp8")
     return sorted(feats)
+
+
+def _is_sm90_async(s):
+    """Instructions introduced in PTX ISA 8.0 for sm_90 (isa/targets.toml 'sm90.async')."""
+    m = s.mods
+    return (s.opcode == "mbarrier" and ("expect_tx" in m) or s.opcode == "elect"
+            or s.opcode == "cp" and m[:2] == ("async", "bulk")
+            or s.opcode == "fence" and m[:2] == ("proxy", "async"))
 
 
 def emit_module(module, arch=None, comments=False, verify=True):

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 
 from . import types as T
+from .builder_tensor import TensorOps
 from .instr import Instr, Label, Verbatim
 from .module import Var
 from ..errors import PtxgenError
@@ -24,10 +25,11 @@ CMP_NAMES = {"lt", "le", "gt", "ge", "eq", "ne", "lo", "ls", "hi", "hs",
              "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"}
 
 
-class Builder:
+class Builder(TensorOps):
     """Appends instructions to `kernel`'s body. Every value-producing method returns the new
     register (named after `name=` where given), so kernels read like the arithmetic they do.
-    See docs/first_kernel.md for a walk-through."""
+    Tensor-core and async-copy methods come from TensorOps (builder_tensor.py). See
+    docs/first_kernel.md for a walk-through."""
 
     def __init__(self, kernel):
         self.kernel = kernel

@@ -119,6 +119,16 @@ class PredPair:
 
 
 @dataclass(frozen=True)
+class TensorCoords:
+    """The tensor operand of cp.async.bulk.tensor: [tensor-map, {c0, c1, ...}]."""
+    tmap: object       # Reg (a generic 64-bit address) or Sym (a .param tensor map)
+    coords: tuple      # Reg or Imm per dimension, innermost first
+
+    def __str__(self):
+        return f"[{self.tmap}, {{{', '.join(str(c) for c in self.coords)}}}]"
+
+
+@dataclass(frozen=True)
 class Raw:
     """Operand text the IR does not model (call argument lists, for example); kept verbatim."""
     text: str
@@ -137,4 +147,6 @@ def regs_in(operand):
         return tuple(r for i in operand.items for r in regs_in(i))
     if isinstance(operand, PredPair):
         return regs_in(operand.first) + regs_in(operand.second)
+    if isinstance(operand, TensorCoords):
+        return regs_in(operand.tmap) + tuple(r for c in operand.coords for r in regs_in(c))
     return ()

@@ -11,10 +11,10 @@ def device_arch():
     cuda = numba_cuda()
     major, minor = cuda.get_current_device().compute_capability
     arch = f"sm_{major}{minor}"
-    from ..arch import targets
+    from ..arch import sm_number, targets
     if arch not in targets():
-        newest = max((t for t in targets() if int(t[3:]) <= major * 10 + minor),
-                     key=lambda t: int(t[3:]), default=None)
+        newest = max((t for t in targets() if sm_number(t) <= major * 10 + minor
+                      and not t.endswith("a")), key=sm_number, default=None)
         if newest is None:
             raise LaunchError(f"GPU {arch} is older than every target ptxgen supports")
         return newest

@@ -12,7 +12,8 @@ from .. import isa
 from ..errors import LaunchError, PtxgenError
 from ..arrays import array_info, is_tensor
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
-                      scalar_arg)
+                            scalar_arg)
+from .tensormap import TENSOR_MAP_BYTES, TiledMap, driver_launch, needs_driver_launch
 
 
 def default_dynamic_shared_limit():
@@ -99,6 +100,13 @@ def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
                           f"({', '.join(p.name for p in params)}), got {len(args)}")
     out = []
     for p, a in zip(params, args):
+        if p.array:
+            if not isinstance(a, TiledMap) or p.nbytes != TENSOR_MAP_BYTES:
+                raise PtxgenError(f"kernel {kernel_name}: parameter {p.name} is a "
+                                  f"{p.nbytes}-byte array; pass a runtime.TiledMap (tensor "
+                                  f"map), got {type(a).__name__}")
+            out.append(a)
+            continue
         info = array_info(a)
         if info is None:
             if p.pointer is not None:
@@ -125,25 +133,33 @@ def validate_launch(kernel_name, params, grid, block, args, shared_bytes=0,
     return grid, block, out
 
 
-def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None):
+def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None, cluster=None):
     """Launch a loaded kernel. numpy arrays are copied to the device and back after the
     launch; Numba device arrays, torch CUDA tensors and __cuda_array_interface__ objects are
-    used in place. `stream`: a CUDA stream handle (int) or an object with one (a torch or
-    Numba stream); default: the default stream."""
+    used in place; a TiledMap argument is encoded for its array's device copy. `stream`: a
+    CUDA stream handle (int) or an object with one (a torch or Numba stream); default: the
+    default stream. cluster: CTAs per cluster."""
     cuda = numba_cuda()
     grid, block, args = checked_launch(kernel, grid, block, args, shared_bytes)
-    copies, raw = [], []
+    copies, raw = {}, []
+
+    def device(a):
+        if not (isinstance(a, np.ndarray) and a.ndim):
+            return a
+        if id(a) not in copies:              # one device copy per array, maps included
+            copies[id(a)] = (a, cuda.to_device(a))
+        return copies[id(a)][1]
+
     for a in args:
-        if isinstance(a, np.ndarray) and a.ndim:
-            d = cuda.to_device(a)
-            copies.append((a, d))
-            raw.append(d.device_ctypes_pointer.value)
+        if isinstance(a, TiledMap):
+            raw.append(a.encode(_raw_arg(device(a.array))))
         else:
-            raw.append(_raw_arg(a))
-    raw_launch(kernel, grid, block, raw, shared_bytes, stream)
+            d = device(a)
+            raw.append(d.device_ctypes_pointer.value if d is not a else _raw_arg(a))
+    raw_launch(kernel, grid, block, raw, shared_bytes, stream, cluster)
     if sync or copies:
         synchronize(kernel.name)
-    for host, dev in copies:
+    for host, dev in copies.values():
         dev.copy_to_host(host)
     return kernel
 
@@ -161,7 +177,10 @@ def checked_launch(kernel, grid, block, args, shared_bytes):
 
 
 def _raw_arg(a):
-    """A device array's or tensor's address, or the scalar itself."""
+    """A device array's or tensor's address, a tensor map's bytes (TiledMap of a device array),
+    or the scalar itself."""
+    if isinstance(a, TiledMap):
+        return a.encode(_raw_arg(a.array))
     if is_tensor(a):
         return a.data_ptr()
     cai = getattr(a, "__cuda_array_interface__", None)
@@ -196,9 +215,13 @@ def core_stream(stream):
     return s
 
 
-def raw_launch(kernel, grid, block, raw_args, shared_bytes, stream=None):
+def raw_launch(kernel, grid, block, raw_args, shared_bytes, stream=None, cluster=None):
     import cuda.core as core
     try:
+        if needs_driver_launch(raw_args, cluster):
+            driver_launch(kernel.fn, grid, block, raw_args, shared_bytes, cluster,
+                          stream_handle(stream))
+            return
         core.launch(core_stream(stream),
                     core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_bytes)),
                     kernel.fn.kernel, *raw_args)
@@ -220,16 +243,18 @@ def first_line(e):
     return s.splitlines()[0] if s else type(e).__name__
 
 
-def bound_launch(kernel, grid, block, args, shared_bytes=0):
+def bound_launch(kernel, grid, block, args, shared_bytes=0, cluster=None):
     """A no-argument callable that launches `kernel` with these arguments, checked once here
-    (device arrays or raw pointers only: nothing is copied), for timing loops."""
+    (device arrays or raw pointers only: nothing is copied; tensor maps encoded once), for
+    timing loops."""
     numba_cuda()
-    if any(isinstance(a, np.ndarray) for a in args):
+    if any(isinstance(a, np.ndarray) or isinstance(getattr(a, "array", None), np.ndarray)
+           for a in args):
         raise LaunchError(f"kernel {kernel.name}: bound_launch takes device arrays, not numpy "
                           f"arrays (they would be copied on every launch)")
     grid, block, args = checked_launch(kernel, grid, block, args, shared_bytes)
     raw = [_raw_arg(a) for a in args]
-    return lambda: raw_launch(kernel, grid, block, raw, shared_bytes)
+    return lambda: raw_launch(kernel, grid, block, raw, shared_bytes, None, cluster)
 
 
 def load_steps(op, shape, module, arch, ptx=None):

@@ -12,11 +12,12 @@ def _log2(x):
     return x.bit_length() - 1
 
 
-def grouped_tile(b, rows, cols, tile_rows, tile_cols, group):
+def grouped_tile(b, rows, cols, tile_rows, tile_cols, group, pid=None):
     """(row tile, column tile) registers of this CTA for a rows x cols problem of
     tile_rows x tile_cols tiles (powers of two), ctaid.x walked `group` tile rows at a time;
-    the last band of tile rows may be shorter."""
-    pid = b.special("ctaid.x")
+    the last band of tile rows may be shorter. pid: a tile number register to place instead
+    of ctaid.x (a persistent kernel's current tile)."""
+    pid = pid if pid is not None else b.special("ctaid.x")
     tiles_n = b.shr(b.add(cols, tile_cols - 1), _log2(tile_cols), name="tiles_n")
     tiles_m = b.shr(b.add(rows, tile_rows - 1), _log2(tile_rows), name="tiles_m")
     width = b.mul(tiles_n, group, name="gw")                    # CTAs per band

@@ -1,0 +1,185 @@
+"""Tensor-core matmul: C = A @ B with bf16 or f16 inputs, f32 accumulation, f32 or bf16 C.
+
+A is M x K row-major; B is passed as Bt = N x K row-major (B column-major), so both operands are
+K-major as wgmma reads them. 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
+has no bfloat16) and as float16 for f16; a bf16 C is uint16 bits too. The kernel is lowered from
+a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
+ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: for K not a multiple of 8,
+steps() first copies A and Bt into zero-padded workspace arrays (ops/pack.py, pad_copy_b16).
+M and N may be anything (TMA fills and clips the edges).
+
+The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
+f32 accumulator, so the error is the accumulation's: at most about K units in the last place of
+f32 relative to sum |a||b| (check() bounds each element by that), plus the final rounding of a
+bf16 C.
+"""
+import numpy as np
+
+from ..errors import PtxgenError
+from ..runtime.tensormap import TiledMap
+from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, OUT_BYTES, TcMatmulSchedule,
+                                  lower_tc_matmul)
+from ..ir import types as T
+from . import pack as packmod
+from .base import Launch, Operator, Step
+
+F32_ULP = 2.0 ** -23
+BF16_ULP = 2.0 ** -7
+
+
+def default_tc_schedule(shape, sm_count=132):
+    """The schedule for a shape, from the H200 run of 2026-12-01 (docs/PERF.md, tensor-core
+    GEMM): with fewer 128x256 tiles than SMs, 128x128 tiles (twice the CTAs: 0.79x cuBLAS at
+    M=128 N=K=8192 against 0.45x); up to 8 tiles per SM, one CTA per cluster with the TMA-store
+    epilogue (0.96x at 4096^3, where 2-CTA clusters gave 0.89-0.94x); from 8 per SM,
+    2-CTA clusters sharing B, TMA-store epilogue, no wgmma group left in flight (0.94-1.00x
+    at 6144^3, 8192^3 and the two large LLM shapes)."""
+    tiles = -(-shape["M"] // 128) * -(-shape["N"] // 256)
+    if tiles < sm_count:
+        return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
+    if tiles < 8 * sm_count:
+        return TcMatmulSchedule(epilogue="tma", stages=3)
+    return TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+
+
+def bf16_bits(x):
+    """float array -> bf16 bit patterns (uint16), rounded to nearest even."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def bf16_values(bits):
+    """bf16 bit patterns (uint16) -> float64 values."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32) \
+        .astype(np.float64)
+
+
+class TcMatmul(Operator):
+    name = "matmul"
+    shape_names = ("M", "N", "K")
+    defaults = {"M": 256, "N": 256, "K": 256}
+    inputs = ("A", "Bt")
+    outputs = ("C",)
+
+    def __init__(self, dtype="bf16", out="f32", schedule="auto"):
+        if dtype not in ELEM_BYTES:
+            raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
+                              f"tensor-core path, got {dtype!r}")
+        if out not in ("f32", "bf16"):
+            raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
+        if schedule != "auto" and not isinstance(schedule, TcMatmulSchedule):
+            raise PtxgenError(f"matmul: schedule must be 'auto' or a TcMatmulSchedule, got "
+                              f"{schedule!r}")
+        self.dtype, self.out = dtype, out
+        self.schedule = schedule
+
+    def schedule_for(self, shape):
+        """The given schedule, or with "auto" default_tc_schedule(shape)."""
+        return default_tc_schedule(shape) if self.schedule == "auto" else self.schedule
+
+    def kernel_name(self):
+        return "tc_matmul"
+
+    def packs(self, shape):
+        """Whether A and Bt are first copied into zero-padded K8 = K rounded up to 8 columns
+        (tensor maps need 16-byte aligned rows)."""
+        return shape["K"] % 8 != 0
+
+    def build(self, shape, arch="sm_90a"):
+        main = dict(shape, K=packmod.padded(shape["K"], 8))
+        m = lower_tc_matmul(self.schedule_for(shape), arch, main, dtype=self.dtype, out=self.out,
+                            name=self.kernel_name())
+        return packmod.add_pad_copy(m, T.b16) if self.packs(shape) else m
+
+    def steps(self, shape, arch="sm_90a", sm_count=132):
+        main = super().steps(shape, arch, sm_count)
+        if not self.packs(shape):
+            return main
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        K8 = packmod.padded(K, 8)
+
+        def pad(rows, src, dst):
+            return Step(packmod.KERNEL16, packmod.pad_launch(rows, K8, 8),
+                        lambda a: packmod.pad_args(rows, K, rows, K8, a[src], a[dst], 8))
+        return [pad(M, "A", "A_packed"), pad(N, "Bt", "Bt_packed")] + main
+
+    def workspace(self, shape, arch="sm_90a"):
+        if not self.packs(shape):
+            return {}
+        K8 = packmod.padded(shape["K"], 8)
+        return {"A_packed": ((shape["M"], K8), self._np_in()),
+                "Bt_packed": ((shape["N"], K8), self._np_in())}
+
+    def tiles(self, shape):
+        """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
+        s = self.schedule_for(shape)
+        return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
+
+    def launch(self, shape, sm_count=132):
+        """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
+        for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
+        s = self.schedule_for(shape)
+        clusters = self.tiles(shape)
+        if s.persistent:
+            clusters = min(clusters, sm_count // s.cluster_m)
+        staged = s.stages_c(self.out, shape["N"])
+        return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged))
+
+    def _np_in(self):
+        return np.uint16 if self.dtype == "bf16" else np.float16
+
+    def to_input(self, x):
+        """float array -> this operator's 16-bit input array."""
+        return bf16_bits(x) if self.dtype == "bf16" else np.asarray(x, dtype=np.float16)
+
+    def values(self, a, dtype):
+        """Stored 16-bit (or f32) array -> float64 values."""
+        return bf16_values(a) if dtype == "bf16" else np.asarray(a).astype(np.float64)
+
+    def make_inputs(self, shape, rng):
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        c_dtype = np.float32 if self.out == "f32" else np.uint16
+        fill = np.nan if self.out == "f32" else 0x7FC0            # NaN in either format
+        return {"A": self.to_input(rng.standard_normal((M, K))),
+                "Bt": self.to_input(rng.standard_normal((N, K))),
+                "C": np.full((M, N), fill, dtype=c_dtype)}
+
+    def kernel_args(self, shape, arrays):
+        s = self.schedule_for(shape)
+        a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
+        maps = [TiledMap(arrays[a], self.dtype, s.BM, s.BK),
+                TiledMap(arrays[bt], self.dtype, s.b_box_rows, s.BK)]
+        if s.stages_c(self.out, shape["N"]):            # C stored by TMA from shared memory
+            maps.append(TiledMap(arrays["C"], "bf16", s.rows_per_consumer, C_BOX_COLS))
+        return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
+                       np.uint32(shape["K"])]
+
+    def reference(self, shape, arrays):
+        a, bt = self.values(arrays["A"], self.dtype), self.values(arrays["Bt"], self.dtype)
+        return {"C": a @ bt.T, "bound": self.error_bound(shape, np.abs(a) @ np.abs(bt).T)}
+
+    def error_bound(self, shape, abs_products):
+        """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus
+        one bf16 ulp of that sum for a bf16 C."""
+        bound = 2.0 * shape["K"] * F32_ULP * abs_products
+        if self.out == "bf16":
+            bound += BF16_ULP * abs_products
+        return bound + 1e-30
+
+    def check(self, shape, arrays, reference=None):
+        ref = reference or self.reference(shape, arrays)
+        got = self.values(arrays["C"], self.out)
+        err = np.abs(got - ref["C"])
+        ok = bool(np.all(np.isfinite(got)) and np.all(err <= ref["bound"]))
+        worst = float(np.max(err / np.maximum(np.abs(ref["C"]), 1.0))) if err.size else 0.0
+        return ok, worst
+
+    def flops(self, shape):
+        return 2 * shape["M"] * shape["N"] * shape["K"]
+
+    def bytes_moved(self, shape):
+        e = ELEM_BYTES[self.dtype]
+        return e * (shape["M"] + shape["N"]) * shape["K"] + \
+            OUT_BYTES[self.out] * shape["M"] * shape["N"]

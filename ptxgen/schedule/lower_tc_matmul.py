@@ -1,0 +1,375 @@
+"""Lowering of a TcMatmulSchedule to an sm_90a kernel: a TMA producer warpgroup feeding wgmma
+consumer warpgroups through an mbarrier ring.
+
+    tc_matmul(A_map, B_map, [C_map,] C, M, N, K)
+        A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle
+        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK
+        C_map: (epilogue "tma" with a bf16 C whose rows are 16-byte aligned) tensor map of C,
+               box rows_per_consumer x 64, 128-byte swizzle
+        C:     M x N row-major, f32 or bf16
+
+Both operands are K-major, the layout wgmma reads from shared memory without transposing.
+Shared memory holds `stages` slots of [A box | B box], aligned to the 1024-byte swizzle atom,
+(the staged C tile,) then a `full` and an `empty` mbarrier per slot. One producer thread waits
+for a slot to be empty, arms its full barrier with the slot's byte count (expect_tx) and issues
+the TMA copies; the copies complete the transaction. Each consumer warpgroup waits on the full
+barrier, issues its wgmmas for the slot (BK/16 k-steps x its M blocks x BN/wgmma_n N blocks), and
+one thread per consumer arrives on the slot's empty barrier once those wgmmas have read it (with
+inflight=1 the release lags one slot so a group stays queued). Slots and barrier phases run on
+across tiles, so the producer fills the next tile's slots while consumers store C.
+
+Clusters (cluster_m=2): the two CTAs take vertically adjacent tiles; each loads its own A and
+half of the common B box, multicast into the same slot of both CTAs, so a slot's empty barrier
+counts the consumers of both CTAs and each consumer releases a slot in both (mapa + a remote
+arrive). Cluster barriers at the start (barriers initialized) and the end (no CTA leaves while
+its peer may still write into it).
+
+Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edge tiles add
+zeros; direct C stores are predicated on row < M and column < N (edge tiles only), TMA stores
+are clipped by the tensor map.
+"""
+from ..errors import ScheduleError
+from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
+from ..ir import types as T
+from ..ir.builder_tensor import cluster_dims, tensor_map_param
+from ..ir.instr import Instr
+from ..ir.values import Vec
+from .raster import grouped_tile
+from .tc_matmul import (ELEM_BYTES, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP,
+                        WGMMA_K, WGMMA_M)
+
+
+def _log2(x):
+    return x.bit_length() - 1
+
+
+def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+    s.validate(arch, dtype)
+    if out not in ("f32", "bf16"):
+        raise ScheduleError(f"tc_matmul: output type must be f32 or bf16, got {out!r}")
+    m = Module(target=arch)
+    out_t = T.TYPES[out]
+    staged = s.stages_c(out, shape["N"])
+    k = m.add_kernel(name, [
+        tensor_map_param("A_map"), tensor_map_param("B_map")] +
+        ([tensor_map_param("C_map")] if staged else []) + [
+        Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
+        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
+    # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
+    k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+    if s.cluster_m > 1:
+        cluster_dims(k, s.cluster_m)
+    _Lowering(Builder(k), s, dtype, out, shape).run()
+    return m
+
+
+class _Lowering:
+    def __init__(self, b, s, dtype, out, shape):
+        self.b, self.s, self.dtype, self.out = b, s, dtype, out
+        self.elem = ELEM_BYTES[dtype]
+        self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
+        self.staged = s.stages_c(out, shape["N"])   # C through shared memory, TMA stores
+
+    # -- layout ---------------------------------------------------------------------------------
+    def run(self):
+        b, s = self.b, self.s
+        tid = b.special("tid.x")
+        wg = b.shr(tid, _log2(WARPGROUP), name="wg")
+        smem = b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES)
+        raw = b.address_of(smem)
+        # the swizzle pattern is a function of address bits 4-9: slots start on 1024 bytes
+        self.base = b.and_(b.add(raw, SWIZZLE_ATOM_BYTES - 1), -SWIZZLE_ATOM_BYTES & 0xFFFFFFFF,
+                           name="base")
+        self.stage_bytes = s.stage_bytes(self.elem)
+        self.a_bytes = s.a_stage_bytes(self.elem)
+        self.cbuf = b.add(self.base, s.stages * self.stage_bytes, name="cbuf")
+        self.bars = b.add(self.cbuf, s.c_stage_bytes if self.staged else 0, name="bars")
+        with b.if_(b.setp("eq", tid, 0)):
+            for st in range(s.stages):
+                b.mbarrier_init(Addr(self.bars, 8 * st), 1)
+                # a slot is free once every consumer of every CTA it was multicast to is done
+                b.mbarrier_init(Addr(self.bars, 8 * (s.stages + st)), s.consumers * s.cluster_m)
+            b.fence_mbarrier_init()
+        if s.cluster_m > 1:
+            b.cluster_sync()             # the peer's barriers exist before anything targets them
+            self.rank = b.cluster_special("cluster_ctarank")
+        else:
+            b.bar_sync(0)
+        self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
+        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), _log2(s.BM * s.cluster_m),
+                   name="tiles_m")
+        tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
+        self.ntiles = b.mul(tm, tn, name="ntiles")          # cluster tiles: cluster_m x BM rows
+        self.kblocks = b.shr(b.add(self.K, s.BK - 1), _log2(s.BK), name="kblocks")
+        consumer, end = b.new_label("consumer"), b.new_label("done")
+        b.branch(consumer, b.setp("ne", wg, 0))
+        b.setmaxnreg(s.producer_regs, inc=False)
+        b.branch(end, b.setp("ne", tid, 0))
+        self.producer()
+        b.branch(end)
+        b.label(consumer)
+        b.setmaxnreg(s.consumer_regs, inc=True)
+        self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
+        if self.staged:                 # the last TMA store has read its shared source
+            with b.predicated(b.setp("eq", b.and_(tid, WARPGROUP - 1), 0)):
+                b.cp_async_bulk_wait_group(0, read=True)
+        b.label(end)
+        if s.cluster_m > 1:
+            # no CTA leaves while its peer may still multicast into it or arrive on its barriers
+            b.barrier_cluster_arrive(aligned=False)
+            b.barrier_cluster_wait(aligned=False)
+        b.ret()
+
+    def tiles(self):
+        """for_range over this CTA's (cluster's) tiles: from its id, the grid's count apart."""
+        b, s = self.b, self.s
+        if s.cluster_m > 1:
+            first, count = b.cluster_special("clusterid.x"), b.cluster_special("nclusterid.x")
+        else:
+            first, count = b.special("ctaid.x"), b.special("nctaid.x")
+        # not persistent: one tile per CTA (cluster), and a step of ntiles runs the loop once
+        return b.for_range(first, self.ntiles, count if s.persistent else self.ntiles,
+                           type=T.u32, name="tile")
+
+    def tile_origin(self, tile):
+        """(m0, n0) of this CTA's BM x BN tile: the cluster tile's rows split by CTA rank."""
+        b, s = self.b, self.s
+        rows = s.BM * s.cluster_m
+        if s.group_m:
+            pm, pn = grouped_tile(b, self.M, self.N, rows, s.BN, s.group_m, pid=tile)
+        else:
+            tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
+            pm = b.div(tile, tn, name="pid_m")
+            pn = b.sub(tile, b.mul(pm, tn), name="pid_n")
+        m0 = b.shl(pm, _log2(rows), name="m0")
+        if s.cluster_m > 1:
+            m0 = b.mad(self.rank, s.BM, m0, name="m0")
+        return m0, b.shl(pn, _log2(s.BN), name="n0")
+
+    def advance(self, stage, phase):
+        b = self.b
+        b.add(stage, 1, out=stage)
+        wrap = b.setp("eq", stage, self.s.stages)
+        with b.predicated(wrap):
+            b.mov(0, type=T.u32, out=stage)
+            b.xor(phase, 1, out=phase)
+
+    def full_bar(self, stage):
+        return self.b.mad(stage, 8, self.bars, name="full")
+
+    def empty_bar(self, stage):
+        return self.b.mad(stage, 8, self.b.add(self.bars, 8 * self.s.stages), name="empty")
+
+    # -- producer -------------------------------------------------------------------------------
+    def producer(self):
+        b, s = self.b, self.s
+        # the tensor maps' generic addresses (cvta.param: the form checked on the H200)
+        maps = [self.map_address(p) for p in ("A_map", "B_map")]
+        b_rows = s.BN // s.cluster_m                 # B rows this CTA loads (and multicasts)
+        if s.cluster_m > 1:
+            mask = b.const((1 << s.cluster_m) - 1, T.u16, name="mask")
+            b_off = b.mad(self.rank, b_rows * SWIZZLE_BYTES, self.a_bytes, name="boff")
+        else:
+            mask, b_off = None, self.a_bytes
+        stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+        with self.tiles() as tile:
+            m0, n0 = self.tile_origin(tile)
+            if s.cluster_m > 1:
+                n0 = b.mad(self.rank, b_rows, n0, name="nb0")
+            with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+                b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
+                full = self.full_bar(stage)
+                # the whole slot arrives here: this CTA's A, its B rows and the peers' B rows
+                b.mbarrier_arrive_expect_tx(full, self.stage_bytes)
+                dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
+                kc = b.shl(kb, _log2(s.BK), name="kc")
+                b.cp_async_bulk_tensor_load(dst, maps[0], (kc, m0), full)
+                b.cp_async_bulk_tensor_load(b.add(dst, b_off, name="dstb"), maps[1], (kc, n0),
+                                            full, multicast_mask=mask)
+                self.advance(stage, phase)
+
+    def map_address(self, param):
+        """A tensor map parameter's generic address (cvta.param: the form checked on the
+        H200)."""
+        b = self.b
+        a = b._op("mov", ("u64",), T.u64, (Sym(param),), name="pmap")
+        return b._op("cvta", ("param", "u64"), T.u64, (a,), name="map")
+
+    # -- consumers ------------------------------------------------------------------------------
+    def consumer(self, cw, t):
+        b, s = self.b, self.s
+        leader = b.setp("eq", t, 0)
+        a_rows = b.mul(cw, s.rows_per_consumer * SWIZZLE_BYTES, name="arows")
+        desc = dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES)
+        desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc)
+        desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"), **desc)
+        scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
+        if self.staged:
+            self.cmap = self.map_address("C_map")
+        stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+        prev = b.const(0, T.u32, name="prev")
+        acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
+               for _ in range(s.m_blocks)]
+        with self.tiles() as tile:
+            m0, n0 = self.tile_origin(tile)
+            for r in (r for mb in acc for nb in mb for r in nb):
+                b.mov(0.0, type=T.f32, out=r)
+            with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+                b.mbarrier_wait_parity(self.full_bar(stage), phase)
+                off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
+                da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
+                b.wgmma_fence()
+                for kk in range(s.BK // WGMMA_K):
+                    koff = kk * WGMMA_K * self.elem
+                    for mb in range(s.m_blocks):
+                        dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + koff) >> 4, name="dam")
+                        for nb in range(s.n_blocks):
+                            dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + koff) >> 4,
+                                        name="dbn")
+                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.dtype,
+                                              scale_d=scale_d)
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(s.inflight)
+                if s.inflight:
+                    # the group before this one has finished reading its slot
+                    with b.predicated(b.and_(leader, b.setp("ne", kb, 0), name="rel")):
+                        self.release(prev)
+                    b.mov(stage, out=prev)
+                else:
+                    with b.predicated(leader):
+                        self.release(stage)
+                self.advance(stage, phase)
+            if s.inflight:
+                b.wgmma_wait_group(0)
+                with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
+                    self.release(prev)
+            if self.staged:
+                self.staged_epilogue(acc, cw, t, leader, m0, n0)
+            else:
+                self.epilogue(acc, cw, t, m0, n0)
+
+    def release(self, stage):
+        """Arrive on the slot's empty barrier in every CTA whose producer fills it."""
+        b, s = self.b, self.s
+        bar = self.empty_bar(stage)
+        if s.cluster_m == 1:
+            b.mbarrier_arrive(bar)
+            return
+        for rank in range(s.cluster_m):     # the slot was read by wgmma only: cta scope
+            b.mbarrier_arrive(b.mapa(bar, rank), cluster=True, scope="cta")
+
+    # -- epilogue -------------------------------------------------------------------------------
+    def epilogue(self, acc, cw, t, m0, n0):
+        """Accumulator fragment of m64nN (PTX ISA 9.0, 9.7.15.5.1, wgmma D layout): thread t
+        holds, for j < N/8, rows r = 16*(t/32) + (t%32)/4 and r+8, columns 8j + 2*(t%4) + {0,1},
+        as acc[4j], acc[4j+1] (row r) and acc[4j+2], acc[4j+3] (row r+8)."""
+        b, s = self.b, self.s
+        eb = OUT_BYTES[self.out]
+        lane = b.and_(t, 31, name="lane")
+        row = b.add(m0, b.mad(cw, s.rows_per_consumer, b.mad(b.shr(t, 5), 16, b.shr(lane, 2))),
+                    name="row")
+        col = b.add(n0, b.shl(b.and_(lane, 3), 1), name="col")
+        C = b.param("C")
+        row_bytes = b.mul(self.N, eb, name="ldc")
+        bases = []
+        for mb in range(s.m_blocks):
+            r = b.add(row, mb * WGMMA_M, name="r")
+            a0 = b.element_addr(C, b.mad(r, self.N, col, name="ci"), eb, name="c0")
+            a8 = b.add(a0, b.mul(row_bytes, 8, mode="wide", type=T.u32), type=T.u64, name="c8")
+            bases.append((r, a0, a8))
+        inside = b.and_(b.setp("le", b.add(m0, s.BM), self.M),
+                        b.setp("le", b.add(n0, s.BN), self.N), name="inside")
+        edge, done = b.new_label("edge"), b.new_label("stored")
+        b.branch(edge, inside, negate=True)
+        self.store_tile(acc, bases, None)
+        b.branch(done)
+        b.label(edge)
+        col_left = b.sub(self.N, col, type=T.s32, name="cleft")
+        self.store_tile(acc, bases, col_left)
+        b.label(done)
+
+    def staged_epilogue(self, acc, cw, t, leader, m0, n0):
+        """bf16 C through shared memory: each consumer rounds its fragment to bf16 pairs, writes
+        them with stmatrix into its rows of the C tile (64-column boxes of 128-byte rows, in
+        the 128-byte swizzle C's tensor map reads), and one thread stores the boxes with TMA,
+        which also clips the tile at M and N. The store runs on while the next tile's loop
+        starts; the buffer is reused only once it has been read (wait_group.read)."""
+        b, s = self.b, self.s
+        rows = s.rows_per_consumer
+        box_bytes = rows * SWIZZLE_BYTES                          # one 64-column box
+        region = b.mad(cw, rows * s.BN * 2, self.cbuf, name="creg")
+        threads = Imm(WARPGROUP, T.u32)
+        bar_id = b.add(cw, 1, name="cbar")       # named barrier 1 + cw: this warpgroup only
+        with b.predicated(leader):                                # the last store has read
+            b.cp_async_bulk_wait_group(0, read=True)
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        lane = b.and_(t, 31, name="lane")
+        q = b.shr(lane, 3, name="q")                              # the matrix this lane addresses
+        r8 = b.and_(lane, 7, name="r8")
+        # row of the addressed matrix: 16 per warp, +8 for matrices 1 and 3
+        row = b.add(b.shl(b.shr(t, 5), 4), b.add(b.shl(b.and_(q, 1), 3), r8), name="srow")
+        rowbase = b.mad(row, SWIZZLE_BYTES, region, name="rowb")
+        sw = b.xor(b.shr(q, 1), r8, name="sw")                    # chunk bit 0 and the row's XOR
+        chunk_addr = {c0: b.add(rowbase, b.shl(b.xor(sw, c0), 4), name="caddr")
+                      for c0 in range(0, 8, 2)}
+        for mb in range(s.m_blocks):
+            for nb in range(s.n_blocks):
+                for j in range(0, s.wgmma_n // 8, 2):
+                    col = nb * s.wgmma_n + 8 * j
+                    regs = [b.cvt_pack("bf16x2", acc[mb][nb][i + 1], acc[mb][nb][i])
+                            for jj in (j, j + 1) for i in (4 * jj, 4 * jj + 2)]
+                    off = (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES
+                    b.stmatrix(Addr(chunk_addr[(col % 64) // 8], off), regs)
+        b.fence_proxy_async()                    # shared writes before the async-proxy reads
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        with b.predicated(leader):
+            r0 = b.mad(cw, rows, m0, name="crow")
+            for cb in range(s.BN // 64):
+                b.cp_async_bulk_tensor_store(self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
+                                             b.add(region, cb * box_bytes, name="csrc"))
+            b.cp_async_bulk_commit_group()
+
+    def store_tile(self, acc, bases, col_left):
+        """Stores of every accumulator pair; with col_left (N - this thread's first column)
+        each is predicated on its row and column being inside C. Odd N: C rows are not
+        8-byte (f32) or 4-byte (bf16) aligned, so each pair is stored as two elements."""
+        b, s = self.b, self.s
+        eb = OUT_BYTES[self.out]
+        for mb, (r, a0, a8) in enumerate(bases):
+            row_ok = None
+            if col_left is not None:
+                row_ok = (b.setp("lt", r, self.M), b.setp("lt", b.add(r, 8), self.M))
+            for nb in range(s.n_blocks):
+                for j in range(s.wgmma_n // 8):
+                    c = nb * s.wgmma_n + 8 * j
+                    for h, addr in enumerate((a0, a8)):
+                        pair = self.converted(acc[mb][nb][4 * j + 2 * h: 4 * j + 2 * h + 2])
+                        parts = [(pair, c)] if self.even_n else [((v,), c + e)
+                                                                 for e, v in enumerate(pair)]
+                        for vals, cc in parts:
+                            if col_left is None:
+                                self.store(Addr(addr, cc * eb), vals)
+                                continue
+                            ok = b.and_(row_ok[h], b.setp("gt", col_left, cc, type=T.s32))
+                            with b.predicated(ok):
+                                self.store(Addr(addr, cc * eb), vals)
+
+    def converted(self, pair):
+        """An accumulator pair in C's type: f32 as it is; bf16 rounded into one b32 register
+        (low half: the first column), split into halves when stored one by one."""
+        b = self.b
+        if self.out == "f32":
+            return tuple(pair)
+        pk = b.cvt_pack("bf16x2", pair[1], pair[0])
+        if self.even_n:
+            return (pk,)
+        lo, hi = b.reg(T.b16, "h"), b.reg(T.b16, "h")
+        b.mov(pk, type=T.b32, out=Vec((lo, hi)))
+        return (lo, hi)
+
+    def store(self, addr, vals):
+        b = self.b
+        if self.out == "f32":
+            b.st("global", addr, vals if len(vals) > 1 else vals[0])
+        else:
+            b.st("global", addr, vals[0], type=T.b32 if self.even_n else T.b16)

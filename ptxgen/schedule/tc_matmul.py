@@ -1,0 +1,198 @@
+"""TcMatmulSchedule: how a tensor-core C = A @ B kernel (bf16/f16 in, f32 accumulate) is tiled,
+pipelined and specialized on sm_90a.
+
+    block tile    BM x BN outputs per tile, BK (64: one 128-byte swizzled row of 16-bit
+                  elements) along K per pipeline stage
+    instruction   wgmma.mma_async m64nNk16 with N = wgmma_n, A and B read from shared memory
+                  through matrix descriptors
+    warpgroups    one producer warpgroup (a single thread issues the TMA copies) and
+                  `consumers` consumer warpgroups, each owning BM/consumers rows of the tile;
+                  setmaxnreg moves registers from the producer to the consumers
+    pipeline      `stages` shared-memory slots, each one A box and one B box, filled by
+                  cp.async.bulk.tensor and handed over through a full/empty mbarrier pair
+    persistence   persistent=True: one CTA per SM walks tiles ctaid, ctaid+nctaid, …;
+                  group_m > 0 walks group_m tile rows per tile column (L2 reuse)
+    clusters      cluster_m = 2: two CTAs (a cluster) take vertically adjacent tiles, which
+                  need the same B columns; each loads half of that B box and multicasts it to
+                  both, halving B's traffic from L2
+
+`lower_tc_matmul(schedule, arch, shape)` (lower_tc_matmul.py) turns one into a Module.
+"""
+import dataclasses
+from dataclasses import dataclass
+
+from .. import arch as archmod
+from ..errors import ScheduleError
+from .matmul import target_limits
+
+# The only swizzle the lowering lays shared memory out for: 128-byte rows in 1024-byte atoms of
+# 8 rows. Source: PTX ISA 9.0, section 9.7.15.5.1 (shared memory matrix layout, 128B swizzle).
+SWIZZLE_BYTES = 128
+SWIZZLE_ATOM_BYTES = 1024
+WARPGROUP = 128
+# wgmma shapes for 16-bit inputs: M is 64, K is 16, N a multiple of 8 up to 256.
+# Source: PTX ISA 9.0, section 9.7.15.5 (wgmma.mma_async shapes, .f16/.bf16 rows).
+WGMMA_M, WGMMA_K, WGMMA_MAX_N = 64, 16, 256
+TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
+C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
+ELEM_BYTES = {"bf16": 2, "f16": 2}
+OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+
+
+def _pow2(x):
+    return isinstance(x, int) and x > 0 and x & (x - 1) == 0
+
+
+@dataclass(frozen=True)
+class TcMatmulSchedule:
+    """One sm_90a tensor-core GEMM schedule (frozen, hashable; str gives a short name)."""
+    BM: int = 128
+    BN: int = 256
+    BK: int = 64
+    stages: int = 4
+    consumers: int = 2           # consumer warpgroups (each owns BM/consumers rows)
+    wgmma_n: int = 256           # N of one wgmma instruction; BN/wgmma_n of them per k16 step
+    persistent: bool = True      # one CTA per SM looping over tiles
+    group_m: int = 8             # tile rows walked per tile column (0: row-major tile order)
+    inflight: int = 1            # wgmma groups left running when a stage is released (0 or 1)
+    producer_regs: int = 40      # setmaxnreg.dec of the producer warpgroup
+    consumer_regs: int = 232     # setmaxnreg.inc of the consumer warpgroups
+    cluster_m: int = 1           # CTAs per cluster along M, sharing B by TMA multicast (1 or 2)
+    epilogue: str = "direct"     # "direct": st.global from the fragments; "tma": a bf16 C
+                                 # through shared memory (stmatrix) and TMA stores
+
+    def __str__(self):
+        return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
+                f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
+                f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
+                f"{'_tma' if self.epilogue == 'tma' else ''}")
+
+    # -- derived sizes ------------------------------------------------------------------------
+    @property
+    def threads(self):
+        return WARPGROUP * (1 + self.consumers)
+
+    @property
+    def rows_per_consumer(self):
+        return self.BM // self.consumers
+
+    @property
+    def m_blocks(self):
+        """wgmma M blocks (64 rows) of one consumer."""
+        return self.rows_per_consumer // WGMMA_M
+
+    @property
+    def n_blocks(self):
+        return self.BN // self.wgmma_n
+
+    @property
+    def acc_regs(self):
+        """f32 accumulator registers per consumer thread."""
+        return self.m_blocks * self.n_blocks * self.wgmma_n // 2
+
+    @property
+    def b_box_rows(self):
+        """Rows of B one CTA loads per stage (its share of the multicast)."""
+        return self.BN // self.cluster_m
+
+    def a_stage_bytes(self, elem=2):
+        return self.BM * self.BK * elem
+
+    def b_stage_bytes(self, elem=2):
+        return self.BN * self.BK * elem
+
+    def stage_bytes(self, elem=2):
+        return self.a_stage_bytes(elem) + self.b_stage_bytes(elem)
+
+    def stages_c(self, out, n):
+        """Whether C goes through shared memory and TMA stores: epilogue "tma", a bf16 C (what
+        stmatrix stores) and rows 16-byte aligned (N a multiple of 8) for C's tensor map."""
+        return self.epilogue == "tma" and out == "bf16" and n % 8 == 0
+
+    @property
+    def c_stage_bytes(self):
+        return self.BM * self.BN * 2
+
+    def shared_bytes(self, elem=2, staged_c=False):
+        """Dynamic shared memory: the stages, a bf16 C tile when staged_c, 1024 bytes of slack
+        to align them to the swizzle atom, and a full and an empty mbarrier per stage."""
+        c = self.c_stage_bytes if staged_c else 0
+        return self.stages * self.stage_bytes(elem) + c + SWIZZLE_ATOM_BYTES + 16 * self.stages
+
+    # -- validation ---------------------------------------------------------------------------
+    def validate(self, arch="sm_90a", dtype="bf16"):
+        """ScheduleError (one line, naming the field) when this schedule cannot be lowered."""
+        def bad(what):
+            raise ScheduleError(f"tc_matmul schedule {self}: {what}")
+
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type in ("int", int) and (not isinstance(v, int) or isinstance(v, bool)):
+                bad(f"{f.name} must be an int, got {v!r}")
+        if archmod.check_arch(arch) != "sm_90a":
+            bad(f"needs target sm_90a (wgmma, setmaxnreg), not {arch}")
+        if dtype not in ELEM_BYTES:
+            bad(f"input type must be one of {', '.join(ELEM_BYTES)}, got {dtype!r}")
+        elem = ELEM_BYTES[dtype]
+        if self.BK * elem != SWIZZLE_BYTES:
+            bad(f"BK={self.BK}: a K step must be one {SWIZZLE_BYTES}-byte swizzled row "
+                f"({SWIZZLE_BYTES // elem} elements of {dtype})")
+        if not (1 <= self.consumers <= 3):
+            bad(f"consumers={self.consumers} must be 1, 2 or 3 warpgroups")
+        if self.BM % (self.consumers * WGMMA_M):
+            bad(f"BM={self.BM} must split into {self.consumers} consumers of whole "
+                f"{WGMMA_M}-row wgmma blocks")
+        if not (_pow2(self.BM) and _pow2(self.BN)):
+            bad(f"BM={self.BM} and BN={self.BN} must be powers of two (tile raster)")
+        if not (8 <= self.wgmma_n <= WGMMA_MAX_N and self.wgmma_n % 8 == 0):
+            bad(f"wgmma_n={self.wgmma_n} must be a multiple of 8 from 8 to {WGMMA_MAX_N}")
+        if self.BN % self.wgmma_n:
+            bad(f"BN={self.BN} must be a multiple of wgmma_n={self.wgmma_n}")
+        if self.BM > TMA_MAX_BOX or self.BN > TMA_MAX_BOX:
+            bad(f"BM={self.BM} and BN={self.BN} must be at most {TMA_MAX_BOX} (one TMA box)")
+        if self.stages < 2:
+            bad(f"stages={self.stages}: the pipeline needs at least 2")
+        if self.inflight not in (0, 1):
+            bad(f"inflight={self.inflight} must be 0 or 1")
+        if self.cluster_m not in (1, 2):
+            bad(f"cluster_m={self.cluster_m} must be 1 or 2")
+        if self.BN % (8 * self.cluster_m):
+            bad(f"BN={self.BN} must split into {self.cluster_m} multicast boxes of whole "
+                f"8-row swizzle atoms")
+        if self.epilogue not in ("direct", "tma"):
+            bad(f"epilogue={self.epilogue!r} must be 'direct' or 'tma'")
+        if self.epilogue == "tma" and self.wgmma_n % C_BOX_COLS:
+            bad(f"epilogue 'tma' stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
+                f"be a multiple of {C_BOX_COLS}")
+        if self.group_m < 0:
+            bad(f"group_m={self.group_m} must be >= 0")
+        lim = target_limits("sm_90")
+        if self.threads > lim["max_threads_per_block"]:
+            bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
+        need = self.shared_bytes(elem, self.epilogue == "tma")
+        if need > lim["max_shared_per_block"]:
+            bad(f"{self.stages} stages{' and the C tile' if self.epilogue == 'tma' else ''} "
+                f"need {need} bytes of shared memory, more than "
+                f"{lim['max_shared_per_block']} per block")
+        for name in ("producer_regs", "consumer_regs"):
+            v = getattr(self, name)
+            if not (24 <= v <= 256 and v % 8 == 0):
+                bad(f"{name}={v} must be a multiple of 8 from 24 to 256 (setmaxnreg)")
+        total = WARPGROUP * (self.producer_regs + self.consumers * self.consumer_regs)
+        if total > lim["regs_per_sm"]:
+            bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
+                f"the SM's {lim['regs_per_sm']}")
+        if self.acc_regs + 24 > self.consumer_regs:
+            bad(f"{self.acc_regs} accumulators per thread do not fit consumer_regs="
+                f"{self.consumer_regs}")
+        return self
+
+    def entry_regs(self):
+        """The register cap every thread starts with (.maxnreg): the SM's registers shared by
+        all threads of the one resident CTA, rounded down to the allocation unit of 8."""
+        return (target_limits("sm_90")["regs_per_sm"] // self.threads) // 8 * 8
+
+
+def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+    from .lower_tc_matmul import lower
+    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name)

@@ -1,0 +1,248 @@
+"""The sm_90a tensor-core GEMM: schedule validation, emission through ptxas, SASS, the operator's
+reference and tolerance, and (GPU) results at small odd shapes."""
+import numpy as np
+import pytest
+
+from ptxgen import toolchain
+from ptxgen.emit import emit_module
+from ptxgen.errors import PtxgenError, ScheduleError
+from ptxgen.ir import types as T
+from ptxgen.ops.tc_matmul import TcMatmul, bf16_bits, bf16_values
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+
+needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
+                                      toolchain.have_tool("nvdisasm")),
+                                 reason="ptxas/nvdisasm not found")
+ARCH = "sm_90a"
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(BK=32), "BK=32"),
+    (dict(BM=96), "BM=96"),
+    (dict(BN=256, wgmma_n=96), "wgmma_n=96"),
+    (dict(stages=1), "stages=1"),
+    (dict(stages=5), "shared memory"),
+    (dict(consumer_regs=248, producer_regs=40), "registers"),
+    (dict(BM=512, BN=128, wgmma_n=128, stages=2), "BM=512"),
+    (dict(inflight=2), "inflight=2"),
+    (dict(BM=256, BN=256, stages=2), "accumulators"),
+    (dict(epilogue="tma"), "C tile"),                      # 4 stages + C exceed shared memory
+    (dict(epilogue="tma", stages=3, BN=128, wgmma_n=32), "wgmma_n=32"),
+    (dict(epilogue="smem"), "epilogue='smem'"),
+    (dict(cluster_m=4), "cluster_m=4"),
+])
+def test_schedule_errors_are_one_line(fields, words):
+    with pytest.raises(ScheduleError) as e:
+        TcMatmulSchedule(**fields).validate(ARCH)
+    msg = str(e.value)
+    assert "\n" not in msg and words in msg, msg
+
+
+def test_schedule_needs_sm_90a():
+    with pytest.raises(ScheduleError, match="sm_90a"):
+        TcMatmulSchedule().validate("sm_90")
+
+
+def _assembled(op, shape):
+    m = op.build(op.shape(**shape), ARCH)
+    ptx = emit_module(m, ARCH)
+    asm = toolchain.assemble(ptx, ARCH)
+    return ptx, asm, toolchain.sass_mix(toolchain.disassemble(asm.cubin))["tc_matmul"]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+@pytest.mark.parametrize("shape", [dict(M=4096, N=4096, K=4096), dict(M=67, N=45, K=40)])
+def test_emits_ptxas_clean_with_hgmma_and_no_spills(out, shape):
+    ptx, asm, mix = _assembled(TcMatmul("bf16", out), shape)
+    assert ".target sm_90a" in ptx and "wgmma.mma_async" in ptx
+    r = asm.resources["tc_matmul"]
+    assert r.spills == 0 and r.stack_bytes == 0, r
+    s = TcMatmulSchedule()
+    hgmma = sum(v for k, v in mix.items() if k.startswith("HGMMA"))
+    assert hgmma == s.BK // 16 * s.m_blocks * s.n_blocks, mix
+    assert mix.get("UTMALDG.2D") == 2 and "LDL" not in mix and "STL" not in mix, mix
+    # the register split took effect (ptxas warns C7508 and drops it otherwise)
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL" in mix and "C7508" not in asm.log
+
+
+@needs_ptxas
+def test_cluster_multicast_assembles():
+    s = TcMatmulSchedule(cluster_m=2)
+    ptx, asm, mix = _assembled(TcMatmul("bf16", "bf16", s), dict(M=4095, N=4097, K=4096))
+    assert ".reqnctapercluster 2, 1, 1" in ptx and "multicast::cluster" in ptx
+    assert asm.resources["tc_matmul"].spills == 0
+    assert mix.get("UTMALDG.2D.MULTICAST") == 1 and mix.get("UTMALDG.2D") == 1, mix
+    # slot releases reach both CTAs with cta-scope arrives: no GPU-wide fence in the main loop
+    assert mix.get("MEMBAR.ALL.GPU", 0) <= 2, mix          # the two cluster barriers only
+
+
+@needs_ptxas
+def test_tma_epilogue_stores_through_shared_memory():
+    s = TcMatmulSchedule(epilogue="tma", stages=3, cluster_m=2, inflight=0)
+    op = TcMatmul("bf16", "bf16", s)
+    ptx, asm, mix = _assembled(op, dict(M=4095, N=4096, K=4096))
+    assert "C_map" in ptx and asm.resources["tc_matmul"].spills == 0
+    # 16 stmatrix.x4 per thread (64 x 256 bf16 per consumer), 4 TMA stores of 64 columns
+    assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 4, mix
+    assert not any(k.startswith("STG") for k in mix), mix
+    assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == s.shared_bytes(2, True)
+    # C rows not 16-byte aligned, or an f32 C: direct stores, no C map
+    for out, N in (("bf16", 4097), ("f32", 4096)):
+        o = TcMatmul("bf16", out, s)
+        ptx, _, mix = _assembled(o, dict(M=64, N=N, K=64))
+        assert "C_map" not in ptx and "UTMASTG.2D" not in mix
+        assert len(o.kernel_args(o.shape(M=64, N=N, K=64), o.make_inputs(
+            o.shape(M=64, N=N, K=64), np.random.default_rng()))) == 6
+
+
+@needs_ptxas
+def test_f16_and_narrow_tiles_assemble():
+    s = TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6, group_m=0)
+    _, asm, mix = _assembled(TcMatmul("f16", "f32", s), dict(M=300, N=200, K=64))
+    assert asm.resources["tc_matmul"].spills == 0
+    assert any(k.startswith("HGMMA") for k in mix), mix
+
+
+def test_auto_schedule_by_tiles_per_sm():
+    from ptxgen.ops.tc_matmul import default_tc_schedule
+    small = default_tc_schedule(dict(M=128, N=8192, K=8192))          # 32 tiles
+    mid = default_tc_schedule(dict(M=4096, N=4096, K=4096))           # 512 tiles
+    big = default_tc_schedule(dict(M=8192, N=8192, K=8192))           # 2048 tiles
+    assert (small.BN, small.cluster_m) == (128, 1)
+    assert (mid.epilogue, mid.cluster_m) == ("tma", 1)
+    assert (big.epilogue, big.cluster_m, big.inflight) == ("tma", 2, 0)
+    for s in (small, mid, big):
+        s.validate(ARCH)
+    assert TcMatmul().schedule_for(dict(M=8192, N=8192, K=8192)) == big
+
+
+def test_bf16_rounding_is_nearest_even():
+    x = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -2.5, 3.0e38], dtype=np.float32)
+    got = bf16_values(bf16_bits(x))
+    assert list(got[:4]) == [1.0, 1.0, 1.0 + 2 ** -6, -2.5]     # ties go to the even mantissa
+    assert np.isfinite(got[4])
+
+
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+def test_check_accepts_rounded_result_and_rejects_a_wrong_element(out):
+    rng = np.random.default_rng()
+    op = TcMatmul("bf16", out)
+    shape = op.shape(M=37, N=29, K=48)
+    arrays = op.make_inputs(shape, rng)
+    ref = op.reference(shape, arrays)
+    arrays["C"] = ref["C"].astype(np.float32) if out == "f32" else bf16_bits(ref["C"])
+    assert op.check(shape, arrays, ref)[0]
+    wrong = ref["C"][5, 7] + 4 * ref["bound"][5, 7] + 0.5
+    arrays["C"][5, 7] = wrong if out == "f32" else bf16_bits(np.array([wrong]))[0]
+    assert not op.check(shape, arrays, ref)[0]
+
+
+# -- on the GPU ------------------------------------------------------------------------------
+def _gpu_run(op, shape, rng):
+    """All of op's steps (pads included) on the GPU, on device copies of fresh inputs."""
+    from numba import cuda
+    from ptxgen.runtime import bound_steps, load_steps
+    arrays = dict(op.make_inputs(shape, rng), **op.workspace_arrays(shape, ARCH))
+    dev = {k: cuda.to_device(v) for k, v in arrays.items()}
+    kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
+    bound_steps(op, shape, kernels, dev, ARCH)()
+    arrays["C"] = dev["C"].copy_to_host()
+    return op.check(shape, arrays)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, out", [("bf16", "f32"), ("bf16", "bf16"), ("f16", "f32")])
+@pytest.mark.parametrize("M, N, K", [(67, 45, 40), (129, 257, 72), (300, 520, 8), (70, 131, 41),
+                                     (5, 300, 3)])
+def test_gpu_small_odd_shapes(dtype, out, M, N, K):
+    op = TcMatmul(dtype, out)
+    ok, worst = _gpu_run(op, op.shape(M=M, N=N, K=K), np.random.default_rng())
+    assert ok, worst
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", [TcMatmulSchedule(inflight=0, persistent=False),
+                                      TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3),
+                                      TcMatmulSchedule(cluster_m=2),
+                                      TcMatmulSchedule(cluster_m=2, persistent=False,
+                                                       group_m=0),
+                                      TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3,
+                                                       inflight=0),
+                                      TcMatmulSchedule(epilogue="tma", stages=3)])
+def test_gpu_schedule_variants(schedule):
+    for out, N in (("f32", 611), ("bf16", 611), ("bf16", 616)):      # 616: TMA-stored C
+        op = TcMatmul("bf16", out, schedule)
+        ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=200), np.random.default_rng())
+        assert ok, (out, N, worst)
+
+
+# -- K not a multiple of 8: operands padded first ------------------------------------------------
+@pytest.mark.parametrize("rows, cols", [(5, 41), (3, 8), (17, 1)])
+def test_pad_copy_b16_copies_and_zero_fills_on_emulator(rows, cols):
+    from ptxgen.emu import emulate
+    from ptxgen.ir import Module
+    from ptxgen.ops import pack
+    m = pack.add_pad_copy(Module(target="sm_90"), T.b16)
+    cols8 = pack.padded(cols, 8)
+    src = np.random.default_rng().integers(1, 2 ** 16, size=(rows, cols), dtype=np.uint16)
+    dst = np.full((rows, cols8), 0xFFFF, dtype=np.uint16)
+    L = pack.pad_launch(rows, cols8, 8)
+    emulate(m, pack.KERNEL16, L.grid, L.block, *pack.pad_args(rows, cols, rows, cols8, src, dst, 8))
+    assert np.array_equal(dst[:, :cols], src) and not dst[:, cols:].any()
+
+
+def test_k_not_multiple_of_8_pads_operands_in_steps():
+    op = TcMatmul()
+    shape = op.shape(M=67, N=45, K=41)
+    m = op.build(shape, ARCH)
+    steps = op.steps(shape, ARCH)
+    assert [s.kernel for s in steps] == ["pad_copy_b16", "pad_copy_b16", "tc_matmul"]
+    ws = op.workspace(shape, ARCH)
+    assert ws["A_packed"][0] == (67, 48) and ws["Bt_packed"][0] == (45, 48)
+    arrays = dict(op.make_inputs(shape, np.random.default_rng()), **op.workspace_arrays(shape))
+    maps = steps[-1].args(arrays)[:2]
+    assert maps[0].array is arrays["A_packed"] and maps[1].array is arrays["Bt_packed"]
+    assert {k.name for k in m.kernels} == {"tc_matmul", "pad_copy_b16"}
+    assert not op.packs(op.shape(M=67, N=45, K=40))
+
+
+def test_cli_emit_matmul_bf16_sm_90a(cli):
+    rc, out, err = cli("emit", "matmul", "--dtype", "bf16", "--arch", "sm_90a", "--M", "67",
+                       "--N", "45", "--K", "40")
+    assert rc == 0, err
+    assert ".target sm_90a" in out and "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16" in out
+    rc, out, err = cli("emit", "saxpy", "--dtype", "bf16", "--arch", "sm_90a")
+    assert rc != 0 and len(err.strip().splitlines()) == 1 and "--dtype" in err
+    rc, out, err = cli("emit", "matmul", "--dtype", "bf16", "--arch", "sm_90")
+    assert rc != 0 and len(err.strip().splitlines()) == 1 and "sm_90a" in err
+
+
+@pytest.mark.parametrize("array, kw, words", [
+    (np.zeros((8, 41), np.uint16), dict(box_rows=64, box_cols=64), "multiple of 16"),
+    (np.zeros((8, 64), np.uint16), dict(box_rows=512, box_cols=64), "exceeds 256"),
+    (np.zeros((8, 128), np.uint16), dict(box_rows=64, box_cols=128), "128-byte swizzle"),
+    (np.zeros((8, 64), np.float32), dict(box_rows=64, box_cols=64), "elements are 4 bytes"),
+    (np.zeros((8, 64), np.uint16), dict(box_rows=64, box_cols=64, swizzle=96), "swizzle"),
+])
+def test_tensor_map_refusals_are_one_line(array, kw, words):
+    from ptxgen.errors import LaunchError
+    from ptxgen.runtime.tensormap import TiledMap
+    with pytest.raises(LaunchError) as e:
+        TiledMap(array, "bf16", **kw).check(0x10000)
+    assert "\n" not in str(e.value) and words in str(e.value), str(e.value)
+
+
+def test_tensor_map_argument_is_checked_against_the_parameter():
+    from ptxgen.runtime.driver import validate_launch
+    from ptxgen.runtime.tensormap import TiledMap
+    op = TcMatmul()
+    shape = op.shape(M=64, N=64, K=64)
+    k = op.build(shape, ARCH).kernel("tc_matmul")
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    args = op.kernel_args(shape, arrays)
+    assert isinstance(args[0], TiledMap)
+    validate_launch(k.name, k.params, (1,), (384,), args, 1000, 200_000, k.directives)
+    with pytest.raises(PtxgenError, match="A_map is a 128-byte array"):
+        validate_launch(k.name, k.params, (1,), (384,), [arrays["A"]] + args[1:], 1000,
+                        200_000, k.directives)
