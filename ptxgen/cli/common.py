@@ -2,6 +2,7 @@
 import argparse
 import os
 
+from .. import arch as archmod
 from ..errors import PtxgenError
 
 
@@ -31,7 +32,7 @@ def is_ptx_file(name):
 
 
 def add_arch(p, default="sm_90"):
-    p.add_argument("--arch", default=default, help="target: sm_80, sm_86, sm_89, sm_90")
+    p.add_argument("--arch", default=default, help="target: " + ", ".join(archmod.targets()))
 
 
 def add_shape(p):
