@@ -16,6 +16,7 @@ from ptxgen.parse import parse_ptx
 from ptxgen.parse.opcodes import PTX_OPCODES
 from ptxgen.sched.deps import access
 from ptxgen.sim import program as simprog
+from ptxgen.toolchain import ToolchainError, assemble, have_tool
 
 R = [Reg(f"%r{i}", T.b32) for i in range(8)]
 F = [Reg(f"%f{i}", T.f32) for i in range(8)]
@@ -212,7 +213,7 @@ def test_targets_and_versions_from_rows_and_modifier_features():
         emit_module(m, arch="sm_89")
     cvt8 = Instr("cvt", ("rn", "satfinite", "e4m3x2", "f32"), (Reg("%rs1", T.b16), F[0], F[1]))
     assert "cvt.fp8" in features_used(_module(cvt8).kernels)
-    assert ".version 7.8" in emit_module(_module(cvt8), arch="sm_89")
+    assert ".version 8.1" in emit_module(_module(cvt8), arch="sm_89")
     with pytest.raises(PtxgenError, match="cvt.fp8 needs sm_89"):
         emit_module(_module(cvt8), arch="sm_80")
     assert isa.load("sm_90a") is isa.load("sm_90")
@@ -228,3 +229,58 @@ def test_tensor_types():
 def cvt_types(text):
     opcode, *mods = text.split(".")
     return tuple(t.name for t in Instr(opcode, tuple(mods)).types)
+
+
+# One instruction per row whose version or target is above the baseline. The emitter picks the
+# version and target from the table; ptxas must accept that, and reject one PTX version less.
+NEEDS = [
+    ("elect", "elect.sync %r2|%p1, -1;"),
+    ("stmatrix", "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], {%r1};"),
+    ("mapa", "mapa.shared::cluster.u32 %r2, %r1, 1;"),
+    ("getctarank", "getctarank.shared::cluster.u32 %r2, %r1;"),
+    ("mbarrier.try_wait", "mbarrier.try_wait.shared.b64 %p1, [%r1], %rd1;"),
+    ("mbarrier.arrive.expect_tx", "mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r1], 16;"),
+    ("fence.proxy.async", "fence.proxy.async.shared::cta;"),
+    ("barrier.cluster", "barrier.cluster.arrive;"),
+    ("cp.async.bulk.commit_group", "cp.async.bulk.commit_group;"),
+    ("cp.async.bulk.wait_group", "cp.async.bulk.wait_group 0;"),
+    ("wgmma.fence", "wgmma.fence.sync.aligned;"),
+    ("wgmma.commit_group", "wgmma.commit_group.sync.aligned;"),
+    ("setmaxnreg", "setmaxnreg.dec.sync.aligned.u32 40;"),
+    ("griddepcontrol", "griddepcontrol.wait;"),
+    ("mbarrier.init", "mbarrier.init.shared.b64 [%r1], 1;"),
+    ("cp.async.wait_group", "cp.async.wait_group 0;"),
+    ("cvt.fp8", "cvt.rn.satfinite.e4m3x2.f32 %rs1, %f1, %f2;"),
+]
+_PREVIOUS = {"8.1": "8.0", "8.0": "7.8", "7.8": "7.7", "7.0": None}
+
+
+def _snippet(line, version="8.0", target="sm_90a"):
+    return parse_ptx(f""".version {version}
+.target {target}
+.address_size 64
+.visible .entry k()
+{{
+ .reg .pred %p<3>; .reg .b16 %rs<3>; .reg .b32 %r<9>; .reg .b64 %rd<4>; .reg .f32 %f<9>;
+ mov.u32 %r1, 0; mov.u64 %rd1, 0; mov.f32 %f1, 0f3F800000; mov.f32 %f2, 0f3F800000;
+ {line}
+ ret;
+}}""")
+
+
+@pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
+@pytest.mark.parametrize("feature,line", NEEDS, ids=[n for n, _ in NEEDS])
+def test_versions_and_targets_agree_with_ptxas(feature, line):
+    ptx, target = archmod.requirement(feature)
+    m = _snippet(line)
+    m.version = ""                                   # the emitter chooses
+    family = archmod.base_arch(target)
+    text = emit_module(m, arch=family)
+    assert f".version {ptx}" in text and f".target {target}" in text
+    assemble(text, target)
+    if archmod.is_arch_specific(target):
+        with pytest.raises(ToolchainError, match="not supported on .target"):
+            assemble(text.replace(f".target {target}", f".target {family}"), family)
+    if _PREVIOUS[ptx]:
+        with pytest.raises(ToolchainError):
+            assemble(text.replace(f".version {ptx}", f".version {_PREVIOUS[ptx]}"), target)
