@@ -131,6 +131,8 @@ def test_constructs_assemble_for_sm_90a():
     m = parse_ptx(_entry(body, params=".param .align 64 .b8 tmap[128]",
                          directives=".reqnctapercluster 2, 1, 1\n"))
     assert "k" in assemble(emit_module(m), "sm_90a").resources
+    # asked for the family target, ptxas runs for the .target's arch-specific variant
+    assert assemble(emit_module(m), "sm_90").arch == "sm_90a"
 
 
 def test_data_files_use_the_constructs():
