@@ -104,6 +104,17 @@ def test_consumers_agree_with_the_row(name):
     assert ins.is_barrier == (row.effect == "barrier")
     # the machine model costs every row (a class it lacks costs as OTHER)
     assert isa.load("sm_90").op_for(ins).key in isa.load("sm_90").ops
+    # the simulator's timing kind follows the effect
+    sim_kind = {"branch": simprog.BRANCH, "exit": simprog.EXIT, "fence": simprog.FIXED,
+                "async": simprog.FIXED, "pure": simprog.ALU, "call": simprog.ALU,
+                "control": simprog.ALU}.get(row.effect)
+    if sim_kind is not None:
+        assert simprog._kind(ins) == sim_kind
+    elif row.effect in ("load", "store"):
+        fast = {"shared": "LDS" if row.effect == "load" else "STS"}.get(ins.space)
+        want = getattr(simprog, fast) if fast else None
+        assert simprog._kind(ins) in ((want,) if want else (simprog.LDG, simprog.STG,
+                                                             simprog.FIXED))
 
 
 def test_emulator_builders_are_named_by_the_table():
@@ -241,6 +252,7 @@ NEEDS = [
     ("mbarrier.try_wait", "mbarrier.try_wait.shared.b64 %p1, [%r1], %rd1;"),
     ("mbarrier.arrive.expect_tx", "mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r1], 16;"),
     ("fence.proxy.async", "fence.proxy.async.shared::cta;"),
+    ("fence.proxy.tensormap", "fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;"),
     ("barrier.cluster", "barrier.cluster.arrive;"),
     ("cp.async.bulk.commit_group", "cp.async.bulk.commit_group;"),
     ("cp.async.bulk.wait_group", "cp.async.bulk.wait_group 0;"),
@@ -252,7 +264,7 @@ NEEDS = [
     ("cp.async.wait_group", "cp.async.wait_group 0;"),
     ("cvt.fp8", "cvt.rn.satfinite.e4m3x2.f32 %rs1, %f1, %f2;"),
 ]
-_PREVIOUS = {"8.1": "8.0", "8.0": "7.8", "7.8": "7.7", "7.0": None}
+_PREVIOUS = {"8.3": "8.2", "8.1": "8.0", "8.0": "7.8", "7.8": "7.7", "7.0": None}
 
 
 def _snippet(line, version="8.0", target="sm_90a"):

@@ -30,7 +30,8 @@ Columns:
            shape modifier (m16n8k16)
   ptx, target  the oldest PTX ISA version and target that accept it ('-': every target
            ptxgen emits for, PTX ISA 7.0 / sm_80). Sources: NVIDIA, "Parallel Thread Execution
-           ISA Version 9.0", chapter 9, each instruction's "PTX ISA Notes" and "Target ISA Notes".
+           ISA Version 9.0", chapter 9, each instruction's "PTX ISA Notes" and "Target ISA Notes";
+           the sm_80+ / sm_90 / sm_90a rows are checked against ptxas by tests/test_opcodes.py.
   space    the state space implied when no modifier names one ('-': none)
   operands typed: every register operand holds the instruction's type (the verifier checks
            it; cvt, setp, selp, mul.wide … have their own rules there); mixed: operands of
@@ -95,6 +96,7 @@ exit                       -    exit    control          BRANCH    -            
 fence                      -    fence   sync             BAR       nop                        -     -   -       -       typed
 fence.proxy.async          -    fence   sync             BAR       nop                        -     8.0 sm_90   -       typed
 fence.mbarrier_init        -    fence   sync             BAR       nop                        -     8.0 sm_90   -       typed
+fence.proxy.tensormap      -    fence   sync             BAR       nop                        -     8.3 sm_90   -       typed
 fma                        d    pure    @type            FMA/IMAD  fma                        2     -   -       -       typed
 fns                        d    pure    @type            IALU      -                          -     -   -       -       typed
 getctarank                 d    pure    @type            OTHER     getctarank                 -     7.8 sm_90   -       typed
@@ -262,9 +264,10 @@ OPCODES = frozenset(name.split(".")[0] for name in ROWS)
 
 @functools.lru_cache(maxsize=4096)
 def lookup(opcode, mods=()):
-    """The row of an opcode with its modifiers: the longest name that is a prefix (None when
-    the opcode has no row at all)."""
-    parts = (opcode,) + tuple(mods)
+    """The row of an opcode with its modifiers: the longest name that is a prefix, a modifier
+    counting by its part before '::' (fence.proxy.tensormap::generic → fence.proxy.tensormap);
+    None when the opcode has no row at all."""
+    parts = (opcode,) + tuple(m.split("::")[0] for m in mods[:3])
     for n in range(min(len(parts), 4), 0, -1):
         row = ROWS.get(".".join(parts[:n]))
         if row is not None:
@@ -275,7 +278,17 @@ def lookup(opcode, mods=()):
 def row_of(instr):
     """The row of an IR instruction; an opcode the table lacks gets an opaque row (writes its
     first operand, orders with everything, not emulated) so builder-made IR never crashes."""
-    return lookup(instr.opcode, tuple(instr.mods)) or _opaque(instr.opcode)
+    mods = instr.mods
+    row = _BY_KEY.get((instr.opcode, mods)) if type(mods) is tuple else None
+    if row is None:                 # (every analysis asks per instruction, many times)
+        mods = tuple(instr.mods)
+        row = lookup(instr.opcode, mods) or _opaque(instr.opcode)
+        if len(_BY_KEY) < 65536:
+            _BY_KEY[(instr.opcode, mods)] = row
+    return row
+
+
+_BY_KEY = {}
 
 
 @functools.lru_cache(maxsize=64)
