@@ -1,4 +1,6 @@
-"""Targets ptxgen emits for (isa/targets.toml): names and PTX ISA versions."""
+"""Targets ptxgen emits for (isa/targets.toml): names, PTX ISA versions, and which target and
+version the instructions a module uses need (modifier features in targets.toml, whole
+instructions in the opcode table, ptxgen/ir/opcodes.py)."""
 import functools
 import tomllib
 from pathlib import Path
@@ -54,14 +56,26 @@ def version_tuple(v):
     return int(major), int(minor)
 
 
+def requirement(feature):
+    """(min PTX ISA version, min target) of a feature: a targets.toml feature or an opcode-table
+    row name (None when it needs nothing beyond the baseline)."""
+    f = _targets().get("features", {}).get(feature)
+    if f is not None:
+        return f["min_ptx_version"], f.get("min_target", "")
+    from .ir.opcodes import ROWS
+    row = ROWS.get(feature)
+    return row.needs if row is not None else None
+
+
 def ptx_version(arch, features=()):
     """The PTX ISA version to emit: the smallest the target and the used features accept."""
     data = _targets()
     check_arch(arch)
     need = [version_tuple(data["targets"][arch]["min_ptx_version"])]
     for f in features:
-        if f in data.get("features", {}):
-            need.append(version_tuple(data["features"][f]["min_ptx_version"]))
+        req = requirement(f)
+        if req is not None:
+            need.append(version_tuple(req[0]))
     v = max(need)
     if v > version_tuple(data["driver"]["max_ptx_version"]):
         raise PtxgenError(f"{arch} with {', '.join(features)} needs PTX ISA {v[0]}.{v[1]}, "
@@ -71,3 +85,34 @@ def ptx_version(arch, features=()):
 
 def sm_number(arch):
     return int(arch.split("_")[1].rstrip("a"))
+
+
+def is_arch_specific(arch):
+    """sm_90a and the like: features that exist only on that one architecture (wgmma,
+    setmaxnreg); code for it runs on no other."""
+    return arch.endswith("a")
+
+
+def base_arch(arch):
+    """The family target of an arch-specific one (sm_90a → sm_90); others unchanged."""
+    return arch[:-1] if is_arch_specific(arch) else arch
+
+
+def target_for(arch, features=()):
+    """The target to emit for `arch` given the features used: arch itself, or its
+    arch-specific variant when a feature needs one (wgmma on sm_90 → sm_90a). PtxgenError when
+    a feature needs a newer target than arch."""
+    out = arch
+    for f in features:
+        req = requirement(f)
+        if req is None or not req[1]:
+            continue
+        need = req[1]
+        if is_arch_specific(need):
+            if sm_number(arch) != sm_number(need):
+                raise PtxgenError(f"{f} needs {need} (arch-specific); it cannot be emitted "
+                                  f"for {arch}")
+            out = need
+        elif sm_number(arch) < sm_number(need):
+            raise PtxgenError(f"{f} needs {need} or newer; it cannot be emitted for {arch}")
+    return out

@@ -135,8 +135,11 @@ class IsaTable:
         return (self.timing or {}).get("kernel_gap_us", 0.0)
 
     def op_for(self, instr):
-        """The cost class of an IR instruction (builder-made or parsed, known or not)."""
-        return self.ops[op_class(instr)]
+        """The cost class of an IR instruction (builder-made or parsed, known or not). A class
+        this table does not define (a tensor or bulk-copy class not yet measured for it) costs
+        as OTHER."""
+        ops = self.ops
+        return ops.get(op_class(instr)) or ops["OTHER"]
 
     def to_dict(self):
         return {
@@ -198,7 +201,10 @@ def available():
 
 @functools.lru_cache(maxsize=None)
 def load(arch):
-    """The machine model of `arch` (cached). PtxgenError when there is none."""
+    """The machine model of `arch` (cached; sm_90a uses sm_90's: same chip). PtxgenError when
+    there is none."""
+    if archmod.is_arch_specific(arch) and arch in archmod.targets():
+        return load(archmod.base_arch(arch))
     if arch not in available():
         known = ", ".join(available()) or "none"
         try:
@@ -452,20 +458,10 @@ def sm_count(arch):
 
 # -- instruction → op class ----------------------------------------------------------------------
 _HALF = frozenset({"f16", "bf16", "f16x2", "bf16x2"})
-_SFU_OPS = frozenset({"rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh"})
 _LOAD_CLASS = {"global": "LDG", "generic": "LDG", "shared": "LDS", "local": "LDL",
                "param": "CONST", "const": "CONST"}
 _STORE_CLASS = {"global": "STG", "generic": "STG", "shared": "STS", "local": "STL",
                 "param": "STL"}
-_BRANCH_OPS = frozenset({"bra", "brx", "ret", "exit", "call", "trap", "brkpt"})
-_BAR_OPS = frozenset({"bar", "barrier", "membar", "fence", "nanosleep"})
-_WARP_OPS = frozenset({"shfl", "vote", "match", "redux", "activemask"})
-_IMAD_OPS = frozenset({"mul", "mad", "mul24", "mad24", "dp4a", "dp2a", "div", "rem", "madc"})
-# Integer/bit operations that run on the ALU pipe.
-_IALU_OPS = frozenset({
-    "add", "sub", "addc", "subc", "min", "max", "abs", "neg", "and", "or", "xor", "not", "cnot",
-    "shl", "shr", "shf", "lop3", "popc", "clz", "brev", "bfe", "bfi", "bfind", "prmt", "setp",
-    "set", "selp", "slct", "mov", "cvta", "isspacep", "sad", "testp", "copysign", "fns"})
 
 
 def _float_class(t, f32_class):
@@ -477,46 +473,29 @@ def _float_class(t, f32_class):
     return f32_class
 
 
+def _is_float(t):
+    return t is not None and (t.is_float or t.name in _HALF)
+
+
 def op_class(instr):
-    """The op class name (one of OP_CLASSES) of an IR instruction."""
-    op = instr.opcode
+    """The op class name of an IR instruction: its opcode-table row's timing class (a class
+    the machine model lacks costs as its OTHER, see IsaTable.op_for)."""
+    rule = instr.row.timing
     t = instr.type
-    is_float = t is not None and (t.is_float or t.name in _HALF)
-    if op in ("ld", "ldu", "ldmatrix"):
-        return "LDS" if op == "ldmatrix" else _LOAD_CLASS[instr.space]
-    if op == "st" or op == "stmatrix":
-        return "STS" if op == "stmatrix" else _STORE_CLASS.get(instr.space, "STG")
-    if op in ("atom", "red"):
-        return "ATOM"
-    if op in ("cp", "cp.async", "prefetch", "prefetchu"):
-        return "LDG"          # cp.async reads global memory; its cost is the global load
-    if op in _BAR_OPS:
-        return "BAR"
-    if op in _BRANCH_OPS:
-        return "BRANCH"
-    if op in _WARP_OPS:
-        return "SHFL"
-    if op == "mov" and any(isinstance(o, Special) for o in instr.operands[1:]):
-        return "SPECIAL"
-    if op == "cvt":
-        ts = instr.types
-        if any(x.is_float or x.name in _HALF for x in ts):
-            return "CONV"
-        return "IALU"         # integer widening/narrowing is a move or a bit-field op
-    if op in _SFU_OPS:
+    if rule == "@load":
+        return _LOAD_CLASS.get(instr.space, "LDG")
+    if rule == "@store":
+        return _STORE_CLASS.get(instr.space, "STG")
+    if rule == "@mov":
+        if any(isinstance(o, Special) for o in instr.operands[1:]):
+            return "SPECIAL"
+        rule = "IALU/IALU"
+    if rule == "@cvt":
+        # integer widening/narrowing is a move or a bit-field op
+        return "CONV" if any(_is_float(x) for x in instr.types) else "IALU"
+    if rule == "@sfu":
         return "FP64" if t is not None and t.bits == 64 and t.is_float else "SFU"
-    if op in ("fma", "mad") and is_float:
-        return _float_class(t, "FMA")
-    if op == "mul" and is_float:
-        return _float_class(t, "FMUL")
-    if op in ("add", "sub") and is_float:
-        return _float_class(t, "FADD")
-    if op in ("div", "rem") and is_float:
-        # f32 division is an MUFU.RCP-led sequence; f64 a DFMA Newton iteration
-        return _float_class(t, "SFU")
-    if op in _IMAD_OPS:
-        return "IMAD"
-    if op in _IALU_OPS:
-        # float compares, min/max, abs/neg: ALU on f32, the FP64 / half pipes otherwise
-        return _float_class(t, "IALU") if is_float else "IALU"
-    return "OTHER"
+    if "/" in rule:
+        f32_class, int_class = rule.split("/")
+        return _float_class(t, f32_class) if _is_float(t) else int_class
+    return rule

@@ -117,9 +117,16 @@ def parse_ptxas_log(log):
     return res
 
 
+_ARCH_SPECIFIC_TARGET = re.compile(r"^[ \t]*\.target[ \t]+(sm_\d+a)\b", re.M)
+
+
 def assemble(ptx_text, arch=DEFAULT_TARGET, opt_level=3, extra=()):
     """ptxas: PTX text → cubin bytes and per-kernel resources. Rejected PTX → ToolchainError
-    with ptxas's first error line."""
+    with ptxas's first error line. PTX whose .target is the arch-specific variant of `arch`
+    (sm_90a for sm_90: wgmma, setmaxnreg) is assembled for that variant, the same chip."""
+    m = _ARCH_SPECIFIC_TARGET.search(ptx_text)
+    if m and m.group(1) == arch + "a":
+        arch = m.group(1)
     ptxas = find_tool("ptxas")
     with tempfile.TemporaryDirectory(prefix="ptxgen-") as tmp:
         src, out = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"

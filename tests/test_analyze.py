@@ -55,11 +55,12 @@ def test_memory_counts_match_regex(path):
     text = re.sub(r"//[^\n]*", "", path.read_text())
     d = analyze(text).to_dict()
     for space in ("global", "shared", "local", "param", "const"):
-        # ldmatrix/stmatrix are shared-memory loads/stores too (their space follows the shape mods)
-        loads = len(re.findall(rf"(?:^|[;{{}}])\s*(?:@!?%\w+\s+)?(?:ld|ldmatrix(?:\.\w+)*?)\.{space}\.",
-                               text, re.M))
-        stores = len(re.findall(rf"(?:^|[;{{}}])\s*(?:@!?%\w+\s+)?(?:st|stmatrix(?:\.\w+)*?)\.{space}\.",
-                                text, re.M))
+        # ld/st and the matrix forms (ldmatrix.sync.aligned.m8n8.x4.shared.b16); a
+        # '::' suffix narrows the space (st.shared::cluster is a shared store)
+        loads = len(re.findall(rf"(?:^|[;{{}}])\s*(?:@!?%\w+\s+)?ld(?:matrix(?:\.\w+)*?)?"
+                               rf"\.{space}(?:::\w+)?\.", text, re.M))
+        stores = len(re.findall(rf"(?:^|[;{{}}])\s*(?:@!?%\w+\s+)?st(?:matrix(?:\.\w+)*?)?"
+                                rf"\.{space}(?:::\w+)?\.", text, re.M))
         got = [k["memory"]["by_space"].get(space, {}) for k in d["kernels"]]
         assert sum(g.get("loads", 0) for g in got) == loads, space
         assert sum(g.get("stores", 0) for g in got) == stores, space

@@ -3,6 +3,7 @@ import argparse
 import os
 import sys
 
+from .. import arch as archmod
 from ..arch import DEFAULT_TARGET, targets
 from ..errors import PtxgenError
 

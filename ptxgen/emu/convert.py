@@ -2,6 +2,7 @@
 (values, special registers, symbol addresses, vector pack/unpack)."""
 import numpy as np
 
+from ..ir import types as T
 from ..ir.values import Raw, Reg, Vec
 from . import fp
 from .operands import make
@@ -133,16 +134,15 @@ def convert_fn(ctx, dtype_t, stype, mods):
 def build_cvt(ctx, ins):
     types = ins.types
     mods = set(ins.mods)
-    if "tf32" in mods and len(types) == 1 and len(ins.operands) == 2:
-        f = _to_tf32(ctx, types[0], mods)          # tf32 is no IR type: bits of an f32
-        a = ctx.read(ins.operands[1], storage(types[0]), types[0])
+    if types[:1] == (T.tf32,) and len(types) == 2 and len(ins.operands) == 2:
+        f = _to_tf32(ctx, types[1], mods)          # a tf32 value is the bits of an f32
+        a = ctx.read(ins.operands[1], storage(types[1]), types[1])
         return make(ctx.write(ins.operands[0]), [a], f)
     if len(types) != 2:
         ctx.fail("cvt needs a destination and a source type")
     dtype_t, stype = types
     if dtype_t.name in ("f16x2", "bf16x2"):
         half = dtype_t.name[:-2]
-        from ..ir import types as T
         f = convert_fn(ctx, T.TYPES[half], stype, mods)
         if len(ins.operands) != 3:
             ctx.fail(f"cvt to {dtype_t.name} takes two sources")

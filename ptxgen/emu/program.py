@@ -21,9 +21,6 @@ from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_b
 
 NORMAL, BRANCH, BARRIER, EXIT = range(4)
 
-# Opcodes that change nothing the emulator models (ordering and hints).
-NO_OPS = frozenset({"membar", "fence", "prefetch", "prefetchu", "brkpt", "nanosleep",
-                    "pmevent", "griddepcontrol", "discard", "applypriority", "createpolicy"})
 
 
 class Unsupported(Exception):
@@ -189,7 +186,7 @@ class Program:
             if not isinstance(s, Instr):
                 continue
             visible = ChainMap(*reversed(scopes))
-            if s.opcode == "call":
+            if s.row.effect == "call":
                 self._inline(s, index, visible, stack)
                 continue
             op = self._op(s, index, pending, visible, inlined=func is not self.kernel)
@@ -305,25 +302,26 @@ class Program:
         guard, neg = -1, False
         if ins.guard is not None:
             guard, neg = self.slot(ins.guard), ins.guard_negated
-        opc = ins.opcode
-        table = self.table
+        row = ins.row
+        effect, key = row.effect, row.emu
         ctx = Ctx(self, ins, index, scope)
         ctx.code_index = len(self.code)
         try:
-            if opc == "bra":
+            # control flow and CTA barriers are executor ops, not closures
+            if effect == "branch" and ins.opcode == "bra":
                 target = next((o for o in ins.operands if isinstance(o, (LabelRef, Sym))), None)
                 if target is None:
                     raise Unsupported("branch without a label target")
                 op = Op(BRANCH, None, ins, index, guard=guard, neg=neg)
                 pending.append((op, target.name))
                 return op
-            if opc == "ret" and inlined:   # back to the caller: target set after the body
-                return Op(BRANCH, None, ins, index, target=-3, guard=guard, neg=neg)
-            if opc in ("ret", "exit"):
+            if effect == "exit" and key != "trap":
+                if inlined and ins.opcode == "ret":   # back to the caller: target set later
+                    return Op(BRANCH, None, ins, index, target=-3, guard=guard, neg=neg)
                 if guard >= 0:
                     return Op(BRANCH, None, ins, index, target=-2, guard=guard, neg=neg)
                 return Op(EXIT, None, ins, index)
-            if opc in ("bar", "barrier") and not {"warp", "arrive"} & set(ins.mods):
+            if effect == "barrier" and "arrive" not in ins.mods:
                 if guard >= 0:
                     raise Unsupported("a predicated CTA barrier")
                 self.uses_barrier = True
@@ -334,14 +332,15 @@ class Program:
                     red = build_bar_red(ctx, ins)
                     self.has_barrier_reductions = True
                 return Op(BARRIER, red, ins, index)
-            if opc == "trap":
+            if key == "trap":
                 fn = raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
-            elif opc in NO_OPS:
+            elif key == "nop":
                 fn = _nop
             else:
-                builder = table.get(opc)
+                builder = self.table.get(key)
                 if builder is None:
-                    raise Unsupported(f"opcode {opc!r} is not emulated")
+                    raise Unsupported(f"opcode {ins.opcode!r} is not emulated" if not key else
+                                      f"no emulator builder {key!r} yet")
                 fn = builder(ctx, ins)
         except Unsupported as e:
             fn = raiser(self._unsupported(ins, index, str(e)))

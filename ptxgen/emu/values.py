@@ -19,6 +19,9 @@ STORAGE = {
     "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16), "f32": np.dtype(np.float32),
     "f64": np.dtype(np.float64), "f16x2": np.dtype(np.uint32), "bf16x2": np.dtype(np.uint32),
     "b128": np.dtype(np.uint64),
+    # tensor-core formats travel as their bit patterns, like bf16
+    "tf32": np.dtype(np.uint32), "e4m3": np.dtype(np.uint8), "e5m2": np.dtype(np.uint8),
+    "e4m3x2": np.dtype(np.uint16), "e5m2x2": np.dtype(np.uint16),
 }
 UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
             8: np.dtype(np.uint64)}

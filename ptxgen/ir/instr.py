@@ -2,28 +2,15 @@
 
 An instruction is PTX's own shape: an opcode, its dot-modifiers, operands and an optional guard
 predicate. The builder and the parser both produce it; `str()` is its PTX text, so the emitter only
-arranges statements. What an opcode writes and which class it belongs to is table data below, not
-per-opcode code.
+arranges statements. What an opcode writes and which class it belongs to is its row of the opcode
+table (ir/opcodes.py), not per-opcode code.
 """
 from dataclasses import dataclass
 
 from . import types as T
-from .values import Reg, Special, regs_in
+from .opcodes import row_of
+from .values import Imm, Reg, Special, regs_in
 
-# Opcodes whose operands are all sources (nothing is written to a register).
-NO_DEST = frozenset({
-    "st", "red", "bar", "barrier", "bra", "ret", "exit", "membar", "fence", "prefetch",
-    "prefetchu", "trap", "brkpt", "nanosleep", "pmevent", "griddepcontrol", "stmatrix",
-    "cp", "call", "st.async", "red.async", "elect", "setmaxnreg", "wgmma", "cp.async",
-})
-# Opcodes with no operands that still get a class.
-CONTROL = frozenset({"bra", "ret", "exit", "call", "brx", "trap", "brkpt"})
-SYNC = frozenset({"bar", "barrier", "membar", "fence", "nanosleep", "mbarrier", "griddepcontrol"})
-MEMORY = frozenset({"ld", "st", "atom", "red", "cp", "prefetch", "prefetchu", "ldu", "ldmatrix",
-                    "stmatrix", "cp.async"})
-CONVERSION = frozenset({"cvt", "cvta", "cvt.pack"})
-WARP = frozenset({"shfl", "vote", "match", "redux", "activemask", "elect"})
-SPECIAL_FUNCTION = frozenset({"rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh"})
 SPACES = ("global", "shared", "local", "param", "const", "generic")
 CACHE_OPS = frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"})
 
@@ -65,15 +52,16 @@ class Instr:
         return ts[-1] if ts else None
 
     @property
+    def row(self):
+        """This instruction's row of the opcode table."""
+        return row_of(self)
+
+    @property
     def space(self):
         for m in self.mods:
             if m in SPACES:
                 return m
-        if self.opcode in ("ld", "st", "atom", "red", "ldu"):
-            return "generic"
-        if self.opcode == "cp" and "async" in self.mods:
-            return "shared"
-        return None
+        return self.row.space or None
 
     @property
     def vector_width(self):
@@ -84,11 +72,7 @@ class Instr:
 
     @property
     def n_dests(self):
-        if self.opcode in NO_DEST or ".".join((self.opcode,) + self.mods[:1]) in NO_DEST:
-            return 0
-        if self.opcode == "mbarrier" and self.mods[:1] in (("init",), ("inval",)):
-            return 0
-        return 1 if self.operands else 0
+        return 1 if self.row.writes and self.operands else 0
 
     @property
     def dests(self):
@@ -106,51 +90,40 @@ class Instr:
         return out
 
     def uses(self):
-        """Registers read, the guard included. A store's address register is a use."""
+        """Registers read, the guard included. A store's address register is a use; an
+        accumulator destination (wgmma's) is read as well as written."""
         out = [self.guard] if self.guard is not None else []
-        for o in self.sources:
+        ops = self.sources
+        if self.row.dest == "acc" and not _zero(self.operands[3:4]):
+            ops = self.operands        # scale-d (4th operand) 0: D = A·B, C is not read
+        for o in ops:
             out.extend(regs_in(o))
-        # a destination address (no such case in PTX) or a memory-operand destination is read
         return out
 
     @property
     def is_branch(self):
-        return self.opcode in ("bra", "brx")
+        return self.row.effect == "branch"
 
     @property
     def is_terminator(self):
-        return self.opcode in ("bra", "brx", "ret", "exit", "trap")
+        return self.row.effect in ("branch", "exit")
 
     @property
     def is_barrier(self):
-        return self.opcode in ("bar", "barrier") and not (
-            len(self.mods) > 0 and self.mods[0] == "warp")
+        """A CTA-wide barrier (bar.sync/arrive/red, barrier.*), not bar.warp.sync."""
+        return self.row.effect == "barrier"
 
     @property
     def cls(self):
-        """Instruction class for the mix report."""
-        op = self.opcode
-        if op in MEMORY:
-            space = self.space
-            return {"global": "global_memory", "shared": "shared_memory", "local": "local_memory",
-                    "param": "param", "const": "constant_memory"}.get(space, "generic_memory")
-        if op in CONTROL:
-            return "control"
-        if op in SYNC:
-            return "sync"
-        if op in CONVERSION:
-            return "conversion"
-        if op in WARP:
-            return "warp"
-        if op == "mov" and any(isinstance(o, Special) for o in self.operands):
-            return "special"
-        if op in ("mov", "selp", "prmt", "mov.b32"):
-            return "move"
-        if op in SPECIAL_FUNCTION:
-            return "special_function"
+        """Instruction class for the mix report: the row's mix class or rule."""
+        rule = self.row.mix
+        if rule == "@space":
+            return _SPACE_CLASS.get(self.space, "generic_memory")
+        if rule == "@move":
+            return "special" if any(isinstance(o, Special) for o in self.operands) else "move"
+        if rule != "@type":
+            return rule
         t = self.type
-        if op == "setp" and t is not None and t.is_float:
-            return "fp32" if t.bits == 32 else ("fp64" if t.bits == 64 else "fp16")
         if t is not None and t.is_float:
             return {32: "fp32", 64: "fp64"}.get(t.bits, "fp16")
         if t is not None and t.name in ("f16x2", "bf16x2"):
@@ -158,6 +131,14 @@ class Instr:
         if t is not None:
             return "integer"
         return "other"
+
+
+def _zero(operand):
+    return len(operand) == 1 and isinstance(operand[0], Imm) and operand[0].value == 0
+
+
+_SPACE_CLASS = {"global": "global_memory", "shared": "shared_memory", "local": "local_memory",
+                "param": "param", "const": "constant_memory"}
 
 
 @dataclass(eq=False)

@@ -24,8 +24,11 @@ class Param:
     pointer: Pointer = None    # set for pointer parameters
     array: int = 0             # byte arrays ('.b8 name[16]', used for Numba's struct args)
     align: int = 0
+    reg: object = None         # a .func's '.reg' parameter: the Reg its body reads or writes
 
     def decl(self):
+        if self.reg is not None:
+            return f".reg {self.type.ptx} {self.name}"
         if self.array:
             a = f".align {self.align} " if self.align else ""
             return f".param {a}{self.type.ptx} {self.name}[{self.array}]"

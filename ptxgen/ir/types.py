@@ -44,6 +44,10 @@ _ALL = [
     Type("f16", 16, "float"), Type("bf16", 16, "float"), Type("f32", 32, "float"),
     Type("f64", 64, "float"),
     Type("f16x2", 32, "bits"), Type("bf16x2", 32, "bits"),
+    # tensor-core formats: tf32 lives in a 32-bit register (low 13 mantissa bits unused); the
+    # 8-bit floats (sm_89+) travel in pairs (x2) in 16-bit registers, or in 32-bit ones (x4)
+    Type("tf32", 32, "float"), Type("e4m3", 8, "float"), Type("e5m2", 8, "float"),
+    Type("e4m3x2", 16, "bits"), Type("e5m2x2", 16, "bits"),
 ]
 TYPES = {t.name: t for t in _ALL}
 
@@ -52,6 +56,9 @@ b8, b16, b32, b64 = (TYPES[n] for n in ("b8", "b16", "b32", "b64"))
 u8, u16, u32, u64 = (TYPES[n] for n in ("u8", "u16", "u32", "u64"))
 s8, s16, s32, s64 = (TYPES[n] for n in ("s8", "s16", "s32", "s64"))
 f16, bf16, f32, f64 = (TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
+tf32, e4m3, e5m2 = (TYPES[n] for n in ("tf32", "e4m3", "e5m2"))
+e4m3x2, e5m2x2 = TYPES["e4m3x2"], TYPES["e5m2x2"]
+FP8 = frozenset({"e4m3", "e5m2", "e4m3x2", "e5m2x2"})
 
 
 def type_of(name):
@@ -81,7 +88,8 @@ def compatible(reg_type, op_type):
 REG_PREFIX = {
     "pred": "p", "b8": "rc", "u8": "rc", "s8": "rc",
     "b16": "rs", "u16": "rs", "s16": "rs", "f16": "h", "bf16": "hb",
-    "b32": "r", "u32": "r", "s32": "r", "f16x2": "hh", "bf16x2": "hhb",
+    "b32": "r", "u32": "r", "s32": "r", "f16x2": "hh", "bf16x2": "hhb", "tf32": "rt",
+    "e4m3": "rc", "e5m2": "rc", "e4m3x2": "rs", "e5m2x2": "rs",
     "b64": "rd", "u64": "rd", "s64": "rd",
     "f32": "f", "f64": "fd",
 }

@@ -7,7 +7,7 @@ inside code controlled by a thread-dependent branch (where the branch is visible
 """
 from ..errors import VerifyError
 from . import types as T
-from .instr import Instr, Label
+from .instr import Instr, Label, Verbatim
 from .values import Addr, Imm, Reg, Special, Sym, Vec
 
 THREAD_VARYING = ("tid", "laneid", "warpid", "lanemask_lt", "lanemask_le", "lanemask_eq",
@@ -29,13 +29,17 @@ class _Checker:
     def __init__(self, kernel):
         self.k = kernel
         self.params = {p.name: p for p in kernel.params}
-        self.declared = {r.name for r in kernel.regs}
+        # a .func's '.reg' parameters are declared and hold the caller's values on entry;
+        # parsed inline-asm scopes declare registers in Verbatim statements
+        self.reg_params = [p.reg for p in kernel.params + kernel.returns if p.reg is not None]
+        self.declared = {r.name for r in kernel.regs} | {r.name for r in self.reg_params} | {
+            r.name for s in kernel.body if isinstance(s, Verbatim) for r in s.regs}
 
     def fail(self, idx, ins, what):
         raise VerifyError(f"kernel {self.k.name}, instruction {idx} `{ins}`: {what}")
 
     def run(self):
-        defined = set()
+        defined = set(self.reg_params)
         labels = {s.name for s in self.k.body if isinstance(s, Label)}
         align = {}
         varying = set()
@@ -66,7 +70,7 @@ class _Checker:
     # -- types -------------------------------------------------------------------------------
     def check_types(self, idx, ins):
         op, t = ins.opcode, ins.type
-        if t is None or op in ("bar", "bra", "ret", "call"):
+        if t is None or not ins.row.typed or ins.row.is_control:
             return
         ops = list(ins.operands)
 
@@ -118,7 +122,7 @@ class _Checker:
             need(ops[0], t, "destination")
             if op == "mov" and isinstance(ops[1], Special) and ops[1].type.bits != t.bits:
                 self.fail(idx, ins, f"%{ops[1].name} is {ops[1].type}, not {t}")
-        elif op not in ("bar",):
+        elif not ins.is_barrier:
             for o in ops:
                 if not isinstance(o, Addr):
                     need(o, t, "operand")

@@ -14,16 +14,17 @@ from ..ir import types as T
 from ..ir.instr import Instr, Label, Verbatim
 from ..ir.values import Addr, Imm, LabelRef, PredPair, Raw, Reg, Special, Sym, Vec
 from .lexer import NUMBER_KINDS as _NUMBER_KINDS, show as _show
+from ..ir.opcodes import lookup
 from .opcodes import PTX_OPCODES
 
 VAR_SPACES = (".global", ".shared", ".const", ".local")
-BRANCH_OPS = frozenset({"bra", "brx"})
 # '%r<N>' and all declarations of a module together: far above any real kernel (thousands), low
 # enough that a few bytes of text cannot make the parser allocate gigabytes of registers
 MAX_REG_RANGE = 1 << 18
 MAX_REGS_PER_MODULE = 1 << 20
 _SPECIAL = re.compile(
-    r"(?:tid|ntid|ctaid|nctaid|clusterid|nclusterid|cluster_ctaid|cluster_nctaid)(?:\.[xyz])?"
+    r"(?:tid|ntid|ctaid|nctaid)(?:\.[xyz])?"
+    r"|(?:clusterid|nclusterid|cluster_ctaid|cluster_nctaid)(?:\.[xyzw])?"
     r"|laneid|warpid|nwarpid|smid|nsmid|gridid|lanemask_(?:eq|le|lt|ge|gt)|clock|clock_hi"
     r"|clock64|globaltimer|globaltimer_lo|globaltimer_hi|total_smem_size|aggr_smem_size"
     r"|dynamic_smem_size|current_graph_exec|is_explicit_cluster|cluster_ctarank"
@@ -36,9 +37,14 @@ class FunctionBody:
     def __init__(self, parser, kernel):
         self.p = parser
         self.k = kernel
-        self.scopes = [{}]         # register name → Reg, innermost last
-        self.labels = {}
-        self.branches = []         # (instr, token) whose targets are checked at the end
+        # register name → Reg, innermost last; a .func's '.reg' parameters are the outermost
+        self.scopes = [{p.name: p.reg for p in kernel.params + kernel.returns
+                        if p.reg is not None}, {}]
+        self.labels = {}           # every label name in the body (renamed ones included)
+        # per open scope: {source label name: IR name}; and branches waiting for a target
+        self.scope_labels = [{}]
+        self.pending = [[]]        # per open scope: (instr, operand index, token)
+        self.unresolved = []       # branches whose target no enclosing scope defines
 
     def parse(self):
         p, toks, body = self.p, self.p.toks, self.k.body
@@ -52,6 +58,8 @@ class FunctionBody:
                 if t == "{":
                     opens.append(tok)
                     self.scopes.append({})
+                    self.scope_labels.append({})
+                    self.pending.append([])
                     body.append(Verbatim("{", line=p.line_of(tok)))
                     p.i += 1
                 elif t == "}":
@@ -60,6 +68,7 @@ class FunctionBody:
                         break
                     opens.pop()
                     self.scopes.pop()
+                    self.close_label_scope()
                     body.append(Verbatim("}", line=p.line_of(tok)))
                 elif t == "@":
                     self.instruction(guarded=True)
@@ -72,10 +81,7 @@ class FunctionBody:
                 if t[0] == ".":
                     self.directive(len(opens) == 0)
                 elif toks[p.i + 1][1] == ":" and toks[p.i + 1][0] == "p" and t[0] != "%":
-                    if t in self.labels:
-                        raise p.error(f"label {t} is defined twice in {self.k.name}")
-                    self.labels[t] = tok
-                    body.append(Label(t))
+                    body.append(Label(self.define_label(t)))
                     p.i += 2
                 else:
                     self.instruction(guarded=False)
@@ -85,11 +91,44 @@ class FunctionBody:
                 raise p.error(f"unexpected end of input: {what} is not closed")
             else:
                 raise p.error(f"expected an instruction, label or directive, found {_show(tok)}")
-        for ins, tok in self.branches:
-            for o in ins.operands:
-                if isinstance(o, LabelRef) and o.name not in self.labels:
-                    raise p.error(f"branch target {o.name} is not a label in {self.k.name}",
-                                  tok)
+        self.close_label_scope()
+        for ins, j, tok in self.unresolved:
+            raise p.error(f"branch target {ins.operands[j].name} is not a label in "
+                          f"{self.k.name}", tok)
+
+    # -- labels ----------------------------------------------------------------------------------
+    def define_label(self, name):
+        """The IR name of a label defined in the innermost scope. PTX scopes labels like
+        registers: inline-asm blocks may each define 'waitLoop'. The IR's labels are one flat
+        namespace per function, so a repeated name gets a fresh one (name$1 …); branches are
+        renamed to match, and the emitted PTX means the same."""
+        p, here = self.p, self.scope_labels[-1]
+        if name in here:
+            raise p.error(f"label {name} is defined twice in {self.k.name}")
+        ir_name, n = name, 0
+        while ir_name in self.labels:
+            n += 1
+            ir_name = f"{name}${n}"
+        self.labels[ir_name] = name
+        here[name] = ir_name
+        return ir_name
+
+    def close_label_scope(self):
+        """Bind the branches of the closing scope to its labels; the rest look further out."""
+        here = self.scope_labels.pop()
+        waiting = self.pending.pop()
+        outer = self.pending[-1] if self.pending else None
+        for ins, j, tok in waiting:
+            ir_name = here.get(ins.operands[j].name)
+            if ir_name is not None:
+                if ir_name != ins.operands[j].name:
+                    ops = list(ins.operands)
+                    ops[j] = LabelRef(ir_name)
+                    ins.operands = tuple(ops)
+            elif outer is not None:
+                outer.append((ins, j, tok))
+            else:
+                self.unresolved.append((ins, j, tok))
 
     # -- declarations and directives -------------------------------------------------------------
     def directive(self, top):
@@ -210,11 +249,13 @@ class FunctionBody:
         if opcode not in PTX_OPCODES:
             raise p.error(f"unknown opcode {opcode!r} (not a PTX instruction)", optok)
         p.i += 1
-        ctx = _Operands(self, opcode in BRANCH_OPS, T.type_of(mods[-1]) if mods else None)
+        row = lookup(opcode, mods)
+        ctx = _Operands(self, row.effect == "branch", T.type_of(mods[-1]) if mods else None)
         operands = ctx.parse()
         ins = Instr(opcode, mods, operands, guard, negated, line=p.line_of(first))
         if opcode == "bra":
-            self.branches.append((ins, optok))
+            self.pending[-1].extend((ins, j, optok) for j, o in enumerate(operands)
+                                    if isinstance(o, LabelRef))
         self.k.body.append(ins)
 
 

@@ -1,17 +1,10 @@
-"""Every instruction name of the PTX ISA (up to 9.0), without modifiers.
+"""Every instruction name of the PTX ISA (up to 9.0), without modifiers: the opcode table's.
 
 Source: NVIDIA, "Parallel Thread Execution ISA Version 9.0", chapter 9 (Instruction Set),
-section headings per instruction. The parser keeps instructions the IR does not model as opaque
-instructions, but a name outside this list is a typo or garbage and gets a located error.
+section headings per instruction; each has a row in ptxgen/ir/opcodes.py. The parser keeps
+instructions the IR does not model as opaque instructions, but a name outside this list is a
+typo or garbage and gets a located error.
 """
-PTX_OPCODES = frozenset("""
-abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind bmsk bra brev
-brkpt brx call clusterlaunchcontrol clz cnot copysign cos cp createpolicy cvt cvta discard div
-dp2a dp4a elect ex2 exit fence fma fns getctarank griddepcontrol isspacep istypeof ld ldmatrix
-ldu lg2 lop3 mad mad24 madc mapa match max mbarrier membar min mma mov movmatrix mul mul24
-multimem nanosleep neg not or pmevent popc prefetch prefetchu prmt rcp red redux rem ret rsqrt
-sad selp set setmaxnreg setp shf shfl shl shr sin slct sqrt st stackrestore stacksave stmatrix
-sub subc suld suq sured sust szext tanh tcgen05 tensormap testp tex tld4 trap txq vabsdiff
-vabsdiff2 vabsdiff4 vadd vadd2 vadd4 vavrg2 vavrg4 vmad vmax vmax2 vmax4 vmin vmin2 vmin4 vote
-vset vset2 vset4 vshl vshr vsub vsub2 vsub4 wgmma wmma xor
-""".split())
+from ..ir.opcodes import OPCODES as PTX_OPCODES
+
+__all__ = ["PTX_OPCODES"]

@@ -15,6 +15,7 @@ import re
 from ..errors import ParseError
 from ..ir import types as T
 from ..ir.module import Kernel, Module, Param, Pointer, Var
+from ..ir.values import Reg
 from .body import VAR_SPACES, FunctionBody
 from .lexer import Source, show as _show, tokenize
 
@@ -284,9 +285,9 @@ class Parser:
         self.i += 1
         returns = []
         if kind == "func" and self.toks[self.i][1] == "(":
-            returns = self.param_list()
+            returns = self.param_list(kind)
         name = self.word("a function name")
-        params = self.param_list() if self.toks[self.i][1] == "(" else []
+        params = self.param_list(kind) if self.toks[self.i][1] == "(" else []
         directives = []
         while self.toks[self.i][0] == "w" and self.toks[self.i][1] in FUNC_DIRECTIVES:
             first = self.i
@@ -312,14 +313,14 @@ class Parser:
         self.module.kernels.append(k)
         FunctionBody(self, k).parse()
 
-    def param_list(self):
+    def param_list(self, kind):
         self.expect("(")
         params = []
         if self.toks[self.i][1] == ")":
             self.i += 1
             return params
         while True:
-            params.append(self.param())
+            params.append(self.param(kind))
             tok = self.toks[self.i]
             self.i += 1
             if tok[1] == ")" and tok[0] == "p":
@@ -328,10 +329,10 @@ class Parser:
                 raise self.error(f"expected ',' or ')' in a parameter list, found {_show(tok)}",
                                  tok)
 
-    def param(self):
+    def param(self, kind):
         tok = self.toks[self.i]
         if tok[1] == ".reg":
-            raise self.error("register parameters (.reg) are not supported; use .param")
+            return self.reg_param(kind)
         self.expect(".param", "'.param'")
         align, type_, is_ptr, space = 0, None, False, ""
         while self.toks[self.i][0] == "w" and self.toks[self.i][1][0] == ".":
@@ -360,6 +361,22 @@ class Parser:
         if is_ptr:
             return Param(name, type_, Pointer(T.b8, space, align or 4))
         return Param(name, type_, array=array, align=align)
+
+
+    def reg_param(self, kind):
+        """'.reg .b32 %a' in a .func's parameter or return list: a register the body uses
+        directly (the callee's copy of the argument)."""
+        tok = self.toks[self.i]
+        if kind != "func":
+            raise self.error("register parameters (.reg) are only allowed on a .func", tok)
+        self.i += 1
+        w = self.toks[self.i]
+        type_ = T.type_of(w[1]) if w[0] == "w" and w[1][0] == "." else None
+        if type_ is None:
+            raise self.error(f"expected a register type, found {_show(w)}", w)
+        self.i += 1
+        name = self.word("a parameter name")
+        return Param(name, type_, reg=Reg(name, type_))
 
 
 def parse_ptx(text, filename="<ptx>"):

@@ -10,9 +10,11 @@ after i:
 - memory, per state space: loads may pass loads; a store is ordered with every load and store
   of a space it may touch (generic addresses may touch global, shared and local memory;
   parameter and constant memory are read-only, so nothing orders with their loads);
-- fences: barriers, branches and other control, atomics and reductions, asynchronous copies,
-  memory fences, clock reads, and any opcode not known to be free of side effects order with
-  every instruction of the region.
+- fences: barriers, branches and other control, atomics and reductions, asynchronous copies
+  and MMAs, memory fences, clock reads, and any opcode not known to be free of side effects
+  order with every instruction of the region.
+
+Which instructions are pure, loads or stores is the opcode table's `effect` (ir/opcodes.py).
 
 The rules are decided per instruction by `access(instr)`, which the property tests check
 against a brute-force pairwise definition (`conflict`).
@@ -22,17 +24,6 @@ from dataclasses import dataclass, field
 from ..ir.instr import Instr, Verbatim
 from ..ir.values import Raw, Special
 
-# Opcodes whose only effect is writing their destination registers.
-PURE_OPCODES = frozenset({
-    "add", "sub", "addc", "subc", "mul", "mad", "madc", "mul24", "mad24", "fma", "div", "rem",
-    "abs", "neg", "min", "max", "and", "or", "xor", "not", "cnot", "shl", "shr", "shf", "lop3",
-    "bfe", "bfi", "bfind", "brev", "clz", "popc", "prmt", "setp", "set", "selp", "slct", "mov",
-    "cvt", "cvta", "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh", "copysign",
-    "testp", "sad", "dp4a", "dp2a", "fns", "isspacep", "shfl", "vote", "match", "redux",
-    "activemask",
-})
-LOAD_OPCODES = frozenset({"ld", "ldu", "ldmatrix", "prefetch", "prefetchu"})
-STORE_OPCODES = frozenset({"st", "stmatrix"})
 # Spaces a store in each space may write; read-only spaces have none.
 WRITABLE = {"global": ("global",), "shared": ("shared",), "local": ("local",),
             "generic": ("global", "shared", "local"), "param": ("param",)}
@@ -52,22 +43,16 @@ class Access:
 
 
 def access(ins):
-    op = ins.opcode
     if any(isinstance(o, Raw) for o in ins.operands):
         return Access("fence")
     if any(isinstance(o, Special) and o.name.split(".")[0] in CLOCKS for o in ins.operands):
         return Access("fence")
-    if op in LOAD_OPCODES:
-        space = ins.space or "generic"
-        if op == "ldmatrix":
-            space = "shared"
-        return Access("load", READABLE.get(space, ("global", "shared", "local")))
-    if op in STORE_OPCODES:
-        space = ins.space or "generic"
-        if op == "stmatrix":
-            space = "shared"
-        return Access("store", WRITABLE.get(space, ("global", "shared", "local")))
-    if op in PURE_OPCODES:
+    effect = ins.row.effect
+    if effect == "load":
+        return Access("load", READABLE.get(ins.space or "generic", ("global", "shared", "local")))
+    if effect == "store":
+        return Access("store", WRITABLE.get(ins.space or "generic", ("global", "shared", "local")))
+    if effect == "pure":
         return Access()
     return Access("fence")
 

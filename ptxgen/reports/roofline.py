@@ -25,12 +25,9 @@ from dataclasses import dataclass, field
 from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
+from ..ir import opcodes
 
 TIME_SOURCES = ("auto", "sim", "gpu")
-_FLOAT_TYPES = frozenset({"f32", "f64", "f16", "bf16", "f16x2", "bf16x2"})
-# FLOPs per lane of one executed instruction, by opcode; packed half pairs count twice
-_FLOPS = {"fma": 2, "mad": 2, "add": 1, "sub": 1, "mul": 1, "div": 1, "rcp": 1, "sqrt": 1,
-          "rsqrt": 1, "ex2": 1, "lg2": 1, "sin": 1, "cos": 1, "tanh": 1, "min": 1, "max": 1}
 
 
 @dataclass
@@ -167,9 +164,7 @@ def emulator_counts(op, shape, arch=DEFAULT_TARGET, seed=0):
     flops = nbytes = 0
     for i in rep.instructions:
         base, *mods = i["opcode"].split(".")
-        if base in _FLOPS and any(m in _FLOAT_TYPES for m in mods):
-            flops += _FLOPS[base] * i["predicated_on"] * (2 if any(m.endswith("x2")
-                                                                   for m in mods) else 1)
+        flops += opcodes.flops(base, mods, i["predicated_on"])      # the opcode table's model
         if i["space"] in ("global", "generic"):
             nbytes += i["bytes_per_lane"] * i["predicated_on"]
     return flops, nbytes

@@ -11,10 +11,11 @@ def device_arch():
     cuda = numba_cuda()
     major, minor = cuda.get_current_device().compute_capability
     arch = f"sm_{major}{minor}"
-    from ..arch import sm_number, targets
+    from ..arch import is_arch_specific, sm_number, targets
     if arch not in targets():
-        newest = max((t for t in targets() if sm_number(t) <= major * 10 + minor
-                      and not t.endswith("a")), key=sm_number, default=None)
+        # the newest family target not above the device (arch-specific ones run on one chip)
+        newest = max((t for t in targets() if not is_arch_specific(t)
+                      and sm_number(t) <= major * 10 + minor), key=sm_number, default=None)
         if newest is None:
             raise LaunchError(f"GPU {arch} is older than every target ptxgen supports")
         return newest

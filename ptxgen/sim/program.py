@@ -70,25 +70,27 @@ class Program:
     tables: dict = field(default_factory=dict)   # brx.idx index → its targets' indices
 
 
+_LOAD_KIND = {"global": LDG, "generic": LDG, "shared": LDS}
+_STORE_KIND = {"global": STG, "generic": STG, "shared": STS}
+
+
 def _kind(ins):
-    op, space = ins.opcode, ins.space
-    if op in ("ld", "ldu"):
-        return {"global": LDG, "generic": LDG, "shared": LDS}.get(space, FIXED)
-    if op == "ldmatrix":
-        return LDS
-    if op == "st":
-        return {"global": STG, "generic": STG, "shared": STS}.get(space, FIXED)
-    if op == "stmatrix":
-        return STS
-    if op in ("atom", "red"):
+    """The timing kind, from the opcode table's effect and the state space."""
+    effect, space = ins.row.effect, ins.space
+    if effect == "load":
+        # a prefetch writes no register: nothing waits for it
+        return _LOAD_KIND.get(space, FIXED) if ins.n_dests else FIXED
+    if effect == "store":
+        return _STORE_KIND.get(space, FIXED)
+    if effect == "atomic":
         return ATOM if space in ("global", "generic") else FIXED
-    if ins.is_barrier and (not ins.mods or ins.mods[0] in ("sync", "red", "arrive")):
-        return BAR
-    if op in ("bra", "brx"):
+    if effect == "barrier":
+        return BAR if not ins.mods or ins.mods[0] in ("sync", "red", "arrive") else ALU
+    if effect == "branch":
         return BRANCH
-    if op in ("ret", "exit", "trap"):
+    if effect == "exit":
         return EXIT
-    if op in ("cp", "prefetch", "prefetchu", "membar", "fence") or ins.cls.endswith("memory"):
+    if effect in ("fence", "async"):
         return FIXED
     return ALU
 
