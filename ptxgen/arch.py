@@ -56,24 +56,23 @@ def version_tuple(v):
     return int(major), int(minor)
 
 
-def requirement(feature):
-    """(min PTX ISA version, min target) of a feature: a targets.toml feature or an opcode-table
-    row name (None when it needs nothing beyond the baseline)."""
+def requirement(feature, instruction_needs=None):
+    """(min PTX ISA version, min target) of a feature: a targets.toml modifier feature, else
+    the entry of `instruction_needs` ({opcode-table row name: needs}, which the emitter reads
+    from ptxgen.ir.opcodes — a stage above this one); None when it needs nothing more."""
     f = _targets().get("features", {}).get(feature)
     if f is not None:
         return f["min_ptx_version"], f.get("min_target", "")
-    from .ir.opcodes import ROWS
-    row = ROWS.get(feature)
-    return row.needs if row is not None else None
+    return (instruction_needs or {}).get(feature)
 
 
-def ptx_version(arch, features=()):
+def ptx_version(arch, features=(), instruction_needs=None):
     """The PTX ISA version to emit: the smallest the target and the used features accept."""
     data = _targets()
     check_arch(arch)
     need = [version_tuple(data["targets"][arch]["min_ptx_version"])]
     for f in features:
-        req = requirement(f)
+        req = requirement(f, instruction_needs)
         if req is not None:
             need.append(version_tuple(req[0]))
     v = max(need)
@@ -98,13 +97,13 @@ def base_arch(arch):
     return arch[:-1] if is_arch_specific(arch) else arch
 
 
-def target_for(arch, features=()):
+def target_for(arch, features=(), instruction_needs=None):
     """The target to emit for `arch` given the features used: arch itself, or its
     arch-specific variant when a feature needs one (wgmma on sm_90 → sm_90a). PtxgenError when
     a feature needs a newer target than arch."""
     out = arch
     for f in features:
-        req = requirement(f)
+        req = requirement(f, instruction_needs)
         if req is None or not req[1]:
             continue
         need = req[1]

@@ -420,7 +420,7 @@ def limit_targets():
 
 @functools.lru_cache(maxsize=None)
 def _limits(arch):
-    if arch in available():
+    if archmod.base_arch(arch) in available():        # sm_90a: sm_90's chip and model
         h = load(arch).header
         return {k: getattr(h, k) for k in LIMIT_KEYS}
     path, data = _limits_table()

@@ -90,11 +90,23 @@ class Instr:
         return out
 
     def uses(self):
-        """Registers read, the guard included. A store's address register is a use; an
-        accumulator destination (wgmma's) is read as well as written."""
+        """Registers that may be read, the guard included. A store's address register is a
+        use; an accumulator destination (wgmma's) is read as well as written unless scale-d
+        is the immediate 0 (what dependences must assume)."""
+        return self._uses(lambda scale_d: not _zero(scale_d))
+
+    def certain_uses(self):
+        """Registers read on every execution: like uses(), but an accumulator is counted only
+        when scale-d is a nonzero immediate. A run-time scale-d predicate (false on a tile's
+        first k-step, so D = A·B) leaves the accumulators possibly unread, and a kernel may
+        leave them undefined until then (what the verifier must accept)."""
+        return self._uses(lambda scale_d: len(scale_d) == 1 and isinstance(scale_d[0], Imm)
+                          and scale_d[0].value != 0)
+
+    def _uses(self, reads_accumulator):
         out = [self.guard] if self.guard is not None else []
         ops = self.sources
-        if self.row.dest == "acc" and not _zero(self.operands[3:4]):
+        if self.row.dest == "acc" and reads_accumulator(self.operands[3:4]):
             ops = self.operands        # scale-d (4th operand) 0: D = A·B, C is not read
         for o in ops:
             out.extend(regs_in(o))

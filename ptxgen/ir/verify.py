@@ -46,7 +46,7 @@ class _Checker:
         for idx, ins in enumerate(self.k.body):
             if not isinstance(ins, Instr):
                 continue
-            for r in ins.uses():
+            for r in ins.certain_uses():
                 if r.name not in self.declared:
                     self.fail(idx, ins, f"register {r.name} is not declared in the kernel")
                 if r not in defined:
@@ -118,6 +118,13 @@ class _Checker:
             for o in ops:
                 if not isinstance(o, Addr):
                     need(o, t, "operand")
+        elif op == "mov" and any(isinstance(o, Vec) for o in ops[:2]):
+            # mov.b32 {lo, hi}, r / mov.b64 r, {a, b}: the pieces together are t's width
+            for o in ops[:2]:
+                bits = sum(r.type.bits for r in o.items) if isinstance(o, Vec) else (
+                    o.type.bits if isinstance(o, Reg) else t.bits)
+                if bits != t.bits:
+                    self.fail(idx, ins, f"{o} has {bits} bits, mov.{t} moves {t.bits}")
         elif op in ("mov", "cvta"):
             need(ops[0], t, "destination")
             if op == "mov" and isinstance(ops[1], Special) and ops[1].type.bits != t.bits:
@@ -215,6 +222,14 @@ class _Checker:
         for lo, hi, br in regions:
             for j in range(lo + 1, hi):
                 s = body[j]
-                if isinstance(s, Instr) and s.is_barrier:
+                # a named barrier with a thread count (bar.sync id, n) is meant for a subset
+                # of the CTA (warp-specialized roles), so only the CTA-wide form must not sit
+                # under a thread-dependent branch
+                if isinstance(s, Instr) and s.is_barrier and not _has_thread_count(s):
                     self.fail(j, s, f"bar.sync in divergent code: the branch at instruction {br} "
                                     f"`{body[br]}` depends on the thread index")
+
+
+def _has_thread_count(ins):
+    """bar.sync/arrive a, b and bar.red.op d, a, b, c name the participating thread count b."""
+    return len(ins.operands) >= (4 if "red" in ins.mods else 2)
