@@ -3,6 +3,7 @@ thread, with memcheck (out-of-bounds and misaligned accesses) and shared-memory 
 initcheck. numpy only: importing it does not import numba."""
 from .api import EmulationResult, compile_kernel, emulate, numba_array_args
 from .executor import EmulationWarning
+from .tensormap import TensorMap
 
 __all__ = ["emulate", "numba_array_args", "compile_kernel", "EmulationResult",
-           "EmulationWarning"]
+           "EmulationWarning", "TensorMap"]
