@@ -19,7 +19,7 @@ from ..ir.values import Addr, Imm, LabelRef, Raw, Reg, Special, Sym, Vec
 from . import memory
 from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_bits, storage
 
-NORMAL, BRANCH, BARRIER, EXIT = range(4)
+NORMAL, BRANCH, BARRIER, EXIT, WAIT = range(5)   # WAIT: may hold lanes (mbarrier.py)
 
 # Opcodes that change nothing the emulator models (ordering and hints).
 NO_OPS = frozenset({"membar", "fence", "prefetch", "prefetchu", "brkpt", "nanosleep",
@@ -149,9 +149,9 @@ class Program:
 
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
-        from . import alu, bits, convert as conv, floats, memops, warp
+        from . import alu, async_copy, bits, convert as conv, floats, mbarrier, memops, tensor, warp
         self.table = {}
-        for mod in (alu, bits, floats, conv, memops, warp):
+        for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy):
             self.table.update(mod.BUILDERS)
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
@@ -309,6 +309,7 @@ class Program:
         table = self.table
         ctx = Ctx(self, ins, index, scope)
         ctx.code_index = len(self.code)
+        kind = NORMAL
         try:
             if opc == "bra":
                 target = next((o for o in ins.operands if isinstance(o, (LabelRef, Sym))), None)
@@ -336,18 +337,19 @@ class Program:
                 return Op(BARRIER, red, ins, index)
             if opc == "trap":
                 fn = raiser(f"kernel {self.name}: trap executed at {_where(ins, index)}")
-            elif opc in NO_OPS:
+            elif opc in NO_OPS and opc not in table:
                 fn = _nop
             else:
                 builder = table.get(opc)
                 if builder is None:
                     raise Unsupported(f"opcode {opc!r} is not emulated")
                 fn = builder(ctx, ins)
+                kind = getattr(fn, "op_kind", NORMAL)
         except Unsupported as e:
             fn = raiser(self._unsupported(ins, index, str(e)))
         if guard >= 0:
             fn = guarded_op(fn, guard, neg)
-        return Op(NORMAL, fn, ins, index)
+        return Op(kind, fn, ins, index)
 
     def _unsupported(self, ins, index, why):
         return (f"kernel {self.name}: cannot emulate `{str(ins).split('  //')[0]}` "
