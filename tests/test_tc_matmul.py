@@ -45,7 +45,7 @@ def test_schedule_needs_sm_90a():
 
 def _assembled(op, shape):
     m = op.build(op.shape(**shape), ARCH)
-    ptx = emit_module(m, ARCH)
+    ptx = emit_module(m, ARCH, verify=op.verify)
     asm = toolchain.assemble(ptx, ARCH)
     return ptx, asm, toolchain.sass_mix(toolchain.disassemble(asm.cubin))["tc_matmul"]
 
@@ -227,7 +227,7 @@ def test_cli_emit_matmul_bf16_sm_90a(cli):
 ])
 def test_tensor_map_refusals_are_one_line(array, kw, words):
     from ptxgen.errors import LaunchError
-    from ptxgen.runtime.tensormap import TiledMap
+    from ptxgen.arrays import TiledMap
     with pytest.raises(LaunchError) as e:
         TiledMap(array, "bf16", **kw).check(0x10000)
     assert "\n" not in str(e.value) and words in str(e.value), str(e.value)
@@ -235,7 +235,7 @@ def test_tensor_map_refusals_are_one_line(array, kw, words):
 
 def test_tensor_map_argument_is_checked_against_the_parameter():
     from ptxgen.runtime.driver import validate_launch
-    from ptxgen.runtime.tensormap import TiledMap
+    from ptxgen.arrays import TiledMap
     op = TcMatmul()
     shape = op.shape(M=64, N=64, K=64)
     k = op.build(shape, ARCH).kernel("tc_matmul")

@@ -62,6 +62,26 @@ def shape_from_args(op, args):
     return op.shape(**given)
 
 
+def add_dtype(p):
+    """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
+    p.add_argument("--dtype", choices=("bf16", "f16"),
+                   help="matmul: 16-bit inputs on the tensor cores (target sm_90a)")
+    p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
+                   help="matmul with --dtype: type of C")
+
+
+def operator_from_args(args):
+    """The library operator args.kernel names; with --dtype, the tensor-core matmul."""
+    from ..ops import get_operator
+    op = get_operator(args.kernel)
+    if getattr(args, "dtype", None):
+        if args.kernel != "matmul":
+            raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
+        from ..ops.tc_matmul import TcMatmul
+        op = TcMatmul(dtype=args.dtype, out=args.out_dtype)
+    return op
+
+
 def read_text(path):
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

@@ -358,5 +358,20 @@ def _tf32(x, mode):
     return np.where(nan, np.uint32(0x7FFFFFFF), r).astype(_U32)
 
 
-BUILDERS = {"mma": build_mma, "ldmatrix": build_ldmatrix, "stmatrix": build_stmatrix,
+# -- setmaxnreg ---------------------------------------------------------------------------------
+def build_setmaxnreg(ctx, ins):
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 n: moves registers between warpgroups. The emulator
+    has no register budget, so only the operand's rule (24..256, a multiple of 8) and the
+    warpgroup-wide execution (.aligned) are checked."""
+    ops = ins.operands
+    n = int(ops[0].value) if len(ops) == 1 and isinstance(ops[0], Imm) else None
+    if n is None or not (24 <= n <= 256 and n % 8 == 0):
+        ctx.fail("setmaxnreg takes one immediate register count from 24 to 256, a multiple of 8")
+
+    def fn(st, m):
+        _groups(ctx, st, m, 128)
+    return fn
+
+
+BUILDERS = {"mma": build_mma, "setmaxnreg": build_setmaxnreg, "ldmatrix": build_ldmatrix, "stmatrix": build_stmatrix,
             "wgmma": build_wgmma, "cvt": build_cvt}

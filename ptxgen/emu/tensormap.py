@@ -6,13 +6,16 @@ the driver's encoding, so a kernel run by `emulate` receives a `TensorMap` in th
 place: the same fields cuTensorMapEncodeTiled takes (data type from the array, rank, global
 address, dimensions and byte strides, box, element strides, interleave, swizzle, out-of-bounds
 fill), validated with the driver's rules, and written into the 128 parameter bytes in ptxgen's
-own layout (magic, address, sizes), which is what the emulated copy decodes.
+own layout (magic, address, sizes), which is what the emulated copy decodes. A library
+operator's `TiledMap` (ptxgen/arrays.py, what the GPU runtime encodes with the driver) is
+accepted too: `from_tiled` turns it into the equivalent TensorMap.
 """
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import TiledMap
 from ..errors import PtxgenError
 
 MAGIC = b"PTXGTMAP"
@@ -89,6 +92,17 @@ class TensorMap:
                            *(self.box + (0,) * (5 - len(self.box))))
         data = head + body
         return data + bytes(SIZE - len(data))
+
+
+def from_tiled(tm, address):
+    """The TensorMap of TiledMap `tm` (a 2-D row-major array in box_rows x box_cols boxes, zeros
+    outside), checked with the driver's rules for its array at `address`."""
+    if not isinstance(tm.array, np.ndarray):
+        raise PtxgenError(f"tensor map of a {tm.rows}x{tm.cols} {tm.dtype} array: the emulator "
+                          f"needs a numpy array, got {type(tm.array).__name__}")
+    tm.check(address)
+    return TensorMap(tm.array, (tm.box_cols, tm.box_rows), swizzle=tm.swizzle or None,
+                     dims=(tm.cols, tm.rows), strides=(tm.row_stride * tm.itemsize,))
 
 
 @dataclass

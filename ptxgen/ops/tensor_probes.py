@@ -219,7 +219,6 @@ def wgmma_operands(rng, ctas, n, trans_a=False, trans_b=False, a_regs=False):
 # -- inputs and references ---------------------------------------------------------------------------
 def random_bits(rng, ab, shape):
     """Random operands of format ab as their bit patterns (uint16 / uint32 / int8) and values."""
-    from ..emu import tensor_math as TM
     if ab in ("s8", "u8"):
         v = rng.integers(-128 if ab == "s8" else 0, 128 if ab == "s8" else 256, shape)
         bits = v.astype(np.int8 if ab == "s8" else np.uint8)
@@ -229,12 +228,12 @@ def random_bits(rng, ab, shape):
         bits = x.astype(np.float16).view(np.uint16)
         return bits, bits.view(np.float16).astype(np.float64)
     if ab == "bf16":
-        from ..emu import fp
-        bits = fp.to_bf16(x)
-        return bits, fp.bf16_to_f64(bits)
+        from .tc_matmul import bf16_bits, bf16_values
+        bits = bf16_bits(x)
+        return bits, bf16_values(bits)
     if ab == "tf32":
         bits = (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000))
-        return bits, TM.unpack(bits[..., None], "tf32")[..., 0]
+        return bits, bits.view(np.float32).astype(np.float64)      # tf32: f32 with 10 bits
     raise ValueError(ab)
 
 
