@@ -43,7 +43,7 @@ def _assert_matches_float64(op, shape, arrays):
     assert (np.abs(got - want) <= bound).all(), float(np.max(np.abs(got - want) / bound))
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "tf32"])
 @pytest.mark.parametrize("out", ["f32", "bf16"])
 @pytest.mark.parametrize("M, N, K", [(67, 45, 40), (70, 131, 41), (5, 30, 3)])
 def test_default_schedule_at_odd_shapes(dtype, out, M, N, K):
@@ -88,3 +88,6 @@ def test_cli_runs_the_gemm_on_the_emulator(cli):
                        "--backend", "emu", "--check")
     assert rc == 0, err
     assert "CPU emulator" in out and "check: PASS" in out
+    rc, out, err = cli("run", "matmul", "--dtype", "tf32", "--M", "67", "--N", "45", "--K", "37",
+                       "--backend", "emu", "--check")
+    assert rc == 0 and "check: PASS" in out, err

@@ -64,8 +64,8 @@ def shape_from_args(op, args):
 
 def add_dtype(p):
     """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
-    p.add_argument("--dtype", choices=("bf16", "f16"),
-                   help="matmul: 16-bit inputs on the tensor cores (target sm_90a)")
+    p.add_argument("--dtype", choices=("bf16", "f16", "tf32"),
+                   help="matmul: bf16, f16 or tf32 inputs on the tensor cores (target sm_90a)")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
 

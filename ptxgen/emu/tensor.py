@@ -214,18 +214,24 @@ def build_wgmma(ctx, ins):
     sub = ins.mods[0] if ins.mods else ""
     if sub in ("fence", "commit_group", "wait_group"):
         return lambda st, m: None                # issued operations are already complete
-    shape = next((m for m in ins.mods if m.startswith("m64n") and m.endswith("k16")), None)
-    tmods = [m for m in ins.mods if m in ("f32", "f16", "bf16")]
-    if sub != "mma_async" or shape is None or len(tmods) != 3 or tmods[1] != tmods[2]:
-        ctx.fail("only wgmma.mma_async m64nNk16 with f16/bf16 inputs is emulated")
-    n = int(shape[4:-3])
+    shape = next((m for m in ins.mods if m.startswith("m64n") and m.endswith(("k16", "k8"))),
+                 None)
+    tmods = [m for m in ins.mods if m in ("f32", "f16", "bf16", "tf32")]
+    if sub != "mma_async" or shape is None or len(tmods) != 3 or tmods[1] != tmods[2] or \
+            (tmods[1] == "tf32") != shape.endswith("k8"):
+        ctx.fail("only wgmma.mma_async m64nNk16 with f16/bf16 inputs and m64nNk8 with tf32 "
+                 "inputs are emulated")
+    n, kdim = (int(v) for v in shape[4:].split("k"))
     acc, ab = tmods[0], tmods[1]
+    esize = 4 if ab == "tf32" else 2
     ops = ins.operands
     a_regs = isinstance(ops[1], Vec)
-    want = 7 if a_regs else 8
+    if a_regs and ab == "tf32":
+        ctx.fail("wgmma .tf32 with A in registers is not emulated")
+    want = 6 if ab == "tf32" else 7 if a_regs else 8      # tf32: no transpose immediates
     if len(ops) != want or not all(isinstance(o, Imm) for o in ops[4:]):
         ctx.fail(f"wgmma takes d, a, b-desc, scale-d and {want - 4} immediates")
-    imm = [int(o.value) for o in ops[4:]]
+    imm = [int(o.value) for o in ops[4:]] + [0, 0]
     scale_a, scale_b = imm[0], imm[1]
     trans_a, trans_b = (0, imm[2]) if a_regs else (imm[2], imm[3])
     nd = F.wgmma_d_regs(n, acc)
@@ -244,23 +250,23 @@ def build_wgmma(ctx, ins):
     td = np.array([[F.wgmma_d_coord(t, i) for i in range((nd if acc == "f32" else 2 * nd))]
                    for t in range(128)])
     opi = ctx.code_index
-    mk, kk = np.meshgrid(np.arange(64), np.arange(16), indexing="ij")      # A: m × k
-    nk, kb = np.meshgrid(np.arange(n), np.arange(16), indexing="ij")        # B: n × k
+    mk, kk = np.meshgrid(np.arange(64), np.arange(kdim), indexing="ij")    # A: m × k
+    nk, kb = np.meshgrid(np.arange(n), np.arange(kdim), indexing="ij")      # B: n × k
 
     def fn(st, m):
         idx = _groups(ctx, st, m, 128)
         if not idx.size:
             return
         starts = idx[:, 0]
-        B = np.empty((len(starts), 16, n))
-        A = np.empty((len(starts), 64, 16))
+        B = np.empty((len(starts), kdim, n))
+        A = np.empty((len(starts), 64, kdim))
         for g, s in enumerate(starts):
             d = F.decode_descriptor(_lane_value(st, bdesc, s))
-            offs = _offsets(ctx, d, nk, kb, trans_b == 0)
+            offs = _offsets(ctx, d, nk, kb, trans_b == 0, esize)
             B[g] = _shared_matrix(st, offs, s, ab, opi, "wgmma B").T
             if not a_regs:
                 d = F.decode_descriptor(_lane_value(st, adesc, s))
-                offs = _offsets(ctx, d, mk, kk, trans_a == 0)
+                offs = _offsets(ctx, d, mk, kk, trans_a == 0, esize)
                 A[g] = _shared_matrix(st, offs, s, ab, opi, "wgmma A")
         if a_regs:
             A = _to_matrix(TM.unpack(_gather(st, af, idx), ab), ta, 64, 16)
@@ -277,8 +283,12 @@ def build_wgmma(ctx, ins):
 
 
 def _shared_matrix(st, offs, lane, ab, opi, what):
-    """16-bit elements at CTA shared addresses offs, read by the async proxy, as float64."""
+    """16-bit (tf32: 32-bit) elements at CTA shared addresses offs, read by the async proxy,
+    as float64."""
     from .async_copy import read_shared_async
+    if ab == "tf32":
+        v = read_shared_async(st, opi, lane, offs, np.dtype(np.uint32), what)
+        return TM.unpack(v[..., None], "tf32")[..., 0]
     v = read_shared_async(st, opi, lane, offs, np.dtype(np.uint16), what)
     return v.view(np.float16).astype(np.float64) if ab == "f16" else TM.fp.bf16_to_f64(v)
 
@@ -288,9 +298,9 @@ def _lane_value(st, f, lane):
     return int(v if v.ndim == 0 else v[lane])
 
 
-def _offsets(ctx, d, mn, k, k_major):
+def _offsets(ctx, d, mn, k, k_major, esize=2):
     try:
-        return F.descriptor_offset(d, mn, k, 2, k_major)
+        return F.descriptor_offset(d, mn, k, esize, k_major)
     except ValueError as e:
         raise EmulationError(f"kernel {ctx.prog.name}: `{str(ctx.ins).split('  //')[0]}` at "
                              f"{_where(ctx)}: {e}") from None
