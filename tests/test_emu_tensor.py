@@ -238,15 +238,31 @@ def test_tensor_map_validation_and_plain_bytes():
                 *map(np.int32, (0, 0, 0, 0)))
 
 
-def test_block_dot_model_basics():
-    """Products are exact: 1 + 2^-13·2^-13 does not vanish before the sum, and the block is
-    rounded once, toward zero by default."""
-    a = np.array([[[1.0, 2.0 ** -13]]])
-    b = np.array([[[1.0], [2.0 ** -13]]])
-    assert TM.block_dot(a, b, np.zeros((1, 1, 1)))[0, 0, 0] == 1.0 + 2.0 ** -26 or \
-        TM.MODEL.extra < 3
-    exact = TM.Numerics(block=16, extra=40, align="exact", final="rn")
-    x = fp.bf16_to_f64(fp.to_bf16(np.linspace(-3, 3, 16)))[None, None, :]
-    y = fp.bf16_to_f64(fp.to_bf16(np.linspace(1, 2, 16)))[None, :, None]
-    got = TM.block_dot(x, y, np.zeros((1, 1, 1)), model=exact)
-    assert got[0, 0, 0] == np.float32(np.sum(x[0, 0] * y[0, :, 0]))
+def _dot(products_of, c, acc="f32"):
+    """block_dot of one output: products given as (a, b) pairs, accumulator c."""
+    a = np.array([[[x for x, _ in products_of]]])
+    b = np.array([[[y] for _, y in products_of]])
+    return TM.block_dot(a, b, np.array([[[c]]]), acc)[0, 0, 0]
+
+
+def test_block_sum_is_not_an_fma_chain():
+    """The model fitted to the H200 (docs/EMULATOR.md): products exact, aligned to the largest
+    exponent keeping 26 bits from 2^(E+1) down (truncated), summed exactly, rounded toward zero
+    into f32 — each consequence differs from a chain of fma.rn.f32."""
+    t = 2.0 ** -12
+    # two products of 2^-24 on 1.0: kept whole, their sum 2^-23 is one f32 ulp; an fma chain
+    # would round 1 + 2^-24 to even (1.0) twice
+    assert _dot([(t, t), (t, t)], 1.0) == 1.0 + 2.0 ** -23
+    # eight products of 2^-26 lie below the last kept bit (2^-25): all dropped, though exactly
+    # they add up to one ulp
+    u = 2.0 ** -13
+    assert _dot([(u, u)] * 8, 1.0) == 1.0
+    # 0.75 ulp above 1.0: toward zero into f32 …
+    assert _dot([(t, t), (t, t / 2)], 1.0) == 1.0
+    # … but to nearest into f16 accumulators (1 + 0.75·2^-10 → 1 + 2^-10)
+    assert _dot([(2.0 ** -5, 2.0 ** -6), (2.0 ** -6, 2.0 ** -6)], 1.0, "f16") == 1.0 + 2.0 ** -10
+    # the reference exponent of 1.5·1.5 is 0 (the factors' exponents), not 1 (that of 2.25):
+    # so a term of 2^-25 is kept, and survives the cancellation of 2.25 - 2.25
+    assert _dot([(1.5, 1.5), (-1.5, 1.5), (2.0 ** -12, 2.0 ** -13)], 0.0) == 2.0 ** -25
+    # negative terms truncate toward zero too (sign and magnitude): -1 - 0.75 ulp → -1
+    assert _dot([(t, -t), (t, -t / 2)], -1.0) == -1.0
