@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ptxgen.emu import EmulationWarning, TensorMap, emulate, fp, tensor_math as TM
+from ptxgen.emu import EmulationWarning, TensorMap, emulate, tensor_math as TM
 from ptxgen.errors import EmulationError, PtxgenError
 from ptxgen.ir import Builder, Module, Param, fragments as F, ptr, types as T
 from ptxgen.ops import tensor_probes as P
