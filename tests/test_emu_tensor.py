@@ -99,6 +99,21 @@ def test_wgmma_against_numpy(n, trans_a, trans_b, a_regs):
     assert (abs(d - a @ bm) <= 2.0 ** -20 * (abs(a) @ abs(bm))).all()
 
 
+def test_wgmma_gemm_with_k_loop_and_edges_of_the_grid():
+    """A whole (small) GEMM: 2×3 CTAs, three 64-wide K blocks, against the model and numpy."""
+    rng = np.random.default_rng(12)
+    M, N, K, n = 128, 96, 192, 32
+    ab, a = P.random_bits(rng, "bf16", (M, K))
+    bb, b = P.random_bits(rng, "bf16", (N, K))
+    c = np.full((M, N), np.nan, np.float32)
+    emulate(P.wgmma_gemm(M, N, K, n), "wgmma_gemm", (M // 64, N // n), (128,), ab, bb, c)
+    ref = np.zeros((1, M, N))
+    for k0 in range(0, K, 16):
+        ref = TM.block_dot(a[None, :, k0:k0 + 16], b.T[None, k0:k0 + 16], ref)
+    assert (c == ref[0]).all()
+    assert (abs(c - a @ b.T) <= 2.0 ** -19 * (abs(a) @ abs(b.T))).all()
+
+
 def test_wgmma_without_proxy_fence_is_a_race():
     rng = np.random.default_rng(5)
     ga, gb, _, _ = P.wgmma_operands(rng, 1, 64)
