@@ -200,6 +200,53 @@ def test_mbarrier_pipeline_phases():
     assert (out == src.sum(0)).all()
 
 
+HAND_WRITTEN = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k(.param .u64 out)
+{
+	.shared .align 8 .b64 bar;
+	.reg .pred %p<4>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<6>;
+	ld.param.u64 %rd1, [out];
+	cvta.to.global.u64 %rd2, %rd1;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, bar;
+	setp.eq.u32 %p1, %r1, 0;
+	@%p1 mbarrier.init.shared::cta.b64 [%r2], 64;
+	fence.mbarrier_init.release.cluster;
+	bar.sync 0;
+	elect.sync _|%p2, 0xffffffff;
+	mbarrier.arrive.release.cta.shared::cta.b64 _, [%r2];
+	{
+	.reg .pred P1;
+	waitLoop:
+	mbarrier.try_wait.parity.shared::cta.b64 P1, [%r2], 0, 1000;
+	@!P1 bra waitLoop;
+	}
+	selp.u32 %r3, 1, 0, %p2;
+	mul.wide.u32 %rd3, %r1, 4;
+	add.s64 %rd4, %rd2, %rd3;
+	st.global.u32 [%rd4], %r3;
+	ret;
+}
+"""
+
+
+def test_parsed_hopper_ptx_with_a_scoped_wait_loop():
+    """Hand-written PTX in the CUTLASS style (sink destinations, .release/.acquire qualifiers,
+    a suspend-time hint, the wait loop in its own { } scope) parses and runs; with half the
+    threads the phase never completes and the deadlock names the PTX line."""
+    out = np.zeros(64, np.uint32)
+    emulate(HAND_WRITTEN, "k", (1,), (64,), out)
+    assert out.tolist() == ([1] + [0] * 31) * 2               # elect.sync: lane 0 of each warp
+    with pytest.raises(EmulationError, match=r"deadlock: .* \(PTX line 24\) .* 32 of 64 "
+                                             r"arrivals pending"):
+        emulate(HAND_WRITTEN, "k", (1,), (32,), np.zeros(32, np.uint32))
+
+
 def test_deadlock_names_the_barrier_and_the_waiters():
     with pytest.raises(EmulationError) as e:
         emulate(P.deadlock_probe(), "deadlock_probe", (2,), (32,))
