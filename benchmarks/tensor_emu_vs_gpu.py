@@ -2,6 +2,7 @@
 
     python benchmarks/tensor_emu_vs_gpu.py [--out DIR]      # on a GPU: run, compare, save
     python benchmarks/tensor_emu_vs_gpu.py --fit DIR/*.npz  # anywhere: fit the numerics model
+    python benchmarks/tensor_emu_vs_gpu.py --recheck DIR/*.npz  # anywhere: emulator vs saved GPU
 
 Kernels (ptxgen/ops/tensor_probes.py, built with the builder API): mma.sync m16n8k16 bf16→f32,
 f16→f32, f16→f16, m16n8k8 tf32→f32, m16n8k32 s8→s32 (four chained k-steps each, one 16×8 tile
@@ -175,7 +176,7 @@ def table(rows):
 
 
 # -- fitting the summation model offline -------------------------------------------------------------
-def model_outputs(name, data, model):
+def model_outputs(name, data, model=None):
     """The model's output for a saved case, computed from the float matrices (the emulator's
     layout plumbing is tested to equal this exactly)."""
     spec = next(c for c in MMA if c[0] == name) if name.startswith("mma") else None
@@ -216,9 +217,9 @@ def fit(paths, tiles=64):
             data.update({k: f[k][:tiles] for k in f.files})
     names = sorted({k.split("__")[0] for k in data})
     results = []
-    for block, extra, align, final in itertools.product((4, 8, 16), (0, 1, 2, 3, 24),
+    for block, width, align, final in itertools.product((8, 16), range(22, 30),
                                                          ("trunc", "floor"), ("rz", "rn")):
-        model = TM.Numerics(block, extra, align, final)
+        model = TM.Numerics(block, width, align, final)
         scores = {n: compare(data[f"{n}__gpu"], model_outputs(n, data, model)) for n in names}
         worst = min(s[0] for s in scores.values())
         results.append((worst, vars(model), scores))
@@ -229,13 +230,38 @@ def fit(paths, tiles=64):
     return results
 
 
+def recheck(paths):
+    """Run the emulator again on the saved inputs and compare with the saved GPU outputs."""
+    data = {}
+    for p in paths:
+        with np.load(p) as f:
+            data.update({k: f[k] for k in f.files})
+    rows = []
+    for case in cases(np.random.default_rng(0)):
+        name = case["name"]
+        if f"{name}__gpu" not in data:
+            continue
+        case["inputs"] = [data[f"{name}__in{i}"] for i in range(len(case["inputs"]))]
+        g = data[f"{name}__gpu"]
+        e, secs = emu_run(case)
+        frac, ulp = compare(g, e)
+        rows.append(dict(case=name, elements=int(g.size), bit_equal=frac, max_ulp=ulp,
+                         emu_seconds=round(secs, 2)))
+    print(f"model: {vars(TM.MODEL)}, f16 accumulators: {vars(TM.MODEL_F16)}")
+    table(rows)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--fit", metavar="NPZ", nargs="+")
+    ap.add_argument("--recheck", metavar="NPZ", nargs="+")
     args = ap.parse_args()
     if args.fit:
         fit(args.fit)
+    elif args.recheck:
+        recheck(args.recheck)
     else:
         run(args.out)
 

@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ptxgen.emu import EmulationWarning, TensorMap, emulate as _emulate, fp, tensor_math as TM
+from ptxgen.emu import EmulationWarning, TensorMap, emulate as _emulate, tensor_math as TM
 from ptxgen.errors import EmulationError, PtxgenError
 from ptxgen.ir import Builder, Module, Param, fragments as F, ptr, types as T
 from ptxgen.ops import tensor_probes as P
@@ -106,6 +106,21 @@ def test_wgmma_against_numpy(n, trans_a, trans_b, a_regs):
     assert (abs(d - a @ bm) <= 2.0 ** -20 * (abs(a) @ abs(bm))).all()
 
 
+def test_wgmma_gemm_with_k_loop_and_edges_of_the_grid():
+    """A whole (small) GEMM: 2×3 CTAs, three 64-wide K blocks, against the model and numpy."""
+    rng = np.random.default_rng(12)
+    M, N, K, n = 128, 96, 192, 32
+    ab, a = P.random_bits(rng, "bf16", (M, K))
+    bb, b = P.random_bits(rng, "bf16", (N, K))
+    c = np.full((M, N), np.nan, np.float32)
+    emulate(P.wgmma_gemm(M, N, K, n), "wgmma_gemm", (M // 64, N // n), (128,), ab, bb, c)
+    ref = np.zeros((1, M, N))
+    for k0 in range(0, K, 16):
+        ref = TM.block_dot(a[None, :, k0:k0 + 16], b.T[None, k0:k0 + 16], ref)
+    assert (c == ref[0]).all()
+    assert (abs(c - a @ b.T) <= 2.0 ** -19 * (abs(a) @ abs(b.T))).all()
+
+
 def test_wgmma_without_proxy_fence_is_a_race():
     rng = np.random.default_rng(5)
     ga, gb, _, _ = P.wgmma_operands(rng, 1, 64)
@@ -193,6 +208,53 @@ def test_mbarrier_pipeline_phases():
     assert (out == src.sum(0)).all()
 
 
+HAND_WRITTEN = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k(.param .u64 out)
+{
+	.shared .align 8 .b64 bar;
+	.reg .pred %p<4>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<6>;
+	ld.param.u64 %rd1, [out];
+	cvta.to.global.u64 %rd2, %rd1;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, bar;
+	setp.eq.u32 %p1, %r1, 0;
+	@%p1 mbarrier.init.shared::cta.b64 [%r2], 64;
+	fence.mbarrier_init.release.cluster;
+	bar.sync 0;
+	elect.sync _|%p2, 0xffffffff;
+	mbarrier.arrive.release.cta.shared::cta.b64 _, [%r2];
+	{
+	.reg .pred P1;
+	waitLoop:
+	mbarrier.try_wait.parity.shared::cta.b64 P1, [%r2], 0, 1000;
+	@!P1 bra waitLoop;
+	}
+	selp.u32 %r3, 1, 0, %p2;
+	mul.wide.u32 %rd3, %r1, 4;
+	add.s64 %rd4, %rd2, %rd3;
+	st.global.u32 [%rd4], %r3;
+	ret;
+}
+"""
+
+
+def test_parsed_hopper_ptx_with_a_scoped_wait_loop():
+    """Hand-written PTX in the CUTLASS style (sink destinations, .release/.acquire qualifiers,
+    a suspend-time hint, the wait loop in its own { } scope) parses and runs; with half the
+    threads the phase never completes and the deadlock names the PTX line."""
+    out = np.zeros(64, np.uint32)
+    emulate(HAND_WRITTEN, "k", (1,), (64,), out)
+    assert out.tolist() == ([1] + [0] * 31) * 2               # elect.sync: lane 0 of each warp
+    with pytest.raises(EmulationError, match=r"deadlock: .* \(PTX line 24\) .* 32 of 64 "
+                                             r"arrivals pending"):
+        emulate(HAND_WRITTEN, "k", (1,), (32,), np.zeros(32, np.uint32))
+
+
 def test_deadlock_names_the_barrier_and_the_waiters():
     with pytest.raises(EmulationError) as e:
         emulate(P.deadlock_probe(), "deadlock_probe", (2,), (32,))
@@ -246,15 +308,31 @@ def test_tensor_map_validation_and_plain_bytes():
                 *map(np.int32, (0, 0, 0, 0)))
 
 
-def test_block_dot_model_basics():
-    """Products are exact: 1 + 2^-13·2^-13 does not vanish before the sum, and the block is
-    rounded once, toward zero by default."""
-    a = np.array([[[1.0, 2.0 ** -13]]])
-    b = np.array([[[1.0], [2.0 ** -13]]])
-    assert TM.block_dot(a, b, np.zeros((1, 1, 1)))[0, 0, 0] == 1.0 + 2.0 ** -26 or \
-        TM.MODEL.extra < 3
-    exact = TM.Numerics(block=16, extra=40, align="exact", final="rn")
-    x = fp.bf16_to_f64(fp.to_bf16(np.linspace(-3, 3, 16)))[None, None, :]
-    y = fp.bf16_to_f64(fp.to_bf16(np.linspace(1, 2, 16)))[None, :, None]
-    got = TM.block_dot(x, y, np.zeros((1, 1, 1)), model=exact)
-    assert got[0, 0, 0] == np.float32(np.sum(x[0, 0] * y[0, :, 0]))
+def _dot(products_of, c, acc="f32"):
+    """block_dot of one output: products given as (a, b) pairs, accumulator c."""
+    a = np.array([[[x for x, _ in products_of]]])
+    b = np.array([[[y] for _, y in products_of]])
+    return TM.block_dot(a, b, np.array([[[c]]]), acc)[0, 0, 0]
+
+
+def test_block_sum_is_not_an_fma_chain():
+    """The model fitted to the H200 (docs/EMULATOR.md): products exact, aligned to the largest
+    exponent keeping 26 bits from 2^(E+1) down (truncated), summed exactly, rounded toward zero
+    into f32 — each consequence differs from a chain of fma.rn.f32."""
+    t = 2.0 ** -12
+    # two products of 2^-24 on 1.0: kept whole, their sum 2^-23 is one f32 ulp; an fma chain
+    # would round 1 + 2^-24 to even (1.0) twice
+    assert _dot([(t, t), (t, t)], 1.0) == 1.0 + 2.0 ** -23
+    # eight products of 2^-26 lie below the last kept bit (2^-25): all dropped, though exactly
+    # they add up to one ulp
+    u = 2.0 ** -13
+    assert _dot([(u, u)] * 8, 1.0) == 1.0
+    # 0.75 ulp above 1.0: toward zero into f32 …
+    assert _dot([(t, t), (t, t / 2)], 1.0) == 1.0
+    # … but to nearest into f16 accumulators (1 + 0.75·2^-10 → 1 + 2^-10)
+    assert _dot([(2.0 ** -5, 2.0 ** -6), (2.0 ** -6, 2.0 ** -6)], 1.0, "f16") == 1.0 + 2.0 ** -10
+    # the reference exponent of 1.5·1.5 is 0 (the factors' exponents), not 1 (that of 2.25):
+    # so a term of 2^-25 is kept, and survives the cancellation of 2.25 - 2.25
+    assert _dot([(1.5, 1.5), (-1.5, 1.5), (2.0 ** -12, 2.0 ** -13)], 0.0) == 2.0 ** -25
+    # negative terms truncate toward zero too (sign and magnitude): -1 - 0.75 ulp → -1
+    assert _dot([(t, -t), (t, -t / 2)], -1.0) == -1.0

@@ -1,13 +1,19 @@
 """Arithmetic of the emulated tensor cores, and the small float formats around them.
 
 Tensor cores do not compute a dot product as a chain of fma: a block of products is summed in one
-step. The model here (`Numerics`) is the one the measurements in docs/EMULATOR.md settled on:
-every product of two inputs is exact (bf16/f16/tf32 significands multiply into at most 22 bits);
-per block of `block` products, the products and the running accumulator are aligned to the
-largest exponent among them and cut to `24 + extra` significant bits of that exponent
-(`align`: 'trunc' toward zero, 'floor' toward -inf as two's complement does, or 'exact'), summed
-exactly, and the sum rounded to the accumulator format by `final` ('rz' or 'rn'). Blocks follow
-in k order. Integer shapes are exact (s32 wraps, or saturates with .satfinite).
+step. The model (`Numerics`), fitted to the H200 (docs/EMULATOR.md, "Tensor cores"):
+
+1. every product of two inputs is exact (bf16/f16/tf32 significands multiply into at most 22
+   bits);
+2. per block of `block` products (a whole m16n8k16 / m64nNk16 instruction), the products and
+   the accumulator C are aligned to the largest exponent E among them, where a product's
+   exponent is the sum of its factors' exponents (its significand, in [1, 4), has two integer
+   bits) and C's is its own; every term keeps the bits of weight >= 2^(E + 1 - width) and loses
+   the rest toward zero (`align` 'trunc'; 'floor' would be two's complement truncation);
+3. the kept bits are summed exactly and the sum rounded into the accumulator format by `final`:
+   toward zero into f32 accumulators, to nearest even into f16 ones (MODEL_F16).
+
+Blocks follow in k order. Integer shapes are exact (s32 wraps, or saturates with .satfinite).
 """
 from dataclasses import dataclass
 
@@ -16,18 +22,25 @@ import numpy as np
 from . import fp
 
 F64 = np.dtype(np.float64)
+_NONE = -100_000                   # exponent of a zero term: never the largest
 
 
 @dataclass
 class Numerics:
     block: int = 16         # products summed together before a rounding
-    extra: int = 1          # bits kept below the accumulator's precision while aligning
-    align: str = "trunc"    # how aligned terms lose their low bits: trunc, floor or exact
+    width: int = 26         # bits kept from the weight of 2^(E+1) down
+    align: str = "trunc"    # how aligned terms lose their low bits: trunc or floor
     final: str = "rz"       # rounding of each block's sum into the accumulator: rz or rn
 
 
 MODEL = Numerics()
-_PRECISION = {"f32": 24, "f16": 11}
+MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded to nearest even
+
+
+def _exponent(x):
+    """IEEE exponent e of x = 1.f·2^e (frexp's minus one); zeros get _NONE."""
+    _, e = np.frexp(x)
+    return np.where(x == 0, _NONE, e - 1)
 
 
 def block_dot(a, b, c, acc="f32", model=None):
@@ -35,31 +48,25 @@ def block_dot(a, b, c, acc="f32", model=None):
 
     a: (..., M, K), b: (..., K, N) exact float64 input values; c: (..., M, N) float64 (values of
     the acc format). Returns float64 values of the acc format ('f32' or 'f16')."""
-    model = model or MODEL
+    model = model or (MODEL if acc == "f32" else MODEL_F16)
     K = a.shape[-1]
-    prec = _PRECISION[acc] + model.extra
     d = np.asarray(c, F64)
-    prods = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]     # (..., M, N, K)
+    bt = np.swapaxes(b, -1, -2)
+    prods = a[..., :, None, :] * bt[..., None, :, :]                     # (..., M, N, K)
+    pexp = _exponent(a)[..., :, None, :] + _exponent(bt)[..., None, :, :]
+    pexp = np.where(prods == 0, _NONE, pexp)
     for k0 in range(0, K, model.block):
-        terms = np.concatenate([d[..., None], prods[..., k0:k0 + model.block]], axis=-1)
-        d = _round(_aligned_sum(terms, prec, model.align), acc, model.final)
+        p = prods[..., k0:k0 + model.block]
+        top = np.maximum(pexp[..., k0:k0 + model.block].max(-1), _exponent(d))
+        shift = np.clip(top + 1 - model.width, -1100, 1100)
+        cut = np.trunc if model.align == "trunc" else np.floor
+        kept = cut(np.ldexp(p, -shift[..., None])).sum(-1) + cut(np.ldexp(d, -shift))
+        s = np.ldexp(kept, shift)
+        finite = np.isfinite(p).all(-1) & np.isfinite(d)
+        if not finite.all():
+            s = np.where(finite, s, p.sum(-1) + d)
+        d = _round(s, acc, model.final)
     return d
-
-
-def _aligned_sum(terms, prec, align):
-    finite = np.isfinite(terms).all(-1)
-    if align == "exact":
-        s = np.sum(terms, -1)
-    else:
-        _, e = np.frexp(terms)
-        e = np.where(terms == 0, -10_000, e)
-        shift = (e.max(-1, keepdims=True) - prec).astype(np.int64)
-        scaled = np.ldexp(terms, -np.clip(shift, -1000, 1000))
-        q = np.trunc(scaled) if align == "trunc" else np.floor(scaled)
-        s = np.ldexp(np.sum(q, -1), np.clip(shift[..., 0], -1000, 1000))
-    if not finite.all():
-        s = np.where(finite, s, np.sum(terms, -1))
-    return s
 
 
 def _round(x, acc, mode):

@@ -91,7 +91,7 @@ def ldmatrix_probe(num=4, trans=False, store=False, target="sm_80"):
     """Kernel `ldmatrix_probe(src, out)`: warp w copies its 8·num × 8 b16 tile src[w] (matrix j
     is rows 8j..8j+7) to shared memory, ldmatrix's it and writes register j of lane l to
     out[w, l, j] (u32). With store=True (sm_90) it then stmatrix's those registers back into
-    shared memory with the same `trans` and writes the tile to out[w, 32·num:] instead."""
+    shared memory with the same `trans` and writes the tile back to `out` (shaped like src)."""
     m = Module(target=target)
     k = m.add_kernel("ldmatrix_probe", [Param("src", T.u64, ptr(T.b8, align=16)),
                                         Param("out", T.u64, ptr(T.b8, align=16))])
@@ -142,24 +142,16 @@ def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_reg
     if not 1 <= ksteps <= 4 or n % 16 or (trans_b and n % 64):
         raise ValueError("ksteps must be 1..4 and n a multiple of 16 (of 64 with trans_b)")
     m = Module(target=target)
-    k = m.add_kernel("wgmma_probe", [Param(x, T.u64, ptr(T.b8, align=16)) for x in ("a", "b", "d")])
+    k = m.add_kernel("wgmma_probe", [Param(x, T.u64, ptr(T.b8, align=16))
+                                     for x in ("a", "b", "d")])
     b = Builder(k)
     pa, pb, pd = b.param("a"), b.param("b"), b.param("d")
     sa = b.address_of(b.shared("sa", T.b8, 64 * 128, align=1024))
     sb = b.address_of(b.shared("sb", T.b8, n * 128, align=1024))
     tid = b.special("tid.x")
     cta = b.special("ctaid.x")
-    # stage: 16-byte chunk c of row r lands at r*128 + ((c ^ (r % 8)) * 16)
     for sbase, gptr, rows in ((sa, pa, 64), (sb, pb, n))[1 if a_regs else 0:]:
-        for rep in range(rows * 8 // 128):
-            chunk = b.add(tid, rep * 128, type=T.u32, name="ch")
-            r = b.shr(chunk, 3, name="r")
-            c = b.and_(chunk, 7, name="c")
-            sw = b.xor(c, b.and_(r, 7, name="r8"), name="sw")
-            soff = b.mad(r, 128, b.shl(sw, 4, name="sw16"), type=T.u32, name="so")
-            gidx = b.mad(cta, rows * 32, b.mul(chunk, 4, type=T.u32), type=T.u32, name="gi")
-            vals = b.ld("global", T.b32, b.element_addr(gptr, gidx, 4), vec=4)
-            b.st("shared", b.add(sbase, soff, type=T.u32), vals, type=T.b32)
+        _stage_rows(b, sbase, gptr, rows, tid, b.mul(cta, rows * 32, type=T.u32), 32)
     if fence:
         b.fence_proxy_async()
     b.bar_sync()
@@ -190,12 +182,71 @@ def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_reg
                                 trans_a=int(trans_a), trans_b=int(trans_b))
     b.wgmma_commit_group()
     b.wgmma_wait_group(0)
+    _store_accumulators(b, pd, acc, b.mul(cta, 64 * n, type=T.u32), n, warp, g, t)
+    b.ret()
+    return m
+
+
+def _stage_rows(b, sbase, gptr, rows, tid, base_words, stride_words):
+    """128 threads copy `rows` rows of 128 bytes (global row r at word base + r·stride) into
+    shared memory with the 128-byte swizzle: chunk c of row r lands at r·128 + (c ^ r%8)·16."""
+    for rep in range(rows * 8 // 128):
+        chunk = b.add(tid, rep * 128, type=T.u32, name="ch")
+        r = b.shr(chunk, 3, name="r")
+        c = b.and_(chunk, 7, name="c")
+        sw = b.xor(c, b.and_(r, 7, name="r8"), name="sw")
+        soff = b.mad(r, 128, b.shl(sw, 4, name="sw16"), type=T.u32, name="so")
+        gidx = b.mad(r, stride_words, b.mad(c, 4, base_words, type=T.u32), type=T.u32,
+                     name="gi")
+        vals = b.ld("global", T.b32, b.element_addr(gptr, gidx, 4), vec=4)
+        b.st("shared", b.add(sbase, soff, type=T.u32), vals, type=T.b32)
+
+
+def _store_accumulators(b, pd, acc, base, ld, warp, g, t):
+    """Store a 64×n f32 wgmma accumulator at element base of a row-major array with leading
+    dimension ld (the ISA's accumulator layout: fragments.wgmma_d_coord)."""
     row = b.mad(warp, 16, g, type=T.u32, name="row")
-    base = b.mad(cta, 64 * n, b.mad(row, n, b.shl(t, 1, name="t2"), type=T.u32), type=T.u32,
-                 name="db")
+    start = b.add(base, b.mad(row, ld, b.shl(t, 1, name="t2"), type=T.u32), type=T.u32,
+                  name="db")
     for i, r in enumerate(acc):
-        off = (8 * ((i % 4) >> 1)) * n + 8 * (i // 4) + (i & 1)
-        b.st("global", b.element_addr(pd, b.add(base, off, type=T.u32), 4), r, type=T.f32)
+        off = (8 * ((i % 4) >> 1)) * ld + 8 * (i // 4) + (i & 1)
+        b.st("global", b.element_addr(pd, b.add(start, off, type=T.u32), 4), r, type=T.f32)
+
+
+def wgmma_gemm(M, N, K, n=128, target="sm_90a"):
+    """Kernel `wgmma_gemm(a, b, c)`: C = A·Bᵀ with bf16 A (M×K) and B (N×K) row-major and f32 C
+    (M×N); grid (M/64, N/n) of 128 threads, one 64×n tile per CTA. Per 64 of K: both tiles are
+    staged with the 128-byte swizzle, fenced for the async proxy, and multiplied by four wgmma
+    m64n{n}k16 (a plain, unpipelined GEMM, for checking and timing the emulator)."""
+    if M % 64 or N % n or K % 64 or n % 16:
+        raise ValueError("M and K must be multiples of 64, N of n, n of 16")
+    m = Module(target=target)
+    k = m.add_kernel("wgmma_gemm", [Param(x, T.u64, ptr(T.b8, align=16)) for x in "abc"])
+    b = Builder(k)
+    pa, pb, pc = b.param("a"), b.param("b"), b.param("c")
+    sa = b.address_of(b.shared("sa", T.b8, 64 * 128, align=1024))
+    sb = b.address_of(b.shared("sb", T.b8, n * 128, align=1024))
+    tid, cx, cy = b.special("tid.x"), b.special("ctaid.x"), b.special("ctaid.y")
+    warp = b.shr(tid, 5, name="w")
+    lane = b.and_(tid, 31, name="lane")
+    g, t = b.shr(lane, 2, name="g"), b.and_(lane, 3, name="t")
+    acc = None
+    for kb in range(K // 64):
+        for sbase, gptr, rows, tile in ((sa, pa, 64, cx), (sb, pb, n, cy)):
+            base = b.mad(tile, rows * K // 2, kb * 32, type=T.u32, name="gb")
+            _stage_rows(b, sbase, gptr, rows, tid, base, K // 2)
+        b.fence_proxy_async()
+        b.bar_sync()
+        b.wgmma_fence()
+        for s in range(4):
+            da = b.wgmma_descriptor(b.add(sa, 32 * s, type=T.u32), lbo=16, sbo=1024, swizzle=128)
+            db = b.wgmma_descriptor(b.add(sb, 32 * s, type=T.u32), lbo=16, sbo=1024, swizzle=128)
+            acc = b.wgmma_mma_async(n, acc, da, db, scale_d=int(kb > 0 or s > 0))
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        b.bar_sync()                            # the tiles are overwritten next
+    base = b.mad(cx, 64 * N, b.mul(cy, n, type=T.u32), type=T.u32, name="cb")
+    _store_accumulators(b, pc, acc, base, N, warp, g, t)
     b.ret()
     return m
 
