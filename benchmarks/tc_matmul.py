@@ -1,11 +1,16 @@
-"""Tensor-core GEMM on the GPU: ptxgen's sm_90a kernel against cuBLAS (torch.matmul), one run.
+"""Tensor-core GEMM on the GPU: ptxgen's sm_90a kernel (bf16, f16, tf32 inputs) against cuBLAS
+(torch.matmul in bf16, f16, and tf32 with TF32 allowed) and an autotuned Triton tl.dot matmul in
+bf16 (benchmarks/tc_baselines.py), one run.
 
-    python benchmarks/tc_matmul.py [--shapes 4096,8192] [--variants default,...] [--out DIR]
+    python benchmarks/tc_matmul.py [--shapes 4096,8192,odd] [--variants auto,...]
+                                   [--dtypes bf16,f16,tf32] [--budget-s S] [--out DIR]
 
-Correctness first, on fresh random inputs: small odd shapes against the float64 reference
-(every element, TcMatmul.check's accumulation bound), and for each timed shape a float64 check
-of sampled rows plus the largest difference from cuBLAS's own result. Timing: GPU time per call
-(ptxgen.runtime.time_calls, held batches) for both sides, bf16 C (torch.matmul's output type).
+Correctness first, on fresh random inputs: small odd shapes on the GPU and on the CPU emulator
+(same inputs; each against the float64 reference with TcMatmul.check's bound, and the fraction
+of bit-equal elements between the two), and for each timed shape and implementation a float64
+check of sampled rows (the operator's bound for that input and output type) plus the largest
+difference from cuBLAS's result. Timing: GPU time per call (ptxgen.runtime.time_calls, held
+batches) for every implementation; ratios against cuBLAS of the same input type in this run.
 Prints a table last; writes the rows as JSON under --out.
 """
 import argparse
@@ -18,10 +23,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from ptxgen.emit import emit_module                                   # noqa: E402
 from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E402
-from ptxgen.runtime import (bound_launch, launch, load_kernel, load_steps,  # noqa: E402
-                            time_calls)
+from ptxgen.runtime import bound_launch, load_steps, time_calls     # noqa: E402
 from ptxgen.runtime.device import sm_count                            # noqa: E402
 from ptxgen.runtime.tensormap import max_cluster_ctas                 # noqa: E402
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E402
@@ -44,12 +47,6 @@ NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 
          "llm3": (128, 8192, 8192)}
 
 
-def load(op, shape):
-    m = op.build(shape, ARCH)
-    k = m.kernel(op.kernel_name())
-    return load_kernel(emit_module(m, ARCH), k.name, k.params, k.directives)
-
-
 def resident_ctas(op, shape, kern, sms):
     """The persistent grid: every SM, or the CTAs of the clusters that fit at once."""
     s = op.schedule_for(shape)
@@ -59,131 +56,216 @@ def resident_ctas(op, shape, kern, sms):
     return max_cluster_ctas(kern, L.block, L.shared_bytes, s.cluster_m)
 
 
-def check_small(rng, sms):
+def emulator_agreement(rng, shapes=((67, 45, 40), (70, 131, 41))):
+    """Small odd shapes on the GPU and on the CPU emulator, same fresh inputs: each against the
+    float64 reference, and the fraction of C elements bit-equal between the two."""
+    from ptxgen.emu import run_operator
+    from ptxgen.runtime import run_steps
     rows = []
-    cases = [(dtype, out, sched, mnk) for out in ("f32", "bf16") for dtype in ("bf16", "f16")
-             for sched in (VARIANTS["default"], VARIANTS["x2"], VARIANTS["x2f0tma"])
-             for mnk in SMALL]
-    for dtype, out, sched, (M, N, K) in cases:
-        op = TcMatmul(dtype=dtype, out=out, schedule=sched)
-        shape = op.shape(M=M, N=N, K=K)
-        arrays = op.make_inputs(shape, rng)
-        L = op.launch(shape, sms)
-        launch(load(op, shape), L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
-        ok, worst = op.check(shape, arrays)
-        rows.append(dict(dtype=dtype, out=out, shape=(M, N, K), schedule=str(sched), ok=ok,
-                         worst=worst))
+    for dtype in ("bf16", "f16", "tf32"):
+        for M, N, K in shapes:
+            op = TcMatmul(dtype, "f32")
+            shape = op.shape(M=M, N=N, K=K)
+            seed = int(rng.integers(2 ** 31))
+            try:
+                gpu = dict(op.make_inputs(shape, np.random.default_rng(seed)),
+                           **op.workspace_arrays(shape, ARCH))
+                kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
+                run_steps(op, shape, kernels, gpu, ARCH)
+                emu = op.make_inputs(shape, np.random.default_rng(seed))
+                run_operator(op, shape, emu, ARCH)
+            except Exception as e:                                  # report, keep going
+                rows.append(dict(dtype=dtype, shape=(M, N, K), error=f"{type(e).__name__}: {e}"))
+                continue
+            same = gpu["C"].view(np.uint32) == emu["C"].view(np.uint32)
+            rows.append(dict(dtype=dtype, shape=(M, N, K), gpu_ok=op.check(shape, gpu)[0],
+                             emu_ok=op.check(shape, emu)[0], bit_equal=float(same.mean()),
+                             max_abs_diff=float(np.max(np.abs(gpu["C"] - emu["C"])))))
     return rows
 
 
-def sampled_reference(op, shape, A, Bt, rng, n=48):
-    """(row indices, float64 rows of A @ B, their error bounds) for n random rows of C."""
+def sampled_reference(A, Bt, rng, n=48):
+    """(row indices, float64 rows of A @ B, their sums of |a||b|) for n random rows of C."""
     import torch
-    idx = np.sort(rng.choice(shape["M"], size=min(n, shape["M"]), replace=False))
-    a = A[torch.tensor(idx, device=A.device)].double().cpu().numpy()
-    bt = Bt.double().cpu().numpy()
-    return idx, a @ bt.T, op.error_bound(shape, np.abs(a) @ np.abs(bt).T)
+    M = A.shape[0]
+    idx = np.sort(rng.choice(M, size=min(n, M), replace=False))
+    a = A[torch.tensor(idx, device=A.device)].double()          # float64 on the GPU
+    bt = Bt.double()
+    want = (a @ bt.T).cpu().numpy()
+    absprod = (a.abs() @ bt.abs().T).cpu().numpy()
+    del bt
+    return idx, want, absprod
 
 
-def sampled_ok(C, ref):
+def sampled_ok(C, ref, op, M, N, K):
+    """C's sampled rows within op's bound (op's output type: a bf16 C adds its rounding)."""
     import torch
-    idx, want, bound = ref
+    idx, want, absprod = ref
     got = C[torch.tensor(idx, device=C.device)].double().cpu().numpy()
+    bound = op.error_bound(dict(M=M, N=N, K=K), absprod)
     return bool(np.all(np.isfinite(got)) and np.all(np.abs(got - want) <= bound))
 
 
-def bench(shape_names, variants, rng, sms):
-    """cuBLAS and each variant on the same fresh inputs per shape (all of the operator's steps:
-    operand padding for K not a multiple of 8 included)."""
+def _ptxgen_arrays(op, shape, A, Bt, C):
+    """The operator's arrays as torch CUDA tensors (16-bit inputs as int16 bit patterns: the
+    tensor maps and pointer checks look at element sizes), zeroed workspace added."""
     import torch
-    rows = []
-    for sname in shape_names:
-        M, N, K = NAMED[sname]
-        A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-        Bt = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
-        ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        flops = 2.0 * M * N * K
-        t_cublas = time_calls(lambda: torch.matmul(A, Bt.T, out=ref))
-        rows.append(dict(shape=sname, impl="cublas", ms=t_cublas, tflops=flops / t_cublas / 1e9))
-        ref_rows = None
-        for vname in variants:
-            op = TcMatmul("bf16", "bf16", VARIANTS[vname])
-            shape = op.shape(M=M, N=N, K=K)
-            if ref_rows is None:
-                ref_rows = sampled_reference(op, shape, A, Bt, rng)
-            C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            arrays = {"A": A.view(torch.int16), "Bt": Bt.view(torch.int16),
-                      "C": C.view(torch.int16)}
-            for name, (dims, _) in op.workspace(shape, ARCH).items():
-                arrays[name] = torch.zeros(dims, device="cuda", dtype=torch.int16)
-            try:
-                module = op.build(shape, ARCH)
-                kernels = load_steps(op, shape, module, ARCH)
-                ctas = resident_ctas(op, shape, kernels[op.kernel_name()], sms)
-                gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block,
-                                    st.args(arrays), st.launch.shared_bytes)
-                       for st in op.steps(shape, ARCH, ctas)]
 
-                def go():
-                    for g in gos:
-                        g()
+    def bits(t):
+        return t.view(torch.int16) if t.element_size() == 2 else t
+    arrays = {"A": bits(A), "Bt": bits(Bt), "C": bits(C)}
+    for name, (dims, dt) in op.workspace(shape, ARCH).items():
+        arrays[name] = torch.zeros(dims, device="cuda", dtype=bits(A).dtype)
+    return arrays
+
+
+def ptxgen_call(op, shape, A, Bt, C, sms):
+    """A callable running all of op's steps (operand padding for unaligned K included)."""
+    arrays = _ptxgen_arrays(op, shape, A, Bt, C)
+    kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
+    ctas = resident_ctas(op, shape, kernels[op.kernel_name()], sms)
+    gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block, st.args(arrays),
+                        st.launch.shared_bytes)
+           for st in op.steps(shape, ARCH, ctas)]
+
+    def go():
+        for g in gos:
+            g()
+    return go, ctas
+
+
+# (implementation, input type, C type): ptxgen's operator, cuBLAS, Triton. The 16-bit GEMMs
+# write a 16-bit C (cuBLAS's f16 GEMM an f16 one, ptxgen's a bf16 one: the same bytes); tf32
+# GEMMs read and write f32.
+IMPLS = [("cublas", "bf16", "bf16"), ("ptxgen", "bf16", "bf16"), ("triton", "bf16", "bf16"),
+         ("cublas", "f16", "f16"), ("ptxgen", "f16", "bf16"),
+         ("cublas", "tf32", "f32"), ("ptxgen", "tf32", "f32")]
+TORCH_IN = {"bf16": "bfloat16", "f16": "float16", "tf32": "float32"}
+TORCH_OUT = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+
+def bench(sname, variants, rng, sms, impls):
+    """Every implementation on the same fresh inputs per input type; ptxgen and Triton checked
+    against float64 on sampled rows (the operator's bound); each ratio is against cuBLAS of the
+    same input type, timed in this run."""
+    import torch
+    import tc_baselines as base
+    M, N, K = NAMED[sname]
+    flops = 2.0 * M * N * K
+    rows, inputs, t_ref = [], {}, {}
+    for impl, dtype, out in impls:
+        if dtype not in inputs:
+            torch.manual_seed(int(rng.integers(2 ** 31)))
+            dt = getattr(torch, TORCH_IN[dtype])
+            A = torch.randn(M, K, device="cuda", dtype=dt)
+            Bt = torch.randn(N, K, device="cuda", dtype=dt)
+            inputs[dtype] = (A, Bt, sampled_reference(A, Bt, rng), {})
+        A, Bt, ref_rows, outs = inputs[dtype]
+        for vname in (variants if impl == "ptxgen" else [None]):
+            C = torch.full((M, N), float("nan"), device="cuda",
+                           dtype=getattr(torch, TORCH_OUT[out]))
+            row = dict(shape=sname, impl=impl if vname in (None, "auto") else f"ptxgen-{vname}",
+                       dtype=dtype, out=out)
+            try:
+                extra = {}
+                if impl == "cublas":
+                    go = base.cublas(A, Bt, C, tf32=dtype == "tf32")
+                elif impl == "triton":
+                    go = base.triton_bf16(A, Bt, C)
+                else:
+                    op = TcMatmul(dtype, out, VARIANTS[vname] if vname != "auto" else "auto")
+                    shape = op.shape(M=M, N=N, K=K)
+                    go, ctas = ptxgen_call(op, shape, A, Bt, C, sms)
+                    extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))
                 go()
                 torch.cuda.synchronize()
-                ok = sampled_ok(C, ref_rows)
-                diff = float((C.float() - ref.float()).abs().max())
-                t = time_calls(go)
+                if impl == "triton":
+                    extra["config"] = base.triton_config(M, N, K)
+                if impl != "cublas":
+                    extra["ok"] = sampled_ok(C, ref_rows, TcMatmul(dtype, out), M, N, K)
+                    extra["max_diff_vs_cublas"] = float(
+                        (C.float() - outs["cublas"].float()).abs().max()) \
+                        if "cublas" in outs else None
+                t = time_calls(go, repeat=3, target_ms=15.0)
             except Exception as e:                                  # report, keep going
-                rows.append(dict(shape=sname, impl=vname, error=str(e)[:200]))
+                rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
+                print_row(rows[-1])
                 continue
-            rows.append(dict(shape=sname, impl=vname, ms=t, tflops=flops / t / 1e9, ok=ok,
-                             max_diff_vs_cublas=diff, ratio=t_cublas / t, ctas=ctas,
-                             schedule=str(op.schedule_for(shape))))
+            if impl == "cublas":
+                t_ref[dtype] = t
+                outs["cublas"] = C
+            rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
+                             ratio=t_ref[dtype] / t if dtype in t_ref else None, **extra))
+            print_row(rows[-1])
     return rows
 
 
 def print_row(r):
+    head = f"{r['shape']:6} {r['impl']:8} {r['dtype']:5} {r['out']:5}"
     if "error" in r:
-        print(f"{r['shape']:8} {r['impl']:12} ERROR {r['error']}", flush=True)
+        print(f"{head} ERROR {r['error']}", flush=True)
         return
-    print(f"{r['shape']:8} {r['impl']:12} {r['ms']:8.4f} {r['tflops']:8.1f} "
-          f"{r.get('ratio', 1.0):8.3f} {str(r.get('ok', '')):>5} "
-          f"{r.get('max_diff_vs_cublas', 0.0):8.3g}", flush=True)
+    ratio = f"{r['ratio']:8.3f}" if r.get("ratio") else f"{'-':>8}"
+    diff = r.get("max_diff_vs_cublas")
+    print(f"{head} {r['ms']:8.4f} {r['tflops']:8.1f} {ratio} {str(r.get('ok', '')):>5} "
+          f"{'' if diff is None else f'{diff:8.3g}'}", flush=True)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--shapes", default="4096,8192")
-    p.add_argument("--variants", default="default")
+    p.add_argument("--shapes", default="4096,8192,odd")
+    p.add_argument("--variants", default="auto",
+                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice")
+    p.add_argument("--dtypes", default="bf16,f16,tf32")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--skip-small", action="store_true")
+    p.add_argument("--budget-s", type=float, default=1e9,
+                   help="start no further shape after this many seconds")
     args = p.parse_args()
+    t0 = time.time()
     rng = np.random.default_rng(int(time.time()))
     sms = sm_count()
     import torch
+    import triton
     info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                cuda=torch.version.cuda, sms=sms, date=time.strftime("%Y-%m-%d %H:%M"))
+                triton=triton.__version__, cuda=torch.version.cuda, sms=sms,
+                date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
     print(info, flush=True)
-    result = dict(info=info, rows=[], small=[])
+    result = dict(info=info, rows=[], emulator=[])
     path = os.path.join(args.out, "tc_matmul.json")
-    # timed shapes first (their rows are written as they come), the small odd shapes last
-    for sname in args.shapes.split(","):
-        rows = bench([sname], args.variants.split(","), rng, sms)
-        for r in rows:
-            print_row(r)
-        result["rows"] += rows
-        with open(path, "w") as f:
-            json.dump(result, f, indent=1)
     if not args.skip_small:
-        result["small"] = check_small(rng, sms)
+        result["emulator"] = emulator_agreement(rng)
+        for r in result["emulator"]:
+            print("emu vs GPU", r, flush=True)
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
-        bad = [r for r in result["small"] if not r["ok"]]
-        print(f"small odd shapes: {len(result['small']) - len(bad)}/{len(result['small'])} "
-              f"correct" + "".join(f"\n  FAIL {r}" for r in bad))
-    print(f"{'shape':8} {'impl':12} {'ms':>8} {'TFLOP/s':>8} {'x cuBLAS':>8} {'ok':>5} "
-          f"{'maxdiff':>8}")
+    dtypes = args.dtypes.split(",")
+    impls = [i for i in IMPLS if i[1] in dtypes]
+    for sname in args.shapes.split(","):
+        if time.time() - t0 > args.budget_s:
+            print(f"budget: skipped {sname}", flush=True)
+            continue
+        try:
+            result["rows"] += bench(sname, args.variants.split(","), rng, sms, impls)
+        except Exception as e:                                      # report, keep going
+            print(f"{sname}: {type(e).__name__}: {e}", flush=True)
+            result.setdefault("errors", []).append(f"{sname}: {type(e).__name__}: {e}")
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"{'shape':6} {'impl':8} {'in':5} {'C':5} {'ms':>8} {'TFLOP/s':>8} {'x cuBLAS':>8} "
+          f"{'ok':>5} {'maxdiff':>8}  (x cuBLAS: against cuBLAS of the same input type)")
     for r in result["rows"]:
         print_row(r)
+    for r in result["emulator"]:
+        if "error" in r:
+            print(f"emu vs GPU {r['dtype']:5} {str(r['shape']):15} ERROR {r['error'][:200]}")
+            continue
+        print(f"emu vs GPU {r['dtype']:5} {str(r['shape']):15} gpu_ok={r['gpu_ok']} "
+              f"emu_ok={r['emu_ok']} bit_equal={r['bit_equal']:.4f} "
+              f"max|diff|={r['max_abs_diff']:.3g}")
+    print(f"wall {time.time() - t0:.1f} s")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@
 numpy arrays live on the host; torch tensors live where their device says; objects with
 `__cuda_array_interface__` (Numba device arrays, CuPy, ...) on the GPU. torch is recognised by
 its type's module, so ptxgen never imports torch unless the user passed a tensor.
+
+A `TiledMap` describes a tensor-map argument (a 2-D array read by TMA in boxes): the GPU runtime
+encodes it with the driver at launch (runtime/tensormap.py), the emulator reads the same object.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import PtxgenError
+from .errors import LaunchError, PtxgenError
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,82 @@ def array_info(a):
         return ArrayInfo(int(cai["data"][0]), dt, not cai["data"][1], "cuda", contiguous,
                          n * dt.itemsize)
     return None
+
+
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 64
+# Bytes of one shared-memory row each swizzle mode permutes within (the box's inner extent may
+# not exceed it). Source: CUDA Driver API, cuTensorMapEncodeTiled: "when interleave is
+# CU_TENSOR_MAP_INTERLEAVE_NONE and swizzle is used, boxDim[0] * elementSize must be <= the
+# swizzle size".
+SWIZZLE_BYTES = {0: None, 32: 32, 64: 64, 128: 128}
+DTYPES = ("bf16", "f16", "f32")
+_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
+
+
+@dataclass(frozen=True, eq=False)
+class TiledMap:
+    """A row-major 2-D array (rows x cols, `row_stride` elements apart; default cols) read in
+    box_rows x box_cols boxes, swizzled `swizzle` bytes wide, zeros outside the array.
+    `array`: a numpy array (launch() copies it to the device) or a device array."""
+    array: object
+    dtype: str
+    box_rows: int
+    box_cols: int
+    swizzle: int = 128
+    rows: int = None
+    cols: int = None
+    row_stride: int = None
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise LaunchError(f"tensor map: element type must be one of {', '.join(DTYPES)}, "
+                              f"got {self.dtype!r}")
+        shape = _shape_of(self.array)
+        if self.rows is None or self.cols is None:
+            if len(shape) != 2:
+                raise LaunchError(f"tensor map: the array must be 2-D (rows, cols), got shape "
+                                  f"{shape}")
+            object.__setattr__(self, "rows", self.rows or shape[0])
+            object.__setattr__(self, "cols", self.cols or shape[1])
+        if self.row_stride is None:
+            object.__setattr__(self, "row_stride", self.cols)
+
+    @property
+    def itemsize(self):
+        return _ITEMSIZE[self.dtype]
+
+    @property
+    def box_bytes(self):
+        return self.box_rows * self.box_cols * self.itemsize
+
+    def check(self, address):
+        """One-line LaunchError for what cuTensorMapEncodeTiled would refuse."""
+        what = f"tensor map of a {self.rows}x{self.cols} {self.dtype} array"
+        if np.dtype(_dtype_of(self.array)).itemsize != self.itemsize:
+            raise LaunchError(f"{what}: the array's elements are "
+                              f"{np.dtype(_dtype_of(self.array)).itemsize} bytes, not "
+                              f"{self.itemsize}")
+        if address % 16:
+            raise LaunchError(f"{what}: the address {address:#x} is not 16-byte aligned")
+        if (self.row_stride * self.itemsize) % 16:
+            raise LaunchError(f"{what}: rows are {self.row_stride * self.itemsize} bytes apart, "
+                              f"not a multiple of 16 (pad the rows)")
+        if not (1 <= self.box_rows <= 256 and 1 <= self.box_cols <= 256):
+            raise LaunchError(f"{what}: box {self.box_rows}x{self.box_cols} exceeds 256 per "
+                              f"dimension")
+        if self.swizzle not in SWIZZLE_BYTES:
+            raise LaunchError(f"{what}: swizzle must be 0, 32, 64 or 128 bytes, got "
+                              f"{self.swizzle}")
+        if self.swizzle and self.box_cols * self.itemsize > self.swizzle:
+            raise LaunchError(f"{what}: box rows of {self.box_cols * self.itemsize} bytes exceed "
+                              f"the {self.swizzle}-byte swizzle")
+
+def _shape_of(a):
+    cai = getattr(a, "__cuda_array_interface__", None)
+    return tuple(cai["shape"]) if cai is not None else tuple(np.shape(a))
+
+
+def _dtype_of(a):
+    cai = getattr(a, "__cuda_array_interface__", None)
+    return np.dtype(cai["typestr"]) if cai is not None else a.dtype

@@ -413,9 +413,16 @@ def _limits_table():
         raise IsaDataError(f"{path}: cannot read the limits table: {e}") from None
 
 
+def model_targets():
+    """Targets with a machine model: those of isa/sm_XX.toml and their arch-specific variants
+    (sm_90a is sm_90's chip)."""
+    return [t for t in archmod.targets() if archmod.base_arch(t) in available()]
+
+
 def limit_targets():
     """Targets whose limits are known (a machine model or an isa/limits.toml entry)."""
-    return sorted(set(available()) | set(_limits_table()[1]))
+    known = set(available()) | set(_limits_table()[1])
+    return [t for t in archmod.targets() if archmod.base_arch(t) in known]
 
 
 @functools.lru_cache(maxsize=None)

@@ -137,11 +137,11 @@ def test_emulator_reports_a_row_without_builder_by_its_key():
 .address_size 64
 .visible .entry k(.param .u64 out)
 {
-    wgmma.fence.sync.aligned;
+    barrier.cluster.arrive;
     ret;
 }"""
     import numpy as np
-    with pytest.raises(Exception, match=r"wgmma\.fence.*no emulator builder 'wgmma\.fence'"):
+    with pytest.raises(Exception, match=r"barrier\.cluster.*no emulator builder 'barrier\.cluster'"):
         emulate(parse_ptx(text), "k", 1, 128, np.zeros(4, np.float32))
 
 

@@ -51,7 +51,7 @@ def test_model_commands_refuse_targets_without_a_model(cmd, capsys):
 def test_help_lists_what_works():
     from ptxgen import isa
     sub = build_parser()._subparsers._group_actions[0].choices
-    models = ", ".join(isa.available())
+    models = ", ".join(isa.model_targets())
     assert f"target with a machine model: {models}" in sub["simulate"].format_help()
     assert "sm_86" not in sub["simulate"].format_help()
     occ = sub["occupancy"].format_help()

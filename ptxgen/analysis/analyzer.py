@@ -107,7 +107,7 @@ def analyze(src, arch=DEFAULT_TARGET, kernel=None, sass=False, filename="<ptx>")
     kernel: analyze only the function of that name (entries and .func both qualify).
     sass: also assemble with ptxas and disassemble with nvdisasm (needs the CUDA tools)."""
     from ..parse import parse_ptx
-    table = load_model(arch)                  # an unknown arch fails before any work
+    table = isa.load(arch)       # an unknown arch fails before any work (sm_90a: sm_90's)
     if isinstance(src, Module):
         module, text = src, None
     else:
@@ -124,13 +124,6 @@ def analyze(src, arch=DEFAULT_TARGET, kernel=None, sass=False, filename="<ptx>")
     if sass:
         _add_sass(result, module, text, arch)
     return result
-
-
-def load_model(arch):
-    """The machine model for arch; an arch-specific target ('sm_90a') runs on its base model."""
-    if arch not in isa.available() and arch.endswith("a") and arch[:-1] in isa.available():
-        return isa.load(arch[:-1])
-    return isa.load(arch)
 
 
 def analyze_kernel(kernel, table):

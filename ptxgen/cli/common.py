@@ -43,7 +43,7 @@ def arch_help(needs="target"):
     from .. import arch as archmod
     if needs == "model":
         from .. import isa
-        return (f"target with a machine model: {', '.join(isa.available())} "
+        return (f"target with a machine model: {', '.join(isa.model_targets())} "
                 f"(isa/sm_XX.toml)")
     if needs == "limits":
         from .. import isa
@@ -61,6 +61,26 @@ def add_shape(p):
 def shape_from_args(op, args):
     given = {k: getattr(args, k, None) for k in op.shape_names}
     return op.shape(**given)
+
+
+def add_dtype(p):
+    """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
+    p.add_argument("--dtype", choices=("bf16", "f16", "tf32"),
+                   help="matmul: bf16, f16 or tf32 inputs on the tensor cores (target sm_90a)")
+    p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
+                   help="matmul with --dtype: type of C")
+
+
+def operator_from_args(args):
+    """The library operator args.kernel names; with --dtype, the tensor-core matmul."""
+    from ..ops import get_operator
+    op = get_operator(args.kernel)
+    if getattr(args, "dtype", None):
+        if args.kernel != "matmul":
+            raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
+        from ..ops.tc_matmul import TcMatmul
+        op = TcMatmul(dtype=args.dtype, out=args.out_dtype)
+    return op
 
 
 def read_text(path):

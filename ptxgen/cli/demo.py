@@ -38,7 +38,7 @@ def run(args):
                   f"{r.spills} B spilled")
         except ToolchainError as e:
             print(f"ptxas: skipped ({e})")
-        if args.arch not in isa.available():
+        if args.arch not in isa.model_targets():
             print(f"analysis: {n_instr} instructions (no machine model for {args.arch})")
         elif importlib.util.find_spec("ptxgen.analysis.analyzer") is not None:
             from ..analysis.analyzer import analyze

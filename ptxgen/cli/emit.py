@@ -4,12 +4,9 @@
 `emit matmul --dtype bf16 --arch sm_90a` is the tensor-core GEMM (ops/tc_matmul.py)."""
 from .. import arch as archmod
 from ..emit import emit_module
-from ..errors import PtxgenError
 from ..ir.verify import verify_module
 from ..llvm import VIAS
-from ..ops import get_operator
-from ..ops.tc_matmul import TcMatmul
-from .common import add_arch, add_shape, output, shape_from_args
+from .common import add_arch, add_dtype, add_shape, operator_from_args, output, shape_from_args
 
 
 def add_parser(sub):
@@ -24,28 +21,22 @@ def add_parser(sub):
                    help="print the lowered LLVM IR (for --via llvm or nvvm) instead of PTX")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.add_argument("--comments", action="store_true", help="annotate each instruction's class")
-    p.add_argument("--dtype", choices=("bf16", "f16"),
-                   help="matmul: 16-bit inputs on the tensor cores (needs --arch sm_90a)")
-    p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
-                   help="matmul with --dtype: type of C")
+    add_dtype(p)
     return p
 
 
 def run(args):
     archmod.check_arch(args.arch)
-    op = get_operator(args.kernel)
-    if args.dtype:
-        if args.kernel != "matmul":
-            raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
-        op = TcMatmul(dtype=args.dtype, out=args.out_dtype)
+    op = operator_from_args(args)
     shape = shape_from_args(op, args)
     module = op.build(shape, args.arch)
-    verify_module(module)
+    if op.verify:
+        verify_module(module)
     if args.llvm_ir:
         from ..llvm import llvm_ir
         text = llvm_ir(module, "nvvm" if args.via == "nvvm" else "llvm")
     elif args.via == "direct":
-        text = emit_module(module, args.arch, comments=args.comments)
+        text = emit_module(module, args.arch, comments=args.comments, verify=op.verify)
     else:
         from ..llvm import emit_via
         text = emit_via(module, args.arch, args.via)

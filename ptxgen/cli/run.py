@@ -1,10 +1,12 @@
-"""ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check]"""
+"""ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check] [--dtype bf16|f16 [--out-dtype]]
+
+`run matmul --dtype bf16` is the tensor-core GEMM, built for sm_90a unless --arch says
+otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated)."""
 import sys
 
 from .. import arch as archmod
 from ..reports.run import BACKENDS, run_operator
-from ..ops import get_operator
-from .common import add_arch, add_shape, shape_from_args
+from .common import add_arch, add_dtype, add_shape, operator_from_args, shape_from_args
 
 
 def add_parser(sub):
@@ -16,15 +18,17 @@ def add_parser(sub):
     p.add_argument("--check", action="store_true", help="compare with a float64 numpy reference")
     p.add_argument("--time", action="store_true", help="time the kernel (GPU backend)")
     p.add_argument("--seed", type=int, default=None)
+    add_dtype(p)
     return p
 
 
 def run(args):
     if args.arch is not None:
         archmod.check_arch(args.arch)      # the emulator backend would otherwise ignore it
-    op = get_operator(args.kernel)
+    op = operator_from_args(args)
     shape = shape_from_args(op, args)
-    res = run_operator(op, shape, args.backend, arch=args.arch, check=args.check,
+    arch = args.arch or ("sm_90a" if args.dtype else None)     # wgmma and setmaxnreg need it
+    res = run_operator(op, shape, args.backend, arch=arch, check=args.check,
                        seed=args.seed, time_it=args.time)
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
     print(f"{op.name} {dims}: ran on {'the GPU' if res.backend == 'gpu' else 'the CPU emulator'}"

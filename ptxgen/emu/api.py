@@ -20,6 +20,8 @@ from ..ir.verify import verify_kernel
 from .executor import Batch, Launch
 from .memory import GlobalMemory, Region, var_image
 from .program import Program
+from ..arrays import TiledMap
+from .tensormap import TensorMap, from_tiled
 
 CHECK_MODES = ("error", "warn", "off")
 # Lanes per batch: enough that numpy's per-call overhead is amortised over many threads; fewer
@@ -106,7 +108,13 @@ def _pack_params(prog, args, gmem):
     for p, a in zip(params, args):
         off = prog.params[p.name][0]
         if p.array:
-            data = _bytes_arg(kernel.name, p, a)
+            if isinstance(a, TiledMap):        # an operator's map, as the GPU runtime gets it
+                addr = gmem.place_array(a.array, p.name)
+                data = from_tiled(a, addr).encode(addr)
+            elif isinstance(a, TensorMap):     # the emulator's stand-in for a CUtensorMap
+                data = a.encode(gmem.place_array(a.array, p.name))
+            else:
+                data = _bytes_arg(kernel.name, p, a)
             buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
             continue
         if isinstance(a, np.ndarray) and a.ndim > 0:

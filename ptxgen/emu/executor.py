@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from .memory import LaneSpace, Region
-from .program import BARRIER, BRANCH, NORMAL
+from .program import BARRIER, BRANCH, NORMAL, WAIT
 from .races import SharedShadow
 
 MAX_GROUP_STEPS = 100_000_000
@@ -193,12 +193,25 @@ class Batch:
         alive = np.ones(n, bool)
         waiting = np.zeros(n, bool)
         any_waiting = False
+        held = np.zeros(n, bool)                 # lanes held at an mbarrier wait (WAIT ops)
+        any_held = False
         self._steps = steps = 0
         R = self.R
         observe = self.launch.observer
         while True:
             sched = alive & ~waiting if any_waiting else alive
+            if any_held:
+                sched = sched & ~held
             if not sched.any():
+                if any_held:                            # phases completed since: run again
+                    from .mbarrier import deadlock, release_ready
+                    ready = release_ready(self) & held
+                    if ready.any():
+                        held &= ~ready
+                        any_held = bool(held.any())
+                        continue
+                    if not any_waiting:
+                        raise deadlock(self, held)
                 if not any_waiting:
                     break
                 self._release(code, pc, waiting)        # every live lane is at a barrier
@@ -267,6 +280,21 @@ class Batch:
                     if p >= limit:
                         break
                     continue
+                if kind == WAIT:
+                    self.wait_blocked = None
+                    op.fn(self, mask)
+                    blk = self.wait_blocked
+                    if blk is None or not blk.any():
+                        p += 1
+                        if p >= limit:
+                            break
+                        continue
+                    pc[grp] = p + 1
+                    pc[blk] = p                         # they run the wait again when released
+                    held |= blk
+                    any_held = True
+                    reschedule_pc = False
+                    break
                 if kind == BARRIER:
                     pc[grp] = p + 1
                     waiting |= grp

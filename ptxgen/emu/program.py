@@ -19,7 +19,7 @@ from ..ir.values import Addr, Imm, LabelRef, Raw, Reg, Special, Sym, Vec
 from . import memory
 from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_bits, storage
 
-NORMAL, BRANCH, BARRIER, EXIT = range(4)
+NORMAL, BRANCH, BARRIER, EXIT, WAIT = range(5)   # WAIT: may hold lanes (mbarrier.py)
 
 
 
@@ -146,9 +146,9 @@ class Program:
 
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
-        from . import alu, bits, convert as conv, floats, memops, warp
+        from . import alu, async_copy, bits, convert as conv, floats, mbarrier, memops, tensor, warp
         self.table = {}
-        for mod in (alu, bits, floats, conv, memops, warp):
+        for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy):
             self.table.update(mod.BUILDERS)
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
@@ -306,6 +306,7 @@ class Program:
         effect, key = row.effect, row.emu
         ctx = Ctx(self, ins, index, scope)
         ctx.code_index = len(self.code)
+        kind = NORMAL
         try:
             # control flow and CTA barriers are executor ops, not closures
             if effect == "branch" and ins.opcode == "bra":
@@ -342,11 +343,12 @@ class Program:
                     raise Unsupported(f"opcode {ins.opcode!r} is not emulated" if not key else
                                       f"no emulator builder {key!r} yet")
                 fn = builder(ctx, ins)
+                kind = getattr(fn, "op_kind", NORMAL)
         except Unsupported as e:
             fn = raiser(self._unsupported(ins, index, str(e)))
         if guard >= 0:
             fn = guarded_op(fn, guard, neg)
-        return Op(NORMAL, fn, ins, index)
+        return Op(kind, fn, ins, index)
 
     def _unsupported(self, ins, index, why):
         return (f"kernel {self.name}: cannot emulate `{str(ins).split('  //')[0]}` "

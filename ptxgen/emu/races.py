@@ -30,6 +30,8 @@ class SharedShadow:
         self.writer = np.full(n, NONE, np.int32)
         self.writer_op = np.zeros(n, np.int32)
         self.reader = np.full(n, NONE, np.int32)
+        # written by the generic proxy since the CTA's last fence.proxy.async (async_copy.py)
+        self.generic = np.zeros(n, bool)
 
     def _granules(self, lanes, flat, width):
         gi = flat // self.g
@@ -95,6 +97,7 @@ class SharedShadow:
                       "location in the same instruction")
         self.writer_op[gi] = op
         self.init[gi] = True
+        self.generic[gi] = True
 
     def atomic(self, st, op, lanes, flat, width):
         gi, who, k = self._granules(lanes, flat, width)

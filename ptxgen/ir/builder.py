@@ -459,7 +459,8 @@ class Builder(TensorOps):
         self.block.append(Verbatim(f"// {text}"))
 
 
-VECTOR_SPECIALS = ("tid", "ntid", "ctaid", "nctaid")
+VECTOR_SPECIALS = ("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid",
+                   "cluster_nctaid")
 
 
 def special_register(name):

@@ -169,7 +169,8 @@ class TensorOps:
 
     def wgmma_mma_async(self, n, d, a, b_desc, *, ab="bf16", acc="f32", scale_d=1,
                         scale_a=1, scale_b=1, trans_a=0, trans_b=0, name="acc"):
-        """wgmma.mma_async.sync.aligned.m64n{n}k16.{acc}.{ab}.{ab} on a warpgroup.
+        """wgmma.mma_async.sync.aligned.m64n{n}k{16|8}.{acc}.{ab}.{ab} on a warpgroup (k8 for
+        ab="tf32": 32-bit elements, f32 accumulators, both operands K-major in shared memory).
 
         d: the accumulator registers (n/2 f32 per thread; None → fresh ones, for scale_d=0);
         a: a u64 descriptor register (A in shared memory) or 4 b32 registers (A in registers,
@@ -177,12 +178,19 @@ class TensorOps:
         0/1 (0: D = A·B, ignoring d's value). scale_a/b: ±1. Returns the D registers."""
         if n not in F.WGMMA_N:
             raise ValueError(f"wgmma N must be a multiple of 8 in 8..256, not {n}")
-        if ab not in ("bf16", "f16") or acc not in ("f32", "f16") or (ab == "bf16" and
-                                                                        acc == "f16"):
-            raise ValueError(f"wgmma {ab} → {acc} is not supported (bf16/f16 → f32, f16 → f16)")
+        if ab not in ("bf16", "f16", "tf32") or acc not in ("f32", "f16") or (
+                ab != "f16" and acc == "f16"):
+            raise ValueError(f"wgmma {ab} → {acc} is not supported (bf16/f16/tf32 → f32, "
+                             f"f16 → f16)")
+        # PTX ISA 9.0, 9.7.15.5: .tf32 is m64nNk8, K-major operands only (no transpose
+        # immediates), A from a descriptor or registers
+        k = 8 if ab == "tf32" else 16
+        if ab == "tf32" and (trans_a or trans_b or not isinstance(a, Reg)):
+            raise ValueError("wgmma .tf32 reads K-major A and B through descriptors (no "
+                             "transpose; A in registers is not supported here)")
         nd = F.wgmma_d_regs(n, acc)
         rt = T.f32 if acc == "f32" else T.b32
-        d = _regs(d, nd, f"wgmma m64n{n}k16 D") if d is not None else self._fresh(nd, rt, name)
+        d = _regs(d, nd, f"wgmma m64n{n}k{k} D") if d is not None else self._fresh(nd, rt, name)
         if scale_a not in (1, -1) or scale_b not in (1, -1):
             raise ValueError("wgmma scale-a and scale-b are immediates 1 or -1")
         if isinstance(scale_d, Reg):
@@ -195,7 +203,9 @@ class TensorOps:
         else:
             raise ValueError(f"wgmma scale-d must be a predicate register or 0/1, not {scale_d!r}")
         imms = [Imm(scale_a, T.s32), Imm(scale_b, T.s32)]
-        if isinstance(a, Reg):
+        if ab == "tf32":
+            a_op = a
+        elif isinstance(a, Reg):
             a_op = a
             imms += [Imm(int(trans_a), T.u32), Imm(int(trans_b), T.u32)]
         else:
@@ -203,7 +213,7 @@ class TensorOps:
                 raise ValueError("wgmma with A in registers has no A transpose")
             a_op = Vec(_regs(a, 4, "wgmma A from registers"))
             imms += [Imm(int(trans_b), T.u32)]
-        mods = ("mma_async", "sync", "aligned", f"m64n{n}k16", acc, ab, ab)
+        mods = ("mma_async", "sync", "aligned", f"m64n{n}k{k}", acc, ab, ab)
         self.emit(Instr("wgmma", mods, (Vec(d), a_op, b_desc, sd) + tuple(imms)))
         return d
 

@@ -94,7 +94,7 @@ elect                      d    pure    warp             SHFL      elect        
 ex2                        d    pure    special_function @sfu      ex2                        1     -   -       -       typed
 exit                       -    exit    control          BRANCH    -                          -     -   -       -       typed
 fence                      -    fence   sync             BAR       nop                        -     -   -       -       typed
-fence.proxy.async          -    fence   sync             BAR       nop                        -     8.0 sm_90   -       typed
+fence.proxy.async          -    fence   sync             BAR       fence.proxy.async          -     8.0 sm_90   -       typed
 fence.mbarrier_init        -    fence   sync             BAR       nop                        -     8.0 sm_90   -       typed
 fence.proxy.tensormap      -    fence   sync             BAR       nop                        -     8.3 sm_90   -       typed
 fma                        d    pure    @type            FMA/IMAD  fma                        2     -   -       -       typed

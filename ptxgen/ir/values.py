@@ -64,7 +64,10 @@ SPECIAL_TYPES = {
     "warpid": T.u32, "nwarpid": T.u32, "smid": T.u32, "nsmid": T.u32, "gridid": T.u64,
     "clock": T.u32, "clock64": T.u64, "globaltimer": T.u64, "lanemask_lt": T.u32,
     "lanemask_le": T.u32, "lanemask_eq": T.u32, "lanemask_gt": T.u32, "lanemask_ge": T.u32,
-    "dynamic_smem_size": T.u32, "total_smem_size": T.u32, "is_explicit_cluster": T.pred,
+    "dynamic_smem_size": T.u32, "total_smem_size": T.u32,
+    # sm_90 thread-block clusters (PTX ISA 9.0, section 10: special registers)
+    "clusterid": T.u32, "nclusterid": T.u32, "cluster_ctaid": T.u32, "cluster_nctaid": T.u32,
+    "cluster_ctarank": T.u32, "cluster_nctarank": T.u32, "is_explicit_cluster": T.pred,
 }
 
 

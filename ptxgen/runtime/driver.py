@@ -13,7 +13,8 @@ from ..errors import LaunchError, PtxgenError
 from ..arrays import array_info, is_tensor
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
                             scalar_arg)
-from .tensormap import TENSOR_MAP_BYTES, TiledMap, driver_launch, needs_driver_launch
+from .tensormap import (TENSOR_MAP_BYTES, TiledMap, driver_launch, encode_tiled,
+                        needs_driver_launch)
 
 
 def default_dynamic_shared_limit():
@@ -152,7 +153,7 @@ def launch(kernel, grid, block, args, shared_bytes=0, sync=True, stream=None, cl
 
     for a in args:
         if isinstance(a, TiledMap):
-            raw.append(a.encode(_raw_arg(device(a.array))))
+            raw.append(encode_tiled(a, _raw_arg(device(a.array))))
         else:
             d = device(a)
             raw.append(d.device_ctypes_pointer.value if d is not a else _raw_arg(a))
@@ -180,7 +181,7 @@ def _raw_arg(a):
     """A device array's or tensor's address, a tensor map's bytes (TiledMap of a device array),
     or the scalar itself."""
     if isinstance(a, TiledMap):
-        return a.encode(_raw_arg(a.array))
+        return encode_tiled(a, _raw_arg(a.array))
     if is_tensor(a):
         return a.data_ptr()
     cai = getattr(a, "__cuda_array_interface__", None)
@@ -261,7 +262,7 @@ def load_steps(op, shape, module, arch, ptx=None):
     """{kernel name: GpuKernel} of every kernel op.steps(shape) launches, from `module` (the
     op's build for shape and arch; `ptx`: its text when already emitted), loaded once each."""
     from ..emit import emit_module
-    ptx, kernels = ptx or emit_module(module, arch), {}
+    ptx, kernels = ptx or emit_module(module, arch, verify=op.verify), {}
     for step in op.steps(shape, arch):          # which kernels, not their launch shapes
         if step.kernel not in kernels:
             kir = module.kernel(step.kernel)

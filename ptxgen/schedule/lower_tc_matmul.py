@@ -219,8 +219,9 @@ class _Lowering:
                 off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
                 da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
                 b.wgmma_fence()
-                for kk in range(s.BK // WGMMA_K):
-                    koff = kk * WGMMA_K * self.elem
+                wk = WGMMA_K[self.dtype]
+                for kk in range(s.BK // wk):
+                    koff = kk * wk * self.elem
                     for mb in range(s.m_blocks):
                         dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + koff) >> 4, name="dam")
                         for nb in range(s.n_blocks):

@@ -1,10 +1,10 @@
-"""TcMatmulSchedule: how a tensor-core C = A @ B kernel (bf16/f16 in, f32 accumulate) is tiled,
-pipelined and specialized on sm_90a.
+"""TcMatmulSchedule: how a tensor-core C = A @ B kernel (bf16/f16/tf32 in, f32 accumulate) is
+tiled, pipelined and specialized on sm_90a.
 
-    block tile    BM x BN outputs per tile, BK (64: one 128-byte swizzled row of 16-bit
-                  elements) along K per pipeline stage
-    instruction   wgmma.mma_async m64nNk16 with N = wgmma_n, A and B read from shared memory
-                  through matrix descriptors
+    block tile    BM x BN outputs per tile, BK along K per pipeline stage: one 128-byte swizzled
+                  row (64 16-bit elements, 32 tf32; `for_dtype` sets it)
+    instruction   wgmma.mma_async m64nNk16 (tf32: m64nNk8) with N = wgmma_n, A and B read from
+                  shared memory through matrix descriptors
     warpgroups    one producer warpgroup (a single thread issues the TMA copies) and
                   `consumers` consumer warpgroups, each owning BM/consumers rows of the tile;
                   setmaxnreg moves registers from the producer to the consumers
@@ -30,12 +30,14 @@ from .matmul import target_limits
 SWIZZLE_BYTES = 128
 SWIZZLE_ATOM_BYTES = 1024
 WARPGROUP = 128
-# wgmma shapes for 16-bit inputs: M is 64, K is 16, N a multiple of 8 up to 256.
-# Source: PTX ISA 9.0, section 9.7.15.5 (wgmma.mma_async shapes, .f16/.bf16 rows).
-WGMMA_M, WGMMA_K, WGMMA_MAX_N = 64, 16, 256
+# wgmma shapes: M is 64, N a multiple of 8 up to 256, K 16 for 16-bit inputs and 8 for tf32
+# (32-bit elements: 32 bytes of a row either way). Source: PTX ISA 9.0, section 9.7.15.5
+# (wgmma.mma_async shapes, .f16/.bf16 and .tf32 rows).
+WGMMA_M, WGMMA_MAX_N = 64, 256
+WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8}
 TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
 C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
-ELEM_BYTES = {"bf16": 2, "f16": 2}
+ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4}
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
 
@@ -66,6 +68,10 @@ class TcMatmulSchedule:
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
                 f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
                 f"{'_tma' if self.epilogue == 'tma' else ''}")
+
+    def for_dtype(self, dtype):
+        """This schedule with BK set to one swizzled row of `dtype` (64 16-bit, 32 tf32)."""
+        return dataclasses.replace(self, BK=SWIZZLE_BYTES // ELEM_BYTES.get(dtype, 2))
 
     # -- derived sizes ------------------------------------------------------------------------
     @property

@@ -1,0 +1,206 @@
+"""The async proxy: TMA copies (cp.async.bulk.tensor), bulk groups, fence.proxy.async, and the
+shared-memory accesses wgmma and TMA make.
+
+A TMA load runs when issued: it reads the box of the tensor map at the given coordinates (elements
+outside the tensor read as zero, or NaN with oob='nan'), writes it into shared memory in box order
+(innermost dimension fastest) through the map's swizzle, and completes the box's byte count on
+the mbarrier. A TMA store reads the box back (through the swizzle) and writes the elements that
+lie inside the tensor. Bulk commit/wait groups change nothing (copies are complete).
+
+Proxies: shared memory written by ordinary stores (the generic proxy) must be ordered by
+fence.proxy.async before wgmma or a TMA store read it (the async proxy). The shared-memory shadow
+records generically written granules; a fence clears its CTA's record; an async read of a
+recorded granule is reported like a race. Bytes a TMA load writes count as initialized.
+"""
+import numpy as np
+
+from ..errors import EmulationError
+from ..ir import fragments as F
+from ..ir.values import TensorCoords
+from . import mbarrier, memops, memory, tensormap
+from .values import UNSIGNED
+
+_U64 = np.dtype(np.uint64)
+
+
+# -- shared memory through the async proxy --------------------------------------------------------
+def _check(st, opi, lane, addr, width, what, write):
+    size = st.shared.size
+    bad = (addr < 0) | (addr + width > size) | (addr % width != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad.ravel())[0])
+        a = int(addr.ravel()[i])
+        kind = "misaligned" if 0 <= a <= size - width else "oob"
+        st.report(kind, opi, lane, a & ((1 << 64) - 1),
+                  f"{'out-of-bounds' if kind == 'oob' else 'misaligned'} shared {what} of "
+                  f"{width} bytes", extra=f"the shared space of this CTA has {size} bytes",
+                  space="shared")
+        addr = np.where(bad, 0, addr)
+    flat = int(st.shared.base[lane]) + addr
+    sh = st.shadow
+    if sh is not None:
+        gi = np.unique(flat.ravel() // sh.g)
+        if write:
+            sh.init[gi] = True
+        else:
+            init = sh.init[gi]
+            if not init.all():
+                g = int(gi[np.flatnonzero(~init)[0]])
+                st.report("uninit", opi, lane, g * sh.g - int(st.shared.base[lane]),
+                          f"{what} reads shared memory never written")
+            dirty = sh.generic[gi]
+            if dirty.any():
+                g = int(gi[np.flatnonzero(dirty)[0]])
+                st.report("race", opi, lane, g * sh.g - int(st.shared.base[lane]),
+                          f"proxy race: {what} (async proxy) reads shared memory that "
+                          f"st.shared (generic proxy) wrote at "
+                          f"{st.op_where(int(sh.writer_op[g]))} with no fence.proxy.async "
+                          f"between")
+    return flat
+
+
+def read_shared_async(st, opi, lane, addr, dt, what):
+    """Values (dtype dt) at CTA shared addresses `addr` (int array) of lane's CTA."""
+    addr = np.asarray(addr, np.int64)
+    flat = _check(st, opi, lane, addr, dt.itemsize, what, write=False)
+    return st.shared.view(dt)[flat // dt.itemsize]
+
+
+def write_shared_async(st, opi, lane, addr, values, what):
+    addr = np.asarray(addr, np.int64)
+    flat = _check(st, opi, lane, addr, values.dtype.itemsize, what, write=True)
+    st.shared.view(values.dtype)[flat // values.dtype.itemsize] = values
+
+
+def build_fence(ctx, ins):
+    if ins.mods[:2] != ("proxy", "async"):
+        return lambda st, m: None         # other fences order nothing the emulator reorders
+
+    def fence(st, m):
+        sh = st.shadow
+        if sh is None:
+            return
+        lanes = np.arange(st.n) if m is None else np.flatnonzero(m)
+        for cta in np.unique(st.lane_cta[lanes]):
+            lo = int(cta) * st.shared.stride // sh.g
+            sh.generic[lo:lo + -(-st.shared.stride // sh.g)] = False
+    return fence
+
+
+# -- TMA ------------------------------------------------------------------------------------------
+def _map_of(ctx, st, lane, addr):
+    """The decoded tensor map at `addr` (a .param offset from `mov %rd, param`, a generic param
+    address, or a global address)."""
+    addr = int(addr)
+    win = addr >> memory.WINDOW_SHIFT
+    if addr < memory.GLOBAL_BASE and win in (0, 4):
+        off = addr - (memory.PARAM_WINDOW if win == 4 else 0)
+        data = st.params.buf[off:off + tensormap.SIZE] if 0 <= off else b""
+    else:
+        r = st.gmem.find(addr)
+        data = b"" if r is None else r.buf[addr - r.start:addr - r.start + tensormap.SIZE]
+    tm = tensormap.decode(bytes(data))
+    if tm is None:
+        raise EmulationError(
+            f"kernel {ctx.prog.name}: `{str(ctx.ins).split('  //')[0]}` at {_where(ctx)}: the "
+            f"tensor map at {addr:#x} is not one the emulator knows; pass a "
+            f"ptxgen.emu.TensorMap for the kernel's tensor-map parameter")
+    return tm
+
+
+def _where(ctx):
+    return f"PTX line {ctx.ins.line}" if ctx.ins.line else f"instruction {ctx.index}"
+
+
+def _box(tm, coords):
+    """Global byte offsets of the box's elements (box order) and which lie inside the tensor."""
+    grids = np.meshgrid(*[np.arange(b) for b in tm.box[::-1]], indexing="ij")
+    idx = [g.ravel() + int(c) for g, c in zip(grids[::-1], coords)]     # innermost first
+    inside = np.ones(idx[0].size, bool)
+    off = np.zeros(idx[0].size, np.int64)
+    for i, d, s in zip(idx, tm.dims, tm.strides):
+        inside &= (i >= 0) & (i < d)
+        off += i * s
+    return off, inside
+
+
+def _global_view(ctx, st, tm, lane, opi):
+    r = st.gmem.find(tm.address)
+    if r is None:
+        raise EmulationError(f"kernel {ctx.prog.name}: the tensor map's global address "
+                             f"{tm.address:#x} is in no allocation")
+    return r.view(UNSIGNED[tm.esize]), (tm.address - r.start) // tm.esize
+
+
+def _smem_addrs(tm, dst, n):
+    offs = np.arange(n, dtype=np.int64) * tm.esize + int(dst)
+    return F.swizzle(offs, tm.swizzle)
+
+
+def build_cp(ctx, ins):
+    mods = ins.mods
+    if mods[:2] != ("async", "bulk"):
+        return memops.build_cp(ctx, ins)
+    if "commit_group" in mods or "wait_group" in mods:
+        return lambda st, m: None              # bulk copies complete when issued
+    if len(mods) < 4 or mods[2] != "tensor" or mods[3] not in ("1d", "2d", "3d", "4d", "5d"):
+        ctx.fail("only cp.async.bulk.tensor copies and bulk groups are emulated")
+    ops = ins.operands
+    load = mods[4].startswith("shared")
+    if load:
+        if "mbarrier::complete_tx::bytes" not in mods or len(ops) < 3:
+            ctx.fail("TMA loads complete on an mbarrier (.mbarrier::complete_tx::bytes)")
+        smem, tc, bar = ops[0], ops[1], ops[2]
+        if any(m.startswith("im2col") for m in mods):
+            ctx.fail("im2col TMA loads are not emulated")
+    else:
+        tc, smem, bar = ops[0], ops[1], None
+    if not isinstance(tc, TensorCoords):
+        ctx.fail("expected a [tensor-map, {coordinates}] operand")
+    mask = ctx.read(ops[3], np.uint16) if load and "multicast::cluster" in mods else None
+    tmf = ctx.read(tc.tmap, _U64)
+    cfs = [ctx.read(c, np.int32) for c in tc.coords]
+    sf = memops.address_fetch(ctx, smem, "shared")
+    bf = memops.address_fetch(ctx, bar, "shared") if bar is not None else None
+    opi = ctx.code_index
+
+    def at(st, f, lane):
+        v = np.asarray(f(st))
+        return v if v.ndim == 0 else v[lane]
+
+    def fn(st, m):
+        lanes = np.arange(st.n) if m is None else np.flatnonzero(m)
+        for lane in lanes:
+            if mask is not None and int(at(st, mask, lane)) != 1:
+                raise EmulationError(
+                    f"kernel {ctx.prog.name}: `{str(ins).split('  //')[0]}` at {_where(ctx)}: "
+                    f"multicast to other CTAs of a cluster is not emulated (clusters of one CTA "
+                    f"only: the mask must be 1)")
+            tm = _map_of(ctx, st, lane, at(st, tmf, lane))
+            coords = [int(at(st, f, lane)) for f in cfs]
+            if len(coords) != len(tm.dims):
+                raise EmulationError(f"kernel {ctx.prog.name}: {len(coords)} coordinates for a "
+                                     f"tensor map of rank {len(tm.dims)} at {_where(ctx)}")
+            off, inside = _box(tm, coords)
+            view, base = _global_view(ctx, st, tm, lane, opi)
+            dst = _smem_addrs(tm, int(at(st, sf, lane)), off.size)
+            if load:
+                vals = np.zeros(off.size, view.dtype)
+                vals[inside] = view[base + off[inside] // tm.esize]
+                if tm.oob == "nan" and tm.kind == 0:
+                    nan = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FF8000000000000}[tm.esize]
+                    vals[~inside] = nan
+                write_shared_async(st, opi, lane, dst, vals, "TMA load")
+                mbarrier.complete_tx(ctx, st, lane, int(at(st, bf, lane)),
+                                     off.size * tm.esize)
+            else:
+                vals = read_shared_async(st, opi, lane, dst, view.dtype, "TMA store")
+                view[base + off[inside] // tm.esize] = vals[inside]
+    return fn
+
+
+# keyed by the opcode table's emulator column (ptxgen/ir/opcodes.py); plain cp/cp.async stay
+# with memops under "cp"
+BUILDERS = {"cp.async.bulk": build_cp, "cp.async.bulk.tensor": build_cp,
+            "cp.async.bulk.commit_group": build_cp, "cp.async.bulk.wait_group": build_cp,
+            "fence.proxy.async": build_fence}

@@ -1,0 +1,93 @@
+"""The sm_90a tensor-core GEMM on the CPU emulator: the whole kernel (TMA loads through the
+operator's tensor maps, the mbarrier ring between a setmaxnreg producer warpgroup and wgmma
+consumer warpgroups, direct and stmatrix + TMA-store epilogues) against the float64 reference at
+shapes that are not tile multiples."""
+import numpy as np
+import pytest
+
+from ptxgen.arrays import TiledMap
+from ptxgen.emu import emulate, run_operator
+from ptxgen.errors import PtxgenError
+from ptxgen.ops.tc_matmul import TcMatmul
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+
+ARCH = "sm_90a"
+# one consumer warpgroup, 64 x 64 tiles and a 2-slot ring: small enough that a few CTAs walk
+# several tiles each, so slots and barrier phases wrap inside a tile and across tiles
+SMALL = TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=2, group_m=2)
+
+
+def _emulated(op, shape, sm_count=None):
+    """op's steps on the emulator for fresh inputs (sm_count: the persistent grid's CTAs)."""
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    if sm_count is None:
+        run_operator(op, shape, arrays, ARCH)
+        return arrays
+    m = op.build(shape, ARCH)
+    arrays.update(op.workspace_arrays(shape, ARCH))
+    for step in op.steps(shape, ARCH, sm_count):
+        L = step.launch
+        emulate(m, step.kernel, L.grid, L.block, *step.args(arrays), shared_bytes=L.shared_bytes,
+                verify=op.verify)
+    return arrays
+
+
+def _assert_matches_float64(op, shape, arrays):
+    """C against float64 of the exact 16-bit inputs, within the operator's bound per element
+    (C starts as NaN, so an element never written fails)."""
+    a, bt = op.values(arrays["A"], op.dtype), op.values(arrays["Bt"], op.dtype)
+    want = a @ bt.T
+    got = op.values(arrays["C"], op.out)
+    bound = op.error_bound(shape, np.abs(a) @ np.abs(bt).T)
+    assert np.isfinite(got).all()
+    assert (np.abs(got - want) <= bound).all(), float(np.max(np.abs(got - want) / bound))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "tf32"])
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+@pytest.mark.parametrize("M, N, K", [(67, 45, 40), (70, 131, 41), (5, 30, 3)])
+def test_default_schedule_at_odd_shapes(dtype, out, M, N, K):
+    op = TcMatmul(dtype, out)
+    shape = op.shape(M=M, N=N, K=K)
+    _assert_matches_float64(op, shape, _emulated(op, shape))
+
+
+@pytest.mark.parametrize("schedule", [SMALL, TcMatmulSchedule(
+    BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, inflight=0, group_m=0, epilogue="tma")])
+@pytest.mark.parametrize("out, N", [("f32", 150), ("bf16", 152)])     # 152: TMA-stored C
+def test_persistent_ctas_walk_several_tiles_through_the_ring(schedule, out, N):
+    op = TcMatmul("bf16", out, schedule)
+    shape = op.shape(M=190, N=N, K=300)
+    assert op.tiles(shape) == 9 and op.launch(shape, 2).grid == (2, 1, 1)
+    _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))
+
+
+def test_two_consumer_warpgroups_and_tma_epilogue():
+    op = TcMatmul("f16", "bf16", TcMatmulSchedule(BN=128, wgmma_n=128, stages=2,
+                                                  epilogue="tma"))
+    shape = op.shape(M=133, N=136, K=72)
+    _assert_matches_float64(op, shape, _emulated(op, shape))
+
+
+def test_a_wrong_operand_type_is_a_one_line_error_on_the_emulator():
+    op = TcMatmul("bf16", "f32")
+    shape = op.shape(M=67, N=45, K=40)
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    m = op.build(shape, ARCH)
+    args = op.kernel_args(shape, arrays)
+    args[0] = TiledMap(arrays["A"].astype(np.float32), "bf16", 128, 64)
+    L = op.launch(shape)
+    with pytest.raises(PtxgenError) as e:
+        emulate(m, "tc_matmul", L.grid, L.block, *args, shared_bytes=L.shared_bytes,
+                verify=False)
+    assert "\n" not in str(e.value) and "elements are 4 bytes" in str(e.value)
+
+
+def test_cli_runs_the_gemm_on_the_emulator(cli):
+    rc, out, err = cli("run", "matmul", "--dtype", "bf16", "--M", "67", "--N", "45", "--K", "40",
+                       "--backend", "emu", "--check")
+    assert rc == 0, err
+    assert "CPU emulator" in out and "check: PASS" in out
+    rc, out, err = cli("run", "matmul", "--dtype", "tf32", "--M", "67", "--N", "45", "--K", "37",
+                       "--backend", "emu", "--check")
+    assert rc == 0 and "check: PASS" in out, err
