@@ -111,9 +111,10 @@ class Sm:
         self.atom_latency = table.ops["ATOM"].latency
         self.roles = async_roles(prog)
         self.shared_atoms = shared_atomics(prog)
-        self.warps, self.ctas = [], []
+        self.warps, self.ctas, self.cta_first = [], [], []
         for c, traces in enumerate(cta_traces):
             self.ctas.append(_Cta(len(traces)))
+            self.cta_first.append(len(self.warps))
             for tr in traces:
                 wid = len(self.warps)
                 w = _Warp(wid, c, wid % self.nsched, tr, prog.nregs)
@@ -265,7 +266,7 @@ class Sm:
         elif kind == LDS:
             done = memory.shared(t, st, self.lds_latency)
         elif kind == ATOM:
-            done = memory.atomic(t, st, self.atom_latency)
+            done = memory.atomic(t, st, self.atom_latency, w.wid - self.cta_first[w.cta])
         elif kind == FIXED and st.index in self.shared_atoms:
             done = memory.shared(t, st, st.latency, atomic=True)
         elif kind == FIXED:
