@@ -112,6 +112,20 @@ DONE:
 }
 """
 
+# every thread of every CTA adds 1 to out[tid]: each CTA aims at the same 256 addresses
+EVERY_CTA = HEAD + """.visible .entry every(.param .u64 out)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  red.global.add.u32 [%rd3], 1;
+  ret;
+}
+"""
+
 # every thread copies 16 bytes into shared memory with cp.async, waits, and reads them back
 CP_ASYNC = HEAD + """.visible .entry cp(.param .u64 x, .param .u64 out, .param .u32 wait)
 {
@@ -253,6 +267,17 @@ def test_same_address_atomics_queue_for_the_whole_grid():
     assert big.device_us == pytest.approx(132 * 128 * ns * 1e-3 + TABLE.kernel_gap_us, rel=0.1)
     assert big.details["bound"]["resource"] == "same-address atomics"
     assert big.device_us > 3 * small.device_us
+
+
+def test_every_cta_on_the_same_addresses_queues_per_address():
+    seen, small = _accesses(EVERY_CTA, (132 * 32,), (256,), [Arr()])
+    red = _find(seen, "red.global")
+    # one lane per address in a warp; the CTA's warps aim at different addresses
+    assert red.serial_lanes == 1 and red.per_warp and red.pattern.startswith("same addresses")
+    _, big = _accesses(EVERY_CTA, (132 * 128,), (256,), [Arr()])
+    ns = MM["atomic_same_address_ns"]
+    # each address takes one atomic per CTA, one at a time; the addresses work in parallel
+    assert big.device_us == pytest.approx(132 * 128 * ns * 1e-3 + TABLE.kernel_gap_us, rel=0.15)
 
 
 def test_cp_async_moves_bytes_and_wait_holds_the_warp():

@@ -1,17 +1,18 @@
-"""ptxgen emit KERNEL [shape] [--arch] [--via direct|llvm|nvvm] [--llvm-ir]
-[--dtype bf16|f16 [--out-dtype f32|bf16]] [-o FILE] [--comments]
+"""ptxgen emit KERNEL|FILE.ptx [shape] [--arch] [--via direct|llvm|nvvm] [--llvm-ir]
+[--dtype bf16|f16 [--out-dtype f32|bf16]] [--schedule] [-o FILE] [--comments]
 
 `emit matmul --dtype bf16 --arch sm_90a` is the tensor-core GEMM (ops/tc_matmul.py)."""
 from .. import arch as archmod
 from ..emit import emit_module
 from ..ir.verify import verify_module
 from ..llvm import VIAS
-from .common import add_arch, add_dtype, add_shape, operator_from_args, output, shape_from_args
+from .common import (add_arch, add_dtype, add_shape, is_ptx_file, operator_from_args, output,
+                     read_text, shape_from_args)
 
 
 def add_parser(sub):
-    p = sub.add_parser("emit", help="print the PTX of a library kernel")
-    p.add_argument("kernel")
+    p = sub.add_parser("emit", help="print the PTX of a library kernel (or re-emit a PTX file)")
+    p.add_argument("kernel", help="a library kernel, or a .ptx file to parse and re-emit")
     add_shape(p)
     add_arch(p)
     p.add_argument("--via", choices=VIAS, default="direct",
@@ -22,21 +23,34 @@ def add_parser(sub):
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.add_argument("--comments", action="store_true", help="annotate each instruction's class")
     add_dtype(p)
+    p.add_argument("--schedule", action="store_true",
+                   help="list-schedule every basic block first (ptxgen.reorder: critical path "
+                   "by the isa model's latencies); off by default: ptxas schedules again and "
+                   "benchmarks/sched_effect.py measured what it changes")
     return p
 
 
 def run(args):
     archmod.check_arch(args.arch)
-    op = operator_from_args(args)
-    shape = shape_from_args(op, args)
-    module = op.build(shape, args.arch)
-    if op.verify:
-        verify_module(module)
+    verify = True
+    if is_ptx_file(args.kernel):
+        from ..parse import parse_ptx
+        module = parse_ptx(read_text(args.kernel), filename=args.kernel)
+    else:
+        op = operator_from_args(args)
+        shape = shape_from_args(op, args)
+        module = op.build(shape, args.arch)
+        verify = op.verify
+        if verify:
+            verify_module(module)
+    if args.schedule:
+        from ..reorder import schedule_module
+        module = schedule_module(module, args.arch)
     if args.llvm_ir:
         from ..llvm import llvm_ir
         text = llvm_ir(module, "nvvm" if args.via == "nvvm" else "llvm")
     elif args.via == "direct":
-        text = emit_module(module, args.arch, comments=args.comments, verify=op.verify)
+        text = emit_module(module, args.arch, comments=args.comments, verify=verify)
     else:
         from ..llvm import emit_via
         text = emit_via(module, args.arch, args.via)

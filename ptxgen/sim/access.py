@@ -33,7 +33,9 @@ class Access:
     miss: float = 1.0           # global loads: fraction of executions that reach L2
     share: float = 1.0          # fraction of a miss's sectors no other warp of the CTA fetched
     wavefronts: float = 1.0     # shared: bank passes
-    serial_lanes: int = 0       # global atomics to one grid-wide address: lanes that queue
+    serial_lanes: int = 0       # global atomics every CTA aims at the same addresses: the
+                                # most lanes of one warp on one address (they queue there)
+    per_warp: bool = False      # the warps of a CTA aim at different addresses (own queues)
     indirect: bool = False
     pattern: str = "default"    # how it was decided, for reports and tests
 
@@ -126,10 +128,15 @@ def _loads(prog):
     return out
 
 
-def _grid_varying(prog):
-    """Registers that differ between threads or CTAs (read %tid, %ctaid, %laneid ...)."""
+# special registers that differ between CTAs (or between the SMs they run on)
+_CTA_SPECIALS = ("ctaid", "smid", "gridid", "clock", "globaltimer", "nsmid")
+
+
+def _cta_varying(prog):
+    """Registers whose value can differ between CTAs: they read %ctaid, %smid, a clock ..."""
     src = [st.index for st in prog.instrs
-           if any(isinstance(o, Special) for o in st.instr.operands)]
+           if any(isinstance(o, Special) and o.name.split(".")[0].lstrip("%") in _CTA_SPECIALS
+                  for o in st.instr.operands)]
     return tainted(prog, src)
 
 
@@ -185,7 +192,7 @@ def analyze(prog, table, records, warps_per_cta):
     sector = int(mm.get("sector_bytes", 0)) or None
     banks, bank_bytes = h.shared_banks, h.shared_bank_bytes
     loaded = tainted(prog, _loads(prog))
-    varying = _grid_varying(prog)
+    by_cta = _cta_varying(prog)
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
     seen = {}                           # block → sector sets of its earlier global loads
@@ -243,9 +250,15 @@ def analyze(prog, table, records, warps_per_cta):
                 acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
-        if st.kind == ATOM and len(set(first)) == 1 and base is not None and base not in varying:
-            acc.serial_lanes = len(first)
-            acc.pattern = "one address"
+        if st.kind == ATOM and base is not None and base not in by_cta:
+            # every CTA aims at the same addresses: each address takes one operation at a time
+            counts = {}
+            for x in first:
+                counts[x] = counts.get(x, 0) + 1
+            acc.serial_lanes = max(counts.values())
+            w1 = [x for x in (rec.get(1, [[None]])[0]) if x is not None]
+            acc.per_warp = bool(w1) and set(w1) != set(first)
+            acc.pattern = "one address" if len(counts) == 1 else "same addresses in every CTA"
         out[i] = acc
     return out
 

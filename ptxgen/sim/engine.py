@@ -88,55 +88,75 @@ def _async_copy(memory, w, st, role, t, nxt):
 def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
     """Simulate one SM running the CTAs whose warps follow `cta_traces` (a list per CTA of a
     list per warp of path traces) from cycle 0 until the last warp exits."""
-    h = table.header
-    nsched = h.schedulers_per_sm
-    instrs, blocks = prog.instrs, prog.blocks
-    nb = len(blocks)
-    nunits = len(prog.units)
-    bar_latency = table.ops["BAR"].latency
-    warp_size = h.warp_size
-    branch_latency = table.ops["BRANCH"].latency
-    lds_latency = table.ops["LDS"].latency
-    atom_latency = table.ops["ATOM"].latency
-    roles = async_roles(prog)
-    shared_atoms = shared_atomics(prog)
+    return Sm(prog, cta_traces, table, memory, trace_warps, max_events).run()
 
-    warps, ctas = [], []
-    for c, traces in enumerate(cta_traces):
-        ctas.append(_Cta(len(traces)))
-        for tr in traces:
-            wid = len(warps)
-            w = _Warp(wid, c, wid % nsched, tr, prog.nregs)
-            if wid < trace_warps:
-                w.events = []
-            warps.append(w)
-    # each scheduler's live warps, oldest first (a warp's age is its position on the SM)
-    queues = [[w for w in warps if w.sched == s] for s in range(nsched)]
-    last = [None] * nsched
-    unit_free = [[0.0] * nunits for _ in range(nsched)]
-    unit_busy = [0.0] * nunits
-    stalls = dict.fromkeys(STALLS, 0.0)
-    issued = 0
-    INF = _INF
 
-    def load_block(w):
+class Sm:
+    """One SM's warps, schedulers and pipes. The parts of the event loop are methods so each
+    can be driven and checked alone: `pick` (which warp a scheduler issues), `issue` (what an
+    instruction does to the scoreboard and the memory system), `schedule` (when a warp can
+    issue next, and the stall that costs), `arrive`/`release` (barriers), `finish`."""
+
+    def __init__(self, prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
+        h = table.header
+        self.prog, self.memory, self.max_events = prog, memory, max_events
+        self.nsched = h.schedulers_per_sm
+        self.instrs, self.blocks = prog.instrs, prog.blocks
+        self.nb = len(prog.blocks)
+        nunits = len(prog.units)
+        self.bar_latency = table.ops["BAR"].latency
+        self.warp_size = h.warp_size
+        self.branch_latency = table.ops["BRANCH"].latency
+        self.lds_latency = table.ops["LDS"].latency
+        self.atom_latency = table.ops["ATOM"].latency
+        self.roles = async_roles(prog)
+        self.shared_atoms = shared_atomics(prog)
+        self.warps, self.ctas, self.cta_first = [], [], []
+        for c, traces in enumerate(cta_traces):
+            self.ctas.append(_Cta(len(traces)))
+            self.cta_first.append(len(self.warps))
+            for tr in traces:
+                wid = len(self.warps)
+                w = _Warp(wid, c, wid % self.nsched, tr, prog.nregs)
+                if wid < trace_warps:
+                    w.events = []
+                self.warps.append(w)
+        # each scheduler's live warps, oldest first (a warp's age is its position on the SM)
+        self.queues = [[w for w in self.warps if w.sched == s] for s in range(self.nsched)]
+        self.last = [None] * self.nsched
+        self.unit_free = [[0.0] * nunits for _ in range(self.nsched)]
+        self.unit_busy = [0.0] * nunits
+        self.stalls = dict.fromkeys(STALLS, 0.0)
+        self.issued = 0
+        self.live = 0
+
+    # -- warps ----------------------------------------------------------------------------------
+    def load_block(self, w):
+        """Move w to the next block of its path; False at its end."""
         w.ti += 1
         if w.ti >= len(w.trace):
             return False
         e = w.trace[w.ti]
-        b = e % nb
-        w.mask = e // nb
-        blk = blocks[b]
+        w.mask = e // self.nb
+        blk = self.blocks[e % self.nb]
         w.pc, w.end = blk.start, blk.end
         return True
 
-    def note(w, kind, start, end, text):
-        if len(w.events) < max_events and end > start:
+    def note(self, w, kind, start, end, text):
+        if len(w.events) < self.max_events and end > start:
             w.events.append((kind, start, end, text))
 
-    def schedule(w, t):
+    def stall(self, w, why, until):
+        """Account w's wait from its cursor until `until` to `why`."""
+        if until > w.cursor:
+            self.stalls[why] += until - w.cursor
+            if w.events is not None:
+                self.note(w, why, w.cursor, until, why)
+            w.cursor = until
+
+    def schedule(self, w, t):
         """Work out when w's next instruction can issue (t: the earliest)."""
-        st = instrs[w.pc]
+        st = self.instrs[w.pc]
         reason = -1
         regs = w.regs
         for r in st.uses:
@@ -146,165 +166,182 @@ def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
             if regs[r] > t:
                 t, reason = regs[r], r
         why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
-        uf = unit_free[w.sched][st.unit]
+        uf = self.unit_free[w.sched][st.unit]
         if uf > t:
             t, why = uf, "throughput"
-        if t > w.cursor:
-            stalls[why] += t - w.cursor
-            if w.events is not None:
-                note(w, why, w.cursor, t, why)
-            w.cursor = t
+        self.stall(w, why, t)
         w.ready = t
 
-    def finish(w, now):
+    def finish(self, w, now):
         w.done, w.finish = True, now + 1
-        w.ready = INF
-        queues[w.sched].remove(w)
-        cta = ctas[w.cta]
+        w.ready = _INF
+        self.queues[w.sched].remove(w)
+        cta = self.ctas[w.cta]
         cta.live -= 1
-        for bid, (n, waiting, count) in list(cta.bars.items()):
+        for bid, (n, _waiting, count) in list(cta.bars.items()):
             if n and n >= (count or cta.live):
-                release(cta, bid, now)
+                self.release(cta, bid, now)
 
-    def arrive(w, st, now):
+    # -- barriers -------------------------------------------------------------------------------
+    def arrive(self, w, st, now):
         bid, threads, waits = st.barrier
-        cta = ctas[w.cta]
-        n, waiting, count = cta.bars.get(bid) or (0, [], -(-threads // warp_size))
+        cta = self.ctas[w.cta]
+        n, waiting, count = cta.bars.get(bid) or (0, [], -(-threads // self.warp_size))
         if waits:
-            w.ready = INF
+            w.ready = _INF
             waiting.append(w)
         cta.bars[bid] = (n + 1, waiting, count)
         if n + 1 >= (count or cta.live):
-            release(cta, bid, now)
+            self.release(cta, bid, now)
 
-    def release(cta, bid, now):
-        t = now + bar_latency
+    def release(self, cta, bid, now):
+        t = now + self.bar_latency
         for v in cta.bars.pop(bid)[1]:
-            stalls["barrier"] += t - v.cursor
-            if v.events is not None:
-                note(v, "barrier", v.cursor, t, "barrier")
-            v.cursor = t
-            schedule(v, t)
+            self.stall(v, "barrier", t)
+            self.schedule(v, t)
 
-    live = len(warps)
-    for w in warps:
-        if load_block(w):
-            schedule(w, 0.0)
+    # -- one cycle of one scheduler -------------------------------------------------------------
+    def pick(self, s, now, end):
+        """The warp scheduler s issues in the cycle [now, end): the warp it issued last if that
+        one can go, else the oldest that can. Readiness is continuous time (latencies and issue
+        intervals are measured averages such as 4.1 or 1.02), so whatever becomes ready within
+        the cycle issues in it, at that moment. A warp whose pipe was taken since it became
+        ready is moved on to when the pipe frees."""
+        uf = self.unit_free[s]
+        instrs = self.instrs
+        w = self.last[s]
+        if w is not None and w.ready < end and uf[instrs[w.pc].unit] < end:
+            return w
+        for c in self.queues[s]:
+            if c.ready < end:
+                u = uf[instrs[c.pc].unit]
+                if u >= end:
+                    self.stall(c, "not_selected", max(now, c.cursor))
+                    self.stall(c, "throughput", u)
+                    c.ready = u
+                    continue
+                return c
+        return None
+
+    def issue(self, w, s, now):
+        """Issue w's next instruction on scheduler s (in the cycle starting at now); returns the
+        cycle its next instruction can issue at the earliest."""
+        self.last[s] = w
+        st = self.instrs[w.pc]
+        uf = self.unit_free[s]
+        t = max(now, w.ready, uf[st.unit])
+        self.stall(w, "not_selected", t)
+        if w.events is not None:
+            self.note(w, "issue", t, t + 1, st.text)
+        w.cursor = t + 1
+        self.issued += 1
+        uf[st.unit] = t + st.interval
+        self.unit_busy[st.unit] += st.interval
+        kind = st.kind
+        nxt = t + 1
+        if kind == ALU:
+            done = t + st.latency
+            for d in st.defs:
+                w.regs[d] = done
+                w.memreg[d] = False
+        elif kind == BRANCH:
+            nxt = t + self.branch_latency
+        elif st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1:
+            nxt = self.memory_op(w, st, t, nxt)   # memory and fixed-latency instructions
+        return t, nxt
+
+    def memory_op(self, w, st, t, nxt):
+        """A memory or fixed-latency instruction whose guard holds, issued at t."""
+        kind, memory = st.kind, self.memory
+        if kind == STG:
+            memory.store_global(t, st)
+            return nxt
+        if kind == STS:
+            memory.shared(t, st, 0.0)
+            return nxt
+        if kind == FIXED and st.index in self.roles:
+            return _async_copy(memory, w, st, self.roles[st.index], t, nxt)
+        if kind == LDG:
+            done = memory.load_global(t, st)
+        elif kind == LDS:
+            done = memory.shared(t, st, self.lds_latency)
+        elif kind == ATOM:
+            done = memory.atomic(t, st, self.atom_latency, w.wid - self.cta_first[w.cta])
+        elif kind == FIXED and st.index in self.shared_atoms:
+            done = memory.shared(t, st, st.latency, atomic=True)
+        elif kind == FIXED:
+            done = t + st.latency
         else:
-            finish(w, -1.0)
-            live -= 1
-    now = 0.0
-    while live:
-        busy = False
-        end = now + 1.0
-        for s in range(nsched):
-            q = queues[s]
-            if not q:
-                continue
-            uf = unit_free[s]
-            # greedy: the warp issued last, if it can go in this cycle; else the oldest that
-            # can. Readiness is continuous time (latencies and issue intervals are measured
-            # averages such as 4.1 or 1.02), so whatever becomes ready within the cycle issues
-            # in it, at that moment.
-            w = last[s]
-            if w is None or w.ready >= end or uf[instrs[w.pc].unit] >= end:
-                w = None
-                for c in q:
-                    if c.ready < end:
-                        u = uf[instrs[c.pc].unit]
-                        if u >= end:
-                            # its pipe was taken since it became ready
-                            t = max(now, c.cursor)
-                            stalls["not_selected"] += t - c.cursor
-                            if c.events is not None:
-                                note(c, "not_selected", c.cursor, t, "not_selected")
-                            stalls["throughput"] += u - t
-                            if c.events is not None:
-                                note(c, "throughput", t, u, "throughput")
-                            c.cursor = c.ready = u
-                            continue
-                        w = c
-                        break
+            return nxt
+        for d in st.defs:
+            w.regs[d] = done
+            w.memreg[d] = True
+        return nxt
+
+    def advance(self, w, s, t, nxt):
+        """After w issued at t: next instruction, next block, exit or barrier."""
+        st = self.instrs[w.pc]
+        w.pc += 1
+        # an exit ends its block: the path says whether lanes go on
+        if w.pc >= w.end and not self.load_block(w):
+            self.finish(w, t)
+            self.live -= 1
+            self.last[s] = None
+            return
+        if st.kind == BAR:
+            self.arrive(w, st, t)
+            if st.barrier[2]:
+                return                  # the barrier schedules it when it releases
+        self.schedule(w, nxt)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self):
+        self.live = len(self.warps)
+        for w in self.warps:
+            if self.load_block(w):
+                self.schedule(w, 0.0)
+            else:
+                self.finish(w, -1.0)
+                self.live -= 1
+        now = 0.0
+        scheds = range(self.nsched)
+        queues = self.queues
+        while self.live:
+            busy = False
+            end = now + 1.0
+            for s in scheds:
+                if not queues[s]:
+                    continue
+                w = self.pick(s, now, end)
                 if w is None:
                     continue
-            busy = True
-            # -- issue --------------------------------------------------------------------
-            last[s] = w
-            st = instrs[w.pc]
-            t = max(now, w.ready, uf[st.unit])
-            if t > w.cursor:
-                stalls["not_selected"] += t - w.cursor
-                if w.events is not None:
-                    note(w, "not_selected", w.cursor, t, "not_selected")
-            if w.events is not None:
-                note(w, "issue", t, t + 1, st.text)
-            w.cursor = t + 1
-            issued += 1
-            uf[st.unit] = t + st.interval
-            unit_busy[st.unit] += st.interval
-            kind = st.kind
-            nxt = t + 1
-            if kind == ALU:
-                done = t + st.latency
-                for d in st.defs:
-                    w.regs[d] = done
-                    w.memreg[d] = False
-            elif kind == BRANCH:
-                nxt = t + branch_latency
-            elif st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1:
-                # memory and fixed-latency instructions whose guard holds
-                if kind == STG:
-                    memory.store_global(t, st)
-                elif kind == STS:
-                    memory.shared(t, st, 0.0)
-                elif kind == FIXED and w.pc in roles:
-                    nxt = _async_copy(memory, w, st, roles[w.pc], t, nxt)
-                elif kind == LDG or kind == LDS or kind == FIXED or kind == ATOM:
-                    if kind == LDG:
-                        done = memory.load_global(t, st)
-                    elif kind == LDS:
-                        done = memory.shared(t, st, lds_latency)
-                    elif kind == ATOM:
-                        done = memory.atomic(t, st, atom_latency)
-                    elif w.pc in shared_atoms:
-                        done = memory.shared(t, st, st.latency, atomic=True)
-                    else:
-                        done = t + st.latency
-                    for d in st.defs:
-                        w.regs[d] = done
-                        w.memreg[d] = True
-            # -- advance ----------------------------------------------------------------------
-            w.pc += 1
-            # an exit ends its block: the path says whether lanes go on
-            if w.pc >= w.end and not load_block(w):
-                finish(w, t)
-                live -= 1
-                last[s] = None
+                busy = True
+                t, nxt = self.issue(w, s, now)
+                self.advance(w, s, t, nxt)
+            if not self.live:
+                break
+            if busy:
+                now += 1
                 continue
-            if kind == BAR:
-                arrive(w, st, t)
-                if st.barrier[2]:
-                    continue            # the barrier schedules it when it releases
-            schedule(w, nxt)
-        if not live:
-            break
-        if busy:
-            now += 1
-            continue
-        # nothing could issue: jump to the first cycle something can
-        nxt = min((w.ready for q in queues for w in q), default=INF)
-        if nxt == INF:
-            stuck = [w.wid for w in warps if not w.done]
-            raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
-                              f"no other warp of their CTA reaches")
-        now = max(now + 1, float(math.floor(nxt)))
-    # the launch is over when the last warp has exited and the memory system has delivered
-    # what it queued (stores in flight still draw bandwidth after their warp is gone)
-    finish_at = max((w.finish for w in warps), default=0.0)
-    cycles = max(finish_at, memory.drained())
-    return SmResult(cycles=cycles, issued=issued, unit_busy=unit_busy, stalls=stalls,
-                    warp_cycles=sum(w.finish for w in warps),
-                    events=[w.events for w in warps if w.events is not None],
-                    loads=dict(memory.loads),
-                    bytes={k: s.bytes for k, s in memory.servers.items()},
-                    finish=finish_at, busy={k: s.busy for k, s in memory.servers.items()})
+            # nothing could issue: jump to the first cycle something can
+            nxt = min((w.ready for q in queues for w in q), default=_INF)
+            if nxt == _INF:
+                stuck = [w.wid for w in self.warps if not w.done]
+                raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
+                                  f"no other warp of their CTA reaches")
+            now = max(now + 1, float(math.floor(nxt)))
+        return self.result()
+
+    def result(self):
+        # the launch is over when the last warp has exited and the memory system has
+        # delivered what it queued (stores in flight still draw bandwidth after their warp)
+        warps, memory = self.warps, self.memory
+        finish_at = max((w.finish for w in warps), default=0.0)
+        return SmResult(cycles=max(finish_at, memory.drained()), issued=self.issued,
+                        unit_busy=self.unit_busy, stalls=self.stalls,
+                        warp_cycles=sum(w.finish for w in warps),
+                        events=[w.events for w in warps if w.events is not None],
+                        loads=dict(memory.loads),
+                        bytes={k: sv.bytes for k, sv in memory.servers.items()},
+                        finish=finish_at,
+                        busy={k: sv.busy for k, sv in memory.servers.items()})

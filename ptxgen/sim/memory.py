@@ -96,6 +96,7 @@ class SmMemory:
         self.servers = {k: Server(r) for k, r in cfg.rates.items()}
         if cfg.atomic_rate:
             self.servers["ATOMIC"] = Server(cfg.atomic_rate)
+        self.queues = {}                # (instruction, warp of the CTA) → its addresses' queue
         self._acc = 0.0
         self._miss = {}                 # instruction index → error-diffusion counter of misses
         self.loads = {k: 0 for k in LEVELS}
@@ -156,11 +157,21 @@ class SmMemory:
         nbytes = acc.bytes if acc is not None else st.bytes
         self.servers["L2" if self.cfg.forced in ("L1", "L2") else "DRAM"].request(t, nbytes)
 
-    def atomic(self, t, st, latency):
+    def atomic(self, t, st, latency, warp_in_cta=0):
+        """A global atomic. When every CTA aims at the same addresses, each address serves one
+        operation at a time for the whole grid: this warp's lanes queue behind the other SMs'
+        (this SM's share of the address's rate); warps aiming at other addresses have their
+        own queue."""
         acc = self.cfg.access.get(st.index)
         done = self.servers["L2"].request(t, acc.bytes if acc is not None else st.bytes)
-        if acc is not None and acc.serial_lanes and "ATOMIC" in self.servers:
-            done = max(done, self.servers["ATOMIC"].request(t, acc.serial_lanes))
+        if acc is not None and acc.serial_lanes and self.cfg.atomic_rate:
+            key = (st.index, warp_in_cta if acc.per_warp else 0)
+            q = self.queues.get(key)
+            if q is None:
+                q = self.queues[key] = Server(self.cfg.atomic_rate)
+            done = max(done, q.request(t, acc.serial_lanes))
+            self.servers["ATOMIC"].busy = max(self.servers["ATOMIC"].busy, q.busy)
+            self.servers["ATOMIC"].free = max(self.servers["ATOMIC"].free, q.free)
         return done + latency
 
     def shared(self, t, st, latency, atomic=False):

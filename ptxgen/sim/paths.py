@@ -53,6 +53,11 @@ class PathPlan:
         self.events = []
         self.records, self.record_warp = {}, 0
         active_slice = prog.slice if slice_ is None else slice_
+        # registers only addresses need (not control): the fast-forward may leave them stale,
+        # since only the first executions are recorded
+        control = {d for i in prog.slice for d in prog.instrs[i].defs}
+        self.free_regs = frozenset(d for i in active_slice for d in prog.instrs[i].defs
+                                   if d not in control)
         record = set(record)
         for blk in prog.blocks:
             ev = []
@@ -201,14 +206,17 @@ class _Walker:
         return result
 
 
-def _affine(states):
+def _affine(states, free=frozenset()):
     """The per-iteration step of three consecutive loop states, if every value moves by the
-    same amount each time (ints) or stays put (everything else); else None."""
+    same amount each time (ints) or stays put (everything else); else None. Registers in
+    `free` do not matter (they are left as they are)."""
     (v0, _), (v1, _), (v2, _) = states
     step = []
     for l0, l1, l2 in zip(v0, v1, v2):
         d = [0] * len(l0)
         for r, (a, b, c) in enumerate(zip(l0, l1, l2)):
+            if r in free:
+                continue
             if a is None or b is None or c is None:
                 if not (a is None and b is None and c is None):
                     return None
@@ -310,7 +318,7 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
             if all(h is not None for h in held) and all(walker.active) and \
                     not any(w is not None for w in walker.wait_at):
                 recent = (recent + [walker.state()])[-3:]
-                step = _affine(recent) if len(recent) == 3 else None
+                step = _affine(recent, plan.free_regs) if len(recent) == 3 else None
                 if step is not None and hot.id not in plan.no_skip:
                     n = _skippable(walker, hot, recent[-1], step)
                     if not n:

@@ -1,0 +1,75 @@
+"""The simulator's event loop in parts (ptxgen.sim.engine.Sm): warp choice, issue, stall
+accounting and barriers, each driven alone."""
+import pytest
+
+from ptxgen import isa
+from ptxgen.parse import parse_ptx
+from ptxgen.sim import memory as memmod
+from ptxgen.sim.engine import Sm
+from ptxgen.sim.program import compile_kernel
+
+TABLE = isa.load("sm_90")
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+# two dependent FMAs, a barrier, one more FMA
+PTX = HEAD + """.visible .entry k(.param .u64 out)
+{
+  .reg .f32 %f<4>;
+  mov.f32 %f1, 0f3F800000;
+  fma.rn.f32 %f2, %f1, %f1, %f1;
+  fma.rn.f32 %f3, %f2, %f2, %f2;
+  bar.sync 0;
+  fma.rn.f32 %f1, %f3, %f3, %f3;
+  ret;
+}
+"""
+
+
+def _sm(warps_per_cta=1, ctas=1):
+    k = parse_ptx(PTX).kernels[0]
+    prog = compile_kernel(k, TABLE)
+    mem = memmod.SmMemory(memmod.memory_config(TABLE, 132))
+    traces = [[[0] for _ in range(warps_per_cta)] for _ in range(ctas)]
+    return Sm(prog, traces, TABLE, mem), prog
+
+
+def test_pick_is_greedy_then_oldest():
+    sm, _ = _sm(warps_per_cta=8)
+    for w in sm.warps:
+        sm.load_block(w)
+        sm.schedule(w, 0.0)
+    q = sm.queues[0]
+    assert [w.wid for w in q] == [0, 4]          # warps i and i+4 share scheduler 0
+    assert sm.pick(0, 0.0, 1.0) is q[0]          # nothing issued yet: the oldest
+    sm.last[0] = q[1]
+    assert sm.pick(0, 0.0, 1.0) is q[1]          # the one issued last, while it can go
+    q[1].ready = 5.0
+    assert sm.pick(0, 0.0, 1.0) is q[0]          # it cannot: back to the oldest
+
+
+def test_issue_sets_the_scoreboard_and_schedule_charges_the_wait():
+    sm, prog = _sm()
+    w = sm.warps[0]
+    sm.load_block(w)
+    sm.schedule(w, 0.0)
+    fma = TABLE.ops["FMA"]
+    t, nxt = sm.issue(w, 0, 0.0)               # mov
+    sm.advance(w, 0, t, nxt)
+    mov_done = w.ready                          # the fma waits for the mov's result
+    assert mov_done == pytest.approx(TABLE.op_for(prog.instrs[0].instr).latency)
+    t1, nxt = sm.issue(w, 0, mov_done)         # the first fma
+    assert t1 == mov_done
+    before = sm.stalls["dependency"]
+    sm.advance(w, 0, t1, nxt)
+    # the second fma waits for the first one's result: a dependency stall until it arrives
+    assert w.ready == pytest.approx(t1 + fma.latency)
+    assert sm.stalls["dependency"] - before == pytest.approx(fma.latency - 1)
+
+
+def test_barrier_releases_after_the_last_warp():
+    sm, _ = _sm(warps_per_cta=3)
+    r = sm.run()
+    bar = TABLE.ops["BAR"].latency
+    assert r.stalls["barrier"] > 0
+    # every warp leaves the barrier at the same cycle: the last arrival plus its latency
+    assert len({w.finish for w in sm.warps}) == 1
+    assert r.cycles > bar
