@@ -6,6 +6,7 @@ import math
 from .. import isa as isamod
 from ..errors import PtxgenError
 from ..schedule import MatmulSchedule
+from . import ptxas_cache
 
 
 def assemble(sched, arch, shape):
@@ -18,11 +19,9 @@ def assemble(sched, arch, shape):
     s = MatmulSchedule.from_dict(sched) if isinstance(sched, dict) else sched
     try:
         text = emit_module(lower_matmul(s, arch, shape), arch)
-        r = ptxas(text, arch).resources["matmul"]
+        return ptxas_cache.cached_resources(text, arch, "matmul", ptxas)
     except PtxgenError as e:
         return {"error": str(e)[:200]}
-    return {"registers": r.registers, "spills": r.spills, "stack": r.stack_bytes,
-            "shared": r.shared_bytes}
 
 
 def ctas_per_sm(sched, registers, arch):
@@ -42,7 +41,8 @@ def ffma_bound_us(sched, shape, arch):
 
 
 def simulate(sched, arch, shape, registers, sample=16):
-    """{'us': predicted microseconds} of one launch at `shape`, or {'error': ...}."""
+    """{'us': the kernel's predicted microseconds at `shape`, 'launch_us': what a launch adds
+    around it (isa timing.launch_overhead_us)}, or {'error': ...}."""
     from ..ops.matmul import Matmul
     from ..sim import simulate_operator
     s = MatmulSchedule.from_dict(sched) if isinstance(sched, dict) else sched
@@ -51,7 +51,7 @@ def simulate(sched, arch, shape, registers, sample=16):
                                 sample=sample)
     except Exception as e:           # noqa: BLE001 (one point's failure must not end a search)
         return {"error": f"{type(e).__name__}: {e}"[:200]}
-    return {"us": rep.time_us}
+    return {"us": rep.device_us, "launch_us": rep.time_us - rep.device_us}
 
 
 def run_job(job):
