@@ -14,7 +14,7 @@ from ptxgen.schedule import CANDIDATES, MatmulSchedule, default_schedule
 from ptxgen.schedule.matmul import lower_matmul
 from ptxgen.schedule import tuned as cachemod
 from ptxgen.tune import space as spacemod
-from ptxgen.tune import static, tuner
+from ptxgen.tune import stages, static, tuner
 from ptxgen.tune.gpu import check_shape
 from ptxgen.tune.progress import Progress
 
@@ -240,7 +240,7 @@ def test_worker_processes_agree_with_one_process():
     same predictions as running everything here."""
     one = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=False,
                             space=_small_space())
-    tuner._ptxas_memo.clear()
+    stages._ptxas_memo.clear()
     two = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=2, progress=False,
                             space=_small_space())
     assert [(str(p.schedule), p.registers, p.predicted_us) for p in one.simulated] == \
@@ -375,3 +375,109 @@ def test_tune_on_the_gpu(tmp_path):
         warnings.simplefilter("error")
         entry = cachemod.load_entries(tmp_path / "c.json")
     assert np.isclose(entry[rep.shape_class]["ms"], rep.best.ms)
+
+
+# -- issue 16: speed and output of the tuner ---------------------------------------------------
+@needs_ptxas
+def test_dry_run_report_says_nothing_ran_on_a_gpu():
+    rep = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=False,
+                            space=_small_space())
+    text = rep.to_text()
+    assert "GPU trials" not in text                    # no GPU was used: nothing was a trial
+    assert "to time on a GPU (dry run: none timed)" in text
+
+
+def test_rejection_rules_read_without_placeholders():
+    sp = spacemod.matmul_space("sm_90", BIG)
+    assert sp.rejected
+    for rule in sp.rejected:
+        assert "N" not in rule.split(), rule           # was "216 N bytes of shared memory …"
+    rep = tuner.TuneReport("matmul", "sm_90", BIG, "c", 12, True,
+                           stages=[{"stage": "validate", "kept": 5,
+                                    "dropped": dict(sp.rejected)}])
+    line = rep.to_text().splitlines()[1]
+    n = sp.rejected[next(iter(sp.rejected))]
+    assert f"{next(iter(sp.rejected))}: {n}" in line
+
+
+def _report(dry_run, **point):
+    long = CANDIDATES["128x128x8_cp3"].replace(pad_a=0, vec_store=4, stage_c=False, group_m=8)
+    p = tuner.Point(long, registers=120, ctas_per_sm=2, bound_us=2118.3, **point)
+    return tuner.TuneReport("matmul", "sm_90", BIG, "c", 12, dry_run, trials=[p]), long
+
+
+def test_trial_table_keeps_whole_names():
+    rep, long = _report(False, predicted_us=2700.0, ms=2.9, ok=True, error=1e-7)
+    assert len(str(long)) > 58                         # longer than the old fixed column
+    assert str(long) in rep.to_text()
+
+
+def test_dry_run_table_shows_predicted_tflops():
+    rep, _ = _report(True, predicted_us=2700.0)
+    lines = rep.to_text().splitlines()
+    head = next(line for line in lines if "schedule" in line)
+    row = lines[lines.index(head) + 1]
+    assert "pred TFLOP/s" in head and "ok" not in head.split()
+    want = 2 * 4096 ** 3 / 2700e-6 / 1e12
+    assert row.split()[-1] == f"{want:.2f}"           # was an empty TFLOP/s cell
+
+
+@needs_ptxas
+def test_predictions_keep_the_launch_overhead_apart():
+    from ptxgen import isa
+    s = CANDIDATES["128x128x8"].to_dict()
+    r = static.simulate(s, "sm_90", SHAPE, 128)
+    launch = isa.load("sm_90").launch_overhead_us
+    assert launch > 0 and r["launch_us"] == pytest.approx(launch)
+    from ptxgen.ops.matmul import Matmul as Op
+    from ptxgen.sim import simulate_operator
+    full = simulate_operator(Op(CANDIDATES["128x128x8"]), SHAPE, registers=128).time_us
+    assert r["us"] == pytest.approx(full - launch)     # the kernel alone, not 50 us more
+    rep, _ = _report(True, predicted_us=r["us"], launch_us=r["launch_us"])
+    assert f"adds {launch:.1f} us" in rep.to_text()
+    assert rep.trials[0].to_dict()["launch_overhead_us"] == pytest.approx(launch)
+
+
+def test_progress_lines_while_a_stage_runs_without_a_terminal():
+    out = io.StringIO()
+    with Progress(4, "stage", file=out, interval=0.0) as bar:
+        for _ in range(4):
+            bar.update()
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == [line for line in lines[:2] if line.startswith("stage: ")]
+    assert "stage: 1/4 (25 %)" in lines[0] and len(lines) == 5     # 4 periodic + summary
+
+
+@needs_ptxas
+def test_ptxas_results_are_cached_on_disk(monkeypatch):
+    from ptxgen.tune import ptxas_cache
+    s = CANDIDATES["64x64x8"].to_dict()
+    first = static.assemble(s, "sm_90", SHAPE)
+    assert ptxas_cache.count() == 1
+    def no_ptxas(*a, **k):
+        raise toolchain.ToolchainError("ptxas ran")
+    monkeypatch.setattr(toolchain, "assemble", no_ptxas)
+    assert static.assemble(s, "sm_90", SHAPE) == first
+    other = CANDIDATES["64x64x8"].replace(pad_a=0).to_dict()
+    assert static.assemble(other, "sm_90", SHAPE) == {"error": "ptxas ran"}   # a miss runs it
+    monkeypatch.setenv("PTXGEN_PTXAS_CACHE", "off")
+    assert static.assemble(s, "sm_90", SHAPE) == {"error": "ptxas ran"}
+
+
+@needs_ptxas
+def test_one_simulation_per_family():
+    """Variants of a family (warp shape, padding, epilogue, raster order) repeat its
+    simulation: only the representative is simulated; round 2 assembles the rest."""
+    import ptxgen.tune.static as st
+    calls = []
+    real = st.simulate
+    sp = _small_space()
+    stages._ptxas_memo.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(st, "simulate", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+        rep = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=False,
+                                space=sp)
+    fams = {tuner.family(s) for s in sp.points}
+    assert len(calls) == len(fams) == 5
+    assert len({tuner.family(MatmulSchedule.from_dict(c)) for c in calls}) == 5
+    assert rep.trials[0].predicted_us                   # the baseline's row is predicted too

@@ -24,6 +24,9 @@ def add_parser(sub):
                    help="prune with the static models only; time nothing, cache nothing")
     p.add_argument("--jobs", type=positive_int, default=None,
                    help="processes for ptxas and the simulator (default: CPU count)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run ptxas and the simulator on a Ray cluster ('auto', "
+                        "'ray://host:10001', or 'local' for a private one; needs ptxgen[ray])")
     p.add_argument("--sample", type=positive_int, default=16,
                    help="simulated k-loop iterations before extrapolating (default 16)")
     p.add_argument("--cache", metavar="FILE.json",
@@ -55,7 +58,7 @@ def run(args):
     shape = {"M": args.M, "N": args.N, "K": args.K}
     rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
                       jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
-                      cache_path=args.cache)
+                      cache_path=args.cache, cluster=args.cluster)
     if args.json:
         json.dump(rep.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")

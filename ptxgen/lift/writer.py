@@ -80,7 +80,9 @@ def lift_module(module, text, filename, kernel=None):
     body.append("")
     body.append("")
     body.append('if __name__ == "__main__":')
-    body.append("    sys.stdout.write(emit_module(build_module()))")
+    # the lifted kernel is foreign PTX that ptxas judged, not IR this script vouches for; once
+    # edited, drop verify=False to have the verifier check it like any Builder-made kernel
+    body.append("    sys.stdout.write(emit_module(build_module(), verify=False))")
     code = "\n".join(body)
     lines.append("import sys")
     lines.append("")
@@ -125,6 +127,8 @@ def _param(p, R):
         args.append(f"array={p.array}")
     if p.align:
         args.append(f"align={p.align}")
+    if p.reg is not None:                  # a .func's .reg parameter: the register itself
+        args.append(f"reg=Reg({p.reg.name!r}, T.{p.reg.type})")
     return f"Param({', '.join(args)})"
 
 

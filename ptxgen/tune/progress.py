@@ -1,15 +1,18 @@
 """A progress bar on a terminal: tqdm when it is installed, else one redrawn line. When the
-output is not a terminal (a log file), one summary line per stage instead."""
+output is not a terminal (a log file, CI), a plain line every `interval` seconds while the
+stage runs and a summary line at its end."""
 import sys
 import time
 
 
 class Progress:
-    def __init__(self, total, desc, enabled=True, file=None):
+    def __init__(self, total, desc, enabled=True, file=None, interval=10.0):
         self.total, self.desc, self.n = total, desc, 0
         self.file = file or sys.stderr
         self.enabled = enabled and total > 0
+        self.interval = interval
         self._bar, self._t0, self._shown = None, time.perf_counter(), -1
+        self._last_line = self._t0
         if not self.enabled or not self._tty():
             return                        # redrawn bars would flood a log with lines
         try:
@@ -27,7 +30,15 @@ class Progress:
             if note:
                 self._bar.set_postfix_str(note, refresh=False)
             self._bar.update(n)
-        elif self._tty():
+        elif not self._tty():
+            now = time.perf_counter()
+            if now - self._last_line >= self.interval:
+                self._last_line = now
+                self.file.write(f"{self.desc}: {self.n}/{self.total} "
+                                f"({100 * self.n // self.total} %) after {now - self._t0:.0f} s"
+                                f"\n")
+                self.file.flush()
+        else:
             pct = int(100 * self.n / self.total)
             if pct != self._shown:
                 self._shown = pct

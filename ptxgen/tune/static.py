@@ -6,6 +6,7 @@ import math
 from .. import isa as isamod
 from ..errors import PtxgenError
 from ..schedule import MatmulSchedule
+from . import ptxas_cache
 
 
 def assemble(sched, arch, shape):
@@ -17,11 +18,9 @@ def assemble(sched, arch, shape):
     s = MatmulSchedule.from_dict(sched) if isinstance(sched, dict) else sched
     try:
         text = emit_module(lower_matmul(s, arch, shape), arch)
-        r = ptxas(text, arch).resources["matmul"]
+        return ptxas_cache.cached_resources(text, arch, "matmul", ptxas)
     except PtxgenError as e:
         return {"error": str(e)[:200]}
-    return {"registers": r.registers, "spills": r.spills, "stack": r.stack_bytes,
-            "shared": r.shared_bytes}
 
 
 def ctas_per_sm(sched, registers, arch):
