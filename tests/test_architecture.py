@@ -15,7 +15,10 @@ that each one fails when it should.
 """
 import ast
 import functools
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -311,6 +314,21 @@ CHECKS = [unplaced_units, upward_imports, unit_cycles, numba_outside_runtime,
 def test_ptxgen_keeps_its_architecture(check):
     bad = check(ROOT)
     assert not bad, f"{len(bad)} violation(s):\n" + "\n".join(bad)
+
+
+def test_importing_every_module_loads_no_numba():
+    """numba's imports under runtime/ are lazy: loading all of ptxgen (but the twins' kernel
+    sources, which exist to be compiled by Numba) leaves numba unloaded."""
+    code = ("import importlib, pkgutil, sys, ptxgen\n"
+            "skip = {'ptxgen.__main__', 'ptxgen.runtime.twin_sources'}\n"
+            "for m in pkgutil.walk_packages(ptxgen.__path__, 'ptxgen.'):\n"
+            "    if m.name not in skip:\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'numba'))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-500:]
+    assert p.stdout.strip() == "[]", p.stdout
 
 
 def test_the_parser_sees_function_level_imports():
