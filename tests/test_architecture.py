@@ -8,14 +8,18 @@ function-level alike) are parsed with `ast`, and
   emulator's interface to the rest;
 - no hardware number (an SM count, a shared-memory size, a clock, a launch limit: any
   distinctive number of isa/*.toml) is written in Python, and no numeric literal is bound to a
-  hardware quantity's name (sm_count=132, MAX_GRID_Y = 65535, latency=4): those come from isa/.
+  hardware quantity's name (sm_count=132, MAX_GRID_Y = 65535, latency=4): those come from isa/;
+- no target name ("sm_90") is written in code outside ptxgen/arch.py (DEFAULT_TARGET).
 
 The checks take the repository root, so the last tests run them on small broken packages to show
 that each one fails when it should.
 """
 import ast
 import functools
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -307,8 +311,28 @@ def hardware_constants(root):
     return sorted(set(bad))
 
 
+def target_literals(root):
+    """A target name written in code (not in a docstring) outside ptxgen/arch.py: defaults use
+    arch.DEFAULT_TARGET, and target tables live in isa/."""
+    bad = []
+    for name, (path, _) in modules(root).items():
+        if name == "ptxgen.arch":
+            continue
+        tree = _tree(path)
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and n.body and isinstance(n.body[0], ast.Expr)
+                and isinstance(n.body[0].value, ast.Constant)}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs \
+                    and re.fullmatch(r"sm_\d+a?", n.value):
+                bad.append(f"{name}:{n.lineno} writes the target {n.value!r} (use "
+                           f"ptxgen.arch.DEFAULT_TARGET or isa/)")
+    return bad
+
+
 CHECKS = [unplaced_units, upward_imports, unit_cycles, numba_outside_runtime,
-          private_reach_ins, hardware_constants]
+          private_reach_ins, hardware_constants, target_literals]
 
 
 # -- on ptxgen ---------------------------------------------------------------------------------
@@ -316,6 +340,21 @@ CHECKS = [unplaced_units, upward_imports, unit_cycles, numba_outside_runtime,
 def test_ptxgen_keeps_its_architecture(check):
     bad = check(ROOT)
     assert not bad, f"{len(bad)} violation(s):\n" + "\n".join(bad)
+
+
+def test_importing_every_module_loads_no_numba():
+    """numba's imports under runtime/ are lazy: loading all of ptxgen (but the twins' kernel
+    sources, which exist to be compiled by Numba) leaves numba unloaded."""
+    code = ("import importlib, pkgutil, sys, ptxgen\n"
+            "skip = {'ptxgen.__main__', 'ptxgen.runtime.twin_sources'}\n"
+            "for m in pkgutil.walk_packages(ptxgen.__path__, 'ptxgen.'):\n"
+            "    if m.name not in skip:\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'numba'))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-500:]
+    assert p.stdout.strip() == "[]", p.stdout
 
 
 def test_the_parser_sees_function_level_imports():
@@ -377,6 +416,8 @@ def _package(tmp_path, files):
      "binds MAX_GRID_Y = 65535"),
     (hardware_constants, {"ptxgen/sim/x.py": "OPS = {'latency': 4.5}\n"},
      "binds latency = 4.5"),
+    (target_literals, {"ptxgen/ops/base.py": "def build(shape, arch='sm_90'):\n    pass\n"},
+     "ptxgen.ops.base:1 writes the target 'sm_90'"),
 ])
 def test_each_check_catches_its_violation(tmp_path, check, files, expect):
     bad = check(_package(tmp_path, files))
@@ -389,8 +430,8 @@ def test_checks_pass_a_package_that_keeps_the_rules(tmp_path):
         "ptxgen/errors.py": "",
         "ptxgen/emu/__init__.py": "from .alu import make\n",
         "ptxgen/emu/alu.py": "def make():\n    return 2 * 32\n",
-        "ptxgen/reports/w.py": "def f(isa):\n    from ..emu import make\n"
-                               "    return isa.sm_count('sm_90'), make()\n",
+        "ptxgen/reports/w.py": "def f(isa, arch):\n    from ..emu import make\n"
+                               "    return isa.sm_count(arch), make()\n",
         "ptxgen/runtime/driver.py": "def f():\n    from numba import cuda\n    return cuda\n"})
     for check in CHECKS:
         assert check(root) == [], check.__name__

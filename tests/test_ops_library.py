@@ -176,3 +176,17 @@ def test_twin_launch_shapes():
     assert grid == (2, 3) and block == (32, 8) and args == (1, 2)
     grid, block, args = twin_launch_args("softmax", {"M": 70, "N": 37}, {"x": 1, "out": 2})
     assert grid == (70,) and args == (1, 2)
+
+
+def test_grid_stride_grids_use_the_targets_or_the_devices_sm_count():
+    """No SM count is assumed: steps() takes the target's from isa, a runner the live device's."""
+    from ptxgen import isa
+    from ptxgen.ops.saxpy import Saxpy
+    from ptxgen.runtime.twins import TWIN_CTAS_PER_SM, twin_launch_args
+    op, shape = Saxpy(ctas_per_sm=2), {"n": 1 << 24}
+    for arch in ("sm_80", "sm_86", "sm_90"):
+        assert op.steps(shape, arch)[0].launch.grid == (2 * isa.sm_count(arch), 1, 1)
+    assert op.steps(shape, "sm_90", sm_count=7)[0].launch.grid == (14, 1, 1)
+    assert op.launch(shape).grid == (2 * isa.sm_count("sm_90"), 1, 1)
+    arrays = {k: k for k in ("a", "x", "y", "out")}
+    assert twin_launch_args("saxpy", shape, arrays, sm_count=10)[0] == (10 * TWIN_CTAS_PER_SM,)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .driver import numba_cuda, raw_launch, load_kernel
+from .driver import load_kernel, numba_cuda, raw_launch
 
 MAX_HOLD_MS = 500.0
 
