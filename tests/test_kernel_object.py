@@ -95,6 +95,12 @@ def test_written_params_follow_the_addresses():
     data = {arr: names[1 + 7 * j + 4] for j, arr in enumerate(("x", "y", "out"))}
     assert data["out"] in written
     assert data["x"] not in written and data["y"] not in written
+    # the matmul copies A and B into shared memory with cp.async: read, not written
+    from ptxgen.ops import get_operator
+    mm = get_operator("matmul")
+    kir = mm.build(mm.shape(M=256, N=256, K=256), "sm_90").kernel("matmul")
+    assert any(s.opcode == "cp" for s in kir.body if hasattr(s, "opcode"))
+    assert {"A", "B", "C"} & written_params(kir) == {"C"}
 
 
 def test_signed_scalar_accepted_where_it_fits():
