@@ -48,7 +48,9 @@ def test_kernel_object_runs_on_the_emulator():
 def test_launcher_is_reused_and_shape_errors_are_one_line():
     k = ptxgen.kernel(axpy_module())               # the only entry
     assert k[4, 128] is k[4, 128]
-    for bad in (lambda: k[4], lambda: k[4, 2048], lambda: k(1, 2)):
+    for bad in (lambda: k[4], lambda: k[4, 2048], lambda: k(1, 2),
+                lambda: k[1, 32](np.uint32(1), np.float32(1), np.ones(32, np.float32),
+                                 np.ones(32, np.float32), backend="cuda")):
         with pytest.raises(PtxgenError) as e:
             bad()
         assert "\n" not in str(e.value) and "axpy" in str(e.value)
