@@ -191,3 +191,18 @@ def test_gpu_backend_without_gpu_is_one_line():
         k[1, 64](np.uint32(1), np.float32(1), np.ones(64, np.float32),
                  np.ones(64, np.float32), backend="gpu")
     assert "\n" not in str(e.value)
+
+
+def test_simulate_header_and_png_title_use_the_short_name(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.figure
+    titles = []
+    real = matplotlib.figure.Figure.suptitle
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle",
+                        lambda self, t, **kw: titles.append(t) or real(self, t, **kw))
+    from ptxgen.cli import main
+    png = tmp_path / "t.png"
+    assert main(["simulate", str(DATA / "numba_saxpy_sm90.ptx"), "--kernel", "saxpy",
+                 "--grid", "2", "--block", "64", "--png", str(png)]) == 0
+    assert capsys.readouterr().out.startswith("saxpy on sm_90")
+    assert png.stat().st_size > 0 and titles and titles[0].startswith("saxpy: first")
