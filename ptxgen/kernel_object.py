@@ -121,9 +121,7 @@ class Kernel:
         return self._gpu
 
     def pick_backend(self, backend, args):
-        if backend not in BACKENDS:
-            raise PtxgenError(f"unknown backend {backend!r}; choose one of "
-                              f"{', '.join(BACKENDS)}")
+        """'gpu' or 'emu' for these arguments (backend: 'auto', 'gpu' or 'emu')."""
         where = [(p, info.device) for p, a in zip(self.params, args)
                  if (info := array_info(a)) is not None]
         on_gpu = [p.name for p, d in where if d == "cuda"]
@@ -156,6 +154,9 @@ class Launcher:
         if not isinstance(shared, (int, np.integer)) or shared < 0:
             raise LaunchError(f"kernel {k.short_name}: shared must be a non-negative int "
                               f"(bytes of dynamic shared memory), got {shared!r}")
+        if backend not in BACKENDS:
+            raise PtxgenError(f"kernel {k.short_name}: unknown backend {backend!r}; choose one "
+                              f"of {', '.join(BACKENDS)}")
         if backend != "emu" and self._fast(args, int(shared), stream):
             return None
         backend = k.pick_backend(backend, args)

@@ -164,13 +164,13 @@ def written_params(kernel):
                         src.add(base.name)
                 for r in ins.uses():
                     src |= taint.get(r.name, set())
-            if ins.opcode in WRITES:
-                for o in ins.operands:
-                    if isinstance(o, Addr) and isinstance(o.base, Reg):
-                        new = taint.get(o.base.name, set()) - written
-                        if new:
-                            written |= new
-                            changed = True
+            # the first address operand is the one written (a copy's second is its source)
+            dest = next((o for o in ins.operands if isinstance(o, Addr)), None)
+            if ins.opcode in WRITES and dest is not None and isinstance(dest.base, Reg):
+                new = taint.get(dest.base.name, set()) - written
+                if new:
+                    written |= new
+                    changed = True
             for r in ins.defs():
                 old = taint.get(r.name, set())
                 if not src <= old:

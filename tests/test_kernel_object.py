@@ -48,7 +48,9 @@ def test_kernel_object_runs_on_the_emulator():
 def test_launcher_is_reused_and_shape_errors_are_one_line():
     k = ptxgen.kernel(axpy_module())               # the only entry
     assert k[4, 128] is k[4, 128]
-    for bad in (lambda: k[4], lambda: k[4, 2048], lambda: k(1, 2)):
+    for bad in (lambda: k[4], lambda: k[4, 2048], lambda: k(1, 2),
+                lambda: k[1, 32](np.uint32(1), np.float32(1), np.ones(32, np.float32),
+                                 np.ones(32, np.float32), backend="cuda")):
         with pytest.raises(PtxgenError) as e:
             bad()
         assert "\n" not in str(e.value) and "axpy" in str(e.value)
@@ -95,6 +97,18 @@ def test_written_params_follow_the_addresses():
     data = {arr: names[1 + 7 * j + 4] for j, arr in enumerate(("x", "y", "out"))}
     assert data["out"] in written
     assert data["x"] not in written and data["y"] not in written
+    # cp.async reads its source: copying x into shared memory does not write x
+    m = Module(target="sm_90")
+    k = m.add_kernel("stage", [Param("x", T.u64, ptr(T.f32)), Param("y", T.u64, ptr(T.f32))])
+    b = Builder(k)
+    x, y = b.param("x"), b.param("y")
+    tile = b.address_of(b.shared("tile", T.f32, 4))
+    b.cp_async(tile, x, 16)
+    b.cp_async_commit()
+    b.cp_async_wait()
+    b.st("global", y, b.ld("shared", T.f32, tile))
+    b.ret()
+    assert written_params(k) == {"y"}
 
 
 def test_signed_scalar_accepted_where_it_fits():
@@ -177,3 +191,18 @@ def test_gpu_backend_without_gpu_is_one_line():
         k[1, 64](np.uint32(1), np.float32(1), np.ones(64, np.float32),
                  np.ones(64, np.float32), backend="gpu")
     assert "\n" not in str(e.value)
+
+
+def test_simulate_header_and_png_title_use_the_short_name(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.figure
+    titles = []
+    real = matplotlib.figure.Figure.suptitle
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle",
+                        lambda self, t, **kw: titles.append(t) or real(self, t, **kw))
+    from ptxgen.cli import main
+    png = tmp_path / "t.png"
+    assert main(["simulate", str(DATA / "numba_saxpy_sm90.ptx"), "--kernel", "saxpy",
+                 "--grid", "2", "--block", "64", "--png", str(png)]) == 0
+    assert capsys.readouterr().out.startswith("saxpy on sm_90")
+    assert png.stat().st_size > 0 and titles and titles[0].startswith("saxpy: first")
