@@ -22,6 +22,7 @@ class RunResult:
     max_rel_error: float = None
     time_ms: float = None
     registers: int = None
+    engine: str = None             # the emulator's engine (interp or native)
 
 
 def resolve_backend(name):
@@ -35,8 +36,10 @@ def resolve_backend(name):
     return name
 
 
-def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False):
-    """Build, emit, run and (optionally) check one operator on fresh random inputs."""
+def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False,
+                 engine="auto"):
+    """Build, emit, run and (optionally) check one operator on fresh random inputs. On the
+    emulator, `engine` picks its engine ('auto': native when it supports the kernel)."""
     backend = resolve_backend(backend)
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
@@ -60,7 +63,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
             res.time_ms = time_calls(bound_steps(op, shape, kernels, dev, arch))
     else:
         from .emu.backend import run_operator as emu_run
-        emu_run(op, shape, arrays, arch or "sm_90")
+        res.engine = emu_run(op, shape, arrays, arch or "sm_90", engine=engine).engine
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res

@@ -1,4 +1,4 @@
-"""ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check]"""
+"""ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--engine auto|native|interp] [--check]"""
 from .. import arch as archmod
 from ..backend import BACKENDS, run_operator
 from ..ops import get_operator
@@ -14,6 +14,10 @@ def add_parser(sub):
     p.add_argument("--check", action="store_true", help="compare with a float64 numpy reference")
     p.add_argument("--time", action="store_true", help="time the kernel (GPU backend)")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--engine", choices=("auto", "native", "interp"), default="auto",
+                   help="emulator engine: native (compiled for this CPU; bounds checks only), "
+                        "interp (the interpreter: memcheck and racecheck), auto (native when "
+                        "it supports the kernel)")
     return p
 
 
@@ -23,10 +27,10 @@ def run(args):
     op = get_operator(args.kernel)
     shape = shape_from_args(op, args)
     res = run_operator(op, shape, args.backend, arch=args.arch, check=args.check,
-                       seed=args.seed, time_it=args.time)
+                       seed=args.seed, time_it=args.time, engine=args.engine)
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
-    print(f"{op.name} {dims}: ran on {'the GPU' if res.backend == 'gpu' else 'the CPU emulator'}"
-          f" (backend {res.backend})")
+    where = "the GPU" if res.backend == "gpu" else f"the CPU emulator ({res.engine} engine)"
+    print(f"{op.name} {dims}: ran on {where} (backend {res.backend})")
     if res.time_ms is not None:
         print(f"time: {res.time_ms:.4f} ms")
     if args.check:
