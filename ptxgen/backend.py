@@ -37,9 +37,11 @@ def resolve_backend(name):
 
 
 def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False,
-                 engine="auto"):
+                 engine="interp"):
     """Build, emit, run and (optionally) check one operator on fresh random inputs. On the
-    emulator, `engine` picks its engine ('auto': native when it supports the kernel)."""
+    emulator, `engine` picks its engine: 'interp' (with memcheck and racecheck), 'auto'
+    (native when it supports the kernel: faster on large launches, but each new kernel text
+    costs a compilation of about a second; `ptxgen run` uses it), 'native'."""
     backend = resolve_backend(backend)
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
