@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from ptxgen.ir.verify import verify_module  # noqa: E402
-from ptxgen.llvm import VIAS, emit_via  # noqa: E402
+from ptxgen.reports.paths import VIAS, emit_via  # noqa: E402
 from ptxgen.ops import OPERATORS  # noqa: E402
 
 ARCH = "sm_90"

@@ -11,6 +11,11 @@ ISA_DIR = Path(__file__).resolve().parent.parent / "isa"
 
 # The target every entry point uses when none is given: the lent H200 (compute capability 9.0).
 DEFAULT_TARGET = "sm_90"
+# Its arch-specific variant (the same chip with wgmma and setmaxnreg), for tensor-core kernels.
+DEFAULT_ARCH_SPECIFIC_TARGET = "sm_90a"
+# The oldest target ptxgen emits for, and the PTX ISA version it needs: what an instruction
+# without a stated requirement needs (the opcode table's baseline).
+BASELINE_TARGET, BASELINE_PTX = "sm_80", "7.0"
 
 
 def isa_dir():
@@ -95,6 +100,13 @@ def is_arch_specific(arch):
 def base_arch(arch):
     """The family target of an arch-specific one (sm_90a → sm_90); others unchanged."""
     return arch[:-1] if is_arch_specific(arch) else arch
+
+
+def arch_specific_variant(arch):
+    """The arch-specific target of arch's chip (sm_90 → sm_90a) where the targets table has
+    one, else arch."""
+    v = base_arch(arch) + "a"
+    return v if v in targets() else arch
 
 
 def target_for(arch, features=(), instruction_needs=None):

@@ -6,7 +6,7 @@ import pytest
 
 from ptxgen.emu import emulate
 from ptxgen.emu.api import LANES_PER_BATCH
-from ptxgen.llvm import emit_via
+from ptxgen.reports.paths import emit_via
 from ptxgen.parse import parse_ptx
 
 SEED = np.random.SeedSequence().entropy

@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import irgen
+from case_args import case_arguments
 from ptxgen import toolchain
 from ptxgen.emu import emulate
 from ptxgen.errors import LoweringError
 from ptxgen.ir import Builder, Instr, Module, Param, ptr
 from ptxgen.ir import types as T
-from ptxgen.llvm import emit_via, llvm_ir
+from ptxgen.reports.paths import emit_via, llvm_ir
 from ptxgen.llvm.lower import RULES
 from ptxgen.llvm.table import LOWERING
 from ptxgen.ops import OPERATORS
@@ -87,14 +88,7 @@ def test_operator_via_compiler_matches_reference(name, via):
 
 def _run_case(case, module):
     k = module.kernel(case.kernel.name)
-    arrays, args = {}, []
-    for p in case.kernel.params:
-        a = case.args[p.name]
-        if p.pointer is not None:
-            arrays[p.name] = np.frombuffer(a, dtype=np.uint8).copy()
-            args.append(arrays[p.name])
-        else:
-            args.append(np.dtype(irgen._NUMPY[p.type.name]).type(a))
+    arrays, args = case_arguments(case)
     emulate(module, k.name, (case.grid, 1, 1), (case.block, 1, 1), *_as_params(k, args))
     return {name: arr.tobytes() for name, arr in arrays.items()}
 

@@ -156,7 +156,7 @@ def occupancy(threads_per_block, registers_per_thread, shared_bytes_per_block,
 
 
 def invalid_launch(threads_per_block, registers_per_thread, shared_bytes_per_block,
-                   arch="sm_90"):
+                   arch=DEFAULT_TARGET):
     """Why a block with these resources cannot run on `arch` at all (one line), or None."""
     h = target_limits(arch)
     if threads_per_block > h.max_threads_per_block:

@@ -3,7 +3,7 @@ import sys
 
 from .. import arch as archmod
 from ..errors import PtxgenError
-from ..llvm import VIAS
+from ..reports.paths import VIAS
 from ..reports.compare import compare
 from ..ops import get_operator
 from .common import add_arch, add_shape, shape_from_args

@@ -5,7 +5,7 @@
 from .. import arch as archmod
 from ..emit import emit_module
 from ..ir.verify import verify_module
-from ..llvm import VIAS
+from ..reports.paths import VIAS
 from .common import (add_arch, add_dtype, add_shape, is_ptx_file, operator_from_args, output,
                      read_text, shape_from_args)
 
@@ -47,12 +47,12 @@ def run(args):
         from ..reorder import schedule_module
         module = schedule_module(module, args.arch)
     if args.llvm_ir:
-        from ..llvm import llvm_ir
+        from ..reports.paths import llvm_ir
         text = llvm_ir(module, "nvvm" if args.via == "nvvm" else "llvm")
     elif args.via == "direct":
         text = emit_module(module, args.arch, comments=args.comments, verify=verify)
     else:
-        from ..llvm import emit_via
+        from ..reports.paths import emit_via
         text = emit_via(module, args.arch, args.via)
     output(args.output, text)
     return 0

@@ -1,7 +1,8 @@
-"""ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check] [--dtype bf16|f16 [--out-dtype]]
+"""ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--engine auto|native|interp] [--check]
+[--dtype bf16|f16 [--out-dtype]]
 
-`run matmul --dtype bf16` is the tensor-core GEMM, built for sm_90a unless --arch says
-otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated)."""
+`run matmul --dtype bf16` is the tensor-core GEMM, built for the arch-specific target (sm_90a)
+unless --arch says otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated)."""
 import sys
 
 from .. import arch as archmod
@@ -19,6 +20,10 @@ def add_parser(sub):
     p.add_argument("--time", action="store_true", help="time the kernel (GPU backend)")
     p.add_argument("--seed", type=int, default=None)
     add_dtype(p)
+    p.add_argument("--engine", choices=("auto", "native", "interp"), default="auto",
+                   help="emulator engine: native (compiled for this CPU; bounds checks only), "
+                        "interp (the interpreter: memcheck and racecheck), auto (native when "
+                        "it supports the kernel)")
     return p
 
 
@@ -27,12 +32,14 @@ def run(args):
         archmod.check_arch(args.arch)      # the emulator backend would otherwise ignore it
     op = operator_from_args(args)
     shape = shape_from_args(op, args)
-    arch = args.arch or ("sm_90a" if args.dtype else None)     # wgmma and setmaxnreg need it
+    arch = args.arch
+    if arch is None and args.dtype:            # wgmma and setmaxnreg need the arch-specific target
+        arch = archmod.arch_specific_variant(archmod.DEFAULT_TARGET)
     res = run_operator(op, shape, args.backend, arch=arch, check=args.check,
-                       seed=args.seed, time_it=args.time)
+                       seed=args.seed, time_it=args.time, engine=args.engine)
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
-    print(f"{op.name} {dims}: ran on {'the GPU' if res.backend == 'gpu' else 'the CPU emulator'}"
-          f" (backend {res.backend})")
+    where = "the GPU" if res.backend == "gpu" else f"the CPU emulator ({res.engine} engine)"
+    print(f"{op.name} {dims}: ran on {where} (backend {res.backend})")
     if res.time_ms is not None:
         print(f"time: {res.time_ms:.4f} ms")
     elif args.time:

@@ -24,6 +24,7 @@ from ..arrays import TiledMap
 from .tensormap import TensorMap, from_tiled
 
 CHECK_MODES = ("error", "warn", "off")
+ENGINES = ("interp", "native", "auto")
 # Lanes per batch: enough that numpy's per-call overhead is amortised over many threads; fewer
 # when the register file (one array per register, one element per lane) would pass the budget.
 LANES_PER_BATCH = 16384
@@ -40,6 +41,7 @@ class EmulationResult:
     seconds: float
     findings: list = field(default_factory=list)   # check='warn' reports
     printed: list = field(default_factory=list)    # printf output lines, in thread order
+    engine: str = "interp"                          # which engine ran it
 
 
 _programs = weakref.WeakKeyDictionary()
@@ -144,7 +146,7 @@ def _bytes_arg(kname, p, a):
 
 
 def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error",
-            observer=None, verify=True):
+            observer=None, verify=True, engine="interp"):
     """Run kernel `kernel_name` on the CPU emulator with a grid of `grid` blocks of `block`
     threads (ints or tuples of up to 3). Pointer parameters take numpy arrays (results are
     written back into them), other parameters numpy scalars of the parameter's type.
@@ -158,9 +160,14 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     compile_kernel(...).code, mask is a bool per lane of the batch or None for every live lane.
     verify: a Builder-made kernel is verified first (VerifyError on malformed IR);
     verify=False skips that (PTX text is never verified: ptxas judges it).
+    engine: 'interp' (the interpreter: every check), 'native' (emu.native: the kernel compiled
+    for the host; an EmulationError when it has what that engine does not run), 'auto' (native
+    when check='off', no observer is given and the kernel is supported, else the interpreter).
     Returns an EmulationResult."""
     if check not in CHECK_MODES:
         raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
+    if engine not in ENGINES:
+        raise PtxgenError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     module = as_module(ptx_or_module)
     prog = compile_kernel(module, kernel_name, verify)
     kernel = prog.kernel
@@ -169,6 +176,11 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     _check_launch(kernel, grid, block)
     if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
         raise PtxgenError(f"kernel {kernel.name}: shared_bytes must be a non-negative int")
+    native = _native(prog, engine, check, observer, len(args))
+    if native is not None:
+        from .native import run_native
+        ncta, seconds = run_native(native, grid, block, args, int(shared_bytes))
+        return EmulationResult(kernel.name, grid, block, ncta, 0, seconds, engine="native")
     t0 = time.perf_counter()
     gmem = GlobalMemory()
     global_addr = {}
@@ -200,6 +212,22 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
             sys.stdout.flush()
     return EmulationResult(kernel.name, grid, block, ncta, launch.steps,
                            time.perf_counter() - t0, launch.findings, launch.printed)
+
+
+def _native(prog, engine, check, observer, nargs):
+    """The NativeKernel to run, or None for the interpreter."""
+    if engine == "interp" or (engine == "auto" and (check != "off" or observer is not None)):
+        return None
+    from ..errors import LoweringError
+    from .native import compile_native
+    if nargs != len(prog.kernel.params):
+        return None                     # the interpreter's argument check names the problem
+    try:
+        return compile_native(prog)
+    except LoweringError as e:
+        if engine == "native":
+            raise EmulationError(f"native engine: {e}") from None
+        return None
 
 
 def numba_array_args(arr):

@@ -41,6 +41,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from ..arch import BASELINE_PTX, BASELINE_TARGET   # what a row without needs needs
+
 from . import types as T
 
 # name                     dest effect  mix              timing    emu                        flops ptx target  space   operands
@@ -206,7 +208,6 @@ CONTROL_EFFECTS = ("branch", "exit", "call", "control")
 MIX_RULES = ("@space", "@type", "@move")
 TIMING_RULES = ("@load", "@store", "@cvt", "@mov", "@sfu")
 FLOP_MODELS = ("mma", "wgmma")
-BASELINE_PTX, BASELINE_TARGET = "7.0", "sm_80"
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
-"""ptxgen IR lowered to LLVM IR (llvmlite), and the two compilers that take it to PTX.
+"""ptxgen IR lowered to LLVM IR (llvmlite), and LLVM's NVPTX back end that takes it to PTX.
 
     lower_module(module, dialect)   IR → llvmlite.ir.Module (nvptx64-nvidia-cuda)
-    emit_via(module, arch, via)     PTX text: "direct" (ptxgen's emitter), "llvm" (LLVM's NVPTX
-                                    back end in llvmlite), "nvvm" (libNVVM via numba-cuda)
+
+Choosing among ptxgen's emitter, LLVM's NVPTX back end and libNVVM (which the runtime reaches
+through numba-cuda) is ptxgen.reports.paths (emit_via, llvm_ir, VIAS): it needs the runtime,
+a stage above this one, which the emulator's native engine also builds on.
 """
 from .lower import lower_module
-from .paths import VIAS, emit_via, llvm_ir
 
-__all__ = ["VIAS", "emit_via", "llvm_ir", "lower_module"]
+__all__ = ["lower_module"]

@@ -116,16 +116,25 @@ def _lower_kernel(lm, kernel, variables, dialect):
     scope = {name[1] if isinstance(name, tuple) else name: gv for name, gv in variables.items()
              if not isinstance(name, tuple) or name[0] == kernel.name}
     f = Frame(kernel, fn, b, scope, dialect)
-    _Body(f).lower(kernel.body)
+    Body(f).lower(kernel.body)
     return fn
 
 
-class _Body:
-    """Basic blocks from labels and branches; guarded instructions branch around."""
+class Body:
+    """Basic blocks from labels and branches; guarded instructions branch around. A subclass
+    (the emulator's host lowering) changes how the function is entered and left and overrides
+    rules by name."""
+    rules = RULES
 
     def __init__(self, frame):
         self.f = frame
         self.blocks = {}
+
+    def enter(self, start):
+        self.f.b.branch(start)
+
+    def leave(self):
+        self.f.b.ret_void()
 
     def block(self, name):
         blk = self.blocks.get(name)
@@ -136,7 +145,7 @@ class _Body:
     def lower(self, body):
         f, b = self.f, self.f.b
         start = f.func.append_basic_block("body")
-        b.branch(start)
+        self.enter(start)
         b.position_at_end(start)
         for s in body:
             if isinstance(s, Label):
@@ -150,7 +159,7 @@ class _Body:
                 f.instr = s
                 self.instruction(s)
         if not b.block.is_terminated:
-            b.ret_void()
+            self.leave()
 
     def instruction(self, ins):
         f, b = self.f, self.f.b
@@ -172,7 +181,7 @@ class _Body:
 
     def apply(self, row, ins):
         try:
-            RULES[row.rule](self.f, ins, row)
+            self.rules[row.rule](self.f, ins, row)
         except LoweringError:
             raise
         except (TypeError, ValueError, AttributeError, IndexError, KeyError, StopIteration,
@@ -190,7 +199,7 @@ class _Body:
         else:
             dest = f.func.append_basic_block("exit")
             with b.goto_block(dest):
-                b.ret_void()
+                self.leave()
         if ins.guard is None:
             b.branch(dest)
             return

@@ -7,6 +7,7 @@ optimizer still understands them; fusing them would change results.
 """
 import functools
 
+from ..arch import DEFAULT_TARGET
 from ..errors import LoweringError
 from .lower import TRIPLE
 
@@ -45,7 +46,7 @@ def optimize(text, arch, opt=3):
     return mod
 
 
-def to_ptx(text, arch="sm_90", opt=3):
+def to_ptx(text, arch=DEFAULT_TARGET, opt=3):
     """PTX text from LLVM IR text for `arch` (sm_80, sm_86, sm_89, sm_90)."""
     mod = optimize(text, arch, opt)
     try:

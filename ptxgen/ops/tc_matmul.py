@@ -16,6 +16,7 @@ bf16 C.
 """
 import numpy as np
 
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
 from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, OUT_BYTES, TcMatmulSchedule,
@@ -25,7 +26,7 @@ from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
 
 # the chip sm_90a code runs on: its SM count (isa) sizes default grids and picks schedules
-TC_CHIP = "sm_90"
+TC_CHIP = DEFAULT_TARGET
 F32_ULP = 2.0 ** -23
 BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
@@ -105,7 +106,7 @@ class TcMatmul(Operator):
     def _pad_kernel(self):
         return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
 
-    def build(self, shape, arch="sm_90a"):
+    def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         main = dict(shape, K=packmod.padded(shape["K"], self._per16))
         m = lower_tc_matmul(self.schedule_for(shape), arch, main, dtype=self.dtype, out=self.out,
                             name=self.kernel_name())
@@ -113,7 +114,7 @@ class TcMatmul(Operator):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
 
-    def steps(self, shape, arch="sm_90a", sm_count=None):
+    def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
         main = super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
         if not self.packs(shape):
             return main
@@ -126,7 +127,7 @@ class TcMatmul(Operator):
                         lambda a: packmod.pad_args(rows, K, rows, K8, a[src], a[dst], per))
         return [pad(M, "A", "A_packed"), pad(N, "Bt", "Bt_packed")] + main
 
-    def workspace(self, shape, arch="sm_90a"):
+    def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         if not self.packs(shape):
             return {}
         K8 = packmod.padded(shape["K"], self._per16)

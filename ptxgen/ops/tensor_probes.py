@@ -11,6 +11,7 @@ affine in the lane's groupID g and threadID_in_group t, so each is base + g·dg 
 """
 import numpy as np
 
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..ir import Builder, Module, Param, fragments as F, ptr, types as T
 
 _ACC_T = {"f32": T.f32, "s32": T.s32, "f16": T.b32}
@@ -45,7 +46,7 @@ def _addr(b, base_ptr, tile, tile_elems, g, t, affine, esize):
     return b.element_addr(base_ptr, idx, esize)
 
 
-def mma_probe(shape="m16n8k16", ab="bf16", acc=None, ksteps=1, target="sm_80"):
+def mma_probe(shape="m16n8k16", ab="bf16", acc=None, ksteps=1, target=DEFAULT_TARGET):
     """Kernel `mma_probe(a, b, c, d)`: warp w computes D[w] = A[w]·B[w] + C[w] with `ksteps`
     chained mma.sync; A[w] is M×K row-major, B[w] N×K, C/D M×N row-major, K = ksteps·k.
     Launch with 32·tiles threads. Returns (module, K)."""
@@ -87,7 +88,7 @@ def mma_probe(shape="m16n8k16", ab="bf16", acc=None, ksteps=1, target="sm_80"):
     return m, K
 
 
-def ldmatrix_probe(num=4, trans=False, store=False, target="sm_80"):
+def ldmatrix_probe(num=4, trans=False, store=False, target=DEFAULT_TARGET):
     """Kernel `ldmatrix_probe(src, out)`: warp w copies its 8·num × 8 b16 tile src[w] (matrix j
     is rows 8j..8j+7) to shared memory, ldmatrix's it and writes register j of lane l to
     out[w, l, j] (u32). With store=True (sm_90) it then stmatrix's those registers back into
@@ -127,7 +128,7 @@ def ldmatrix_probe(num=4, trans=False, store=False, target="sm_80"):
 
 
 def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_regs=False,
-                target="sm_90a"):
+                target=DEFAULT_ARCH_SPECIFIC_TARGET):
     """Kernel `wgmma_probe(a, b, d)`, 128 threads per CTA, one 64×n tile per CTA (n a multiple
     of 16): D = A·B with bf16 A (64×K) and B (K×n), K = 16·ksteps ≤ 64, multiplied by `ksteps`
     wgmma m64n{n}k16, D f32 64×n row-major.
@@ -213,7 +214,7 @@ def _store_accumulators(b, pd, acc, base, ld, warp, g, t):
         b.st("global", b.element_addr(pd, b.add(start, off, type=T.u32), 4), r, type=T.f32)
 
 
-def wgmma_gemm(M, N, K, n=128, target="sm_90a"):
+def wgmma_gemm(M, N, K, n=128, target=DEFAULT_ARCH_SPECIFIC_TARGET):
     """Kernel `wgmma_gemm(a, b, c)`: C = A·Bᵀ with bf16 A (M×K) and B (N×K) row-major and f32 C
     (M×N); grid (M/64, N/n) of 128 threads, one 64×n tile per CTA. Per 64 of K: both tiles are
     staged with the 128-byte swizzle, fenced for the async proxy, and multiplied by four wgmma
@@ -304,7 +305,7 @@ def ldmatrix_expected(src, num, trans):
 
 
 # -- mbarrier and TMA ---------------------------------------------------------------------------------
-def tma_probe(box=(64, 32), esize=2, target="sm_90"):
+def tma_probe(box=(64, 32), esize=2, target=DEFAULT_TARGET):
     """Kernel `tma_probe(tin, tout, raw, x0, y0, x1, y1)`, 128 threads, one CTA: thread 0 sets up
     an mbarrier, expects the box's bytes and TMA-loads the box of tensor map `tin` at (x0, y0);
     every thread waits on the barrier's phase 0, copies the shared tile byte for byte to `raw`
@@ -344,7 +345,7 @@ def tma_probe(box=(64, 32), esize=2, target="sm_90"):
     return m
 
 
-def pipeline_probe(steps=6, stages=2, target="sm_90"):
+def pipeline_probe(steps=6, stages=2, target=DEFAULT_TARGET):
     """Kernel `pipeline_probe(src, out)`, 64 threads: warp 0 produces, warp 1 consumes through a
     ring of `stages` shared slots of 32 words guarded by 'full' and 'empty' mbarriers (the
     warp-specialized pattern): the producer waits for a slot to be empty, fills it with step s's
@@ -386,7 +387,7 @@ def pipeline_probe(steps=6, stages=2, target="sm_90"):
     return m
 
 
-def deadlock_probe(target="sm_90"):
+def deadlock_probe(target=DEFAULT_TARGET):
     """Kernel `deadlock_probe()`: a barrier expecting 2 arrivals gets 1, then 32 threads wait."""
     m = Module(target=target)
     k = m.add_kernel("deadlock_probe", [])

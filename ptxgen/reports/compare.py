@@ -81,7 +81,7 @@ def compare(op, shape, arch=DEFAULT_TARGET, gpu=None, seed=None, paths=()):
     """A Comparison: ptxgen's own PTX, the same IR through each of `paths` ("llvm": LLVM's
     NVPTX back end, "nvvm": libNVVM; ptxgen.llvm), then the operator compiled by Numba. Runs
     every side on the GPU when `gpu` is true (None: when one is present)."""
-    from ..llvm import emit_via
+    from .paths import emit_via
     from ..runtime import twins
     module = verify_module(op.build(shape, arch))
     sides = []

@@ -24,6 +24,7 @@ class RunResult:
     max_rel_error: float = None
     time_ms: float = None
     registers: int = None
+    engine: str = None             # the emulator's engine (interp or native)
 
 
 def resolve_backend(name):
@@ -78,8 +79,12 @@ def available_host_bytes():
         return None
 
 
-def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False):
-    """Build, emit, run and (optionally) check one operator on fresh random inputs."""
+def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False,
+                 engine="interp"):
+    """Build, emit, run and (optionally) check one operator on fresh random inputs. On the
+    emulator, `engine` picks its engine: 'interp' (with memcheck and racecheck), 'auto'
+    (native when it supports the kernel: faster on large launches, but each new kernel text
+    costs a compilation of about a second; `ptxgen run` uses it), 'native'."""
     backend = resolve_backend(backend)
     check_memory(op, shape, backend)
     rng = np.random.default_rng(seed)
@@ -100,7 +105,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
             res.time_ms = time_calls(bound_steps(op, shape, kernels, to_device(arrays), arch))
     else:
         from ..emu import run_operator as emu_run
-        emu_run(op, shape, arrays, arch or DEFAULT_TARGET)
+        res.engine = emu_run(op, shape, arrays, arch or DEFAULT_TARGET, engine=engine).engine
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res

@@ -7,6 +7,7 @@ GPU: it comes with the nvidia-nvvm wheel and compiles on a CPU-only machine.
 """
 import functools
 
+from ..arch import DEFAULT_TARGET
 from ..errors import LoweringError, ToolchainError
 
 
@@ -27,7 +28,7 @@ def ir_version():
     return tuple(_nvvm().NVVM().get_ir_version())
 
 
-def to_ptx(text, arch="sm_90", opt=3):
+def to_ptx(text, arch=DEFAULT_TARGET, opt=3):
     """PTX from LLVM IR text (LLVM 7 dialect: ptxgen.llvm.lower with dialect='nvvm').
 
     fma=0 for the same reason as the NVPTX path: the IR's separate roundings stay separate;

@@ -21,6 +21,7 @@ tiled, pipelined and specialized on sm_90a.
 import dataclasses
 from dataclasses import dataclass
 
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from .. import arch as archmod
 from ..errors import ScheduleError
 from .matmul import target_limits
@@ -126,7 +127,7 @@ class TcMatmulSchedule:
         return self.stages * self.stage_bytes(elem) + c + SWIZZLE_ATOM_BYTES + 16 * self.stages
 
     # -- validation ---------------------------------------------------------------------------
-    def validate(self, arch="sm_90a", dtype="bf16"):
+    def validate(self, arch=DEFAULT_ARCH_SPECIFIC_TARGET, dtype="bf16"):
         """ScheduleError (one line, naming the field) when this schedule cannot be lowered."""
         def bad(what):
             raise ScheduleError(f"tc_matmul schedule {self}: {what}")
@@ -135,7 +136,7 @@ class TcMatmulSchedule:
             v = getattr(self, f.name)
             if f.type in ("int", int) and (not isinstance(v, int) or isinstance(v, bool)):
                 bad(f"{f.name} must be an int, got {v!r}")
-        if archmod.check_arch(arch) != "sm_90a":
+        if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
             bad(f"needs target sm_90a (wgmma, setmaxnreg), not {arch}")
         if dtype not in ELEM_BYTES:
             bad(f"input type must be one of {', '.join(ELEM_BYTES)}, got {dtype!r}")
@@ -172,7 +173,7 @@ class TcMatmulSchedule:
                 f"be a multiple of {C_BOX_COLS}")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")
-        lim = target_limits("sm_90")
+        lim = target_limits(DEFAULT_TARGET)
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
         need = self.shared_bytes(elem, self.epilogue == "tma")
@@ -196,7 +197,7 @@ class TcMatmulSchedule:
     def entry_regs(self):
         """The register cap every thread starts with (.maxnreg): the SM's registers shared by
         all threads of the one resident CTA, rounded down to the allocation unit of 8."""
-        return (target_limits("sm_90")["regs_per_sm"] // self.threads) // 8 * 8
+        return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
 
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):

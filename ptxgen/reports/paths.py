@@ -1,6 +1,9 @@
-"""The three ways from ptxgen IR to PTX, by name: direct, llvm, nvvm."""
+"""The three ways from ptxgen IR to PTX, by name: direct (ptxgen's emitter), llvm (ptxgen.llvm's
+lowering compiled by LLVM's NVPTX back end), nvvm (the same lowering compiled by libNVVM, which
+the runtime reaches through numba-cuda): a report above the emitter, llvm and the runtime."""
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
-from .lower import lower_module
+from ..llvm.lower import lower_module
 
 VIAS = ("direct", "llvm", "nvvm")
 
@@ -14,14 +17,14 @@ def llvm_ir(module, dialect="llvm", kernels=None):
     return str(lower_module(module, dialect, version, kernels))
 
 
-def emit_via(module, arch="sm_90", via="direct", opt=3):
+def emit_via(module, arch=DEFAULT_TARGET, via="direct", opt=3):
     """PTX for `arch`: ptxgen's own emitter, or the IR lowered to LLVM and compiled by LLVM's
     NVPTX back end or by libNVVM."""
     if via == "direct":
         from ..emit import emit_module
         return emit_module(module, arch)
     if via == "llvm":
-        from .nvptx import to_ptx
+        from ..llvm.nvptx import to_ptx
         return to_ptx(llvm_ir(module, "llvm"), arch, opt)
     if via == "nvvm":
         from ..runtime.nvvm import to_ptx

@@ -1,0 +1,120 @@
+"""The emulator's native engine (emu.native): bit-identical to the interpreter on random
+programs (tests/irgen.py) and on the library operators, invalid accesses stopped with a
+one-line error, kernels it does not run refused (engine='native') or left to the interpreter
+(engine='auto')."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+import irgen
+from case_args import case_arguments
+from ptxgen.emu import emulate
+from ptxgen.errors import EmulationError
+from ptxgen.ir.verify import verify_module
+from ptxgen.ops import OPERATORS
+
+SEED = np.random.SeedSequence().entropy
+NATIVE_OPS = ("saxpy", "matmul", "add", "scale", "transpose")   # the others use shfl.sync
+
+
+def _run_case(case, engine):
+    arrays, args = case_arguments(case)
+    r = emulate(case.module, case.kernel.name, (case.grid, 1, 1), (case.block, 1, 1), *args,
+                check="off", engine=engine)
+    assert r.engine == engine
+    return {name: arr.tobytes() for name, arr in arrays.items()}
+
+
+# programs the native engine refuses (directed roundings, bf16…) are filtered out; hypothesis
+# fails the test (filter_too_much) if that leaves too few
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(irgen.programs())
+def test_native_engine_is_bit_identical_to_the_interpreter(case):
+    want = _run_case(case, "interp")
+    try:
+        got = _run_case(case, "native")
+    except EmulationError as e:
+        assert "native engine:" in str(e) and "\n" not in str(e)
+        assume(False)
+    diff = case.outputs_equal(want, got)
+    assert diff is None, f"native differs from the interpreter: {diff}\n{case.describe()}"
+
+
+def _shape(op):
+    return op.shape(**({"n": 1003} if op.shape_names == ("n",) else
+                       dict(M=67, N=45, K=33) if op.shape_names == ("M", "N", "K") else
+                       dict(zip(op.shape_names, (67, 45)))))
+
+
+def _run_op(op, shape, base, engine):
+    module = verify_module(op.build(shape, "sm_90"))
+    arrays = {k: v.copy() for k, v in base.items()}
+    arrays.update(op.workspace_arrays(shape, "sm_90"))
+    engines = set()
+    for step in op.steps(shape, "sm_90"):
+        cfg = step.launch
+        r = emulate(module, step.kernel, cfg.grid, cfg.block, *step.args(arrays),
+                    shared_bytes=cfg.shared_bytes, check="off", engine=engine)
+        engines.add(r.engine)
+    return arrays, engines
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_operators_native_or_interpreter(name):
+    op = OPERATORS[name]
+    shape = _shape(op)
+    base = op.make_inputs(shape, np.random.default_rng([SEED, sorted(OPERATORS).index(name)]))
+    want, _ = _run_op(op, shape, base, "interp")
+    got, engines = _run_op(op, shape, base, "auto")
+    assert engines == ({"native"} if name in NATIVE_OPS else {"interp"}), engines
+    for n in op.outputs:
+        assert want[n].tobytes() == got[n].tobytes(), f"{name}: {n} differs (seed {SEED})"
+    assert op.check(shape, got)[0]
+
+
+def test_unsupported_kernel_is_refused_in_one_line():
+    op = OPERATORS["softmax"]
+    shape = _shape(op)
+    with pytest.raises(EmulationError) as e:
+        _run_op(op, shape, op.make_inputs(shape, np.random.default_rng(0)), "native")
+    msg = str(e.value)
+    assert msg.startswith("native engine: kernel softmax:") and "shfl" in msg and "\n" not in msg
+
+
+OOB = """
+.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p, .param .u32 n)
+{
+ .reg .pred %p1; .reg .b32 %r<4>; .reg .b64 %rd<4>;
+ ld.param.u64 %rd1, [p];
+ ld.param.u32 %r2, [n];
+ mov.u32 %r1, %tid.x;
+ setp.ge.u32 %p1, %r1, %r2;
+ @%p1 bra $done;
+ mul.wide.u32 %rd2, %r1, 4;
+ add.u64 %rd3, %rd1, %rd2;
+ st.global.u32 [%rd3], %r1;
+$done:
+ ret;
+}"""
+
+
+def test_out_of_bounds_store_stops_the_native_engine():
+    a = np.zeros(8, np.uint32)
+    emulate(OOB, "k", 1, 32, a, np.uint32(8), engine="native", check="off")
+    np.testing.assert_array_equal(a, np.arange(8))
+    with pytest.raises(EmulationError) as e:
+        emulate(OOB, "k", 1, 32, a, np.uint32(9), engine="native", check="off")
+    msg = str(e.value)
+    line = OOB.splitlines().index(" st.global.u32 [%rd3], %r1;") + 1
+    assert "out-of-bounds or misaligned" in msg and f"PTX line {line} " in msg and "\n" not in msg
+
+
+def test_auto_keeps_the_interpreter_when_checking():
+    a = np.zeros(8, np.uint32)
+    assert emulate(OOB, "k", 1, 32, a, np.uint32(8), engine="auto").engine == "interp"
+    assert emulate(OOB, "k", 1, 32, a, np.uint32(8), engine="auto", check="off").engine == \
+        "native"
