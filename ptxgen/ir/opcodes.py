@@ -42,7 +42,6 @@ import re
 from dataclasses import dataclass
 
 from ..arch import BASELINE_PTX, BASELINE_TARGET   # what a row without needs needs
-
 from . import types as T
 
 # name                     dest effect  mix              timing    emu                        flops ptx target  space   operands
