@@ -13,11 +13,7 @@ from ptxgen.ir import Builder, Module, Param, fragments as F, ptr, types as T
 from ptxgen.ops import tensor_probes as P
 
 
-def emulate(*args, **kw):
-    """emulate() without the IR verifier: today's verifier does not yet know the tensor-core
-    operand types (ldmatrix/mma b32 fragments, mbarrier.try_wait's predicate, cvt to e4m3x2's
-    b16, wgmma's descriptor operands); the opcode-table rework makes it read them."""
-    return _emulate(*args, verify=False, **kw)
+emulate = _emulate        # verified like every Builder-made kernel
 
 MMA_CASES = [("m16n8k16", "bf16", "f32"), ("m16n8k16", "f16", "f32"), ("m16n8k16", "f16", "f16"),
              ("m16n8k8", "bf16", "f32"), ("m16n8k8", "tf32", "f32"), ("m16n8k4", "tf32", "f32"),

@@ -23,7 +23,7 @@ def launches(monkeypatch):
     got = []
     monkeypatch.setattr(prepared.PreparedLaunch, "_launch",
                         lambda self, raw, stream: got.append((self.grid, self.block, raw)))
-    monkeypatch.setattr(driver, "_cuda", lambda: None)
+    monkeypatch.setattr(driver, "numba_cuda", lambda: None)
     return got
 
 
@@ -38,7 +38,7 @@ def test_signature_checked_once_then_fast(launches, monkeypatch):
     x, y = Device(100), Device(100, addr=0x7000_0001_0000)
     k[1, 128](np.uint32(100), np.float32(2), x, y)
     calls = []
-    monkeypatch.setattr(prepared, "_checked", lambda *a: calls.append(a))
+    monkeypatch.setattr(prepared, "checked_launch", lambda *a: calls.append(a))
     for _ in range(3):
         k[1, 128](np.uint32(100), np.float32(2), x, y)
     assert not calls                                       # no full check after the first

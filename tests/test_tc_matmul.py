@@ -45,7 +45,7 @@ def test_schedule_needs_sm_90a():
 
 def _assembled(op, shape):
     m = op.build(op.shape(**shape), ARCH)
-    ptx = emit_module(m, ARCH, verify=op.verify)
+    ptx = emit_module(m, ARCH)
     asm = toolchain.assemble(ptx, ARCH)
     return ptx, asm, toolchain.sass_mix(toolchain.disassemble(asm.cubin))["tc_matmul"]
 

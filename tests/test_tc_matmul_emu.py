@@ -27,8 +27,7 @@ def _emulated(op, shape, sm_count=None):
     arrays.update(op.workspace_arrays(shape, ARCH))
     for step in op.steps(shape, ARCH, sm_count):
         L = step.launch
-        emulate(m, step.kernel, L.grid, L.block, *step.args(arrays), shared_bytes=L.shared_bytes,
-                verify=op.verify)
+        emulate(m, step.kernel, L.grid, L.block, *step.args(arrays), shared_bytes=L.shared_bytes)
     return arrays
 
 

@@ -12,9 +12,7 @@ def run_operator(op, shape, arrays, arch=DEFAULT_TARGET, check="error", engine="
 
     engine 'auto': each step on the native engine (emu.native: bounds and alignment checked,
     no racecheck) when it supports the kernel, else on the interpreter with `check`."""
-    module = op.build(shape, arch)
-    if op.verify:
-        verify_module(module)          # once here, not again per step
+    module = verify_module(op.build(shape, arch))   # once here, not again per step
     for name, buf in op.workspace_arrays(shape, arch).items():
         arrays.setdefault(name, buf)
     result = None

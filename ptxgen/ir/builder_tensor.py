@@ -149,12 +149,17 @@ class TensorOps:
 
     # -- wgmma (sm_90a) ---------------------------------------------------------------------------
     def wgmma_fence(self):
+        """wgmma.fence: order this warpgroup's register accesses (accumulators, A fragments)
+        before the wgmma.mma_async that follow."""
         return self.emit(Instr("wgmma", ("fence", "sync", "aligned")))
 
     def wgmma_commit_group(self):
+        """wgmma.commit_group: close the group of wgmma.mma_async issued since the last one."""
         return self.emit(Instr("wgmma", ("commit_group", "sync", "aligned")))
 
     def wgmma_wait_group(self, pending=0):
+        """wgmma.wait_group N: wait until at most `pending` committed wgmma groups are still
+        running (their accumulators are then safe to read)."""
         return self.emit(Instr("wgmma", ("wait_group", "sync", "aligned"),
                                (Imm(pending, T.u32),)))
 
@@ -224,6 +229,7 @@ class TensorOps:
                                (_addr(bar), self.operand(count, T.u32))))
 
     def mbarrier_inval(self, bar):
+        """mbarrier.inval: retire the barrier at shared address `bar` so its memory can be reused."""
         return self.emit(Instr("mbarrier", ("inval", "shared::cta", "b64"), (_addr(bar),)))
 
     def mbarrier_arrive(self, bar, *, count=None, cluster=False, scope="cluster", name="state"):
@@ -313,6 +319,7 @@ class TensorOps:
         return coords
 
     def cp_async_bulk_commit_group(self):
+        """cp.async.bulk.commit_group: close the group of bulk (TMA) stores issued so far."""
         return self.emit(Instr("cp", ("async", "bulk", "commit_group")))
 
     def cp_async_bulk_wait_group(self, pending=0, *, read=False):
@@ -371,9 +378,12 @@ class TensorOps:
         return self.emit(Instr("barrier", mods))
 
     def barrier_cluster_wait(self, *, aligned=True):
+        """barrier.cluster.wait: wait until every thread of the cluster has arrived."""
         return self.emit(Instr("barrier", ("cluster", "wait") + (("aligned",) if aligned else ())))
 
     def cluster_sync(self):
+        """barrier.cluster arrive then wait: a cluster-wide barrier (distributed shared memory
+        written before it is visible to the whole cluster after it)."""
         self.barrier_cluster_arrive()
         self.barrier_cluster_wait()
 

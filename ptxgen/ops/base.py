@@ -43,10 +43,6 @@ class Operator:
     outputs = ()
     rtol = 1e-5
     atol = 1e-5
-    # Whether the runners verify the built IR first (ir/verify.py); an operator sets False only
-    # while the verifier lags an instruction it emits, and says which.
-    verify = True
-
     def shape(self, **given):
         """The full shape from user values (None → default), validated."""
         shape = {}

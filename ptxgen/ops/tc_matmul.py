@@ -68,10 +68,6 @@ class TcMatmul(Operator):
     defaults = {"M": 256, "N": 256, "K": 256}
     inputs = ("A", "Bt")
     outputs = ("C",)
-    # Today's verifier rejects mbarrier.try_wait.parity's predicate destination; the opcode-table
-    # rework (issue: verifier reads the opcode table) fixes it. Set back to True then.
-    verify = False
-
     def __init__(self, dtype="bf16", out="f32", schedule="auto"):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "

@@ -94,9 +94,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
         from ..runtime import (bound_steps, device_arch, load_steps, run_steps, time_calls,
                                to_device)
         arch = arch or device_arch()
-        module = op.build(shape, arch)
-        if op.verify:
-            verify_module(module)
+        module = verify_module(op.build(shape, arch))
         arrays.update(op.workspace_arrays(shape, arch))
         kernels = load_steps(op, shape, module, arch)
         run_steps(op, shape, kernels, arrays, arch)

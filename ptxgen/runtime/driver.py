@@ -262,7 +262,7 @@ def load_steps(op, shape, module, arch, ptx=None):
     """{kernel name: GpuKernel} of every kernel op.steps(shape) launches, from `module` (the
     op's build for shape and arch; `ptx`: its text when already emitted), loaded once each."""
     from ..emit import emit_module
-    ptx, kernels = ptx or emit_module(module, arch, verify=op.verify), {}
+    ptx, kernels = ptx or emit_module(module, arch), {}
     for step in op.steps(shape, arch):          # which kernels, not their launch shapes
         if step.kernel not in kernels:
             kir = module.kernel(step.kernel)
