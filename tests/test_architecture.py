@@ -331,8 +331,36 @@ def target_literals(root):
     return bad
 
 
+def unresolved_imports(root):
+    """A ptxgen import (function-level ones included, which only fail when the function runs)
+    must name a module that exists, or a name its parent package defines."""
+    mods = modules(root)
+    bad = set()
+    for src, dst, names, line in imports(root):
+        if dst.split(".")[0] != "ptxgen" or dst in mods:
+            continue
+        parent = dst.rsplit(".", 1)[0]
+        if parent in mods and dst.rsplit(".", 1)[1] in _defined(mods[parent][0]):
+            continue                     # `from .pkg import name` recorded as pkg.name
+        bad.add(f"{src}:{line} imports {dst}, which does not exist")
+    return sorted(bad)
+
+
+def _defined(path):
+    """Names a module binds at its top level (definitions, assignments, imports)."""
+    out = set()
+    for n in _tree(path).body:
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.Assign):
+            out.update(t.id for t in n.targets if isinstance(t, ast.Name))
+    return out
+
+
 CHECKS = [unplaced_units, upward_imports, unit_cycles, numba_outside_runtime,
-          private_reach_ins, hardware_constants, target_literals]
+          private_reach_ins, hardware_constants, target_literals, unresolved_imports]
 
 
 # -- on ptxgen ---------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def check_memory(op, shape, backend):
                           f"{_gib(need * HOST_BYTES_PER_ARRAY_BYTE)} of host memory; "
                           f"{_gib(host)} is available")
     if backend == "gpu":
-        from .runtime.device import free_device_bytes
+        from ..runtime.device import free_device_bytes
         free = free_device_bytes()
         if need > free:
             raise PtxgenError(f"{op.name} {dims}: its arrays need {_gib(need)} of GPU memory; "
