@@ -1,7 +1,8 @@
 """ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--check] [--dtype bf16|f16 [--out-dtype]]
 
 `run matmul --dtype bf16` is the tensor-core GEMM, built for sm_90a unless --arch says
-otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated)."""
+otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated). `run attention --B --H --S
+--D [--causal] [--dtype bf16|f16]` is the fused attention forward (sm_90a), likewise."""
 import sys
 
 from .. import arch as archmod
@@ -27,7 +28,8 @@ def run(args):
         archmod.check_arch(args.arch)      # the emulator backend would otherwise ignore it
     op = operator_from_args(args)
     shape = shape_from_args(op, args)
-    arch = args.arch or ("sm_90a" if args.dtype else None)     # wgmma and setmaxnreg need it
+    # wgmma and setmaxnreg need sm_90a: the tensor-core matmul and attention build for it
+    arch = args.arch or ("sm_90a" if args.dtype or args.kernel == "attention" else None)
     res = run_operator(op, shape, args.backend, arch=arch, check=args.check,
                        seed=args.seed, time_it=args.time)
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
