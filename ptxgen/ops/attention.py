@@ -132,13 +132,14 @@ class Attention(Operator):
             4 * shape["B"] * shape["H"] * shape["S"]
 
 
-def attention_reference(q, k, v, scale, causal, u):
+def attention_reference(q, k, v, scale, causal, u, rows=None):
     """float64 attention of arrays (..., S, D): O, LSE (natural log) and bounds for a kernel
-    that rounds P and O to a type of unit roundoff u and keeps the statistics in f32."""
+    that rounds P and O to a type of unit roundoff u and keeps the statistics in f32.
+    rows: the sequence positions of q's rows when q holds only some of them (default: all)."""
     s = scale * np.einsum("...qd,...kd->...qk", q, k)
-    S = q.shape[-2]
     if causal:
-        s = np.where(np.tril(np.ones((S, S), dtype=bool)), s, -np.inf)
+        pos = np.arange(q.shape[-2]) if rows is None else np.asarray(rows)
+        s = np.where(np.arange(k.shape[-2])[None, :] <= pos[:, None], s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     p = np.exp(s - m)
     l = p.sum(axis=-1, keepdims=True)
