@@ -36,9 +36,12 @@ class AttentionSchedule:
     stages: int = 2              # K/V slots of the mbarrier ring
     producer_regs: int = 24      # setmaxnreg.dec of the producer warpgroup
     consumer_regs: int = 240     # setmaxnreg.inc of the consumer warpgroups
+    overlap: bool = True         # issue S(n) = Q·K(n) with P(n-1)·V(n-1): softmax(n) runs
+                                 # while the tensor cores do P·V (FlashAttention-3, sec. 3.2)
 
     def __str__(self):
-        return f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
+        return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
+                f"{'' if self.overlap else '_serial'}")
 
     @property
     def BM(self):
@@ -73,9 +76,11 @@ class AttentionSchedule:
         def bad(what):
             raise ScheduleError(f"attention schedule {self}: {what}")
 
+        if not isinstance(self.overlap, bool):
+            bad(f"overlap must be True or False, got {self.overlap!r}")
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if not isinstance(v, int) or isinstance(v, bool):
+            if f.name != "overlap" and (not isinstance(v, int) or isinstance(v, bool)):
                 bad(f"{f.name} must be an int, got {v!r}")
         if archmod.check_arch(arch) != "sm_90a":
             bad(f"needs target sm_90a (wgmma, setmaxnreg), not {arch}")
@@ -102,7 +107,8 @@ class AttentionSchedule:
         if total > lim["regs_per_sm"]:
             bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
                 f"the SM's {lim['regs_per_sm']}")
-        # S accumulators, O accumulators and P packed to 16 bits, per consumer thread
+        # S accumulators, O accumulators and P packed to 16 bits, per consumer thread (with
+        # overlap, S(n) and P(n-1) are live together)
         live = self.BN // 2 + D // 2 + self.BN // 4
         if live + 32 > self.consumer_regs:
             bad(f"{live} fragment registers per thread (S, O, P) do not fit "

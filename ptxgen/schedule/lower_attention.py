@@ -21,7 +21,9 @@ slot's bytes on its full barrier). Consumer warpgroup cw (rows q0 + 64cw ..): pe
                           accumulator's layout is the A fragment's: registers 8j..8j+7 of S are
                           k-step j's A elements), B = V (MN-major, transposed read)
 then O/l in the input type and LSE = (m + log2 l)·ln 2. Causal: key blocks past the CTA's last
-row are not loaded; a consumer skips blocks past its own last row (still releasing their slot).
+row are not loaded; a consumer computes the blocks up to its own last row and then releases the
+CTA's remaining slots unread. With schedule.overlap, S of block n and P·V of block n-1 are issued
+together (see _Lowering.overlapped).
 
 Keys and rows past S: the 2-D maps read the next head's rows there (zeros past the last head):
 those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
@@ -179,38 +181,105 @@ class _Lowering:
         mx = [b.const(NEG_INF, T.f32, name="m") for _ in range(2)]
         lsum = [b.const(0.0, T.f32, name="l") for _ in range(2)]
         b.mbarrier_wait_parity(self.bars, 0)                          # Q is in
-        stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
-        last = b.add(first, WGMMA_M - 1, name="qlast")
-        with b.for_range(0, self.nkb, type=T.u32, name="kb") as kb:
-            n0 = b.mul(kb, s.BN, name="n0")
-            b.mbarrier_wait_parity(self.full_bar(stage), phase)
-            skip = b.new_label("skip")
-            if self.causal:                       # every key of the block is past our rows
-                b.branch(skip, b.setp("gt", n0, last, type=T.u32))
-            soff = b.cvt(T.u64, b.shr(b.mul(stage, s.stage_bytes(D)), 4), name="soff")
-            self.scores(sacc, desc_q, b.add(desc_k, soff, name="dk"), on, off)
-            self.mask(sacc, n0, first, rows, tq)
-            pk = self.softmax(sacc, oacc, mx, lsum, c)
-            self.pv(pk, oacc, b.add(desc_v, soff, name="dv"), on)
-            b.label(skip)
-            with b.predicated(leader):
-                b.mbarrier_arrive(self.empty_bar(stage))
-            self.advance(stage, phase)
+        self.stage, self.phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="ph")
+        self.leader, self.c, self.on, self.off = leader, c, on, off
+        self.desc_q, self.desc_k, self.desc_v = desc_q, desc_k, desc_v
+        self.first, self.rows, self.tq = first, rows, tq
+        self.sacc, self.oacc, self.mx, self.lsum = sacc, oacc, mx, lsum
+        # key blocks this warpgroup computes: causal, up to its own last row
+        own = self.nkb
+        if self.causal:
+            own = b.min(self.S, b.add(first, WGMMA_M), type=T.u32, name="ownkeys")
+            own = b.div(b.add(own, s.BN - 1), s.BN, type=T.u32, name="own")
+        if s.overlap:
+            self.overlapped(own)
+        else:
+            with b.for_range(0, own, type=T.u32, name="kb") as kb:
+                self.wait_full()
+                soff = self.slot_offset(self.stage)
+                b.wgmma_fence()
+                self.scores(soff)
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(0)
+                alphas, p = self.statistics(b.mul(kb, s.BN, name="n0"))
+                self.rescale(alphas)
+                pk = self.packed(p)
+                b.wgmma_fence()
+                self.pv(pk, soff)
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(0)
+                self.release(self.stage)
+                self.advance(self.stage, self.phase)
+        # the CTA's blocks past this warpgroup's rows (causal): hand their slots back unread
+        with b.for_range(own, self.nkb, type=T.u32, name="kb") as kb:
+            self.wait_full()
+            self.release(self.stage)
+            self.advance(self.stage, self.phase)
         self.epilogue(oacc, mx, lsum, rows, tq)
 
-    def scores(self, sacc, desc_q, desc_k, on, off):
-        """S = Q·Kᵀ for this key block: D/16 k-steps of one m64nBNk16 wgmma."""
+    def overlapped(self, own):
+        """FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n) and O += P(n-1)·V(n-1) are
+        issued together; the softmax exponentials of block n run while P·V of block n-1 is on
+        the tensor cores (wait_group 1: S(n) is done, P·V may still run); O is rescaled and
+        P(n) packed once P·V(n-1) has finished (wait_group 0), and slot n-1 released then."""
         b, s = self.b, self.s
+        self.wait_full()
+        prev = b.mov(self.stage, name="prev")
         b.wgmma_fence()
+        self.scores(self.slot_offset(self.stage))
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        alphas, p = self.statistics(b.const(0, T.u32, name="n0"))
+        self.rescale(alphas)
+        pk = [b.reg(T.b32, "pk") for _ in range(s.BN // 4)]
+        for r, v in zip(pk, self.packed(p)):
+            b.mov(v, out=r)
+        self.advance(self.stage, self.phase)
+        with b.for_range(1, own, type=T.u32, name="kb") as kb:
+            self.wait_full()
+            b.wgmma_fence()
+            self.scores(self.slot_offset(self.stage))
+            b.wgmma_commit_group()
+            self.pv(pk, self.slot_offset(prev))
+            b.wgmma_commit_group()
+            b.wgmma_wait_group(1)                                     # S(n) is in
+            alphas, p = self.statistics(b.mul(kb, s.BN, name="n0"))
+            b.wgmma_wait_group(0)                                     # P(n-1)·V(n-1) too
+            self.release(prev)
+            self.rescale(alphas)
+            for r, v in zip(pk, self.packed(p)):
+                b.mov(v, out=r)
+            b.mov(self.stage, out=prev)
+            self.advance(self.stage, self.phase)
+        b.wgmma_fence()
+        self.pv(pk, self.slot_offset(prev))
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        self.release(prev)
+
+    def wait_full(self):
+        self.b.mbarrier_wait_parity(self.full_bar(self.stage), self.phase)
+
+    def release(self, stage):
+        with self.b.predicated(self.leader):
+            self.b.mbarrier_arrive(self.empty_bar(stage))
+
+    def slot_offset(self, stage):
+        """A slot's byte offset >> 4, as a u64 to add to a descriptor."""
+        b = self.b
+        return b.cvt(T.u64, b.shr(b.mul(stage, self.s.stage_bytes(self.D)), 4), name="soff")
+
+    def scores(self, soff):
+        """Issue S = Q·Kᵀ for the key block in slot soff: D/16 k-steps of m64nBNk16."""
+        b, s = self.b, self.s
+        desc_k = b.add(self.desc_k, soff, name="dk")
         for h in range(self.hblocks):
             for kk in range(COL_BLOCK // WGMMA_K):
                 koff = kk * WGMMA_K * 2
-                da = b.add(desc_q, (h * s.BM * SWIZZLE_BYTES + koff) >> 4, name="dq")
+                da = b.add(self.desc_q, (h * s.BM * SWIZZLE_BYTES + koff) >> 4, name="dq")
                 db = b.add(desc_k, (h * s.BN * SWIZZLE_BYTES + koff) >> 4, name="dkk")
-                b.wgmma_mma_async(s.BN, sacc, da, db, ab=self.dtype,
-                                  scale_d=off if h == kk == 0 else on)
-        b.wgmma_commit_group()
-        b.wgmma_wait_group(0)
+                b.wgmma_mma_async(s.BN, self.sacc, da, db, ab=self.dtype,
+                                  scale_d=self.off if h == kk == 0 else self.on)
 
     def mask(self, sacc, n0, first, rows, tq):
         """-inf for keys >= S and (causal) keys > row, only in blocks that hold such keys:
@@ -245,21 +314,24 @@ class _Lowering:
             x = getattr(b, op)(x, other, name="q")
         return x
 
-    def softmax(self, sacc, oacc, mx, lsum, c):
-        """The online-softmax step on the S fragment; rescales O; returns P packed to 16-bit
-        pairs in the order of the A fragments (4 registers per k16 step)."""
-        b, s = self.b, self.s
-        ncol = s.BN // 8
-        p = list(sacc)
+    def statistics(self, n0):
+        """The online-softmax step on the S fragment of key block n0 (masked first where it
+        needs it): new row maxima, α per row, P = 2^(S·c - m) and the running sums l.
+        Returns (α of the two rows, P registers in S's order)."""
+        b, s, c = self.b, self.s, self.c
+        sacc, mx, lsum = self.sacc, self.mx, self.lsum
+        self.mask(sacc, n0, self.first, self.rows, self.tq)
+        p, alphas = list(sacc), []
         for h in range(2):
-            idx = [4 * cc + 2 * h + e for cc in range(ncol) for e in range(2)]
+            idx = [4 * cc + 2 * h + e for cc in range(s.BN // 8) for e in range(2)]
             vals = [sacc[i] for i in idx]
             while len(vals) > 1:                                      # a max tree
                 vals = [b.max(vals[i], vals[i + 1], name="mx") if i + 1 < len(vals)
                         else vals[i] for i in range(0, len(vals), 2)]
             top = b.mul(self.quad_reduce(vals[0], "max"), c, name="top")
             new = b.max(mx[h], top, name="mnew")
-            alpha = b.unary("ex2", b.sub(mx[h], new), mods=("approx", "ftz"), name="alpha")
+            alphas.append(b.unary("ex2", b.sub(mx[h], new), mods=("approx", "ftz"),
+                                  name="alpha"))
             b.mov(new, out=mx[h])
             neg = b.neg(new, name="nm")
             for i in idx:
@@ -268,29 +340,35 @@ class _Lowering:
             while len(part) > 1:
                 part = [b.add(part[i], part[i + 1], name="ps") if i + 1 < len(part)
                         else part[i] for i in range(0, len(part), 2)]
-            b.fma(lsum[h], alpha, part[0], out=lsum[h])
-            for blk in oacc:
-                for cc in range(COL_BLOCK // 8):
+            b.fma(lsum[h], alphas[h], part[0], out=lsum[h])
+        return alphas, p
+
+    def rescale(self, alphas):
+        """O *= α, row by row of the accumulator fragment."""
+        for blk in self.oacc:
+            for cc in range(COL_BLOCK // 8):
+                for h in range(2):
                     for e in range(2):
                         r = blk[4 * cc + 2 * h + e]
-                        b.mul(r, alpha, out=r)
-        pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
-        # A fragment of k-step j: (row g, cols 2t..), (g+8, 2t..), (g, 8+2t..), (g+8, 8+2t..)
-        return [b.cvt_pack(pack, p[i + 1], p[i]) for i in range(0, len(p), 2)]
+                        self.b.mul(r, alphas[h], out=r)
 
-    def pv(self, pk, oacc, desc_v, on):
-        """O += P·V: per k16 step (16 keys) and 64-column block of D one m64n64k16 wgmma with
-        A from registers and V transposed from shared memory."""
+    def packed(self, p):
+        """P rounded to 16-bit pairs in A-fragment order: k-step j's registers are
+        (row g, cols 2t..), (g+8, 2t..), (g, 8+2t..), (g+8, 8+2t..) = S registers 8j..8j+7."""
+        pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
+        return [self.b.cvt_pack(pack, p[i + 1], p[i]) for i in range(0, len(p), 2)]
+
+    def pv(self, pk, soff):
+        """Issue O += P·V for the key block in slot soff: per k16 step (16 keys) and 64-column
+        block of D one m64n64k16 wgmma, A = P from registers, V transposed from shared memory."""
         b, s = self.b, self.s
-        b.wgmma_fence()
+        desc_v = b.add(self.desc_v, soff, name="dv")
         for j in range(s.BN // WGMMA_K):
-            a = pk[4 * j: 4 * j + 4]
-            for h, blk in enumerate(oacc):
+            for h, blk in enumerate(self.oacc):
                 dv = b.add(desc_v, (h * s.BN * SWIZZLE_BYTES + j * WGMMA_K * SWIZZLE_BYTES) >> 4,
                            name="dvj")
-                b.wgmma_mma_async(COL_BLOCK, blk, a, dv, ab=self.dtype, scale_d=on, trans_b=1)
-        b.wgmma_commit_group()
-        b.wgmma_wait_group(0)
+                b.wgmma_mma_async(COL_BLOCK, blk, pk[4 * j: 4 * j + 4], dv, ab=self.dtype,
+                                  scale_d=self.on, trans_b=1)
 
     # -- epilogue -----------------------------------------------------------------------------
     def epilogue(self, oacc, mx, lsum, rows, tq):
