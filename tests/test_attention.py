@@ -44,6 +44,9 @@ def test_reference_matches_a_direct_softmax_and_logsumexp():
     (AttentionSchedule(BN=32, consumers=1), 77, 64),       # 3 key blocks: the ring wraps
     (AttentionSchedule(BN=64, consumers=2), 200, 128),     # D = 128: two column blocks
     (AttentionSchedule(BN=32, overlap=False), 150, 64),    # S(n) and P·V(n-1) one at a time
+    (AttentionSchedule(BN=32, stages=2), 150, 64),         # the 2-slot ring wraps
+    # BM = 192 (not a power of two: query blocks by division)
+    (AttentionSchedule(BN=64, consumers=3, consumer_regs=160), 333, 128),
 ])
 def test_emulated_kernel_matches_float64(causal, schedule, S, D):
     op = Attention("bf16", causal=causal, schedule=schedule)
@@ -75,7 +78,7 @@ def test_check_catches_a_wrong_mask_and_a_wrong_scale():
 @pytest.mark.parametrize("fields, words", [
     (dict(BN=48), "BN=48"),
     (dict(stages=1), "stages=1"),
-    (dict(consumers=3), "registers"),
+    (dict(consumers=3, stages=2), "registers"),
     (dict(consumers=4, consumer_regs=128), "consumers=4"),
     (dict(BN=256, stages=4), "shared memory"),
 ])

@@ -85,9 +85,10 @@ class _Lowering:
             b.fence_mbarrier_init()
         b.bar_sync(0)
         self.S = b.param("S")
-        nq = b.shr(b.add(self.S, s.BM - 1), _log2(s.BM), name="nq")
+        # BM = 64·consumers need not be a power of two (192): divide and multiply
+        nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
         qblk = b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk")
-        self.q0 = b.shl(qblk, _log2(s.BM), name="q0")
+        self.q0 = b.mul(qblk, s.BM, name="q0")
         self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")    # head's first row
         # key blocks of this CTA: all of them, or (causal) up to its last row
         keys = self.S
