@@ -4,7 +4,7 @@ import os
 import sys
 
 from .. import arch as archmod
-from ..arch import DEFAULT_TARGET, targets
+from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 
 
@@ -40,7 +40,6 @@ def add_arch(p, default=DEFAULT_TARGET, needs="target"):
 
 
 def arch_help(needs="target"):
-    from .. import arch as archmod
     if needs == "model":
         from .. import isa
         return (f"target with a machine model: {', '.join(isa.model_targets())} "
@@ -56,6 +55,9 @@ def add_shape(p):
     for name in ("M", "N", "K"):
         p.add_argument(f"--{name}", type=positive_int, default=None)
     p.add_argument("--n", type=positive_int, default=None, help="element count (saxpy)")
+    for name in ("B", "H", "S", "D"):
+        p.add_argument(f"--{name}", type=positive_int, default=None,
+                       help="attention: batch, heads, sequence length, head dim (64 or 128)")
 
 
 def shape_from_args(op, args):
@@ -69,11 +71,23 @@ def add_dtype(p):
                    help="matmul: bf16, f16 or tf32 inputs on the tensor cores (target sm_90a)")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
+    p.add_argument("--causal", action="store_true", help="attention: causal mask")
+    p.add_argument("--scale", type=float, default=None,
+                   help="attention: softmax scale (default 1/sqrt(D))")
 
 
 def operator_from_args(args):
-    """The library operator args.kernel names; with --dtype, the tensor-core matmul."""
+    """The library operator args.kernel names; with --dtype, the tensor-core matmul;
+    `attention` is the sm_90a fused attention forward (ops/attention.py, bf16 by default)."""
     from ..ops import get_operator
+    if args.kernel == "attention":
+        from ..ops.attention import Attention
+        if getattr(args, "dtype", None) not in (None, "bf16", "f16"):
+            raise PtxgenError(f"attention: --dtype must be bf16 or f16, got {args.dtype}")
+        return Attention(dtype=getattr(args, "dtype", None) or "bf16",
+                         causal=getattr(args, "causal", False), scale=getattr(args, "scale", None))
+    if getattr(args, "causal", False) or getattr(args, "scale", None) is not None:
+        raise PtxgenError(f"--causal and --scale apply to attention only, not {args.kernel}")
     op = get_operator(args.kernel)
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":

@@ -1,7 +1,9 @@
 """ptxgen emit KERNEL|FILE.ptx [shape] [--arch] [--via direct|llvm|nvvm] [--llvm-ir]
 [--dtype bf16|f16 [--out-dtype f32|bf16]] [--schedule] [-o FILE] [--comments]
 
-`emit matmul --dtype bf16 --arch sm_90a` is the tensor-core GEMM (ops/tc_matmul.py)."""
+`emit matmul --dtype bf16 --arch sm_90a` is the tensor-core GEMM (ops/tc_matmul.py);
+`emit attention --B --H --S --D --dtype bf16 [--causal] --arch sm_90a` the fused attention
+forward (ops/attention.py)."""
 from .. import arch as archmod
 from ..emit import emit_module
 from ..ir.verify import verify_module

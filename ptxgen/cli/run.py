@@ -2,7 +2,8 @@
 [--dtype bf16|f16 [--out-dtype]]
 
 `run matmul --dtype bf16` is the tensor-core GEMM, built for the arch-specific target (sm_90a)
-unless --arch says otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated)."""
+unless --arch says otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated). `run
+attention --B --H --S --D [--causal] [--dtype bf16|f16]` is the fused attention forward, likewise."""
 import sys
 
 from .. import arch as archmod
@@ -33,7 +34,8 @@ def run(args):
     op = operator_from_args(args)
     shape = shape_from_args(op, args)
     arch = args.arch
-    if arch is None and args.dtype:            # wgmma and setmaxnreg need the arch-specific target
+    if arch is None and (args.dtype or args.kernel == "attention"):
+        # wgmma and setmaxnreg need the arch-specific target (the tensor-core GEMM, attention)
         arch = archmod.arch_specific_variant(archmod.DEFAULT_TARGET)
     res = run_operator(op, shape, args.backend, arch=arch, check=args.check,
                        seed=args.seed, time_it=args.time, engine=args.engine)

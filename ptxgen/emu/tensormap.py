@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import TiledMap
 from ..errors import PtxgenError
 
 MAGIC = b"PTXGTMAP"

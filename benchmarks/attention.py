@@ -1,0 +1,211 @@
+"""Fused attention forward on the GPU: ptxgen's sm_90a kernel (ops/attention.py) against torch's
+scaled_dot_product_attention with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION
+backends, bf16, one run.
+
+    python benchmarks/attention.py [--configs ...] [--skip-small] [--budget-s S] [--out DIR]
+
+Correctness first, on fresh random inputs every run: small odd shapes on the GPU and on the CPU
+emulator (same inputs; each against the float64 reference with Attention.check's bounds, and the
+largest O difference between the two); then for every timed configuration and implementation a
+float64 check of sampled query rows of sampled heads (O within the operator's bound, and
+ptxgen's LSE). Timing: GPU time per call (ptxgen.runtime.time_calls, held batches); TFLOP/s by
+FlashAttention's count (4·B·H·S²·D, halved when causal); ratios against FLASH and CUDNN from
+this run. Prints a table last; writes the rows as JSON under --out.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from ptxgen.ops.attention import UNIT_ROUNDOFF, Attention, attention_reference  # noqa: E402
+from ptxgen.runtime import bound_launch, load_steps, run_steps, time_calls   # noqa: E402
+from ptxgen.schedule.attention import AttentionSchedule                     # noqa: E402
+
+ARCH = "sm_90a"
+# (B, H, S, D, causal): the issue's shapes
+CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
+           (4, 32, 4096, 64, True), (1, 32, 16384, 128, False), (1, 32, 16384, 128, True)]
+# ptxgen schedules timed besides the operator's default (3 K/V stages, overlap): without the
+# S/P·V overlap; 2 stages; three consumer warpgroups (192 query rows; 160 registers each, so
+# 64-key steps for D = 128)
+VARIANTS = {"serial": lambda D: AttentionSchedule(overlap=False),
+            "s2": lambda D: AttentionSchedule(stages=2),
+            "c3": lambda D: AttentionSchedule(consumers=3, consumer_regs=160,
+                                              BN=128 if D == 64 else 64)}
+SMALL = [(1, 2, 77, 64), (1, 3, 201, 128), (2, 1, 130, 64)]
+
+
+def emulator_agreement(rng):
+    """Small odd shapes, causal and not, on the GPU and the emulator from the same inputs."""
+    from ptxgen.emu import run_operator
+    rows = []
+    for B, H, S, D in SMALL:
+        for causal in (False, True):
+            op = Attention("bf16", causal=causal)
+            shape = op.shape(B=B, H=H, S=S, D=D)
+            seed = int(rng.integers(2 ** 31))
+            try:
+                gpu = op.make_inputs(shape, np.random.default_rng(seed))
+                run_steps(op, shape, load_steps(op, shape, op.build(shape, ARCH), ARCH), gpu,
+                          ARCH)
+                emu = op.make_inputs(shape, np.random.default_rng(seed))
+                run_operator(op, shape, emu, ARCH)
+            except Exception as e:                                  # report, keep going
+                rows.append(dict(shape=(B, H, S, D), causal=causal,
+                                 error=f"{type(e).__name__}: {e}"[:300]))
+                continue
+            rows.append(dict(shape=(B, H, S, D), causal=causal, gpu_ok=op.check(shape, gpu)[0],
+                             emu_ok=op.check(shape, emu)[0],
+                             o_bit_equal=float((gpu["O"] == emu["O"]).mean()),
+                             max_o_diff=float(np.max(np.abs(op.values(gpu["O"]) -
+                                                            op.values(emu["O"]))))))
+    return rows
+
+
+def sampled_reference(q, k, v, causal, rng, heads=2, nrows=24):
+    """[(b, h, rows, reference dict)] for a few random heads and query rows, float64 on the CPU."""
+    import torch
+    B, H, S, D = q.shape
+    out = []
+    for _ in range(heads):
+        b, h = int(rng.integers(B)), int(rng.integers(H))
+        rows = np.sort(rng.choice(S, size=min(nrows, S), replace=False))
+        rows[-1] = S - 1                                  # the last (partial-tile) row too
+        qq = q[b, h, torch.tensor(rows, device=q.device)].double().cpu().numpy()
+        kk, vv = (t[b, h].double().cpu().numpy() for t in (k, v))
+        out.append((b, h, rows, attention_reference(qq, kk, vv, 1 / math.sqrt(D), causal,
+                                                     UNIT_ROUNDOFF["bf16"], rows=rows)))
+    return out
+
+
+def sampled_ok(O, refs, lse=None):
+    for b, h, rows, ref in refs:
+        got = O[b, h, rows].double().cpu().numpy()
+        if not (np.isfinite(got).all() and (np.abs(got - ref["O"]) <= ref["O_bound"]).all()):
+            return False
+        if lse is not None:
+            g = lse[b, h, rows].double().cpu().numpy()
+            if not (np.abs(g - ref["LSE"]) <= ref["LSE_bound"]).all():
+                return False
+    return True
+
+
+def ptxgen_call(op, shape, q, k, v, O, LSE):
+    """A callable launching ptxgen's kernel on torch tensors (bf16 as int16 bit patterns)."""
+    import torch
+    arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
+              "O": O.view(torch.int16), "LSE": LSE}
+    kern = load_steps(op, shape, op.build(shape, ARCH), ARCH)[op.kernel_name()]
+    L = op.launch(shape)
+    return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
+
+
+def bench(cfg, rng):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    B, H, S, D, causal = cfg
+    op = Attention("bf16", causal=causal)
+    shape = op.shape(B=B, H=H, S=S, D=D)
+    flops = op.flops(shape)
+    torch.manual_seed(int(rng.integers(2 ** 31)))
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    refs = sampled_reference(q, k, v, causal, rng)
+    rows, t_ref = [], {}
+    name = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}"
+    for impl in ("flash", "cudnn", "ptxgen") + tuple(f"ptxgen-{n}" for n in VARIANTS):
+        row = dict(config=name, impl=impl)
+        try:
+            O = torch.full_like(q, float("nan"))
+            LSE = None
+            if impl.startswith("ptxgen"):
+                if impl != "ptxgen":
+                    op = Attention("bf16", causal=causal, schedule=VARIANTS[impl[7:]](D))
+                LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
+                go = ptxgen_call(op, shape, q, k, v, O, LSE)
+                row["schedule"] = str(op.schedule_for(shape))
+            else:
+                backend = SDPBackend.FLASH_ATTENTION if impl == "flash" else \
+                    SDPBackend.CUDNN_ATTENTION
+
+                def go(backend=backend):
+                    with sdpa_kernel(backend):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            res = go()
+            if res is not None:
+                O.copy_(res)
+            torch.cuda.synchronize()
+            row["ok"] = sampled_ok(O, refs, LSE)
+            t = time_calls(go, repeat=3, target_ms=15.0)
+        except Exception as e:                                      # report, keep going
+            rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
+            print_row(rows[-1])
+            continue
+        t_ref[impl] = t
+        rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
+                         x_flash=t_ref["flash"] / t if "flash" in t_ref else None,
+                         x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None))
+        print_row(rows[-1])
+    return rows
+
+
+def print_row(r):
+    head = f"{r['config']:28} {r['impl']:9}"
+    if "error" in r:
+        print(f"{head} ERROR {r['error']}", flush=True)
+        return
+
+    def f(x):
+        return f"{x:7.3f}" if x else f"{'-':>7}"
+    print(f"{head} {r['ms']:8.3f} {r['tflops']:8.1f} {f(r['x_flash'])} {f(r['x_cudnn'])} "
+          f"{str(r['ok']):>5}", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--configs", default="all", help="'all' or indices into CONFIGS, e.g. 0,1")
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--skip-small", action="store_true")
+    p.add_argument("--budget-s", type=float, default=1e9,
+                   help="start no further configuration after this many seconds")
+    args = p.parse_args()
+    t0 = time.time()
+    rng = np.random.default_rng(int(time.time()))
+    import torch
+    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
+    print(info, flush=True)
+    result = dict(info=info, rows=[], emulator=[])
+    path = os.path.join(args.out, "attention.json")
+    if not args.skip_small:
+        result["emulator"] = emulator_agreement(rng)
+        for r in result["emulator"]:
+            print("GPU vs emu", r, flush=True)
+    configs = CONFIGS if args.configs == "all" else [CONFIGS[int(i)]
+                                                       for i in args.configs.split(",")]
+    for cfg in configs:
+        if time.time() - t0 > args.budget_s:
+            print(f"budget: skipped {cfg}", flush=True)
+            continue
+        try:
+            result["rows"] += bench(cfg, rng)
+        except Exception as e:                                      # report, keep going
+            print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
+    print(f"{'config':28} {'impl':9} {'ms':>8} {'TFLOP/s':>8} {'xFLASH':>7} {'xCUDNN':>7} "
+          f"{'ok':>5}")
+    for r in result["rows"]:
+        print_row(r)
+    print(f"total {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

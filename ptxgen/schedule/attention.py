@@ -1,0 +1,136 @@
+"""AttentionSchedule: how the fused attention forward O = softmax(scale · Q Kᵀ) V is tiled and
+specialized on sm_90a (FlashAttention-style: the S x S scores never leave registers).
+
+    query block   BM = 64 · consumers rows of one (batch, head) per CTA; each consumer
+                  warpgroup owns 64 rows (one wgmma M block)
+    key block     BN keys per step of the online softmax: S = Q·Kᵀ is one m64nBNk16 wgmma chain
+                  per consumer (K tile as the K-major B operand), P·V one m64n64k16 chain per
+                  64-column half of D (V tile as the MN-major B operand, P from registers)
+    pipeline      Q loaded once by TMA; K and V tiles by TMA into `stages` slots handed over
+                  through a full/empty mbarrier pair, filled by one producer thread
+    warpgroups    one producer warpgroup and `consumers` consumer warpgroups; setmaxnreg moves
+                  registers from the producer to the consumers
+
+Every shared tile is stored as 64-column (128-byte) column blocks in the 128-byte swizzle, the
+layout the GEMM's schedule (tc_matmul.py) uses; D = 128 is two such blocks.
+`lower_attention(schedule, arch, shape, dtype)` (lower_attention.py) turns one into a Module.
+"""
+import dataclasses
+from dataclasses import dataclass
+
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from .. import arch as archmod
+from ..errors import ScheduleError
+from .matmul import target_limits
+from .tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
+
+HEAD_DIMS = (64, 128)
+DTYPES = ("bf16", "f16")
+COL_BLOCK = SWIZZLE_BYTES // 2          # 16-bit elements in one swizzled 128-byte row
+
+
+@dataclass(frozen=True)
+class AttentionSchedule:
+    """One sm_90a attention-forward schedule (frozen, hashable; str gives a short name)."""
+    BN: int = 128                # keys per online-softmax step (N of the Q·Kᵀ wgmma)
+    consumers: int = 2           # consumer warpgroups: BM = 64 · consumers query rows per CTA
+    stages: int = 3              # K/V slots of the mbarrier ring (with overlap, slot n-1 is
+                                 # held until P·V(n-1) ends: 2 leave no slot to prefetch into)
+    producer_regs: int = 24      # setmaxnreg.dec of the producer warpgroup
+    consumer_regs: int = 240     # setmaxnreg.inc of the consumer warpgroups
+    overlap: bool = True         # issue S(n) = Q·K(n) with P(n-1)·V(n-1): softmax(n) runs
+                                 # while the tensor cores do P·V (FlashAttention-3, sec. 3.2)
+
+    def __str__(self):
+        return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
+                f"{'' if self.overlap else '_serial'}")
+
+    @property
+    def BM(self):
+        return WGMMA_M * self.consumers
+
+    @property
+    def threads(self):
+        return WARPGROUP * (1 + self.consumers)
+
+    @staticmethod
+    def col_blocks(D):
+        return D // COL_BLOCK
+
+    def q_bytes(self, D):
+        return self.BM * D * 2
+
+    def kv_tile_bytes(self, D):
+        """One K (or V) tile: BN rows of D 16-bit elements."""
+        return self.BN * D * 2
+
+    def stage_bytes(self, D):
+        return 2 * self.kv_tile_bytes(D)
+
+    def shared_bytes(self, D):
+        """Dynamic shared memory: Q, the K/V slots, 1024 bytes of slack to align them to the
+        swizzle atom, then the Q barrier and a full and an empty barrier per slot."""
+        return (self.q_bytes(D) + self.stages * self.stage_bytes(D) + SWIZZLE_ATOM_BYTES
+                + 8 * (1 + 2 * self.stages))
+
+    def validate(self, arch=DEFAULT_ARCH_SPECIFIC_TARGET, dtype="bf16", D=128):
+        """ScheduleError (one line, naming the field) when this schedule cannot be lowered."""
+        def bad(what):
+            raise ScheduleError(f"attention schedule {self}: {what}")
+
+        if not isinstance(self.overlap, bool):
+            bad(f"overlap must be True or False, got {self.overlap!r}")
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name != "overlap" and (not isinstance(v, int) or isinstance(v, bool)):
+                bad(f"{f.name} must be an int, got {v!r}")
+        if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
+            bad(f"needs target sm_90a (wgmma, setmaxnreg), not {arch}")
+        if dtype not in DTYPES:
+            bad(f"input type must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if D not in HEAD_DIMS:
+            bad(f"head dim D={D} must be one of {', '.join(map(str, HEAD_DIMS))}")
+        if not (1 <= self.consumers <= 3):
+            bad(f"consumers={self.consumers} must be 1, 2 or 3 warpgroups")
+        if self.BN not in (32, 64, 128, 192, 256) or self.BN % 16:
+            bad(f"BN={self.BN} must be 32, 64, 128, 192 or 256 (a k16 multiple, one TMA box)")
+        if self.stages < 2:
+            bad(f"stages={self.stages}: the ring needs at least 2")
+        lim = target_limits(DEFAULT_TARGET)
+        need = self.shared_bytes(D)
+        if need > lim["max_shared_per_block"]:
+            bad(f"Q and {self.stages} K/V stages need {need} bytes of shared memory, more than "
+                f"{lim['max_shared_per_block']} per block")
+        for name in ("producer_regs", "consumer_regs"):
+            v = getattr(self, name)
+            if not (24 <= v <= 256 and v % 8 == 0):
+                bad(f"{name}={v} must be a multiple of 8 from 24 to 256 (setmaxnreg)")
+        total = WARPGROUP * (self.producer_regs + self.consumers * self.consumer_regs)
+        if total > lim["regs_per_sm"]:
+            bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
+                f"the SM's {lim['regs_per_sm']}")
+        # S accumulators, O accumulators and P packed to 16 bits, per consumer thread (with
+        # overlap, S(n) and P(n-1) are live together)
+        live = self.BN // 2 + D // 2 + self.BN // 4
+        if live + 32 > self.consumer_regs:
+            bad(f"{live} fragment registers per thread (S, O, P) do not fit "
+                f"consumer_regs={self.consumer_regs}")
+        return self
+
+    def entry_regs(self):
+        """The register cap every thread starts with (.maxnreg), as the GEMM's."""
+        return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
+
+
+def default_attention_schedule(D, causal=False):
+    """128 query rows (two consumers), 128-key steps (FlashAttention-3's tile for D = 128,
+    Shah et al. 2024), 3 K/V stages and the S/P·V overlap: the fastest of the schedules timed
+    on the H200 on 2026-12-01 at every shape of the issue, causal or not, D = 64 and 128
+    (docs/PERF.md, attention: 677 TFLOP/s at B=4 H=32 S=4096 D=128, where 2 stages gave 454
+    and 2 stages without the overlap 585)."""
+    return AttentionSchedule()
+
+
+def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
+    from .lower_attention import lower
+    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)
