@@ -1,4 +1,4 @@
-"""ptxgen emit KERNEL [shape] [--arch] [--via direct|llvm|nvvm] [--llvm-ir] [-o FILE] [--comments]"""
+"""ptxgen emit KERNEL [shape] [--arch] [--via direct|llvm|nvvm] [--llvm-ir] [-o FILE]"""
 import sys
 
 from .. import arch as archmod
