@@ -118,3 +118,41 @@ def test_auto_keeps_the_interpreter_when_checking():
     assert emulate(OOB, "k", 1, 32, a, np.uint32(8), engine="auto").engine == "interp"
     assert emulate(OOB, "k", 1, 32, a, np.uint32(8), engine="auto", check="off").engine == \
         "native"
+
+
+def test_native_code_calls_no_library_function():
+    """MCJIT resolves library calls against the process, where libgcc's half-precision helpers
+    (__truncdfhf2, …) may be missing: the generated code must need none but memset."""
+    import re
+
+    import llvmlite.binding as llvm
+
+    from ptxgen.emu.api import compile_kernel
+    from ptxgen.emu.native import _host
+    from ptxgen.emu.native_lower import lower_host
+    from ptxgen.ir import Builder, Module, Param, ptr
+    from ptxgen.ir import types as T
+    m = Module()
+    k = m.add_kernel("k", [Param("x", T.u64, ptr(T.b8))])
+    b = Builder(k)
+    x = b.param("x")
+    h = b.reg(T.f16)
+    b.mov(b.ld("global", T.b16, x), type=T.b16, out=h)
+    f32, s16, u16 = (b.ld("global", t, x) for t in (T.f32, T.s16, T.u16))
+    outs = [b.cvt(T.f16, src, rounding=r) for r in ("rn", "rz", "rm", "rp")
+            for src in (f32, s16, u16)]
+    outs += [b.cvt(t, h, rounding=r) for r in ("rni", "rzi", "rmi", "rpi")
+             for t in (T.s32, T.u16, T.s64)]
+    outs += [b.cvt(T.f64, h, rounding=""), b.cvt(T.f32, h, rounding=""),
+             b.add(h, h), b.mul(h, h), b.min(h, h)]
+    for i, o in enumerate(outs):
+        t = T.b16 if o.type == T.f16 else o.type
+        b.st("global", b.add(x, 8 * (i + 1), type=T.u64), o, type=t)
+    b.ret()
+    lm, _ = lower_host(compile_kernel(m, "k"))
+    llvm_, tm = _host()
+    mod = llvm.parse_assembly(str(lm))
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    calls = set(re.findall(r"movabsq\s+\$([A-Za-z_]\w*)", tm.emit_assembly(mod)))
+    assert calls <= {"memset"}, calls

@@ -31,10 +31,17 @@ _compiled = {}          # kernel text digest → NativeKernel, or the LoweringEr
 
 
 @functools.lru_cache(maxsize=1)
-def _host():
+def _llvm():
     import llvmlite.binding as llvm
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    return llvm
+
+
+def _host():
+    """llvmlite's binding and a new target machine for this CPU: an MCJIT engine takes
+    ownership of the target machine it is given, so every engine needs its own."""
+    llvm = _llvm()
     target = llvm.Target.from_default_triple()
     tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                       features=llvm.get_host_cpu_features().flatten(), opt=3)

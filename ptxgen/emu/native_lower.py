@@ -125,11 +125,12 @@ class HostFrame(Frame):
         if addr.offset:
             v = b.add(v, ir.Constant(I64, addr.offset))
         width = _width(elem)
-        if space in ("shared", "local", "const"):
-            size = {"shared": SHARED_SIZE, "local": LOCAL_SIZE, "const": None}[space]
-            if size is not None:
-                self._check(b.icmp_unsigned("<=", b.add(v, ir.Constant(I64, width)),
-                                            self.field(size)), v, width)
+        if space == "const":
+            self.fail(".const accesses are not available to the native engine")
+        if space in ("shared", "local"):
+            size = SHARED_SIZE if space == "shared" else LOCAL_SIZE
+            self._check(b.icmp_unsigned("<=", b.add(v, ir.Constant(I64, width)),
+                                        self.field(size)), v, width)
             v = b.add(v, self._space_base(space))
         elif space in ("global", "generic"):
             ok = ir.Constant(I1, 0)

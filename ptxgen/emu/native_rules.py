@@ -5,7 +5,7 @@ from llvmlite import ir
 from ..ir import types as T
 from ..llvm import rules, rules_convert
 from ..llvm.lower import RULES
-from ..llvm.values import F64, from_bits, ltype, resize, to_bits
+from ..llvm.values import F32, F64, from_bits, ltype, resize, to_bits
 
 
 def _host_minmax(f, ins, row):
@@ -98,22 +98,29 @@ def _host_cvt(f, ins, row):
         f.fail(f"{ins.full_opcode} is not available to the native engine")
     dt, stp = types
     rnd = rules.rounding_mod(ins)
+    if (dt, stp) == (T.f16, T.f64):     # x86 has no instruction: a libgcc call MCJIT may miss
+        f.fail(f"{ins.full_opcode} is not available to the native engine")
     if (dt, stp) == (T.bf16, T.f32) and rnd in ("rn", "rz"):
         return f.write(ins.operands[0], _f32_to_bf16(f, ins, rnd), dt)
     if T.bf16 in types and (dt, stp) != (T.f32, T.bf16):
         f.fail(f"{ins.full_opcode} is not available to the native engine")
     if stp.is_float and not dt.is_float:
         return f.write(ins.operands[0], _float_to_int(f, ins, dt, stp, rnd), dt)
+    if dt == T.f16 and rnd in DIRECTED and stp != T.f32 and not (stp.is_int and stp.bits <= 16):
+        f.fail(f"{ins.full_opcode} is not available to the native engine")
     if dt.is_float and rnd in DIRECTED and dt.bits < 64 and \
             (stp.is_float or stp.bits <= 32) and not (dt.bits == stp.bits and stp.is_float):
-        # the source is exact in f64 (a float, or an integer of at most 32 bits)
+        # the source is exact in f64 (a float, or an integer of at most 32 bits), and, for an
+        # f16 result, in f32 (an f32, or an integer of at most 16 bits)
         b = f.b
         x = f.read(ins.operands[1], stp)
         if stp.is_float:
-            x64 = x if stp.bits == 64 else b.fpext(x, F64)
+            x64 = to_f64(b, x)
         else:
             x64 = (b.sitofp if stp.is_signed else b.uitofp)(x, F64)
         return f.write(ins.operands[0], _directed(f, x64, None, dt, rnd), dt)
+    if (dt, stp) == (T.f64, T.f16):
+        return f.write(ins.operands[0], to_f64(f.b, f.read(ins.operands[1], stp)), dt)
     if dt == T.f64 and not stp.is_float and stp.bits <= 32:     # exact: rounding is moot
         x = f.read(ins.operands[1], stp)
         return f.write(ins.operands[0], (f.b.sitofp if stp.is_signed else f.b.uitofp)(x, F64),
@@ -126,15 +133,26 @@ def _host_cvt(f, ins, row):
 DIRECTED = ("rz", "rm", "rp")
 
 
+def to_f64(b, x):
+    """x (f16, f32 or f64) as f64, exactly; f16 through f32, which x86 converts in hardware
+    (f16→f64 directly would be a libgcc call the JIT may not resolve)."""
+    if x.type == F64:
+        return x
+    if x.type == ir.HalfType():
+        x = b.fpext(x, F32)
+    return b.fpext(x, F64)
+
+
 def _directed(f, x64, e64, t, mode):
     """The value x64 + e64 (exact; e64 None for 0) rounded toward zero / -inf / +inf to the
-    float type t (f32 or f16): round to nearest, then step one ulp where that went the wrong
-    way. (x64 - back) + e64 has the sign of exact - back: both terms are exact or smaller than
+    float type t (f32, or f16 from at most 24 significant bits: the caller refuses f64→f16,
+    which x86 does through a libgcc call): round to nearest, then step one ulp where that went
+    the wrong way. (x64 - back) + e64 has the sign of exact - back: both terms are exact or smaller than
     half an ulp of f64 where the other is not zero."""
     b = f.b
     lt = ltype(t)
-    r = b.fptrunc(x64, lt)
-    back = b.fpext(r, F64)
+    r = b.fptrunc(x64, lt) if t.bits != 16 else b.fptrunc(b.fptrunc(x64, F32), lt)
+    back = to_f64(b, r)
     delta = b.fsub(x64, back)
     if e64 is not None:
         delta = b.fadd(delta, e64)
@@ -212,7 +230,7 @@ def _float_to_int(f, ins, dt, stp, rnd):
     from ..llvm.table import ROUND_INTEGRAL
     if rnd not in ROUND_INTEGRAL:
         f.fail("float to integer conversion without an integer rounding")
-    x = b.fpext(f.read(ins.operands[1], stp), F64) if stp.bits < 64 else \
+    x = to_f64(b, f.read(ins.operands[1], stp)) if stp.bits < 64 else \
         f.read(ins.operands[1], stp)
     r = f.call(f"{ROUND_INTEGRAL[rnd]}.f64", F64, x)
     it = ir.IntType(dt.bits)
