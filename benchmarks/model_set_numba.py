@@ -5,74 +5,16 @@ it simulates is the PTX that ran). Written the way a Numba user would write them
 """
 import math
 
+import sys
+from pathlib import Path
+
 from numba import cuda, float32, int32
 
+# the five kernels the parser's PTX corpus is compiled from (one definition of each)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "data" / "ptx"))
+from collect import block_reduce, matmul_naive, matmul_shared, saxpy, transpose_padded  # noqa: E402,F401
+
 TILE = 16
-
-
-def saxpy(a, x, y, out):
-    i = cuda.grid(1)
-    if i < x.size:
-        out[i] = a * x[i] + y[i]
-
-
-def matmul_naive(A, B, C):
-    i, j = cuda.grid(2)
-    if i < C.shape[0] and j < C.shape[1]:
-        acc = float32(0.0)
-        for k in range(A.shape[1]):
-            acc += A[i, k] * B[k, j]
-        C[i, j] = acc
-
-
-def matmul_shared(A, B, C):
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    x, y = cuda.grid(2)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    acc = float32(0.0)
-    for t in range((A.shape[1] + TILE - 1) // TILE):
-        sA[ty, tx] = 0.0
-        sB[ty, tx] = 0.0
-        if y < A.shape[0] and tx + t * TILE < A.shape[1]:
-            sA[ty, tx] = A[y, tx + t * TILE]
-        if x < B.shape[1] and ty + t * TILE < B.shape[0]:
-            sB[ty, tx] = B[ty + t * TILE, x]
-        cuda.syncthreads()
-        for k in range(TILE):
-            acc += sA[ty, k] * sB[k, tx]
-        cuda.syncthreads()
-    if y < C.shape[0] and x < C.shape[1]:
-        C[y, x] = acc
-
-
-def block_reduce(x, total):
-    buf = cuda.shared.array(256, float32)
-    tid = cuda.threadIdx.x
-    i = cuda.grid(1)
-    buf[tid] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
-    s = 128
-    while s > 0:
-        if tid < s:
-            buf[tid] += buf[tid + s]
-        cuda.syncthreads()
-        s //= 2
-    if tid == 0:
-        cuda.atomic.add(total, 0, buf[0])
-
-
-def transpose_padded(a, b):
-    tile = cuda.shared.array((32, 33), float32)
-    x = cuda.blockIdx.x * 32 + cuda.threadIdx.x
-    y = cuda.blockIdx.y * 32 + cuda.threadIdx.y
-    if x < a.shape[1] and y < a.shape[0]:
-        tile[cuda.threadIdx.y, cuda.threadIdx.x] = a[y, x]
-    cuda.syncthreads()
-    x = cuda.blockIdx.y * 32 + cuda.threadIdx.x
-    y = cuda.blockIdx.x * 32 + cuda.threadIdx.y
-    if x < b.shape[1] and y < b.shape[0]:
-        b[y, x] = tile[cuda.threadIdx.x, cuda.threadIdx.y]
 
 
 def stencil1d(x, out):
