@@ -162,3 +162,10 @@ def test_lowering_uses_nvvm_intrinsics_and_address_spaces():
     assert "float addrspace(1)*" in text            # the global store
     assert "float addrspace(3)*" in text            # the shared store and load
     assert 'void (i64)* @"k", !"kernel", i32 1' in text
+
+
+def test_lowering_rules_are_keyed_by_opcode_table_rows():
+    """The LLVM lowering keeps no opcode list of its own: every rule names a row of the one
+    opcode table (ptxgen/ir/opcodes.py)."""
+    from ptxgen.ir import opcodes
+    assert set(LOWERING) <= set(opcodes.ROWS), sorted(set(LOWERING) - set(opcodes.ROWS))
