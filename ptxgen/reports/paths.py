@@ -3,13 +3,13 @@ lowering compiled by LLVM's NVPTX back end), nvvm (the same lowering compiled by
 the runtime reaches through numba-cuda): a report above the emitter, llvm and the runtime."""
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
-from ..llvm.lower import lower_module
 
 VIAS = ("direct", "llvm", "nvvm")
 
 
 def llvm_ir(module, dialect="llvm", kernels=None):
     """LLVM IR text of the module's entries (the NVVM dialect carries NVVM's IR version)."""
+    from ..llvm.lower import lower_module      # llvmlite loads only when a path needs it
     version = None
     if dialect == "nvvm":
         from ..runtime.nvvm import ir_version
