@@ -78,9 +78,10 @@ def test_derive_and_write_tensor_classes(tmp_path):
     # into a model lacking the classes (they are added with their pipe), and again into the
     # result (the entries, the unit line included, are replaced, not repeated)
     text = (isa_dir() / "sm_90.toml").read_text()
-    start = text.index("\n[ops.MMA]")
+    start, end = text.index("\n# mma.sync m16n8k16"), text.index("\n# -- memory levels")
     path = tmp_path / "sm_90.toml"
-    path.write_text(text[:start] + "\n")
+    path.write_text(text[:start] + text[end:])
+    assert "MMA" not in isa.load_path(path).ops
     for _ in range(2):
         update_file(str(path), up)
         t = isa.load_path(path)
