@@ -140,3 +140,23 @@ def test_emitted_gemm_is_tensor_bound(tmp_path, cli):
     rows = [line for line in out.splitlines() if line.rstrip().endswith(" TENSOR")]
     assert rows, "no block of the GEMM is tensor-bound"
 
+
+
+def test_tensor_peak_is_measured_and_a_roofline_ceiling():
+    from ptxgen.reports.roofline import ceilings
+    h = TABLE.header
+    src = TABLE.sources["header.tensor_flops_per_cycle_per_sm"]
+    assert src.startswith("measured ") and "wgmma" in src
+    # the peak is the best rate of the measured N, consistent with the WGMMA class's interval
+    assert h.tensor_flops_per_cycle_per_sm >= 2 * 64 * 128 * 16 / TABLE.ops["WGMMA"].issue_interval
+    _, roofs, missing = ceilings(DEFAULT_TARGET)
+    tensor = next(r for r in roofs if r.name == "tensor peak")
+    assert tensor.kind == "compute" and "header.tensor_flops_per_cycle_per_sm" not in missing
+    assert tensor.value == pytest.approx(h.sm_count * h.tensor_flops_per_cycle_per_sm
+                                         * h.clock_mhz / 1e3)
+    # a model without the optional key loads and has no tensor ceiling (the older ones)
+    others = [a for a in isa.available() if a != DEFAULT_TARGET]
+    assert others
+    for arch in others:
+        assert isa.load(arch).header.tensor_flops_per_cycle_per_sm is None
+        assert "tensor peak" not in [r.name for r in ceilings(arch)[1]]

@@ -90,6 +90,8 @@ def _model(table, target):
     parts = target.split(".")
     if parts[0] == "ops" and parts[1] not in table.ops:
         return None
+    if parts[0] == "header":
+        return getattr(table.header, parts[1], None)
     if parts[0] == "timing":
         return table.timing.get(parts[1]) if table.timing else None
     kind, name, key = parts
@@ -217,6 +219,8 @@ def _derive_tensor(tc, sched, add):
             lat[n] = (r["cycles"] - r["base"]) / r["reps"]
             tput[n] = r["tput_cycles"] / (r["warpgroups"] * r["count"])
     others = [n for n in WGMMA_NS if n != WGMMA_MODEL_N and n in lat]
+    # the SM's tensor peak: the best rate of any N (wider N amortize more per instruction)
+    best = max(tput, key=lambda n: 2 * 64 * n * 16 / tput[n]) if tput else None
     for n in WGMMA_NS:
         if n not in lat:
             continue
@@ -234,5 +238,7 @@ def _derive_tensor(tc, sched, add):
             f"that long){also}", ["ops.WGMMA.issue_interval"] if model else [], decimals=2,
             unit_of=TENSOR_UNIT if model else None)
         add(f"WGMMA n{n} tensor FLOP/cycle/SM", 2 * 64 * n * 16 / tput[n], "FLOP/cycle",
+            f"2 x 64 x {n} x 16 / the SM cycles per {wgmma_ptx(n)} with many in flight "
+            f"(the best of N = {', '.join(map(str, sorted(tput)))})" if n == best else
             f"2 x 64 x {n} x 16 / the SM cycles per {wgmma_ptx(n)} with many in flight",
-            decimals=0)
+            ["header.tensor_flops_per_cycle_per_sm"] if n == best else [], decimals=0)

@@ -72,9 +72,11 @@ def update_text(text, updates):
                 value, source = todo.pop(m.group(2))
                 lines[i] = entry_line(m.group(2), value, source, m.group(1))
         if todo:
-            # after the table's last non-blank line
+            # after the table's last entry: blank lines and comments before the next table
+            # header (a section rule like `# -- arithmetic`) belong to what follows
             pos = e
-            while pos > s and not lines[pos - 1].strip():
+            while pos > s and (not lines[pos - 1].strip() or
+                               lines[pos - 1].lstrip().startswith("#")):
                 pos -= 1
             inserts.append((pos, [entry_line(k, v, src) for k, (v, src) in todo.items()]))
     for pos, new in sorted(inserts, reverse=True):
