@@ -65,15 +65,18 @@ class Header:
     hbm_bandwidth_gbs: float
     fp32_lanes_per_sm: int
     fp64_lanes_per_sm: int
+    # optional: dense tensor-core FLOP per cycle per SM (the roofline's tensor ceiling)
+    tensor_flops_per_cycle_per_sm: float = None
 
     def to_dict(self):
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in fields(self)}
+                for f in fields(self) if getattr(self, f.name) is not None}
 
 
 LAUNCH_PATHS = {"cuda.core": "launch_overhead_us", "numba": "launch_overhead_numba_us",
                 "triton": "launch_overhead_triton_us"}
 HEADER_KEYS = tuple(f.name for f in fields(Header))
+HEADER_OPTIONAL = ("tensor_flops_per_cycle_per_sm",)
 _LIST_KEYS = {"shared_carveout_kb"}
 
 
@@ -146,7 +149,8 @@ class IsaTable:
             "arch": self.arch,
             "name": self.name,
             "header": self.header.to_dict(),
-            "header_sources": {k: self.sources[f"header.{k}"] for k in HEADER_KEYS},
+            "header_sources": {k: self.sources[f"header.{k}"] for k in HEADER_KEYS
+                               if f"header.{k}" in self.sources},
             "units": list(self.units),
             "ops": {k: {"latency": o.latency, "issue_interval": o.issue_interval, "unit": o.unit,
                         "source": o.source, "issue_source": o.issue_source}
@@ -297,6 +301,8 @@ def _parse(data, path):
     hv = {}
     for k in HEADER_KEYS:
         if k not in h:
+            if k in HEADER_OPTIONAL:
+                continue
             raise _err(path, f"header.{k}", "missing")
         hv[k], sources[f"header.{k}"] = _number(path, f"header.{k}", h[k],
                                                 allow_list=k in _LIST_KEYS)

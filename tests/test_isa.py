@@ -25,7 +25,7 @@ def test_load_complete(arch):
         assert o.latency > 0 and o.issue_interval > 0 and o.unit in t.units
         assert o.source and o.issue_source
     # every number has a source, and there is one entry per number
-    n_numbers = (len(isa.HEADER_KEYS) + 2 * len(t.ops) + 2 * len(t.memory)
+    n_numbers = (len(t.header.to_dict()) + 2 * len(t.ops) + 2 * len(t.memory)
                  + len(t.timing or {}) + len(t.memory_model or {}))
     assert len(t.sources) == n_numbers
     assert all(s.strip() for s in t.sources.values())

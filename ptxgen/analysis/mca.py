@@ -47,7 +47,7 @@ def prepare(instrs, table):
         info = cache.get(key)
         if info is None:
             info = cache[key] = table.op_for(ins)
-        out.append(Prepared(ins, tuple(ins.uses()), tuple(ins.defs()), info.latency,
+        out.append(Prepared(ins, tuple(ins.timing_uses()), tuple(ins.defs()), info.latency,
                             info.issue_interval, info.unit, info.key))
     return out
 

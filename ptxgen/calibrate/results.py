@@ -4,6 +4,12 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .kernels import ARITH_CLASSES, CHAIN_PTX
+from .kernels_tensor import MMA_PTX, WGMMA_NS, wgmma_ptx
+
+# the pipe the tensor-core classes occupy, and the wgmma N whose figures set ops.WGMMA: the
+# one ops/tc_matmul's GEMM issues (its other N are in the table and the JSON)
+TENSOR_UNIT = "TENSOR"
+WGMMA_MODEL_N = 128
 
 
 @dataclass
@@ -15,6 +21,7 @@ class Measurement:
     targets: tuple = ()        # ("ops.FMA.latency", …): machine-model entries it sets
     model: float = None        # the value the machine model has now (first target)
     decimals: int = 1
+    unit_of: str = None        # the pipe its ops.X targets name (a class the model may lack)
 
     def to_dict(self):
         return asdict(self)
@@ -33,8 +40,13 @@ class Calibration:
         return f"measured {self.date} on {self.device} by ptxgen calibrate: {m.what}"
 
     def updates(self):
-        """{"ops.FMA.latency": (value, source)} for every entry a measurement sets."""
+        """{"ops.FMA.latency": (value, source)} for every entry a measurement sets (and
+        {"ops.MMA.unit": ("TENSOR", None)}: a plain value, for a class the file lacks)."""
         out = {}
+        for m in self.measurements:
+            if m.unit_of:
+                for t in m.targets:
+                    out[t.rpartition(".")[0] + ".unit"] = (m.unit_of, None)
         for m in self.measurements:
             if not _usable(m.value):
                 continue
@@ -76,6 +88,10 @@ def _model(table, target):
     if table is None:
         return None
     parts = target.split(".")
+    if parts[0] == "ops" and parts[1] not in table.ops:
+        return None
+    if parts[0] == "header":
+        return getattr(table.header, parts[1], None)
     if parts[0] == "timing":
         return table.timing.get(parts[1]) if table.timing else None
     kind, name, key = parts
@@ -91,9 +107,9 @@ def derive(raw, table=None):
                       errors=dict(raw.get("errors", {})))
     ms = cal.measurements
 
-    def add(name, value, unit, what, targets=(), decimals=1):
+    def add(name, value, unit, what, targets=(), decimals=1, unit_of=None):
         m = Measurement(name, float(value), unit, what, tuple(targets),
-                        _model(table, targets[0]) if targets else None, decimals)
+                        _model(table, targets[0]) if targets else None, decimals, unit_of)
         if _usable(m.value):
             ms.append(m)
         else:
@@ -170,6 +186,7 @@ def derive(raw, table=None):
                     f"the GPU sustained {mhz:.0f} MHz under full FMA load, below the model's "
                     f"{table.header.clock_mhz:.0f} MHz: predicted times of compute-bound "
                     f"kernels will read short by {100 * (1 - mhz / table.header.clock_mhz):.0f}%")
+    _derive_tensor(raw.get("tensor", {}), sched, add)
     if raw.get("launch_us") is not None:
         n = raw.get("plan", {}).get("launch_repeats")
         add("empty kernel (events)", raw["launch_us"], "us",
@@ -177,3 +194,51 @@ def derive(raw, table=None):
             f"{n or raw.get('plan', {}).get('event_repeats', '?')} launches",
             ["timing.launch_overhead_us"], decimals=2)
     return cal
+
+
+def _derive_tensor(tc, sched, add):
+    """mma.sync: latency of a dependent chain, issue interval per sub-partition; wgmma: time
+    from issue to wait_group 0 of one, and tensor-core time per wgmma with many in flight
+    (a warpgroup's wgmma occupies all four sub-partitions' tensor cores at once, so that time
+    is each one's issue interval)."""
+    r = tc.get("MMA")
+    if r:
+        add("MMA latency", (r["cycles"] - r["base"]) / r["n"], "cycles",
+            f"dependent {MMA_PTX} chain, {r['n']} instructions, one warp",
+            ["ops.MMA.latency"], unit_of=TENSOR_UNIT)
+        if sched:
+            per_sp = r["warps"] * r["chains"] * r["rounds"] / sched
+            add("MMA issue interval", r["tput_cycles"] / per_sp, "cycles/warp instr",
+                f"{r['warps']} warps x {r['chains']} independent {MMA_PTX} chains, cycles per "
+                f"warp instruction per sub-partition", ["ops.MMA.issue_interval"], decimals=2,
+                unit_of=TENSOR_UNIT)
+    lat, tput = {}, {}
+    for n in WGMMA_NS:
+        r = tc.get(f"WGMMA{n}")
+        if r:
+            lat[n] = (r["cycles"] - r["base"]) / r["reps"]
+            tput[n] = r["tput_cycles"] / (r["warpgroups"] * r["count"])
+    others = [n for n in WGMMA_NS if n != WGMMA_MODEL_N and n in lat]
+    # the SM's tensor peak: the best rate of any N (wider N amortize more per instruction)
+    best = max(tput, key=lambda n: 2 * 64 * n * 16 / tput[n]) if tput else None
+    for n in WGMMA_NS:
+        if n not in lat:
+            continue
+        r = tc[f"WGMMA{n}"]
+        model = n == WGMMA_MODEL_N
+        also = "; " + ", ".join(f"m64n{o}k16: {lat[o]:.1f}" for o in others) if model else ""
+        add(f"WGMMA n{n} latency", lat[n], "cycles",
+            f"wgmma.fence + one {wgmma_ptx(n)} + commit_group + wait_group 0, {r['reps']} "
+            f"rounds, one warpgroup{also}", ["ops.WGMMA.latency"] if model else [],
+            unit_of=TENSOR_UNIT if model else None)
+        also = "; " + ", ".join(f"m64n{o}k16: {tput[o]:.2f}" for o in others) if model else ""
+        add(f"WGMMA n{n} interval", tput[n], "cycles/wgmma",
+            f"{r['warpgroups']} warpgroups x {r['count']} {wgmma_ptx(n)} in flight into one "
+            f"accumulator each, SM cycles per wgmma (each sub-partition's tensor core busy "
+            f"that long){also}", ["ops.WGMMA.issue_interval"] if model else [], decimals=2,
+            unit_of=TENSOR_UNIT if model else None)
+        add(f"WGMMA n{n} tensor FLOP/cycle/SM", 2 * 64 * n * 16 / tput[n], "FLOP/cycle",
+            f"2 x 64 x {n} x 16 / the SM cycles per {wgmma_ptx(n)} with many in flight "
+            f"(the best of N = {', '.join(map(str, sorted(tput)))})" if n == best else
+            f"2 x 64 x {n} x 16 / the SM cycles per {wgmma_ptx(n)} with many in flight",
+            ["header.tensor_flops_per_cycle_per_sm"] if n == best else [], decimals=0)

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arch import arch_specific_variant
 from ..emit import emit_module
 from ..errors import LaunchError, PtxgenError
 from ..ir.verify import verify_module
 from . import kernels as K
+from . import kernels_tensor as KT
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -47,6 +49,13 @@ class Plan:
     repeats: int = 3                 # clock-timed kernels: the minimum of this many runs
     event_repeats: int = 10          # event-timed kernels: median of this many launches
     launch_repeats: int = 201        # the empty kernel: its time is noisy (34-69 us seen)
+    mma_chain_ops: int = 256         # dependent mma.sync per latency chain (unrolled)
+    mma_tput_warps: int = 16
+    mma_tput_chains: int = 4         # independent accumulators per warp
+    mma_tput_rounds: int = 64
+    wgmma_lat_reps: int = 32         # issue → wait_group 0 rounds, one wgmma each
+    wgmma_count: int = 64            # wgmma in flight per warpgroup (one commit group)
+    wgmma_warpgroups: int = 2        # warpgroups of the CTA that measures wgmma throughput
     seed: int = 2026
 
 
@@ -61,14 +70,16 @@ class Gpu:
         self.sm_count = runtime.sm_count()
         self.arch = arch
 
-    def load(self, module):
+    def load(self, module, arch=None):
         verify_module(module)
         k = module.kernels[0]
-        return self.driver.load_kernel(emit_module(module, self.arch), k.name, k.params)
+        return self.driver.load_kernel(emit_module(module, arch or self.arch), k.name,
+                                       k.params)
 
-    def run(self, module, grid, block, args):
-        """Launch once; numpy arrays in args are copied back."""
-        return self.driver.launch(self.load(module), grid, block, args)
+    def run(self, module, grid, block, args, arch=None):
+        """Launch once (emitted for `arch`, default the calibrated one); numpy arrays in args
+        are copied back."""
+        return self.driver.launch(self.load(module, arch), grid, block, args)
 
     def time_ms(self, module, grid, block, args, repeat):
         return self.driver.time_kernel(self.load(module), grid, block, args, warmup=2,
@@ -162,9 +173,54 @@ def _copy_ms(gpu, plan, nbytes, reps, repeat):
     return ms
 
 
+def _clock_span(gpu, plan, module, warps, arch=None):
+    """Minimum over plan.repeats of (last warp's end - first warp's start) clock of a
+    one-CTA tensor kernel (kernels_tensor's (out, sink, x) signature)."""
+    out = np.zeros(2 * warps, dtype=np.uint64)
+    sink = np.zeros(32 * warps, dtype=np.float32)
+    best = None
+    for _ in range(plan.repeats):
+        # x = two bf16 1.0: finite values, so no NaN/Inf special cases are timed
+        gpu.run(module, (1,), (32 * warps,), [out, sink, np.uint32(0x3F803F80)], arch)
+        span = int(out[1::2].max()) - int(out[0::2].min())
+        best = span if best is None else min(best, span)
+    return best
+
+
+def _measure_tensor(gpu, plan, raw, attempt):
+    """mma.sync (dependent chain, independent accumulators) and wgmma.mma_async (one at a
+    time to completion, many in flight) for every N of KT.WGMMA_NS."""
+    tc = raw["tensor"] = {}
+    wgmma_arch = arch_specific_variant(gpu.arch)     # wgmma needs the arch-specific target
+
+    def mma():
+        n = plan.mma_chain_ops
+        tc["MMA"] = {
+            "n": n, "cycles": _clock_span(gpu, plan, KT.mma_chains(1, n, gpu.arch), 1),
+            "base": _clock_span(gpu, plan, KT.mma_chains(1, 0, gpu.arch), 1),
+            "tput_cycles": _clock_span(gpu, plan, KT.mma_chains(
+                plan.mma_tput_chains, plan.mma_tput_rounds, gpu.arch), plan.mma_tput_warps),
+            "warps": plan.mma_tput_warps, "chains": plan.mma_tput_chains,
+            "rounds": plan.mma_tput_rounds}
+    attempt("mma.sync", mma)
+    for n in KT.WGMMA_NS:
+        def wg(n=n):
+            r = plan.wgmma_lat_reps
+            tc[f"WGMMA{n}"] = {
+                "n": n, "reps": r,
+                "cycles": _clock_span(gpu, plan, KT.wgmma_latency(n, r, wgmma_arch), 4,
+                                      wgmma_arch),
+                "base": _clock_span(gpu, plan, KT.wgmma_latency(n, 0, wgmma_arch), 4,
+                                    wgmma_arch),
+                "tput_cycles": _clock_span(gpu, plan, KT.wgmma_stream(
+                    n, plan.wgmma_count, wgmma_arch), 4 * plan.wgmma_warpgroups, wgmma_arch),
+                "count": plan.wgmma_count, "warpgroups": plan.wgmma_warpgroups}
+        attempt(f"wgmma m64n{n}k16", wg)
+
+
 def measure(arch, plan=Plan(), only=None, log=None):
     """Raw measurements on the current GPU (a dict of plain numbers). `only`: the groups to
-    run (latency, throughput, memory, barrier, bandwidth, peak, launch); `log(text)` reports
+    run (latency, throughput, memory, barrier, bandwidth, peak, launch, tensor); `log(text)` reports
     progress."""
     gpu = Gpu(arch)
     from ..runtime.device import device_arch
@@ -174,7 +230,7 @@ def measure(arch, plan=Plan(), only=None, log=None):
                           f"measure the wrong machine (use --arch {have})")
     rng = np.random.default_rng(plan.seed)
     groups = only or ("latency", "throughput", "memory", "barrier", "bandwidth", "peak",
-                      "launch")
+                      "launch", "tensor")
     raw = {"device": gpu.name, "arch": arch, "sm_count": gpu.sm_count, "plan": plan.__dict__,
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "errors": {}}
     say = log or (lambda text: None)
@@ -288,4 +344,6 @@ def measure(arch, plan=Plan(), only=None, log=None):
             raw["launch_us"] = 1e3 * gpu.time_ms(K.empty_kernel(gpu.arch), (1,), (32,), [out],
                                                  plan.launch_repeats)
         attempt("empty launch", launch)
+    if "tensor" in groups:
+        _measure_tensor(gpu, plan, raw, attempt)
     return raw

@@ -33,6 +33,8 @@ def _toml_number(v):
 
 
 def entry_line(key, value, source, indent=""):
+    if source is None:                 # a plain value (a new class's unit name)
+        return f"{indent}{key} = {_toml_string(value)}"
     return f"{indent}{key} = {{value = {_toml_number(value)}, source = {_toml_string(source)}}}"
 
 
@@ -64,14 +66,17 @@ def update_text(text, updates):
         s, e = spans[table]
         todo = dict(entries)
         for i in range(s, e):
-            m = re.match(r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)\{.*\}\s*(#.*)?$", lines[i])
+            m = re.match(r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)(\{.*\}|\"[^\"]*\")\s*(#.*)?$",
+                         lines[i])
             if m and m.group(2) in todo:
                 value, source = todo.pop(m.group(2))
                 lines[i] = entry_line(m.group(2), value, source, m.group(1))
         if todo:
-            # after the table's last non-blank line
+            # after the table's last entry: blank lines and comments before the next table
+            # header (a section rule like `# -- arithmetic`) belong to what follows
             pos = e
-            while pos > s and not lines[pos - 1].strip():
+            while pos > s and (not lines[pos - 1].strip() or
+                               lines[pos - 1].lstrip().startswith("#")):
                 pos -= 1
             inserts.append((pos, [entry_line(k, v, src) for k, (v, src) in todo.items()]))
     for pos, new in sorted(inserts, reverse=True):

@@ -7,7 +7,8 @@ from .. import isa as isamod
 from ..errors import PtxgenError
 from .common import add_arch, read_text, write_text
 
-GROUPS = ("latency", "throughput", "memory", "barrier", "bandwidth", "peak", "launch")
+GROUPS = ("latency", "throughput", "memory", "barrier", "bandwidth", "peak", "launch",
+          "tensor")
 
 
 def add_parser(sub):

@@ -103,6 +103,18 @@ class Instr:
         return self._uses(lambda scale_d: len(scale_d) == 1 and isinstance(scale_d[0], Imm)
                           and scale_d[0].value != 0)
 
+    def timing_uses(self):
+        """Registers whose values must be ready before this instruction issues: uses() less an
+        accumulator (acc dest), which the async tensor pipe chains from the previous
+        wgmma.mma_async's result inside itself (wgmma into one accumulator issue one per
+        tensor-core interval, not one per completion latency: `ptxgen calibrate --only
+        tensor`); its readers outside the pipe wait for wait_group. What cost models use,
+        never what ordering must respect."""
+        if self.row.dest != "acc":
+            return self.uses()
+        acc = {id(r) for r in regs_in(self.operands[0])}
+        return [r for r in self.uses() if id(r) not in acc]
+
     def _uses(self, reads_accumulator):
         out = [self.guard] if self.guard is not None else []
         ops = self.sources

@@ -3,6 +3,10 @@
 Ceilings come from the machine model (isa/<arch>.toml) and nowhere else:
 
     FP32 FMA peak   header.sm_count x header.fp32_lanes_per_sm x 2 FLOP x header.clock_mhz
+    tensor peak     header.sm_count x header.tensor_flops_per_cycle_per_sm x header.clock_mhz
+                    (where the model has it: dense tensor-core FLOP/cycle measured by
+                    `ptxgen calibrate --only tensor`; a ceiling shown, kernels are still
+                    placed against the FP32 peak)
     HBM peak        header.hbm_bandwidth_gbs (the datasheet figure)
     DRAM, L2, shared  memory.<level>.bandwidth_gbs (measured or derived, with their sources)
 
@@ -142,6 +146,11 @@ def ceilings(arch):
     if sms and lanes and mhz:
         roofs.append(Roof("FP32 FMA peak", "compute", sms * lanes * 2 * mhz / 1e3,
                           f"{sms} SMs x {lanes} FP32 lanes x 2 FLOP x {mhz:g} MHz"))
+    tensor = h.tensor_flops_per_cycle_per_sm
+    if sms and mhz and tensor:
+        roofs.append(Roof("tensor peak", "compute", sms * tensor * mhz / 1e3,
+                          f"{sms} SMs x {tensor:g} FLOP/cycle x {mhz:g} MHz "
+                          f"({t.sources['header.tensor_flops_per_cycle_per_sm']})"))
     hbm = need("hbm_bandwidth_gbs")
     if hbm:
         roofs.append(Roof("HBM peak", "memory", float(hbm), t.sources["header.hbm_bandwidth_gbs"]))
@@ -305,6 +314,12 @@ def plot(r, path):
     grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
     ax.axhline(peak, color="black", lw=2)
     ax.text(hi, peak * 1.08, f"FP32 FMA peak {peak:,.0f} GFLOP/s", ha="right", va="bottom")
+    tensor = r.roof("tensor peak")
+    top = peak if tensor is None else max(peak, tensor.value)
+    if tensor is not None:
+        ax.axhline(tensor.value, color="black", lw=1.2, ls="--")
+        ax.text(hi, tensor.value * 1.08, f"tensor peak {tensor.value:,.0f} GFLOP/s",
+                ha="right", va="bottom")
     styles = {"HBM peak": ("tab:red", "-"), "DRAM sustained": ("tab:red", "--"),
               "L2": ("tab:orange", "-."), "shared": ("tab:green", ":")}
     for roof in r.roofs:
@@ -332,7 +347,7 @@ def plot(r, path):
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=4, fontsize=8,
               title="memory roofs", title_fontsize=8, frameon=False)
     ax.set_xlim(lo, hi)
-    ax.set_ylim(ymin / 4, peak * 3)
+    ax.set_ylim(ymin / 4, top * 3)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("performance (GFLOP/s)")
     ax.set_title(f"roofline: {r.device} ({r.arch})")

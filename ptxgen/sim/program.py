@@ -144,7 +144,7 @@ def compile_kernel(kernel, table):
     for i, ins in enumerate(instrs):
         info = table.op_for(ins)
         kind = _kind(ins)
-        st = StaticInstr(i, ins, str(ins), kind, tuple(rid(r) for r in ins.uses()),
+        st = StaticInstr(i, ins, str(ins), kind, tuple(rid(r) for r in ins.timing_uses()),
                          tuple(rid(r) for r in ins.defs()), units.index(info.unit),
                          float(info.latency), float(info.issue_interval))
         if ins.guard is not None:

@@ -230,11 +230,12 @@ def evaluator(st, reg_index, env):
             for d, v in zip(defs, compute(vals, spec)):
                 vals[d] = v
         return fn
-    g = reg_index[ins.guard]
+    # (not `g`: the mov/cvt closures above read a `g` of their own from this scope)
+    guard = reg_index[ins.guard]
     neg = ins.guard_negated
 
     def guarded(vals, spec):
-        c = vals[g]
+        c = vals[guard]
         if c is not None and bool(c) == neg:
             return                          # guard false: the old values stay
         new = compute(vals, spec)
