@@ -11,7 +11,8 @@ from ptxgen.cli import main
 from ptxgen.emit import emit_module
 from ptxgen.errors import PtxgenError
 from ptxgen.lift import lift_ptx
-from ptxgen.lift.names import demangle_base, identifier
+from ptxgen.lift.names import identifier
+from ptxgen.names import short_name as demangle_base
 from ptxgen.parse import parse_ptx
 from ptxgen.toolchain import assemble, disassemble, have_tool
 

@@ -14,7 +14,8 @@ from ..analysis.cfg import build_cfg
 from ..ir.instr import Instr, Label, Verbatim
 from ..ir.values import Addr, LabelRef, regs_in
 from .calls import GLOBALS, Checker, Renderer
-from .names import demangle_base, identifier, select_entry
+from ..names import short_name
+from .names import identifier
 from .prelude import AddrPlus0
 
 _NUMBERED = re.compile(r"^%([A-Za-z_$][A-Za-z_$]*?)(\d+)$")
@@ -39,7 +40,7 @@ def lift_module(module, text, filename, kernel=None):
     (exact, demangled or unique-substring name) and the module's .func functions."""
     kernels = module.kernels
     if kernel is not None:
-        entry = select_entry(module, kernel, filename)
+        entry = module.kernel(kernel)
         kernels = [k for k in module.kernels if k is entry or k.kind != "entry"]
     target = module.target
     m = _TARGET.search(text)
@@ -50,7 +51,7 @@ def lift_module(module, text, filename, kernel=None):
     keep_zero_offsets(kernels, text)
     fn_names, builders = set(RESERVED), []
     for k in kernels:
-        base = demangle_base(k.name) + ("_func" if k.kind == "func" else "")
+        base = short_name(k.name) + ("_func" if k.kind == "func" else "")
         fn = identifier("build_" + base, fn_names)
         fn_names.add(fn)
         builders.append((fn, k))
@@ -114,7 +115,7 @@ def keep_zero_offsets(kernels, text):
 
 
 def _title(kernels, filename):
-    entries = [demangle_base(k.name) for k in kernels if k.kind == "entry"]
+    entries = [short_name(k.name) for k in kernels if k.kind == "entry"]
     return ", ".join(entries) or filename
 
 
@@ -155,11 +156,11 @@ class KernelWriter:
         k = self.k
         kind = "entry" if k.kind == "entry" else "function"
         out = [f"def {self.fn}(m):",
-               f'    """The {kind} {demangle_base(k.name)}'
-               + (f" (PTX name {k.name})" if demangle_base(k.name) != k.name else "") + '."""']
+               f'    """The {kind} {short_name(k.name)}'
+               + (f" (PTX name {k.name})" if short_name(k.name) != k.name else "") + '."""']
         name = repr(k.name)
         if len(k.name) > 40:         # a mangled name: said once, as a constant
-            const = identifier(demangle_base(k.name).upper() + "_PTX_NAME", self.taken)
+            const = identifier(short_name(k.name).upper() + "_PTX_NAME", self.taken)
             self.taken.add(const)
             out.append(f"    {const} = {k.name!r}")
             self.R.prefixes.append((k.name, const))
