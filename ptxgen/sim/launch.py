@@ -19,6 +19,7 @@ from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.module import Module
+from ..names import display_name
 from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, run_sm
@@ -54,7 +55,7 @@ def _param_values(kernel, args):
     else:
         args = list(args)
         if len(args) != len(names):
-            raise PtxgenError(f"kernel {_short(kernel.name)} takes {len(names)} arguments, got "
+            raise PtxgenError(f"kernel {display_name(kernel.name)} takes {len(names)} arguments, got "
                               f"{len(args)}")
         given = dict(zip(names, args))
     out = {}
@@ -70,10 +71,6 @@ def _param_values(kernel, args):
     return out
 
 
-def _short(name, n=40):
-    return name if len(name) <= n else name[:n - 3] + "..."
-
-
 def _param_name(kernel, names, key):
     """A parameter named exactly, by its position ('0', '1' …), or by a unique '_KEY' suffix
     (compilers mangle names: '…_param_0')."""
@@ -87,7 +84,7 @@ def _param_name(kernel, names, key):
         return ends[0]
     listed = ", ".join(n if len(n) <= 24 else "…" + n[-20:] for n in names[:6])
     listed += " …" if len(names) > 6 else ""
-    raise PtxgenError(f"kernel {_short(kernel.name)} has no parameter {key!r} (parameters, "
+    raise PtxgenError(f"kernel {display_name(kernel.name)} has no parameter {key!r} (parameters, "
                       f"also accepted by position 0..{len(names) - 1}: {listed or 'none'})")
 
 
