@@ -132,6 +132,9 @@ def convert_fn(ctx, dtype_t, stype, mods):
 
 
 def build_cvt(ctx, ins):
+    if any(m in ("e4m3x2", "e5m2x2") for m in ins.mods):
+        from .tensor import build_fp8_cvt          # fp8 pairs: the tensor-core formats
+        return build_fp8_cvt(ctx, ins)
     types = ins.types
     mods = set(ins.mods)
     if types[:1] == (T.tf32,) and len(types) == 2 and len(ins.operands) == 2:
@@ -165,17 +168,32 @@ def build_cvt(ctx, ins):
 
 
 def _to_tf32(ctx, stype, mods):
-    """cvt.rna.tf32.f32: keep 10 fraction bits, rounding to nearest with ties away from zero
-    (sign-magnitude bits: add half of the dropped range, then truncate); NaN stays NaN."""
-    if stype.name != "f32" or "rna" not in mods:
-        ctx.fail("only cvt.rna.tf32.f32 is emulated")
+    """cvt.{rna,rn,rz}{.satfinite}.tf32.f32: keep 10 fraction bits of the f32."""
+    mode = next((m for m in ("rna", "rn", "rz") if m in mods), None)
+    if stype.name != "f32" or mode is None:
+        ctx.fail("cvt to tf32 takes an f32 and .rna, .rn or .rz")
+    sat = "satfinite" in mods
+    return lambda x: tf32_bits(x, mode, sat)
 
-    def f(x):
-        u = np.asarray(x).view(_U32)
-        nan = (u & _U32.type(0x7FFFFFFF)) > _U32.type(0x7F800000)
+
+def tf32_bits(x, mode, satfinite):
+    """f32 values → tf32 bit patterns (an f32 with 13 low bits zero). rna: nearest, ties away
+    from zero (sign-magnitude bits: add half the dropped range, truncate); rn: nearest even;
+    rz: truncate. NaN stays NaN (the canonical one with .satfinite, which also turns overflow
+    into the largest finite tf32)."""
+    u = np.asarray(x, np.float32).view(_U32)
+    nan = (u & _U32.type(0x7FFFFFFF)) > _U32.type(0x7F800000)
+    if mode == "rz":
+        r = u & _U32.type(0xFFFFE000)
+    elif mode == "rn":
+        r = (u + _U32.type(0xFFF) + ((u >> _U32.type(13)) & _U32.type(1))) & _U32.type(0xFFFFE000)
+    else:
         r = (u + _U32.type(0x1000)) & _U32.type(0xFFFFE000)
+    if not satfinite:
         return np.where(nan, u, r).astype(_U32)
-    return f
+    big = (r & _U32.type(0x7FFFFFFF)) >= _U32.type(0x7F800000)
+    r = np.where(big & ~nan, (u & _U32.type(0x80000000)) | _U32.type(0x7F7FE000), r)
+    return np.where(nan, _U32.type(0x7FFFFFFF), r).astype(_U32)
 
 
 # -- mov ----------------------------------------------------------------------------------------

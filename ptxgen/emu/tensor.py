@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import EmulationError
 from ..ir import fragments as F
 from ..ir.values import Imm, Reg, Vec
-from . import convert, memops, tensor_math as TM
+from . import memops, tensor_math as TM
 from .alu import make
 
 _U32 = np.dtype(np.uint32)
@@ -307,17 +307,12 @@ def _offsets(ctx, d, mn, k, k_major, esize=2):
 
 
 # -- cvt forms the generic converter does not know ---------------------------------------------------
-def build_cvt(ctx, ins):
+def build_fp8_cvt(ctx, ins):
+    """cvt to or from an e4m3x2/e5m2x2 pair (ptxgen.emu.convert.build_cvt sends them here)."""
     mods = ins.mods
     fp8 = [m for m in mods if m in ("e4m3x2", "e5m2x2")]
-    if not fp8 and not ("tf32" in mods and "satfinite" in mods):
-        return convert.build_cvt(ctx, ins)
     relu = "relu" in mods
     ops = ins.operands
-    if "tf32" in mods:                   # cvt.{rn,rz}.satfinite.tf32.f32
-        mode = "rz" if "rz" in mods else "rn"
-        a = ctx.read(ops[1], np.float32)
-        return make(ctx.write(ops[0]), [a], lambda x: _tf32(x, mode))
     fmt = fp8[0][:4]
     if mods.index(fp8[0]) < len(mods) - 1:        # to fp8: the pair is the destination
         if "rn" not in mods or "satfinite" not in mods:
@@ -355,19 +350,6 @@ def build_cvt(ctx, ins):
     ctx.fail(f"cvt {'.'.join(mods)} is not emulated")
 
 
-def _tf32(x, mode):
-    """f32 → tf32 (10 fraction bits) by rn or rz, .satfinite: overflow gives the largest tf32."""
-    u = np.asarray(x, np.float32).view(_U32)
-    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    if mode == "rz":
-        r = u & np.uint32(0xFFFFE000)
-    else:
-        r = (u + np.uint32(0xFFF) + ((u >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
-    big = (r & np.uint32(0x7FFFFFFF)) >= np.uint32(0x7F800000)
-    r = np.where(big & ~nan, (u & np.uint32(0x80000000)) | np.uint32(0x7F7FE000), r)
-    return np.where(nan, np.uint32(0x7FFFFFFF), r).astype(_U32)
-
-
 # -- setmaxnreg ---------------------------------------------------------------------------------
 def build_setmaxnreg(ctx, ins):
     """setmaxnreg.{inc,dec}.sync.aligned.u32 n: moves registers between warpgroups. The emulator
@@ -385,4 +367,4 @@ def build_setmaxnreg(ctx, ins):
 
 BUILDERS = {"mma": build_mma, "setmaxnreg": build_setmaxnreg, "ldmatrix": build_ldmatrix, "stmatrix": build_stmatrix,
             "wgmma.mma_async": build_wgmma, "wgmma.fence": build_wgmma,
-            "wgmma.commit_group": build_wgmma, "wgmma.wait_group": build_wgmma, "cvt": build_cvt}
+            "wgmma.commit_group": build_wgmma, "wgmma.wait_group": build_wgmma}
