@@ -110,10 +110,7 @@ class Instr:
         tensor-core interval, not one per completion latency: `ptxgen calibrate --only
         tensor`); its readers outside the pipe wait for wait_group. What cost models use,
         never what ordering must respect."""
-        if self.row.dest != "acc":
-            return self.uses()
-        acc = {id(r) for r in regs_in(self.operands[0])}
-        return [r for r in self.uses() if id(r) not in acc]
+        return self._uses(lambda scale_d: False)
 
     def _uses(self, reads_accumulator):
         out = [self.guard] if self.guard is not None else []
