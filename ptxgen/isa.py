@@ -9,6 +9,7 @@ Every number comes from the TOML file with the source it cites; this module only
 and classifies. Which op class an instruction belongs to is ISA semantics (the same on every
 target), so that mapping lives here; what a class costs is data.
 """
+import dataclasses
 import functools
 import tomllib
 from dataclasses import dataclass, fields
@@ -24,6 +25,9 @@ OP_CLASSES = ("FMA", "FADD", "FMUL", "FP64", "HFMA", "IALU", "IMAD", "CONV", "SF
               "BAR", "BRANCH", "SHFL", "SPECIAL", "OTHER")
 MEMORY_LEVELS = ("SHARED", "L1", "L2", "DRAM")
 OP_NUMBERS = ("latency", "issue_interval")
+# optional per op class: the FLOPs of the instruction shape its numbers were measured at (a
+# tensor class: wgmma per warpgroup, mma per warp); other shapes of the class scale by FLOPs
+OP_OPTIONAL = ("reference_flops",)
 MEMORY_NUMBERS = ("latency", "bandwidth_gbs")
 # [timing]: how device cycles become the times CUDA events report. Optional (a model without it
 # predicts device cycles at header.clock_mhz, no launch cost); when present, both keys.
@@ -88,6 +92,7 @@ class OpInfo:
     unit: str
     source: str = ""                 # latency's source
     issue_source: str = ""
+    reference_flops: float = None    # FLOPs of the shape measured (tensor classes), else None
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,8 @@ class IsaTable:
         this table does not define (a tensor or bulk-copy class not yet measured for it) costs
         as OTHER."""
         ops = self.ops
-        return ops.get(op_class(instr)) or ops["OTHER"]
+        info = ops.get(op_class(instr)) or ops["OTHER"]
+        return info if info.reference_flops is None else _shape_scaled(info, instr)
 
     def to_dict(self):
         return {
@@ -331,8 +337,16 @@ def _parse(data, path):
             if n not in o:
                 raise _err(path, f"ops.{k}.{n}", "missing")
             vals[n], sources[f"ops.{k}.{n}"] = _number(path, f"ops.{k}.{n}", o[n])
+        ref = None
+        for n in OP_OPTIONAL:
+            if n in o:
+                ref, sources[f"ops.{k}.{n}"] = _number(path, f"ops.{k}.{n}", o[n])
+        unknown = set(o) - {"unit"} - set(OP_NUMBERS) - set(OP_OPTIONAL)
+        if unknown:
+            raise _err(path, f"ops.{k}.{sorted(unknown)[0]}", "unknown op key")
         ops[k] = OpInfo(k, float(vals["latency"]), float(vals["issue_interval"]), unit,
-                        sources[f"ops.{k}.latency"], sources[f"ops.{k}.issue_interval"])
+                        sources[f"ops.{k}.latency"], sources[f"ops.{k}.issue_interval"],
+                        None if ref is None else float(ref))
 
     mem_t = _table(path, data, "memory")
     memory = {}
@@ -488,6 +502,23 @@ def _float_class(t, f32_class):
 
 def _is_float(t):
     return t is not None and (t.is_float or t.name in _HALF)
+
+
+def _shape_scaled(info, instr):
+    """A tensor instruction's cost at its own shape: the pipe stays busy in proportion to the
+    FLOPs (wgmma m64nNk16 on the H200: 32.8 / 64.8 / 129.1 cycles at N = 64 / 128 / 256), and
+    the result comes that much earlier or later than at the measured shape (85.1 / 117.1 /
+    194.7: latency = measured latency + the change of the interval, within 7 %)."""
+    from .ir.opcodes import flops
+    model = instr.row.flops
+    lanes = 128 if model == "wgmma" else 32            # per warpgroup / per warp
+    f = flops(instr.opcode, instr.mods, lanes) if model in ("mma", "wgmma") else 0
+    if not f or f == info.reference_flops:
+        return info
+    interval = info.issue_interval * f / info.reference_flops
+    return dataclasses.replace(info, issue_interval=interval,
+                               latency=max(info.latency + interval - info.issue_interval,
+                                           interval))
 
 
 def op_class(instr):

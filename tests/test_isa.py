@@ -26,7 +26,8 @@ def test_load_complete(arch):
         assert o.source and o.issue_source
     # every number has a source, and there is one entry per number
     n_numbers = (len(t.header.to_dict()) + 2 * len(t.ops) + 2 * len(t.memory)
-                 + len(t.timing or {}) + len(t.memory_model or {}))
+                 + len(t.timing or {}) + len(t.memory_model or {})
+                 + sum(o.reference_flops is not None for o in t.ops.values()))
     assert len(t.sources) == n_numbers
     assert all(s.strip() for s in t.sources.values())
     # memory levels get slower further out

@@ -6,10 +6,10 @@ import sys
 
 from .. import arch as archmod
 from ..errors import PtxgenError
-from ..ops import OPERATORS, get_operator
+from ..ops import OPERATORS
 from ..launch_shape import declared_block
-from .common import (add_arch, add_shape, is_ptx_file, non_negative_int, positive_int,
-                     read_text, select_entry, shape_from_args)
+from .common import (add_arch, add_dtype, add_shape, is_ptx_file, non_negative_int,
+                     operator_from_args, positive_int, read_text, select_entry, shape_from_args)
 
 
 def _dims(text):
@@ -39,9 +39,10 @@ def _arg(text):
 
 def add_parser(sub):
     p = sub.add_parser("simulate", help="predict a launch's cycles with the SM simulator")
-    p.add_argument("kernel", help=f"a library kernel ({', '.join(sorted(OPERATORS))}) or a "
-                                  f".ptx file")
+    p.add_argument("kernel", help=f"a library kernel ({', '.join(sorted(OPERATORS))}, "
+                                  f"attention) or a .ptx file")
     add_shape(p)
+    add_dtype(p)
     p.add_argument("--kernel", dest="entry", help="entry to simulate in a PTX file")
     p.add_argument("--grid", type=_dims, help="grid X[,Y[,Z]] (PTX files)")
     p.add_argument("--block", type=_dims, help="block X[,Y[,Z]] (PTX files; default .reqntid)")
@@ -51,7 +52,7 @@ def add_parser(sub):
                    help="a scalar argument's value (PTX files; repeatable)")
     p.add_argument("--trip", type=positive_int, help="iterations of every loop (overrides "
                                                      "values)")
-    add_arch(p, needs="model")
+    add_arch(p, default=None, needs="model")
     p.add_argument("--level", choices=("auto", "L1", "L2", "DRAM"), default="auto",
                    help="memory level serving global loads (default: the reuse model)")
     p.add_argument("--footprint", type=positive_int,
@@ -94,6 +95,11 @@ def _simulate_file(args, common):
 
 
 def run(args):
+    if args.arch is None:
+        # wgmma and setmaxnreg need the arch-specific target (the tensor-core GEMM, attention)
+        tensor = getattr(args, "dtype", None) or args.kernel == "attention"
+        args.arch = archmod.arch_specific_variant(archmod.DEFAULT_TARGET) if tensor \
+            else archmod.DEFAULT_TARGET
     archmod.check_arch(args.arch)
     common = dict(arch=args.arch, trip=args.trip, level=args.level, footprint=args.footprint,
                   registers=args.regs, sample=args.sample, trace_warps=args.warps,
@@ -108,7 +114,7 @@ def run(args):
                 raise PtxgenError(f"--{'kernel' if opt == 'entry' else opt} applies to PTX "
                                   f"files; {args.kernel} is a library kernel (use its shape "
                                   f"options)")
-        op = get_operator(args.kernel)
+        op = operator_from_args(args)
         from ..sim import simulate_operator
         report = simulate_operator(op, shape_from_args(op, args), schedule=args.schedule,
                                    **common)

@@ -1,5 +1,9 @@
 """ptxgen tune matmul --M --N --K [--arch] [--budget N] [--dry-run] [--jobs J] [--cache FILE]
-[--json] [--no-progress]"""
+[--json] [--no-progress]
+
+ptxgen tune attention --B --H --S --D [--dtype bf16|f16] [--causal] --dry-run [--top K]: the
+AttentionSchedule space pruned by the static models and ranked by the simulator (no GPU
+rounds yet: benchmarks/attention.py --ranked K times the top K)."""
 import json
 import sys
 
@@ -12,10 +16,17 @@ from .common import positive_int
 def add_parser(sub):
     p = sub.add_parser("tune", help="search schedules with the static models, time the best "
                                     "on the GPU, cache the winner for the shape's class")
-    p.add_argument("operator", choices=("matmul",), help="the operator to tune")
+    p.add_argument("operator", choices=("matmul", "attention"), help="the operator to tune")
     for name, default in (("M", 4096), ("N", 4096), ("K", 4096)):
         p.add_argument(f"--{name}", type=positive_int, default=default,
                        help=f"default {default}")
+    for name, default in (("B", 4), ("H", 32), ("S", 4096), ("D", 128)):
+        p.add_argument(f"--{name}", type=positive_int, default=default,
+                       help=f"attention: default {default}")
+    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16", help="attention inputs")
+    p.add_argument("--causal", action="store_true", help="attention: causal mask")
+    p.add_argument("--top", type=positive_int, default=None,
+                   help="attention: show only the K best predicted schedules")
     p.add_argument("--arch", default=None,
                    help=f"target (default: the GPU's, or {DEFAULT_TARGET} for --dry-run without one)")
     p.add_argument("--budget", type=positive_int, default=12,
@@ -36,7 +47,28 @@ def add_parser(sub):
     return p
 
 
+def run_attention(args):
+    from ..arch import arch_specific_variant
+    from ..tune.attention import tune_attention
+    if not args.dry_run:
+        raise PtxgenError("tune attention: only --dry-run (static pruning and the simulator's "
+                          "ranking) exists; time the top schedules with benchmarks/attention.py "
+                          "--ranked K")
+    if args.D not in (64, 128):
+        raise PtxgenError(f"tune attention: --D must be 64 or 128, got {args.D}")
+    arch = args.arch or arch_specific_variant(DEFAULT_TARGET)
+    archmod.check_arch(arch)
+    shape = {"B": args.B, "H": args.H, "S": args.S, "D": args.D}
+    rep = tune_attention(shape, dtype=args.dtype, causal=args.causal, arch=arch,
+                         jobs=args.jobs, sample=args.sample, cluster=args.cluster)
+    if args.top:
+        rep.ranked = rep.ranked[:args.top]
+    return _show(rep, args)
+
+
 def run(args):
+    if args.operator == "attention":
+        return run_attention(args)
     from ..tune import tune_matmul
     arch = args.arch
     if arch is None:
@@ -59,6 +91,10 @@ def run(args):
     rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
                       jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
                       cache_path=args.cache, cluster=args.cluster)
+    return _show(rep, args)
+
+
+def _show(rep, args):
     if args.json:
         json.dump(rep.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")

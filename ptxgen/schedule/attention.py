@@ -42,8 +42,10 @@ class AttentionSchedule:
                                  # while the tensor cores do P·V (FlashAttention-3, sec. 3.2)
 
     def __str__(self):
+        regs = "" if (self.producer_regs, self.consumer_regs) == (24, 240) else \
+            f"_r{self.producer_regs}-{self.consumer_regs}"
         return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
-                f"{'' if self.overlap else '_serial'}")
+                f"{'' if self.overlap else '_serial'}{regs}")
 
     @property
     def BM(self):

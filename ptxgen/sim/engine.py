@@ -28,7 +28,7 @@ _INF = float("inf")
 
 class _Warp:
     __slots__ = ("wid", "cta", "sched", "trace", "ti", "pc", "end", "mask", "regs", "memreg",
-                 "ready", "cursor", "done", "finish", "events", "copies", "groups")
+                 "ready", "cursor", "done", "finish", "events", "copies", "groups", "piped")
 
     def __init__(self, wid, cta, sched, trace, nregs):
         self.wid, self.cta, self.sched, self.trace = wid, cta, sched, trace
@@ -39,6 +39,7 @@ class _Warp:
         self.done, self.finish = False, 0.0
         self.events = None
         self.copies, self.groups = 0.0, []     # cp.async: the open group's and committed ends
+        self.piped = {}             # register → arrival of the async tensor op that wrote it
 
 
 class _Cta:
@@ -162,11 +163,11 @@ class Sm:
         for r in st.uses:
             if regs[r] > t:
                 t, reason = regs[r], r
-        for r in st.defs:
+        for r in st.defs if not st.queued else ():    # (queued: the pipe orders them)
             if regs[r] > t:
                 t, reason = regs[r], r
         why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
-        uf = self.unit_free[w.sched][st.unit]
+        uf = self.port_free(w.sched, st)
         if uf > t:
             t, why = uf, "throughput"
         self.stall(w, why, t)
@@ -207,14 +208,13 @@ class Sm:
         intervals are measured averages such as 4.1 or 1.02), so whatever becomes ready within
         the cycle issues in it, at that moment. A warp whose pipe was taken since it became
         ready is moved on to when the pipe frees."""
-        uf = self.unit_free[s]
         instrs = self.instrs
         w = self.last[s]
-        if w is not None and w.ready < end and uf[instrs[w.pc].unit] < end:
+        if w is not None and w.ready < end and self.port_free(s, instrs[w.pc]) < end:
             return w
         for c in self.queues[s]:
             if c.ready < end:
-                u = uf[instrs[c.pc].unit]
+                u = self.port_free(s, instrs[c.pc])
                 if u >= end:
                     self.stall(c, "not_selected", max(now, c.cursor))
                     self.stall(c, "throughput", u)
@@ -229,16 +229,19 @@ class Sm:
         self.last[s] = w
         st = self.instrs[w.pc]
         uf = self.unit_free[s]
-        t = max(now, w.ready, uf[st.unit])
+        t = max(now, w.ready, self.port_free(s, st))
         self.stall(w, "not_selected", t)
         if w.events is not None:
             self.note(w, "issue", t, t + 1, st.text)
         w.cursor = t + 1
         self.issued += 1
-        uf[st.unit] = t + st.interval
         self.unit_busy[st.unit] += st.interval
         kind = st.kind
         nxt = t + 1
+        if st.queued:
+            self.queue(w, st, uf, t)
+        else:
+            uf[st.unit] = t + st.interval
         if kind == ALU:
             done = t + st.latency
             for d in st.defs:
@@ -246,9 +249,30 @@ class Sm:
                 w.memreg[d] = False
         elif kind == BRANCH:
             nxt = t + self.branch_latency
-        elif st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1:
+        elif not st.queued and (st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1):
             nxt = self.memory_op(w, st, t, nxt)   # memory and fixed-latency instructions
         return t, nxt
+
+    def port_free(self, s, st):
+        """When scheduler s can issue st as far as its pipe goes: an async tensor op
+        (st.queued) only joins the pipe's queue, so the pipe never holds up its issue."""
+        return 0.0 if st.queued else self.unit_free[s][st.unit]
+
+    def queue(self, w, st, uf, t):
+        """An async tensor op issued at t: it starts when its pipe has finished the work
+        queued before it, occupies the pipe for its interval, and its results arrive its
+        latency after the start. Its accumulator, when the previous tensor op wrote it, is
+        chained inside the pipe; when an ordinary instruction wrote it (O rescaled between two
+        P·V), the op starts once that value is there."""
+        start = max(t, uf[st.unit])
+        for d in st.defs:
+            if w.piped.get(d) != w.regs[d]:
+                start = max(start, w.regs[d])
+        uf[st.unit] = start + st.interval
+        done = start + st.latency
+        for d in st.defs:
+            w.regs[d] = w.piped[d] = done
+            w.memreg[d] = False
 
     def memory_op(self, w, st, t, nxt):
         """A memory or fixed-latency instruction whose guard holds, issued at t."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
+from ..ir.opcodes import FLOP_MODELS
 from ..ir.values import Imm, Reg
 
 _BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
@@ -33,6 +34,7 @@ class StaticInstr:
     guard_bit: int = -1         # position among its block's guarded memory instructions
     guard_id: int = -1          # register id of the guard predicate
     barrier: tuple = None       # (id, threads or 0 for the whole CTA, waits) of bar/barrier
+    queued: bool = False        # an async tensor op: waits in its pipe's queue, not the warp
 
 
 @dataclass
@@ -95,6 +97,13 @@ def _kind(ins):
     return ALU
 
 
+def _queued(ins):
+    """wgmma.mma_async (an async op with a tensor FLOP model) is handed to the tensor core and
+    the warp goes on: it queues behind the pipe's earlier work instead of stalling the warp's
+    issue (what lets FlashAttention-3's softmax run while P·V is on the tensor cores)."""
+    return ins.row.effect == "async" and ins.row.flops in FLOP_MODELS
+
+
 def _barrier(ins):
     """(barrier id, participating threads or 0 for all, whether the warp waits): bar.sync a{, b}
     and bar.red wait, bar.arrive only counts. A barrier id or count in a register is taken as
@@ -149,6 +158,7 @@ def compile_kernel(kernel, table):
                          float(info.latency), float(info.issue_interval))
         if ins.guard is not None:
             st.guard_id = rid(ins.guard)
+        st.queued = _queued(ins)
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:
