@@ -1,8 +1,14 @@
 """Fused attention forward on the GPU: ptxgen's sm_90a kernel (ops/attention.py) against torch's
 scaled_dot_product_attention with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION
-backends, bf16, one run.
+backends and a Triton fused-attention kernel (benchmarks/triton_attention.py), bf16, one run.
 
     python benchmarks/attention.py [--configs ...] [--skip-small] [--budget-s S] [--out DIR]
+                                   [--ranked K] [--no-triton] [--no-sm80]
+
+--ranked K also times, per configuration, the K best schedules of the simulator's ranking
+(ptxgen.tune.attention, static pruning on this machine's CPUs) not timed already. A row
+"ptxgen-sm80" times the operator's sm_80 (mma.sync) path when Attention takes an `arch`
+(feature-detected; otherwise the run says it is skipped).
 
 Correctness first, on fresh random inputs every run: small odd shapes on the GPU and on the CPU
 emulator (same inputs; each against the float64 reference with Attention.check's bounds, and the
@@ -23,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from ptxgen import arch as archmod                                           # noqa: E402
 from ptxgen.ops.attention import UNIT_ROUNDOFF, Attention, attention_reference  # noqa: E402
 from ptxgen.runtime import bound_launch, load_steps, run_steps, time_calls   # noqa: E402
 from ptxgen.schedule.attention import AttentionSchedule                     # noqa: E402
@@ -96,17 +103,37 @@ def sampled_ok(O, refs, lse=None):
     return True
 
 
-def ptxgen_call(op, shape, q, k, v, O, LSE):
+SM80 = archmod.BASELINE_TARGET          # the sm_80-class (mma.sync) target
+
+
+def sm80_operator(causal):
+    """Attention on the sm_80 path when the operator has one (an `arch` argument), else None."""
+    import inspect
+    if "arch" not in inspect.signature(Attention.__init__).parameters:
+        return None
+    return Attention("bf16", causal=causal, arch=SM80)
+
+
+def ranked_schedules(cfg, k, taken):
+    """The k best predicted schedules for cfg (the simulator's ranking) not in `taken`."""
+    from ptxgen.tune.attention import tune_attention
+    B, H, S, D, causal = cfg
+    rep = tune_attention({"B": B, "H": H, "S": S, "D": D}, causal=causal, arch=ARCH)
+    picks = [r for r in rep.ranked if r.predicted_us and str(r.schedule) not in taken][:k]
+    return picks, rep
+
+
+def ptxgen_call(op, shape, q, k, v, O, LSE, arch=ARCH):
     """A callable launching ptxgen's kernel on torch tensors (bf16 as int16 bit patterns)."""
     import torch
     arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
               "O": O.view(torch.int16), "LSE": LSE}
-    kern = load_steps(op, shape, op.build(shape, ARCH), ARCH)[op.kernel_name()]
+    kern = load_steps(op, shape, op.build(shape, arch), arch)[op.kernel_name()]
     L = op.launch(shape)
     return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
 
 
-def bench(cfg, rng):
+def bench(cfg, rng, opts):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -119,17 +146,42 @@ def bench(cfg, rng):
     refs = sampled_reference(q, k, v, causal, rng)
     rows, t_ref = [], {}
     name = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}"
-    for impl in ("flash", "cudnn", "ptxgen") + tuple(f"ptxgen-{n}" for n in VARIANTS):
+    scheds = {"ptxgen": op.schedule_for(shape)}
+    scheds.update((f"ptxgen-{n}", f(D)) for n, f in VARIANTS.items())
+    impls = ["flash", "cudnn"] + (["triton"] if opts.triton else []) + list(scheds)
+    if opts.ranked:
+        picks, rep = opts.rankings[cfg]
+        picks = [r for r in picks if str(r.schedule) not in {str(x) for x in scheds.values()}]
+        picks = picks[:opts.ranked]
+        pred = {str(r.schedule): r.predicted_us for r in rep.ranked}
+        for i, r in enumerate(picks):
+            scheds[f"ptxgen-rank{i + 1}"] = r.schedule
+        impls += [f"ptxgen-rank{i + 1}" for i in range(len(picks))]
+    sm80 = sm80_operator(causal) if opts.sm80 else None
+    if sm80 is not None:
+        impls.append("ptxgen-sm80")
+    for impl in impls:
         row = dict(config=name, impl=impl)
         try:
             O = torch.full_like(q, float("nan"))
             LSE = None
             if impl.startswith("ptxgen"):
-                if impl != "ptxgen":
-                    op = Attention("bf16", causal=causal, schedule=VARIANTS[impl[7:]](D))
+                arch = ARCH
+                if impl == "ptxgen-sm80":
+                    op, arch = sm80, SM80
+                else:
+                    op = Attention("bf16", causal=causal, schedule=scheds[impl])
+                    row["schedule"] = str(scheds[impl])
+                    if opts.ranked and str(scheds[impl]) in pred:
+                        row["predicted_us"] = pred[str(scheds[impl])]
                 LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
-                go = ptxgen_call(op, shape, q, k, v, O, LSE)
-                row["schedule"] = str(op.schedule_for(shape))
+                go = ptxgen_call(op, shape, q, k, v, O, LSE, arch)
+            elif impl == "triton":
+                import triton_attention
+                LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
+
+                def go():
+                    triton_attention.launch(q, k, v, O, LSE, causal)
             else:
                 backend = SDPBackend.FLASH_ATTENTION if impl == "flash" else \
                     SDPBackend.CUDNN_ATTENTION
@@ -150,13 +202,14 @@ def bench(cfg, rng):
         t_ref[impl] = t
         rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
                          x_flash=t_ref["flash"] / t if "flash" in t_ref else None,
-                         x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None))
+                         x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None,
+                         x_triton=t_ref["triton"] / t if "triton" in t_ref else None))
         print_row(rows[-1])
     return rows
 
 
 def print_row(r):
-    head = f"{r['config']:28} {r['impl']:9}"
+    head = f"{r['config']:28} {r['impl']:13}"
     if "error" in r:
         print(f"{head} ERROR {r['error']}", flush=True)
         return
@@ -164,7 +217,7 @@ def print_row(r):
     def f(x):
         return f"{x:7.3f}" if x else f"{'-':>7}"
     print(f"{head} {r['ms']:8.3f} {r['tflops']:8.1f} {f(r['x_flash'])} {f(r['x_cudnn'])} "
-          f"{str(r['ok']):>5}", flush=True)
+          f"{f(r.get('x_triton'))} {str(r['ok']):>5}", flush=True)
 
 
 def main():
@@ -174,34 +227,50 @@ def main():
     p.add_argument("--skip-small", action="store_true")
     p.add_argument("--budget-s", type=float, default=1e9,
                    help="start no further configuration after this many seconds")
+    p.add_argument("--ranked", type=int, default=0,
+                   help="also time the K best schedules of the simulator's ranking")
+    p.add_argument("--no-triton", dest="triton", action="store_false")
+    p.add_argument("--no-sm80", dest="sm80", action="store_false")
     args = p.parse_args()
     t0 = time.time()
     rng = np.random.default_rng(int(time.time()))
+    configs = CONFIGS if args.configs == "all" else [CONFIGS[int(i)]
+                                                       for i in args.configs.split(",")]
+    # the simulator's rankings first, on the CPUs, before this process holds a CUDA context
+    # (the tuner's workers are forked); the default and the variants are left out later
+    args.rankings = {cfg: ranked_schedules(cfg, args.ranked + 1 + len(VARIANTS), set())
+                     for cfg in configs} if args.ranked else {}
+    t_rank = time.time() - t0
     import torch
     info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
                 cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
                 date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
+    if args.triton:
+        import triton
+        info["triton"] = triton.__version__
+    if args.sm80 and sm80_operator(False) is None:
+        info["sm80"] = "skipped: Attention takes no arch argument (no sm_80 path yet)"
+    info["ranking_s"] = round(t_rank, 1)
     print(info, flush=True)
     result = dict(info=info, rows=[], emulator=[])
+    result["rankings"] = {str(cfg): rep.to_dict() for cfg, (_, rep) in args.rankings.items()}
     path = os.path.join(args.out, "attention.json")
     if not args.skip_small:
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
             print("GPU vs emu", r, flush=True)
-    configs = CONFIGS if args.configs == "all" else [CONFIGS[int(i)]
-                                                       for i in args.configs.split(",")]
     for cfg in configs:
         if time.time() - t0 > args.budget_s:
             print(f"budget: skipped {cfg}", flush=True)
             continue
         try:
-            result["rows"] += bench(cfg, rng)
+            result["rows"] += bench(cfg, rng, args)
         except Exception as e:                                      # report, keep going
             print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
-    print(f"{'config':28} {'impl':9} {'ms':>8} {'TFLOP/s':>8} {'xFLASH':>7} {'xCUDNN':>7} "
-          f"{'ok':>5}")
+    print(f"{'config':28} {'impl':13} {'ms':>8} {'TFLOP/s':>8} {'xFLASH':>7} {'xCUDNN':>7} "
+          f"{'xTRITON':>7} {'ok':>5}")
     for r in result["rows"]:
         print_row(r)
     print(f"total {time.time() - t0:.1f} s")
