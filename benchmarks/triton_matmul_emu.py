@@ -189,13 +189,14 @@ def row(meta, a, b, c_emu, secs, c_gpu=None, gpu_sha=None):
 
 
 def table(rows):
-    print(f"{'case':28s} {'target':7s} {'elements':>8s} {'bit-equal':>10s} {'max ulp':>8s} "
+    print(f"{'case':30s} {'target':7s} {'elements':>8s} {'bit-equal':>10s} {'max ulp':>8s} "
           f"{'emu err':>9s} {'gpu err':>9s} {'emu s':>6s}")
     for r in rows:
-        print(f"{r['case']:28s} {r['target']:7s} {r['elements']:8d} "
-              f"{r.get('bit_equal', float('nan')):10.4%} {r.get('max_ulp', -1):8d} "
-              f"{r['emu_rel_err']:9.2e} {r.get('gpu_rel_err', float('nan')):9.2e} "
-              f"{r['emu_seconds']:6.2f}")
+        gpu = "bit_equal" in r
+        print(f"{r['case']:30s} {r['target']:7s} {r['elements']:8d} "
+              f"{format(r['bit_equal'], '.4%') if gpu else '-':>10s} "
+              f"{r['max_ulp'] if gpu else '-':>8} {r['emu_rel_err']:9.2e} "
+              f"{format(r['gpu_rel_err'], '.2e') if gpu else '-':>9s} {r['emu_seconds']:6.2f}")
 
 
 def corpus_meta(ptx_dir):
