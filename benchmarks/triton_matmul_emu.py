@@ -136,8 +136,9 @@ def emu_args(module, meta, a, b, c):
     strides (unit strides are not arguments of this kernel), then the two scratch pointers."""
     M, N, K = meta["M"], meta["N"], meta["K"]
     args = [a, b, c] + [np.int32(v) for v in (M, N, K, K, N, N)]
-    for size in (meta["global_scratch"], meta["profile_scratch"]):
-        args.append(np.zeros(size, np.uint8) if size else np.uint64(0))
+    ctas = int(np.prod(grid_of(meta)))
+    for size in (meta["global_scratch"], meta["profile_scratch"]):      # per CTA, as Triton's
+        args.append(np.zeros(size * ctas, np.uint8) if size else np.uint64(0))   # launcher
     params = module.kernel(meta["kernel"]).params
     if len(params) != len(args):
         raise SystemExit(f"{meta['ptx']}: the kernel takes {len(params)} parameters, "

@@ -77,6 +77,34 @@ def test_tma_kernels_assemble_with_one_copy_each():
         TABLE.header.shared_per_block_optin
 
 
+class EmulatedGpu:
+    """calibrate.run's Gpu with the emulator in place of the device: the measurement code's
+    launches (arguments, tensor maps, shared memory) must be ones the kernels accept."""
+    arch = DEFAULT_TARGET
+
+    def device_array(self, nbytes, dtype=np.uint64):
+        return np.zeros(nbytes // np.dtype(dtype).itemsize, dtype)
+
+    def run(self, module, grid, block, args, arch=None, shared_bytes=0):
+        emulate(module, module.kernels[0].name, grid, block, *args, shared_bytes=shared_bytes)
+
+
+def test_tma_measurement_launches_run_on_the_emulator():
+    from ptxgen.calibrate.run import _measure_tma
+    raw, names = {"errors": {}}, []
+
+    def attempt(name, fn):
+        names.append(name)
+        fn()
+    _measure_tma(EmulatedGpu(), Plan(repeats=1), raw, attempt)
+    assert names == ["TMA latency", "TMA latency (small box)", "TMA stream"]
+    assert raw["tma"]["stream"]["slots"] == PLAN.tma_slots
+    # the emulator's clock says nothing about time: derive reports, never divides by zero
+    raw["tma"]["stream"]["base_cycles"] = raw["tma"]["stream"]["cycles"]
+    cal = derive(dict(raw, device="emulator", arch=DEFAULT_TARGET, date="-"), TABLE)
+    assert "TMA bandwidth" in cal.errors and "TMA interval" in cal.errors
+
+
 def fake_tma_raw(lat=600.0, small=450.0, interval=100.0):
     p = PLAN
     return {"device": "NVIDIA H200", "arch": DEFAULT_TARGET, "date": "2026-12-01",

@@ -277,5 +277,6 @@ def _derive_tma(tma, add):
                 f"once its copy landed, one thread of one CTA")
         add("TMA interval", interval, "cycles/box", f"{what}: SM cycles per box",
             ["ops.TMA.issue_interval"], decimals=2, unit_of=TMA_UNIT)
-        add("TMA bandwidth", s["bytes"] / interval, "B/cycle/SM",
+        add("TMA bandwidth", s["bytes"] / interval if interval > 0 else float("nan"),
+            "B/cycle/SM",
             f"{what}: bytes per SM cycle", ["memory_model.tma_bytes_per_cycle_per_sm"])
