@@ -214,12 +214,17 @@ def run_gpu(out_dir, seed):
     saved = corpus_meta(CORPUS)
     rng = np.random.default_rng(seed)
     rows, arrays = [], {}
+    errors = {}
     for case in CASES:
         a, b = inputs(case, rng)
-        c_gpu, k = gpu_run(case, a, b)
-        meta = launch_meta(case, k)
-        meta["corpus_sha256"] = saved.get(case["name"], {}).get("sha256")
-        c_emu, secs = emu_run(k.asm["ptx"], meta, a, b)
+        try:
+            c_gpu, k = gpu_run(case, a, b)
+            meta = launch_meta(case, k)
+            meta["corpus_sha256"] = saved.get(case["name"], {}).get("sha256")
+            c_emu, secs = emu_run(k.asm["ptx"], meta, a, b)
+        except Exception as e:          # one case failing must not lose the others
+            errors[case["name"]] = f"{type(e).__name__}: {e}"
+            continue
         rows.append(row(meta, a, b, c_emu, secs, c_gpu, meta["sha256"]))
         arrays.update({f"{case['name']}__a": a, f"{case['name']}__b": b,
                        f"{case['name']}__gpu": c_gpu, f"{case['name']}__emu": c_emu})
@@ -229,8 +234,10 @@ def run_gpu(out_dir, seed):
                 python=platform.python_version(), seed=seed,
                 date=time.strftime("%Y-%m-%d", time.gmtime()))
     with open(os.path.join(out_dir, "triton_matmul_emu.json"), "w") as f:
-        json.dump(dict(info=info, rows=rows), f, indent=1)
+        json.dump(dict(info=info, rows=rows, errors=errors), f, indent=1)
     print(json.dumps(info))
+    for name, e in errors.items():
+        print(f"failed: {name}: {e}")
     table(rows)
 
 
