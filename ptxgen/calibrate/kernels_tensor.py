@@ -23,12 +23,12 @@ def wgmma_ptx(n):
     return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"
 
 
-def _params():
+def clock_params():
     return [Param("out", T.u64, ptr(T.u64, align=8)), Param("sink", T.u64, ptr(T.f32)),
             Param("x", T.b32)]
 
 
-def _finish(b, t0, t1, accs):
+def store_clocks(b, t0, t1, accs):
     """Store this warp's clocks (lane 0) and the sum of the accumulators (every thread)."""
     out, sink = b.param("out"), b.param("sink")
     tid = b.special("tid.x")
@@ -48,7 +48,7 @@ def mma_chains(chains, rounds, arch=DEFAULT_TARGET):
     mma.sync m16n8k16 bf16→f32 each (interleaved round by round, unrolled).
     params (out: u64[2·warps], sink: f32[threads], x: b32 = the bf16x2 bits of A and B)."""
     m = Module(target=arch)
-    k = m.add_kernel(f"mma_c{chains}_r{rounds}", _params())
+    k = m.add_kernel(f"mma_c{chains}_r{rounds}", clock_params())
     b = Builder(k)
     x = b.param("x")
     # every chain its own A (x with a low mantissa bit flipped per chain): chains with the
@@ -63,7 +63,7 @@ def mma_chains(chains, rounds, arch=DEFAULT_TARGET):
             accs[j] = b.mma_sync(MMA_SHAPE, a[j], bb, accs[j], ab="bf16", acc="f32",
                                  out=accs[j])
     t1 = b.special("clock64")
-    _finish(b, t0, t1, [r for acc in accs for r in acc])
+    store_clocks(b, t0, t1, [r for acc in accs for r in acc])
     b.ret()
     return m
 
@@ -93,7 +93,7 @@ def wgmma_latency(n, reps, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
     commit, wait_group 0: each round is one wgmma's time from issue to completion.
     Launch with 128 threads. params as mma_chains."""
     m = Module(target=arch)
-    k = m.add_kernel(f"wgmma_lat_n{n}_r{reps}", _params())
+    k = m.add_kernel(f"wgmma_lat_n{n}_r{reps}", clock_params())
     b = Builder(k)
     da, db = _wgmma_tiles(b, n)
     acc = b.zeros(n // 2)
@@ -104,7 +104,7 @@ def wgmma_latency(n, reps, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         b.wgmma_commit_group()
         b.wgmma_wait_group(0)
     t1 = b.special("clock64")
-    _finish(b, t0, t1, list(acc))
+    store_clocks(b, t0, t1, list(acc))
     b.ret()
     return m
 
@@ -115,7 +115,7 @@ def wgmma_stream(n, count, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
     over all warpgroups / (warpgroups · count) is the tensor cores' time per wgmma.
     Launch with 128 · warpgroups threads. params as mma_chains."""
     m = Module(target=arch)
-    k = m.add_kernel(f"wgmma_tput_n{n}_c{count}", _params())
+    k = m.add_kernel(f"wgmma_tput_n{n}_c{count}", clock_params())
     b = Builder(k)
     da, db = _wgmma_tiles(b, n)
     acc = b.zeros(n // 2)
@@ -126,6 +126,6 @@ def wgmma_stream(n, count, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
     b.wgmma_commit_group()
     b.wgmma_wait_group(0)
     t1 = b.special("clock64")
-    _finish(b, t0, t1, list(acc))
+    store_clocks(b, t0, t1, list(acc))
     b.ret()
     return m

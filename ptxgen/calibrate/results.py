@@ -5,10 +5,12 @@ from dataclasses import asdict, dataclass, field
 
 from .kernels import ARITH_CLASSES, CHAIN_PTX
 from .kernels_tensor import MMA_PTX, WGMMA_NS, wgmma_ptx
+from .kernels_tma import TMA_PTX
 
 # the pipe the tensor-core classes occupy, and the wgmma N whose figures set ops.WGMMA: the
 # one ops/tc_matmul's GEMM issues (its other N are in the table and the JSON)
 TENSOR_UNIT = "TENSOR"
+TMA_UNIT = "TMA"                 # the bulk copy engine: its own pipe in the machine model
 WGMMA_MODEL_N = 128
 
 
@@ -94,6 +96,8 @@ def _model(table, target):
         return getattr(table.header, parts[1], None)
     if parts[0] == "timing":
         return table.timing.get(parts[1]) if table.timing else None
+    if parts[0] == "memory_model":
+        return (table.memory_model or {}).get(parts[1])
     kind, name, key = parts
     if kind == "ops":
         return getattr(table.ops[name], key)
@@ -187,6 +191,7 @@ def derive(raw, table=None):
                     f"{table.header.clock_mhz:.0f} MHz: predicted times of compute-bound "
                     f"kernels will read short by {100 * (1 - mhz / table.header.clock_mhz):.0f}%")
     _derive_tensor(raw.get("tensor", {}), sched, add)
+    _derive_tma(raw.get("tma", {}), add)
     if raw.get("launch_us") is not None:
         n = raw.get("plan", {}).get("launch_repeats")
         add("empty kernel (events)", raw["launch_us"], "us",
@@ -242,3 +247,36 @@ def _derive_tensor(tc, sched, add):
             f"(the best of N = {', '.join(map(str, sorted(tput)))})" if n == best else
             f"2 x 64 x {n} x 16 / the SM cycles per {wgmma_ptx(n)} with many in flight",
             ["header.tensor_flops_per_cycle_per_sm"] if n == best else [], decimals=0)
+
+
+def _derive_tma(tma, add):
+    """TMA: one box's time from issue to completion on its mbarrier (latency), and SM cycles
+    per box with many in flight (the copy engine's interval for that box size; bytes / interval
+    is the SM's TMA bandwidth from L2)."""
+    r, small = tma.get("latency"), tma.get("latency_small")
+    if r:
+        lat = (r["cycles"] - r["base"]) / r["reps"]
+        also = ""
+        if small:
+            also = (f"; a {small['box_rows']}x128-byte box ({small['bytes']} B): "
+                    f"{(small['cycles'] - small['base']) / small['reps']:.1f}")
+        add("TMA latency", lat, "cycles",
+            f"mbarrier.arrive.expect_tx + one {TMA_PTX} of a {r['box_rows']}x128-byte box "
+            f"({r['bytes']} B, 128-byte swizzle, L2-resident) + try_wait.parity until it has "
+            f"landed, {r['reps']} rounds, one thread{also}", ["ops.TMA.latency"],
+            unit_of=TMA_UNIT)
+    if small:
+        add("TMA latency, small box", (small["cycles"] - small["base"]) / small["reps"],
+            "cycles", f"as TMA latency with a {small['box_rows']}x128-byte box")
+    s = tma.get("stream")
+    if s:
+        n = s["count"] - s["base_count"]
+        interval = (s["cycles"] - s["base_cycles"]) / n if n > 0 else float("nan")
+        what = (f"{s['count']} minus {s['base_count']} {TMA_PTX} of {s['bytes']}-byte boxes "
+                f"(L2-resident) through a ring of {s['slots']} shared-memory slots, each refilled "
+                f"once its copy landed, one thread of one CTA")
+        add("TMA interval", interval, "cycles/box", f"{what}: SM cycles per box",
+            ["ops.TMA.issue_interval"], decimals=2, unit_of=TMA_UNIT)
+        add("TMA bandwidth", s["bytes"] / interval if interval > 0 else float("nan"),
+            "B/cycle/SM",
+            f"{what}: bytes per SM cycle", ["memory_model.tma_bytes_per_cycle_per_sm"])

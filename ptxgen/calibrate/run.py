@@ -10,11 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arch import arch_specific_variant
+from ..arrays import TiledMap
 from ..emit import emit_module
 from ..errors import LaunchError, PtxgenError
 from ..ir.verify import verify_module
 from . import kernels as K
 from . import kernels_tensor as KT
+from . import kernels_tma as KM
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -56,6 +58,13 @@ class Plan:
     wgmma_lat_reps: int = 32         # issue → wait_group 0 rounds, one wgmma each
     wgmma_count: int = 64            # wgmma in flight per warpgroup (one commit group)
     wgmma_warpgroups: int = 2        # warpgroups of the CTA that measures wgmma throughput
+    tma_box_rows: int = 128          # TMA boxes of 128 rows x 128 bytes (16 KB: the GEMM's tiles)
+    tma_small_rows: int = 8          # and of 8 rows (1 KB): the latency's fixed part
+    tma_boxes: int = 8               # distinct boxes the copies cycle through (L2-resident)
+    tma_lat_reps: int = 32           # issue → complete rounds, one box each
+    tma_slots: int = 12              # boxes in flight while streaming (192 KB of shared memory)
+    tma_count: int = 384             # copies per streaming run, and per shorter run: the
+    tma_base_count: int = 96         # difference cancels the ramp-up and the drain
     seed: int = 2026
 
 
@@ -76,10 +85,10 @@ class Gpu:
         return self.driver.load_kernel(emit_module(module, arch or self.arch), k.name,
                                        k.params)
 
-    def run(self, module, grid, block, args, arch=None):
+    def run(self, module, grid, block, args, arch=None, shared_bytes=0):
         """Launch once (emitted for `arch`, default the calibrated one); numpy arrays in args
         are copied back."""
-        return self.driver.launch(self.load(module, arch), grid, block, args)
+        return self.driver.launch(self.load(module, arch), grid, block, args, shared_bytes)
 
     def time_ms(self, module, grid, block, args, repeat):
         return self.driver.time_kernel(self.load(module), grid, block, args, warmup=2,
@@ -173,15 +182,16 @@ def _copy_ms(gpu, plan, nbytes, reps, repeat):
     return ms
 
 
-def _clock_span(gpu, plan, module, warps, arch=None):
+def _clock_span(gpu, plan, module, warps, arch=None, last=None, shared_bytes=0):
     """Minimum over plan.repeats of (last warp's end - first warp's start) clock of a
-    one-CTA tensor kernel (kernels_tensor's (out, sink, x) signature)."""
+    one-CTA tensor kernel (kernels_tensor's (out, sink, x) signature; `last` replaces x)."""
     out = np.zeros(2 * warps, dtype=np.uint64)
     sink = np.zeros(32 * warps, dtype=np.float32)
+    # x = two bf16 1.0: finite values, so no NaN/Inf special cases are timed
+    last = np.uint32(0x3F803F80) if last is None else last
     best = None
     for _ in range(plan.repeats):
-        # x = two bf16 1.0: finite values, so no NaN/Inf special cases are timed
-        gpu.run(module, (1,), (32 * warps,), [out, sink, np.uint32(0x3F803F80)], arch)
+        gpu.run(module, (1,), (32 * warps,), [out, sink, last], arch, shared_bytes)
         span = int(out[1::2].max()) - int(out[0::2].min())
         best = span if best is None else min(best, span)
     return best
@@ -218,10 +228,47 @@ def _measure_tensor(gpu, plan, raw, attempt):
         attempt(f"wgmma m64n{n}k16", wg)
 
 
+def _measure_tma(gpu, plan, raw, attempt):
+    """TMA 2-D loads from an L2-resident tensor: one box at a time from issue to completion
+    (16 KB and 1 KB boxes), and 16 KB boxes streamed through plan.tma_slots slots."""
+    tma = raw["tma"] = {}
+    rows = plan.tma_box_rows * plan.tma_boxes
+    src = gpu.device_array(rows * KM.SWIZZLE, np.uint16)     # timing only: contents unused
+
+    def tmap(box_rows):
+        return TiledMap(src, "bf16", box_rows, KM.SWIZZLE // 2, swizzle=KM.SWIZZLE, rows=rows,
+                        cols=KM.SWIZZLE // 2)
+
+    def span(module, box_rows, slots):
+        return _clock_span(gpu, plan, module, 1, last=tmap(box_rows),
+                           shared_bytes=KM.shared_bytes(box_rows, slots))
+
+    def latency(key, box_rows):
+        def go():
+            r = plan.tma_lat_reps
+            boxes = rows // box_rows
+            tma[key] = {"box_rows": box_rows, "bytes": KM.box_bytes(box_rows), "reps": r,
+                        "cycles": span(KM.tma_latency(r, box_rows, boxes, gpu.arch), box_rows, 1),
+                        "base": span(KM.tma_latency(0, box_rows, boxes, gpu.arch), box_rows, 1)}
+        return go
+
+    def stream():
+        b, s = plan.tma_box_rows, plan.tma_slots
+        tma["stream"] = {
+            "box_rows": b, "bytes": KM.box_bytes(b), "slots": s, "count": plan.tma_count,
+            "base_count": plan.tma_base_count,
+            "cycles": span(KM.tma_stream(plan.tma_count, s, b, plan.tma_boxes, gpu.arch), b, s),
+            "base_cycles": span(KM.tma_stream(plan.tma_base_count, s, b, plan.tma_boxes,
+                                              gpu.arch), b, s)}
+    attempt("TMA latency", latency("latency", plan.tma_box_rows))
+    attempt("TMA latency (small box)", latency("latency_small", plan.tma_small_rows))
+    attempt("TMA stream", stream)
+
+
 def measure(arch, plan=Plan(), only=None, log=None):
     """Raw measurements on the current GPU (a dict of plain numbers). `only`: the groups to
-    run (latency, throughput, memory, barrier, bandwidth, peak, launch, tensor); `log(text)` reports
-    progress."""
+    run (latency, throughput, memory, barrier, bandwidth, peak, launch, tensor, tma); `log(text)`
+    reports progress."""
     gpu = Gpu(arch)
     from ..runtime.device import device_arch
     have = device_arch()
@@ -230,7 +277,7 @@ def measure(arch, plan=Plan(), only=None, log=None):
                           f"measure the wrong machine (use --arch {have})")
     rng = np.random.default_rng(plan.seed)
     groups = only or ("latency", "throughput", "memory", "barrier", "bandwidth", "peak",
-                      "launch", "tensor")
+                      "launch", "tensor", "tma")
     raw = {"device": gpu.name, "arch": arch, "sm_count": gpu.sm_count, "plan": plan.__dict__,
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "errors": {}}
     say = log or (lambda text: None)
@@ -346,4 +393,6 @@ def measure(arch, plan=Plan(), only=None, log=None):
         attempt("empty launch", launch)
     if "tensor" in groups:
         _measure_tensor(gpu, plan, raw, attempt)
+    if "tma" in groups:
+        _measure_tma(gpu, plan, raw, attempt)
     return raw

@@ -8,7 +8,7 @@ from ..errors import PtxgenError
 from .common import add_arch, read_text, write_text
 
 GROUPS = ("latency", "throughput", "memory", "barrier", "bandwidth", "peak", "launch",
-          "tensor")
+          "tensor", "tma")
 
 
 def add_parser(sub):

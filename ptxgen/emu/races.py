@@ -70,7 +70,7 @@ class SharedShadow:
         if dup.any():
             self.reader[gi[dup]] = MANY
 
-    def write(self, st, op, lanes, flat, width):
+    def write(self, st, op, lanes, flat, width, generic=True):
         gi, who, k = self._granules(lanes, flat, width)
         w = self.writer[gi]
         bad = (w >= 0) & (w != who)
@@ -97,7 +97,8 @@ class SharedShadow:
                       "location in the same instruction")
         self.writer_op[gi] = op
         self.init[gi] = True
-        self.generic[gi] = True
+        if generic:
+            self.generic[gi] = True
 
     def atomic(self, st, op, lanes, flat, width):
         gi, who, k = self._granules(lanes, flat, width)

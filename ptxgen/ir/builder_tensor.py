@@ -303,13 +303,16 @@ class TensorOps:
 
     def tensor_map_address(self, tmap):
         """A tensor map operand as a 64-bit register: a kernel parameter (its name, a Sym or a
-        Param from tensor_map_param) becomes `mov.b64 %rd, param` (the __grid_constant__ form);
-        a register is used as it is."""
+        Param from tensor_map_param) becomes its generic address, `mov.u64 %p, param;
+        cvta.param.u64 %rd, %p` (the __grid_constant__ form: the ISA takes the map's generic
+        address, and the parameter's own .param address faulted on the H200 as a misaligned
+        address on 2026-12-01); a register is used as it is."""
         if isinstance(tmap, Reg):
             return tmap
         name = tmap if isinstance(tmap, str) else tmap.name
         self.kernel.param(name)                     # KeyError naming the kernel when absent
-        return self._op("mov", ("b64",), T.b64, (Sym(name),), name="tmap")
+        a = self._op("mov", ("u64",), T.u64, (Sym(name),), name="pmap")
+        return self._op("cvta", ("param", "u64"), T.u64, (a,), name="tmap")
 
     def _coords(self, coords):
         coords = tuple(self.operand(c, T.s32) if not isinstance(c, Reg) else c for c in coords)
