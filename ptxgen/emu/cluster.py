@@ -100,7 +100,7 @@ def special(st, name):
     if name == "cluster_nctarank":
         return np.full(n, st.csize, _U32)
     if name == "is_explicit_cluster":
-        return np.full(n, int(L.explicit_cluster), _U32)
+        return np.full(n, bool(L.explicit_cluster))           # a .pred register
     i = "xyz".index(parts[1])
     if parts[0] == "cluster_nctaid":
         return np.full(n, shape[i], _U32)
@@ -153,8 +153,10 @@ def locate_remote(st, lanes, addr, width, off, bad, opi, what):
     wrong = remote & (hi - 1 >= st.csize)
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        st.report("oob", opi, int(ids[i]), int(a[i]), f"{what} through " +
-                  rank_error(st, int(hi[i]) - 1, int(a[i])), space="shared::cluster")
+        st.report("oob", opi, int(ids[i]), int(a[i]),
+                  f"{what} through a shared::cluster address naming CTA rank {int(hi[i]) - 1}, "
+                  f"but the cluster has {st.csize} CTA{'s' if st.csize > 1 else ''} (ranks "
+                  f"0..{st.csize - 1})", space="shared::cluster")
         remote &= ~wrong
     if not remote.any():
         return off, bad
@@ -181,18 +183,24 @@ def _full(st, v, lanes):
     return (np.broadcast_to(v, (st.n,)) if v.ndim == 0 else v)[lanes]
 
 
-def _shared_addresses(ctx, st, lanes, af, generic, what):
-    """The lanes' operand as shared-window addresses (a generic one must lie in the shared
-    window)."""
-    a = _full(st, af(st), lanes).astype(_U64)
-    if not generic:
-        return a
-    bad = (a >> np.uint64(memory.WINDOW_SHIFT)) != memory.SHARED_WINDOW >> memory.WINDOW_SHIFT
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        _fail_at(ctx, st, lanes[i], f"{what} of {int(a[i]):#x}, which is not a generic address "
-                                    f"of shared memory")
-    return a - np.uint64(memory.SHARED_WINDOW)
+def _on_addresses(ctx, af, generic, what, body):
+    """The op fn that calls body(st, m, lanes, a) with the active lanes and their address
+    operand `af` as shared-window addresses (a generic one must lie in the shared window)."""
+    def fn(st, m):
+        lanes = _lanes(st, m)
+        if not lanes.size:
+            return
+        a = _full(st, af(st), lanes).astype(_U64)
+        if generic:
+            bad = (a >> np.uint64(memory.WINDOW_SHIFT)) != \
+                memory.SHARED_WINDOW >> memory.WINDOW_SHIFT
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                _fail_at(ctx, st, lanes[i], f"{what} of {int(a[i]):#x}, which is not a generic "
+                                            f"address of shared memory")
+            a = a - np.uint64(memory.SHARED_WINDOW)
+        body(st, m, lanes, a)
+    return fn
 
 
 def build_mapa(ctx, ins):
@@ -209,11 +217,7 @@ def build_mapa(ctx, ins):
     af, rf = ctx.read(ops[1], dt), ctx.read(ops[2], _U32)
     w = ctx.write_lanes(ops[0])
 
-    def fn(st, m):
-        lanes = _lanes(st, m)
-        if not lanes.size:
-            return
-        a = _shared_addresses(ctx, st, lanes, af, generic, "mapa")
+    def fn(st, m, lanes, a):
         r = _full(st, rf(st), lanes).astype(np.int64)
         hi = (a >> np.uint64(RANK_SHIFT)).astype(np.int64)
         low = (a & np.uint64(LOW)).astype(np.int64)
@@ -231,7 +235,7 @@ def build_mapa(ctx, ins):
         out = ((r + 1) << RANK_SHIFT) | low        # cluster.address, per lane
         out = out.astype(_U64) + (np.uint64(memory.SHARED_WINDOW) if generic else np.uint64(0))
         w(st, None if m is None else lanes, out.astype(dt))
-    return fn
+    return _on_addresses(ctx, af, generic, "mapa", fn)
 
 
 def build_getctarank(ctx, ins):
@@ -243,11 +247,7 @@ def build_getctarank(ctx, ins):
     af = ctx.read(ops[1], _U64)
     w = ctx.write_lanes(ops[0])
 
-    def fn(st, m):
-        lanes = _lanes(st, m)
-        if not lanes.size:
-            return
-        a = _shared_addresses(ctx, st, lanes, af, generic, "getctarank")
+    def fn(st, m, lanes, a):
         hi = (a >> np.uint64(RANK_SHIFT)).astype(np.int64)
         bad = hi > st.csize
         if bad.any():
@@ -255,7 +255,7 @@ def build_getctarank(ctx, ins):
             _fail_at(ctx, st, lanes[i], rank_error(st, int(hi[i]) - 1, int(a[i])))
         own = (st.lane_cta[lanes] % st.csize).astype(np.int64)
         w(st, None if m is None else lanes, np.where(hi == 0, own, hi - 1).astype(_U32))
-    return fn
+    return _on_addresses(ctx, af, generic, "getctarank", fn)
 
 
 # -- barrier.cluster --------------------------------------------------------------------------------
