@@ -228,6 +228,77 @@ def test_warn_mode_reports_and_drops_a_bad_rank():
                 check="warn", verify=False)
 
 
+PARSED = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+.reqnctapercluster 2, 1, 1
+{
+    .shared .align 8 .b64 bar;
+    .shared .align 4 .u32 cnt;
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %cluster_ctarank;
+    mov.u32 %r3, bar;
+    mov.u32 %r9, cnt;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 32;
+    @%p1 st.shared.u32 [%r9], 0;
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.relaxed.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    xor.b32 %r4, %r2, 1;
+    mapa.shared::cluster.u32 %r5, %r3, %r4;
+    mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5];
+    mapa.shared::cluster.u32 %r10, %r9, %r4;
+    atom.shared::cluster.add.u32 %r11, [%r10], 1;
+    {
+    .reg .pred P1;
+    waitLoop:
+    mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%r3], 0;
+    @!P1 bra waitLoop;
+    }
+    fence.acq_rel.cluster;
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.aligned;
+    mov.pred %p2, %is_explicit_cluster;
+    selp.u32 %r6, 7, 0, %p2;
+    mov.u32 %r7, %clusterid.x;
+    mov.u32 %r8, %nclusterid.x;
+    ld.shared::cta.u32 %r11, [%r9];
+    mad.lo.u32 %r6, %r7, 100, %r6;
+    mad.lo.u32 %r6, %r11, 1000, %r6;
+    mov.u32 %r7, %ctaid.x;
+    mad.lo.u32 %r7, %r7, 32, %r1;
+    mul.wide.u32 %rd3, %r7, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r6;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    ret;
+}
+"""
+
+
+def test_parsed_cluster_ptx_with_scoped_qualifiers():
+    """Hand-written PTX in the CUTLASS style: .relaxed/.acquire/.release barrier.cluster forms,
+    a remote arrive and atom through mapa, a .acquire.cluster try_wait loop in its own scope,
+    fence.acq_rel.cluster, %is_explicit_cluster and ld.shared::cta."""
+    out = np.zeros((4, 32), np.uint32)
+    emulate(PARSED, "k", (4,), (32,), out)
+    # 32 peer threads each added 1 to the counter; explicit cluster: 7; %clusterid.x · 100
+    assert (out == np.array([32007, 32007, 32107, 32107], np.uint32)[:, None]).all()
+    # one arrival short (the peer's 32 of 33): both CTAs' waits are named (PTX line 32)
+    with pytest.raises(EmulationError, match=r"deadlock: .* block \(1, 0, 0\) .*PTX line 32\) "
+                                             r"on the mbarrier .*1 of 33 arrivals pending"):
+        emulate(PARSED.replace("], 32;", "], 33;"), "k", (2,), (32,),
+                np.zeros((2, 32), np.uint32))
+
+
 # -- the tensor-core GEMM with 2-CTA clusters (multicast B, remote empty-slot arrivals) -------------
 @pytest.mark.parametrize("extra", [dict(), dict(inflight=0, epilogue="tma", stages=3)])
 def test_tc_matmul_x2_matches_float64_and_the_single_cta_variant(extra):
