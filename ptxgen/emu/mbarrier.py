@@ -1,6 +1,8 @@
 """mbarrier: phases, arrival counts and transaction bytes, and threads that wait on them.
 
-A barrier is keyed by its byte in the batch's shared buffer (so one per CTA and address). Its
+A barrier is keyed by its byte in the batch's shared buffer (so one per CTA and address); an
+address may be another CTA's of the cluster (a shared::cluster address from mapa: a remote
+arrive, or a multicast TMA completing on each destination CTA — emu.cluster). Its
 state is the one the PTX ISA describes (9.7.13.15.1): the expected arrival count, the pending
 arrivals and transaction count of the phase in progress, and the number of completed phases. A
 phase completes when its pending arrivals and its transaction count are both zero; then the
