@@ -91,8 +91,8 @@ def test_launch_cluster_argument_and_no_cluster_defaults():
 
 
 def test_dsmem_race_across_ctas_without_the_cluster_barrier():
-    with pytest.raises(EmulationError, match="shared-memory race: read of a location that "
-                                             "thread .* wrote"):
+    with pytest.raises(EmulationError, match=r"shared-memory race: read of a location that "
+                                             r"block \(1, 0, 0\) thread .* wrote"):
         emulate(exchange_kernel((2, 1, 1), sync=False), "xchg", (2,), (32,),
                 np.zeros((2, 32), np.uint32), np.zeros((2, 13), np.uint32))
 
@@ -299,7 +299,7 @@ def test_parsed_cluster_ptx_with_scoped_qualifiers():
                 np.zeros((2, 32), np.uint32))
 
 
-# -- the tensor-core GEMM with 2-CTA clusters (multicast B, remote empty-slot arrivals) -------------
+# -- the tensor-core GEMM with 2-CTA clusters (multicast B, remote empty-slot arrivals) ------------
 @pytest.mark.parametrize("extra", [dict(), dict(inflight=0, epilogue="tma", stages=3)])
 def test_tc_matmul_x2_matches_float64_and_the_single_cta_variant(extra):
     base = {**dict(BM=64, BN=64, wgmma_n=64, consumers=1, stages=2), **extra}

@@ -6,8 +6,8 @@ outside the tensor read as zero, or NaN with oob='nan'), writes it into shared m
 (innermost dimension fastest) through the map's swizzle, and completes the box's byte count on
 the mbarrier. With .multicast::cluster the box lands at the same offset in the shared memory of
 every CTA of the cluster the 16-bit mask names, and completes on the mbarrier at the same offset
-in each (emu.cluster). A TMA store reads the box back (through the swizzle) and writes the elements that
-lie inside the tensor. Bulk commit/wait groups change nothing (copies are complete).
+in each (emu.cluster). A TMA store reads the box back (through the swizzle) and writes the
+elements that lie inside the tensor. Bulk commit/wait groups change nothing (copies are complete).
 
 Proxies: shared memory written by ordinary stores (the generic proxy) must be ordered by
 fence.proxy.async before wgmma or a TMA store read it (the async proxy). The shared-memory shadow

@@ -112,7 +112,7 @@ def special(st, name):
     return v.astype(_U32)
 
 
-# -- distributed shared memory -----------------------------------------------------------------------
+# -- distributed shared memory ---------------------------------------------------------------------
 def address(rank, offset):
     """The shared::cluster address of `offset` in CTA `rank` (what mapa returns)."""
     return (int(rank) + 1) << RANK_SHIFT | int(offset)
@@ -258,7 +258,7 @@ def build_getctarank(ctx, ins):
     return _on_addresses(ctx, af, generic, "getctarank", fn)
 
 
-# -- barrier.cluster --------------------------------------------------------------------------------
+# -- barrier.cluster -------------------------------------------------------------------------------
 class ClusterBarrier:
     """The hardware barrier of one cluster of the batch (index k: batch CTAs k·csize …)."""
     __slots__ = ("k", "phase", "arrived", "name")
