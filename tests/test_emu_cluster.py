@@ -14,6 +14,8 @@ from ptxgen.ir.builder_tensor import cluster_dims, tensor_map_param
 from ptxgen.ops import async_probes as A
 from ptxgen.ops.tc_matmul import TcMatmul
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+from ptxgen.emit.ptx import emit_module
+from ptxgen.toolchain import assemble, have_tool
 
 SPECIALS = ("cluster_ctarank", "cluster_nctarank", "clusterid.x", "clusterid.y",
             "nclusterid.x", "nclusterid.y", "cluster_ctaid.x", "cluster_ctaid.y",
@@ -226,6 +228,28 @@ def test_warn_mode_reports_and_drops_a_bad_rank():
         emulate(_cluster_barrier_misuse("bad_address"), "misuse", (2,), (32,),
                 TiledMap(np.zeros((8, 32), np.float32), "f32", 8, 32), np.zeros(4, np.uint32),
                 check="warn", verify=False)
+
+
+@pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
+def test_builder_cluster_helpers_text_and_ptxas():
+    m, b = _kernel("helpers", [Param("out", T.u64, ptr(T.u32))], (2, 1, 1))
+    bar = b.address_of(b.shared("bar", T.b64, 1, align=8))
+    remote = b.mapa(bar, 1)
+    b.st("global", b.element_addr(b.param("out"), 0, 4), b.getctarank(remote))
+    b.mbarrier_arrive_expect_tx(remote, 64, cluster=True)
+    b.fence_acq_rel_cluster()
+    b.barrier_cluster_arrive(sem="relaxed", aligned=False)
+    b.barrier_cluster_wait(aligned=False)
+    explicit = b.cluster_special("is_explicit_cluster")
+    assert explicit.type == T.pred
+    b.ret()
+    text = emit_module(m)
+    for line in ("getctarank.shared::cluster.u32 %rank0, %remote0;",
+                 "mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%remote0], 64;",
+                 "fence.acq_rel.cluster;", "barrier.cluster.arrive.relaxed;",
+                 "barrier.cluster.wait;", "mov.pred %is_explicit_cluster0, %is_explicit_cluster;"):
+        assert line in text, line
+    assert assemble(text, m.target).cubin
 
 
 PARSED = """.version 8.0

@@ -378,10 +378,11 @@ class TensorOps:
                         (self.operand(address, t), self.operand(cta_rank, T.u32)), name=name)
 
     def getctarank(self, address, *, name="rank"):
-        """getctarank.shared::cluster.u32: the cluster rank of the CTA whose shared memory the
-        shared::cluster `address` lies in."""
-        return self._op("getctarank", ("shared::cluster", "u32"), T.u32,
-                        (self.operand(address, T.u32),), name=name)
+        """getctarank.shared::cluster.{u32,u64}: the cluster rank (a u32) of the CTA whose
+        shared memory the shared::cluster `address` lies in."""
+        t = T.u64 if isinstance(address, Reg) and address.type.bits == 64 else T.u32
+        return self._op("getctarank", ("shared::cluster", t.name), T.u32,
+                        (self.operand(address, t),), name=name)
 
     def fence_acq_rel_cluster(self):
         """fence.acq_rel.cluster: order this thread's memory accesses for the whole cluster."""
