@@ -261,34 +261,29 @@ def build_getctarank(ctx, ins):
 # -- barrier.cluster -------------------------------------------------------------------------------
 class ClusterBarrier:
     """The hardware barrier of one cluster of the batch (index k: batch CTAs k·csize …)."""
-    __slots__ = ("k", "phase", "arrived", "name")
+    __slots__ = ("k", "phase", "arrived", "name", "mine")
 
     def __init__(self, st, k):
         self.k, self.phase = k, 0
         self.arrived = np.zeros(st.n, bool)          # arrived in the phase in progress
-        first = int(np.flatnonzero(st.lane_cta == k * st.csize)[0])
-        self.name = f"the cluster barrier of the cluster of {st.block_name(first)}"
+        self.mine = np.flatnonzero(st.lane_cta // st.csize == k)      # the cluster's lanes
+        self.name = f"the cluster barrier of the cluster of {st.block_name(int(self.mine[0]))}"
 
-    def lanes(self, st):
-        return (st.lane_cta // st.csize) == self.k
+    def _live(self, st):
+        alive = getattr(st, "alive", None)
+        return self.mine if alive is None else self.mine[alive[self.mine]]
 
     def try_complete(self, st):
-        mine = self.lanes(st)
-        alive = getattr(st, "alive", None)
-        live = mine if alive is None else mine & alive
-        if (self.arrived[live]).all():
+        """Complete the phase when every non-exited thread of the cluster has arrived."""
+        if self.arrived[self._live(st)].all():
             self.phase += 1
-            self.arrived[mine] = False
+            self.arrived[self.mine] = False
             if st.shadow is not None:
                 st.shadow.barrier()
 
-    def describe(self, st=None):
-        if st is None:
-            return f"phase {self.phase}"
-        mine = self.lanes(st)
-        alive = getattr(st, "alive", None)
-        live = mine if alive is None else mine & alive
-        return (f"phase {self.phase}: {int(self.arrived[live].sum())} of {int(live.sum())} "
+    def describe(self, st):
+        live = self._live(st)
+        return (f"phase {self.phase}: {int(self.arrived[live].sum())} of {live.size} "
                 f"live threads arrived")
 
 
