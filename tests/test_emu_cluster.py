@@ -252,16 +252,21 @@ def test_builder_cluster_helpers_text_and_ptxas():
     assert assemble(text, m.target).cubin
 
 
-PARSED = """.version 8.0
-.target sm_90a
+def _cluster_ptx(version, target, arrivals, body):
+    """A 2-CTA cluster kernel k(out) in hand-written PTX: shared `bar` (an mbarrier expecting
+    `arrivals`), `buf` and `cnt` (zeroed); %r1 = tid, %r2 = rank, %r3/%r9/%r12 = the addresses of
+    bar/cnt/buf, %rd2 = out; then `body`."""
+    return f""".version {version}
+.target {target}
 .address_size 64
 .visible .entry k(.param .u64 out)
 .reqnctapercluster 2, 1, 1
-{
+{{
     .shared .align 8 .b64 bar;
+    .shared .align 16 .u32 buf[64];
     .shared .align 4 .u32 cnt;
     .reg .pred %p<4>;
-    .reg .b32 %r<12>;
+    .reg .b32 %r<16>;
     .reg .b64 %rd<8>;
     ld.param.u64 %rd1, [out];
     cvta.to.global.u64 %rd2, %rd1;
@@ -269,11 +274,16 @@ PARSED = """.version 8.0
     mov.u32 %r2, %cluster_ctarank;
     mov.u32 %r3, bar;
     mov.u32 %r9, cnt;
+    mov.u32 %r12, buf;
     setp.eq.u32 %p1, %r1, 0;
-    @%p1 mbarrier.init.shared::cta.b64 [%r3], 32;
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], {arrivals};
     @%p1 st.shared.u32 [%r9], 0;
     fence.mbarrier_init.release.cluster;
-    barrier.cluster.arrive.relaxed.aligned;
+{body}}}
+"""
+
+
+PARSED = _cluster_ptx("8.0", "sm_90a", 32, """    barrier.cluster.arrive.relaxed.aligned;
     barrier.cluster.wait.acquire.aligned;
     xor.b32 %r4, %r2, 1;
     mapa.shared::cluster.u32 %r5, %r3, %r4;
@@ -304,8 +314,7 @@ PARSED = """.version 8.0
     barrier.cluster.arrive;
     barrier.cluster.wait;
     ret;
-}
-"""
+""")
 
 
 def test_parsed_cluster_ptx_with_scoped_qualifiers():
@@ -316,11 +325,65 @@ def test_parsed_cluster_ptx_with_scoped_qualifiers():
     emulate(PARSED, "k", (4,), (32,), out)
     # 32 peer threads each added 1 to the counter; explicit cluster: 7; %clusterid.x · 100
     assert (out == np.array([32007, 32007, 32107, 32107], np.uint32)[:, None]).all()
-    # one arrival short (the peer's 32 of 33): both CTAs' waits are named (PTX line 32)
-    with pytest.raises(EmulationError, match=r"deadlock: .* block \(1, 0, 0\) .*PTX line 32\) "
+    # one arrival short (the peer's 32 of 33): both CTAs' waits are named (PTX line 34)
+    with pytest.raises(EmulationError, match=r"deadlock: .* block \(1, 0, 0\) .*PTX line 34\) "
                                              r"on the mbarrier .*1 of 33 arrivals pending"):
         emulate(PARSED.replace("], 32;", "], 33;"), "k", (2,), (32,),
                 np.zeros((2, 32), np.uint32))
+
+
+ST_ASYNC = _cluster_ptx("8.1", "sm_90", 1, """    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 384;
+    xor.b32 %r4, %r2, 1;
+    mapa.shared::cluster.u32 %r5, %r3, %r4;
+    shl.b32 %r13, %r1, 3;
+    add.u32 %r13, %r13, %r12;
+    mapa.shared::cluster.u32 %r6, %r13, %r4;
+    mad.lo.u32 %r7, %r2, 1000, %r1;
+    add.u32 %r8, %r7, 500;
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.u32 [%r6], {%r7, %r8}, [%r5];
+    mapa.shared::cluster.u32 %r10, %r9, %r4;
+    red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%r10], %r1, [%r5];
+    {
+    .reg .pred P1;
+    waitLoop:
+    mbarrier.try_wait.parity.shared::cta.b64 P1, [%r3], 0;
+    @!P1 bra waitLoop;
+    }
+    ld.shared.v2.u32 {%r14, %r15}, [%r13];
+    ld.shared.u32 %r11, [%r9];
+    mov.u32 %r7, %ctaid.x;
+    mad.lo.u32 %r7, %r7, 32, %r1;
+    mul.wide.u32 %rd3, %r7, 12;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r14;
+    st.global.u32 [%rd4+4], %r15;
+    st.global.u32 [%rd4+8], %r11;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    ret;
+""")
+
+
+def test_st_async_and_red_async_complete_on_the_peers_mbarrier():
+    """Each thread st.async's a pair into the peer's buffer and red.async's its tid into the
+    peer's counter, both completing bytes on the peer's mbarrier (32·8 + 32·4 = 384 expected)."""
+    out = np.zeros((4, 32, 3), np.uint32)
+    emulate(ST_ASYNC, "k", (4,), (32,), out)
+    t = np.arange(32)
+    for cta in range(4):
+        peer = 1 - cta % 2
+        assert (out[cta, :, 0] == peer * 1000 + t).all() and (out[cta, :, 1] == peer * 1000 + t
+                                                             + 500).all()
+        assert (out[cta, :, 2] == t.sum()).all()
+    if have_tool("ptxas"):
+        assert assemble(ST_ASYNC, "sm_90").cubin
+    # 4 bytes short: the phase never completes
+    with pytest.raises(EmulationError, match=r"deadlock: .*\(phase 0: 0 of 1 arrivals pending, "
+                                             r"4 transaction bytes pending\)"):
+        emulate(ST_ASYNC.replace("], 384;", "], 388;"), "k", (2,), (32,),
+                np.zeros((2, 32, 3), np.uint32))
 
 
 # -- the tensor-core GEMM with 2-CTA clusters (multicast B, remote empty-slot arrivals) ------------

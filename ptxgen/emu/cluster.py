@@ -13,6 +13,9 @@ own. ld/st/atom on shared memory, mbarrier operations and TMA destinations resol
 to the right CTA's part of the batch's shared buffer, so the racecheck shadow sees accesses of
 every CTA of the cluster.
 
+st.async / red.async (sm_90): the store or reduction into a CTA of the cluster lands when
+issued and completes its bytes on the mbarrier the instruction names.
+
 barrier.cluster: arrive records the thread's arrival in the cluster's current phase; wait holds
 the thread (the executor's WAIT op) until every non-exited thread of the cluster has arrived,
 which completes the phase (and, like bar.sync, ends the racecheck's epoch).
@@ -20,7 +23,8 @@ which completes the phase (and, like bar.sync, ends the racecheck's epoch).
 import numpy as np
 
 from ..errors import EmulationError, PtxgenError
-from . import memory
+from ..ir.instr import Instr
+from . import memops, memory
 
 RANK_SHIFT = 24                 # above the largest shared space of one CTA (228 KiB on sm_90)
 MAX_CLUSTER_CTAS = 16           # PTX: %cluster_nctarank is at most 16 (non-portable size)
@@ -362,5 +366,46 @@ def _done(st, b, p):
     return b.phase > p
 
 
+# -- st.async / red.async: stores and reductions into a CTA of the cluster that complete bytes
+# on that CTA's mbarrier -----------------------------------------------------------------------
+def build_st_async(ctx, ins):
+    """st.async[.weak].shared::cluster.mbarrier::complete_tx::bytes[.v2|.v4].type [a], b, [mbar]:
+    the store lands at once and its bytes complete on the mbarrier (normally in the same CTA)."""
+    ops = ins.operands
+    if len(ops) != 3:
+        ctx.fail("st.async takes [address], value, [mbarrier]")
+    plain = Instr("st", tuple(m for m in ins.mods if m not in _ASYNC_MODS), ops[:2])
+    return _completing(ctx, ins, memops.build_st(ctx, plain), ops[2],
+                       plain.type.nbytes * plain.vector_width)
+
+
+def build_red_async(ctx, ins):
+    """red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.op.type [a], b,
+    [mbar]: the reduction, then its bytes complete on the mbarrier."""
+    ops = ins.operands
+    if len(ops) != 3:
+        ctx.fail("red.async takes [address], value, [mbarrier]")
+    plain = Instr("red", tuple(m for m in ins.mods if m not in _ASYNC_MODS), ops[:2])
+    return _completing(ctx, ins, memops.build_red(ctx, plain), ops[2], plain.type.nbytes)
+
+
+_ASYNC_MODS = ("async", "weak", "relaxed", "cluster", "mbarrier::complete_tx::bytes")
+
+
+def _completing(ctx, ins, access, bar, nbytes):
+    if "mbarrier::complete_tx::bytes" not in ins.mods:
+        ctx.fail(f"{ins.opcode}.async completes on an mbarrier (.mbarrier::complete_tx::bytes)")
+    from . import mbarrier
+    bf = memops.address_fetch(ctx, bar, "shared")
+
+    def fn(st, m):
+        access(st, m)
+        lanes = _lanes(st, m)
+        for lane, b in zip(lanes, _full(st, bf(st), lanes)):
+            mbarrier.complete_tx(ctx, st, lane, int(b), nbytes)
+    return fn
+
+
 BUILDERS = {"mapa": build_mapa, "getctarank": build_getctarank,
-            "barrier.cluster": build_barrier_cluster}
+            "barrier.cluster": build_barrier_cluster, "st.async": build_st_async,
+            "red.async": build_red_async}
