@@ -252,10 +252,21 @@ def test_builder_cluster_helpers_text_and_ptxas():
     assert assemble(text, m.target).cubin
 
 
-def _cluster_ptx(version, target, arrivals, body):
+def _cluster_ptx(version, target, arrivals, body, result=None):
     """A 2-CTA cluster kernel k(out) in hand-written PTX: shared `bar` (an mbarrier expecting
     `arrivals`), `buf` and `cnt` (zeroed); %r1 = tid, %r2 = rank, %r3/%r9/%r12 = the addresses of
-    bar/cnt/buf, %rd2 = out; then `body`."""
+    bar/cnt/buf, %rd2 = out; then `body`; with `result` (a register) the end stores it to
+    out[ctaid * 32 + tid] and leaves after a cluster barrier."""
+    if result:
+        body += f"""    mov.u32 %r13, %ctaid.x;
+    mad.lo.u32 %r13, %r13, 32, %r1;
+    mul.wide.u32 %rd7, %r13, 4;
+    add.s64 %rd7, %rd2, %rd7;
+    st.global.u32 [%rd7], {result};
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    ret;
+"""
     return f""".version {version}
 .target {target}
 .address_size 64
@@ -306,15 +317,7 @@ PARSED = _cluster_ptx("8.0", "sm_90a", 32, """    barrier.cluster.arrive.relaxed
     ld.shared::cta.u32 %r11, [%r9];
     mad.lo.u32 %r6, %r7, 100, %r6;
     mad.lo.u32 %r6, %r11, 1000, %r6;
-    mov.u32 %r7, %ctaid.x;
-    mad.lo.u32 %r7, %r7, 32, %r1;
-    mul.wide.u32 %rd3, %r7, 4;
-    add.s64 %rd4, %rd2, %rd3;
-    st.global.u32 [%rd4], %r6;
-    barrier.cluster.arrive;
-    barrier.cluster.wait;
-    ret;
-""")
+""", result="%r6")
 
 
 def test_parsed_cluster_ptx_with_scoped_qualifiers():
@@ -384,6 +387,33 @@ def test_st_async_and_red_async_complete_on_the_peers_mbarrier():
                                              r"4 transaction bytes pending\)"):
         emulate(ST_ASYNC.replace("], 384;", "], 388;"), "k", (2,), (32,),
                 np.zeros((2, 32, 3), np.uint32))
+
+
+GENERIC = _cluster_ptx("8.0", "sm_90", 1, """    mov.u64 %rd3, buf;
+    cvta.shared::cluster.u64 %rd4, %rd3;
+    xor.b32 %r4, %r2, 1;
+    mapa.u64 %rd5, %rd4, %r4;
+    isspacep.shared::cluster %p1, %rd5;
+    selp.u32 %r5, 1, 0, %p1;
+    mul.wide.u32 %rd6, %r1, 4;
+    add.s64 %rd7, %rd5, %rd6;
+    st.u32 [%rd7], %r2;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    add.s64 %rd7, %rd4, %rd6;
+    ld.u32 %r6, [%rd7];
+    mad.lo.u32 %r6, %r5, 10, %r6;
+""", result="%r6")
+
+
+def test_generic_addresses_of_distributed_shared_memory():
+    """cvta.shared::cluster, mapa on a generic address, isspacep.shared::cluster and plain
+    (generic) st/ld through the peer's address."""
+    out = np.zeros((4, 32), np.uint32)
+    emulate(GENERIC, "k", (4,), (32,), out)
+    assert (out == np.array([11, 10, 11, 10], np.uint32)[:, None]).all()   # 10: isspacep; peer
+    if have_tool("ptxas"):
+        assert assemble(GENERIC, "sm_90").cubin
 
 
 # -- the tensor-core GEMM with 2-CTA clusters (multicast B, remote empty-slot arrivals) ------------

@@ -473,10 +473,20 @@ def build_cp(ctx, ins):
 
 
 # -- address conversion ----------------------------------------------------------------------------
+def _window_space(mods):
+    """The state space of cvta/isspacep (.shared::cta and .shared::cluster: the shared window,
+    which holds the cluster's distributed shared memory too)."""
+    for m in mods:
+        m = m.split("::")[0]
+        if m in memory.WINDOWS:
+            return m
+    return None
+
+
 def build_cvta(ctx, ins):
     mods = ins.mods
     to = "to" in mods
-    space = next((m for m in mods if m in memory.WINDOWS), None)
+    space = _window_space(mods)
     if space is None:
         ctx.fail("cvta without a state space")
     t = ins.type
@@ -497,7 +507,7 @@ def build_cvta(ctx, ins):
 
 
 def build_isspacep(ctx, ins):
-    space = next((m for m in ins.mods if m in memory.WINDOWS), None)
+    space = _window_space(ins.mods)
     if space is None:
         ctx.fail("isspacep without a state space")
     f = ctx.read(ins.operands[1], _U64)
