@@ -137,7 +137,9 @@ def cluster_probe(target=DEFAULT_TARGET):
         b.mbarrier_init(ping, 1)
         b.st("shared", count, 0, type=T.u32)
         b.fence_mbarrier_init()
-    b.cluster_sync()              # both CTAs' barriers exist before either is targeted
+    # every barrier.cluster here is the non-.aligned form: threads may arrive from divergent
+    # paths (after if-blocks and wait loops), which .aligned does not allow
+    _cluster_barrier(b)           # both CTAs' barriers exist before either is targeted
     with b.if_(first):
         b.mbarrier_arrive_expect_tx(bars, 2 * half)
         y = b.mad(b.cluster_special("clusterid.x"), 6, b.param("y0"), type=T.s32, name="y")
@@ -159,8 +161,7 @@ def cluster_probe(target=DEFAULT_TARGET):
     with b.if_(first):
         b.mbarrier_arrive(b.mapa(ping, peer), cluster=True)
     b.mbarrier_wait_parity(ping, 0)
-    b.barrier_cluster_arrive(sem="release")
-    b.barrier_cluster_wait()
+    _cluster_barrier(b, sem="release")
     o = b.mul(cta, 131, type=T.u32, name="o")
     out = b.param("out")
     got = b.ld("shared", T.u32, b.mad(tid, 4, xch, type=T.u32, name="own"))
@@ -170,9 +171,14 @@ def cluster_probe(target=DEFAULT_TARGET):
              b.ld("shared", T.u32, count))
         b.st("global", b.element_addr(out, b.add(o, 129, type=T.u32), 4), b.getctarank(remote))
         b.st("global", b.element_addr(out, b.add(o, 130, type=T.u32), 4), rank)
-    b.cluster_sync()              # no CTA leaves while its peer may still touch its memory
+    _cluster_barrier(b)           # no CTA leaves while its peer may still touch its memory
     b.ret()
     return m
+
+
+def _cluster_barrier(b, sem=None):
+    b.barrier_cluster_arrive(sem=sem, aligned=False)
+    b.barrier_cluster_wait(aligned=False)
 
 
 def cluster_expected(x, clusters, x0, y0):
