@@ -17,6 +17,7 @@ from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_arr
 from ..ir.instr import Instr
 from ..ir.module import Module
 from ..ir.verify import verify_kernel
+from .cluster import cluster_shape, cta_order
 from .executor import Batch, Launch
 from .memory import GlobalMemory, Region, var_image
 from .program import Program
@@ -146,7 +147,7 @@ def _bytes_arg(kname, p, a):
 
 
 def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error",
-            observer=None, verify=True, engine="interp"):
+            observer=None, verify=True, engine="interp", cluster=None):
     """Run kernel `kernel_name` on the CPU emulator with a grid of `grid` blocks of `block`
     threads (ints or tuples of up to 3). Pointer parameters take numpy arrays (results are
     written back into them), other parameters numpy scalars of the parameter's type.
@@ -163,6 +164,8 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     engine: 'interp' (the interpreter: every check), 'native' (emu.native: the kernel compiled
     for the host; an EmulationError when it has what that engine does not run), 'auto' (native
     when check='off', no observer is given and the kernel is supported, else the interpreter).
+    cluster: CTAs per cluster (int or up to 3 ints) for a kernel without .reqnctapercluster,
+    as runtime.launch(cluster=...) takes it; clusters run on the interpreter (emu.cluster).
     Returns an EmulationResult."""
     if check not in CHECK_MODES:
         raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
@@ -176,7 +179,12 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     _check_launch(kernel, grid, block)
     if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
         raise PtxgenError(f"kernel {kernel.name}: shared_bytes must be a non-negative int")
-    native = _native(prog, engine, check, observer, len(args))
+    cshape, explicit = cluster_shape(kernel, grid, cluster)
+    csize = cshape[0] * cshape[1] * cshape[2]
+    if csize > 1 and engine == "native":
+        raise EmulationError(f"kernel {kernel.name}: the native engine does not run clusters "
+                             f"of several CTAs; use engine='interp'")
+    native = None if csize > 1 else _native(prog, engine, check, observer, len(args))
     if native is not None:
         from .native import run_native
         ncta, seconds = run_native(native, grid, block, args, int(shared_bytes))
@@ -192,19 +200,19 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
                    "const space")
     const.size = len(prog.const_image)
     launch = Launch(prog, grid, block, gmem, params, const, global_addr, int(shared_bytes),
-                    check)
+                    check, cshape, explicit)
     launch.observer = observer
     ncta = grid[0] * grid[1] * grid[2]
     lane_bytes = sum(dt.itemsize for dt in prog.slot_dtypes) + prog.local_size + 64
     lanes = max(launch.threads, min(LANES_PER_BATCH, REGISTER_BUDGET_BYTES // lane_bytes))
-    per_batch = max(1, lanes // launch.threads)
+    per_batch = max(1, lanes // launch.threads) // csize * csize or csize   # whole clusters
     if prog.grid_sync:                  # a grid-wide barrier needs every CTA in the batch
         per_batch = ncta
+    order = cta_order(grid, cshape)
     try:
         with np.errstate(all="ignore"):
             for first in range(0, ncta, per_batch):
-                ctas = np.arange(first, min(ncta, first + per_batch))
-                Batch(launch, ctas).run()
+                Batch(launch, order[first:first + per_batch]).run()
     finally:
         gmem.write_back()
         if launch.printed:              # the GPU flushes its printf buffer at the sync

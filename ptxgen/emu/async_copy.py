@@ -4,8 +4,10 @@ shared-memory accesses wgmma and TMA make.
 A TMA load runs when issued: it reads the box of the tensor map at the given coordinates (elements
 outside the tensor read as zero, or NaN with oob='nan'), writes it into shared memory in box order
 (innermost dimension fastest) through the map's swizzle, and completes the box's byte count on
-the mbarrier. A TMA store reads the box back (through the swizzle) and writes the elements that
-lie inside the tensor. Bulk commit/wait groups change nothing (copies are complete).
+the mbarrier. With .multicast::cluster the box lands at the same offset in the shared memory of
+every CTA of the cluster the 16-bit mask names, and completes on the mbarrier at the same offset
+in each (emu.cluster). A TMA store reads the box back (through the swizzle) and writes the
+elements that lie inside the tensor. Bulk commit/wait groups change nothing (copies are complete).
 
 Proxies: shared memory written by ordinary stores (the generic proxy) must be ordered by
 fence.proxy.async before wgmma or a TMA store read it (the async proxy). The shared-memory shadow
@@ -17,15 +19,18 @@ import numpy as np
 from ..errors import EmulationError
 from ..ir import fragments as F
 from ..ir.values import TensorCoords
-from . import mbarrier, memops, memory, tensormap
+from . import cluster, mbarrier, memops, memory, tensormap
 from .values import UNSIGNED
 
 _U64 = np.dtype(np.uint64)
 
 
 # -- shared memory through the async proxy --------------------------------------------------------
-def _check(st, opi, lane, addr, width, what, write):
+def _check(st, opi, lane, addr, width, what, write, base=None):
+    """Buffer offsets of CTA shared addresses `addr` (of lane's CTA, or of the CTA whose buffer
+    starts at `base`), reported when out of bounds or misaligned; shadow checks."""
     size = st.shared.size
+    base = int(st.shared.base[lane]) if base is None else base
     bad = (addr < 0) | (addr + width > size) | (addr % width != 0)
     if bad.any():
         i = int(np.flatnonzero(bad.ravel())[0])
@@ -36,7 +41,7 @@ def _check(st, opi, lane, addr, width, what, write):
                   f"{width} bytes", extra=f"the shared space of this CTA has {size} bytes",
                   space="shared")
         addr = np.where(bad, 0, addr)
-    flat = int(st.shared.base[lane]) + addr
+    flat = base + addr
     sh = st.shadow
     if sh is not None:
         gi = np.unique(flat.ravel() // sh.g)
@@ -46,12 +51,12 @@ def _check(st, opi, lane, addr, width, what, write):
             init = sh.init[gi]
             if not init.all():
                 g = int(gi[np.flatnonzero(~init)[0]])
-                st.report("uninit", opi, lane, g * sh.g - int(st.shared.base[lane]),
+                st.report("uninit", opi, lane, g * sh.g - base,
                           f"{what} reads shared memory never written")
             dirty = sh.generic[gi]
             if dirty.any():
                 g = int(gi[np.flatnonzero(dirty)[0]])
-                st.report("race", opi, lane, g * sh.g - int(st.shared.base[lane]),
+                st.report("race", opi, lane, g * sh.g - base,
                           f"proxy race: {what} (async proxy) reads shared memory that "
                           f"st.shared (generic proxy) wrote at "
                           f"{st.op_where(int(sh.writer_op[g]))} with no fence.proxy.async "
@@ -66,9 +71,9 @@ def read_shared_async(st, opi, lane, addr, dt, what):
     return st.shared.view(dt)[flat // dt.itemsize]
 
 
-def write_shared_async(st, opi, lane, addr, values, what):
+def write_shared_async(st, opi, lane, addr, values, what, base=None):
     addr = np.asarray(addr, np.int64)
-    flat = _check(st, opi, lane, addr, values.dtype.itemsize, what, write=True)
+    flat = _check(st, opi, lane, addr, values.dtype.itemsize, what, write=True, base=base)
     st.shared.view(values.dtype)[flat // values.dtype.itemsize] = values
 
 
@@ -168,14 +173,30 @@ def build_cp(ctx, ins):
         v = np.asarray(f(st))
         return v if v.ndim == 0 else v[lane]
 
+    def fail_at(st, lane):
+        def f(why):
+            raise EmulationError(f"kernel {ctx.prog.name}: `{str(ins).split('  //')[0]}` at "
+                                 f"{_where(ctx)} by {st.block_name(lane)} "
+                                 f"{st.thread_name(lane)}: {why}")
+        return f
+
+    def targets(st, lane, dst):
+        """[(buffer base, CTA rank or None)] of the CTAs a load writes: the masked CTAs of the
+        cluster for .multicast::cluster, else the CTA `dst` names."""
+        fail = fail_at(st, lane)
+        base, off = cluster.split(st, lane, dst, fail)
+        if mask is None:
+            return off, [(base, None)]
+        bits = int(at(st, mask, lane))
+        ranks = [r for r in range(16) if bits >> r & 1]
+        if bits and ranks[-1] >= st.csize:
+            fail(f"multicast mask {bits:#06x} names CTA rank {ranks[-1]}, but the cluster has "
+                 f"{st.csize} CTA{'s' if st.csize > 1 else ''}")
+        return off, [(cluster.cta_base(st, lane, r), r) for r in ranks]
+
     def fn(st, m):
         lanes = np.arange(st.n) if m is None else np.flatnonzero(m)
         for lane in lanes:
-            if mask is not None and int(at(st, mask, lane)) != 1:
-                raise EmulationError(
-                    f"kernel {ctx.prog.name}: `{str(ins).split('  //')[0]}` at {_where(ctx)}: "
-                    f"multicast to other CTAs of a cluster is not emulated (clusters of one CTA "
-                    f"only: the mask must be 1)")
             tm = _map_of(ctx, st, lane, at(st, tmf, lane))
             coords = [int(at(st, f, lane)) for f in cfs]
             if len(coords) != len(tm.dims):
@@ -183,17 +204,23 @@ def build_cp(ctx, ins):
                                      f"tensor map of rank {len(tm.dims)} at {_where(ctx)}")
             off, inside = _box(tm, coords)
             view, base = _global_view(ctx, st, tm, lane, opi)
-            dst = _smem_addrs(tm, int(at(st, sf, lane)), off.size)
             if load:
                 vals = np.zeros(off.size, view.dtype)
                 vals[inside] = view[base + off[inside] // tm.esize]
                 if tm.oob == "nan" and tm.kind == 0:
                     nan = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FF8000000000000}[tm.esize]
                     vals[~inside] = nan
-                write_shared_async(st, opi, lane, dst, vals, "TMA load")
-                mbarrier.complete_tx(ctx, st, lane, int(at(st, bf, lane)),
-                                     off.size * tm.esize)
+                doff, dests = targets(st, lane, int(at(st, sf, lane)))
+                dst = _smem_addrs(tm, doff, off.size)
+                bar = int(at(st, bf, lane))
+                for cbase, rank in dests:
+                    write_shared_async(st, opi, lane, dst, vals, "TMA load", base=cbase)
+                    # the box's bytes complete on the mbarrier at the same offset in each CTA
+                    mbarrier.complete_tx(ctx, st, lane, bar if rank is None else
+                                         cluster.address(rank, bar & cluster.LOW),
+                                         off.size * tm.esize)
             else:
+                dst = _smem_addrs(tm, int(at(st, sf, lane)), off.size)
                 vals = read_shared_async(st, opi, lane, dst, view.dtype, "TMA store")
                 view[base + off[inside] // tm.esize] = vals[inside]
     return fn

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from ..errors import EmulationError
+from . import cluster
 from .memory import LaneSpace, Region
 from .program import BARRIER, BRANCH, NORMAL, WAIT
 from .races import SharedShadow
@@ -31,8 +32,11 @@ class EmulationWarning(UserWarning):
 class Launch:
     """What all batches of one launch share: grid, memory, parameters, check mode, findings."""
 
-    def __init__(self, prog, grid, block, gmem, params, const, global_addr, shared_bytes, check):
+    def __init__(self, prog, grid, block, gmem, params, const, global_addr, shared_bytes, check,
+                 cluster_shape=(1, 1, 1), explicit_cluster=False):
         self.prog, self.grid, self.block = prog, grid, block
+        self.cluster, self.explicit_cluster = cluster_shape, explicit_cluster
+        self.cluster_ctas = cluster_shape[0] * cluster_shape[1] * cluster_shape[2]
         self.threads = block[0] * block[1] * block[2]
         self.gmem, self.params, self.const = gmem, params, const
         self.global_addr = global_addr
@@ -76,6 +80,7 @@ class Batch:
         per_cta = -(-nt // 32)
         self.warp_index = self.lane_cta * per_cta + warp
         self.warp_starts = np.flatnonzero(lane == 0)
+        self.csize = launch.cluster_ctas        # the batch holds whole clusters (emu.cluster)
         self.carry = np.zeros(n, np.uint8)
         self._special = {"laneid": lane.astype(np.uint32), "warpid": warp.astype(np.uint32)}
 
@@ -120,6 +125,8 @@ class Batch:
             v = np.full(n, L.shared_bytes, np.uint32)
         elif name == "total_smem_size":
             v = np.full(n, L.shared_size, np.uint32)
+        elif name in cluster.SPECIALS:
+            v = cluster.special(self, name)
         else:
             raise EmulationError(f"kernel {self.prog.name}: special register %{name} is not "
                                  f"emulated")
@@ -190,7 +197,7 @@ class Batch:
         n = self.n
         BIG = len(code) + 1
         pc = np.zeros(n, np.int32)
-        alive = np.ones(n, bool)
+        alive = self.alive = np.ones(n, bool)     # updated in place (barrier.cluster reads it)
         waiting = np.zeros(n, bool)
         any_waiting = False
         held = np.zeros(n, bool)                 # lanes held at an mbarrier wait (WAIT ops)

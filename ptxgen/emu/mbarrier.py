@@ -1,6 +1,8 @@
 """mbarrier: phases, arrival counts and transaction bytes, and threads that wait on them.
 
-A barrier is keyed by its byte in the batch's shared buffer (so one per CTA and address). Its
+A barrier is keyed by its byte in the batch's shared buffer (so one per CTA and address); an
+address may be another CTA's of the cluster (a shared::cluster address from mapa: a remote
+arrive, or a multicast TMA completing on each destination CTA — emu.cluster). Its
 state is the one the PTX ISA describes (9.7.13.15.1): the expected arrival count, the pending
 arrivals and transaction count of the phase in progress, and the number of completed phases. A
 phase completes when its pending arrivals and its transaction count are both zero; then the
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from ..ir.values import Reg
-from . import memops
+from . import cluster, memops
 
 _U64 = np.dtype(np.uint64)
 
@@ -60,10 +62,16 @@ def _where(ctx):
     return f"PTX line {ctx.ins.line}" if ctx.ins.line else f"instruction {ctx.index}"
 
 
+def key_of(ctx, st, lane, addr):
+    """The barrier's key: its byte in the batch's shared buffer, for a shared::cta address of
+    lane's CTA or a shared::cluster address of any CTA of its cluster (emu.cluster)."""
+    base, off = cluster.split(st, lane, addr, lambda why: _fail(ctx, st, lane, why))
+    return base + off
+
+
 def lookup(ctx, st, lane, addr):
-    """The Barrier at CTA shared address `addr` of `lane` (EmulationError if uninitialized)."""
-    key = int(st.shared.base[lane]) + int(addr)
-    b = barriers(st).get(key)
+    """The Barrier at shared address `addr` of `lane` (EmulationError if uninitialized)."""
+    b = barriers(st).get(key_of(ctx, st, lane, addr))
     if b is None:
         _fail(ctx, st, lane, f"no mbarrier initialized at shared address {int(addr):#x}")
     return b
@@ -89,15 +97,9 @@ def _lanes(st, m):
     return np.arange(st.n) if m is None else np.flatnonzero(m)
 
 
-def _is_cluster(ins):
-    return any(m in ("shared::cluster", "cluster") for m in ins.mods)
-
-
 def build_mbarrier(ctx, ins):
     sub = ins.mods[0] if ins.mods else ""
     ops = ins.operands
-    if _is_cluster(ins) and sub != "arrive":
-        ctx.fail("cluster-scope mbarrier operations are not emulated")
     if sub == "init":
         return _build_init(ctx, ins, ops)
     if sub == "inval":
@@ -106,7 +108,7 @@ def build_mbarrier(ctx, ins):
         def inval(st, m):
             lanes = _lanes(st, m)
             for lane, a in zip(lanes, addr(st, lanes)):
-                barriers(st).pop(int(st.shared.base[lane]) + int(a), None)
+                barriers(st).pop(key_of(ctx, st, lane, a), None)
         return inval
     if sub == "expect_tx":
         return _build_arrive(ctx, ins, None, ops[0], None, ops[1])
@@ -132,15 +134,11 @@ def _build_init(ctx, ins, ops):
                 _fail(ctx, st, lane, f"mbarrier address {int(a):#x} is not 8-byte aligned")
             if not 1 <= int(k) < (1 << 20):
                 _fail(ctx, st, lane, f"mbarrier count {int(k)} is outside 1..2^20-1")
-            key = int(st.shared.base[lane]) + int(a)
-            barriers(st)[key] = Barrier(k, int(a))
+            barriers(st)[key_of(ctx, st, lane, a)] = Barrier(k, int(a))
     return init
 
 
 def _build_arrive(ctx, ins, dst, a, count, tx, arrive=False):
-    if _is_cluster(ins):
-        ctx.fail("arrivals on another CTA's mbarrier (shared::cluster) need clusters, which "
-                 "are not emulated")
     addr = _addresses(ctx, ins, a)
     cf = ctx.read(count, np.uint32) if count is not None else None
     tf = ctx.read(tx, np.uint32) if tx is not None else None
@@ -199,7 +197,7 @@ def _build_wait(ctx, ins, ops, blocking):
         for j, lane in enumerate(lanes):
             b = lookup(ctx, st, lane, addrs[j])
             ok[j] = done(b, ts[j])
-            keys[j] = int(st.shared.base[lane]) + int(addrs[j])
+            keys[j] = key_of(ctx, st, lane, addrs[j])
         w(st, lanes, ok)
         if blocking and not ok.all():
             blocked = np.zeros(st.n, bool)
@@ -246,12 +244,15 @@ def deadlock(st, blocked):
     for key, ls in by_key.items():
         b = barriers(st).get(key)
         ctx = waits[ls[0]][2]
-        state = b.describe() if b is not None else "invalidated"
-        addr = b.addr if b is not None else key - int(st.shared.base[ls[0]])
+        if isinstance(b, cluster.ClusterBarrier):
+            what, state = b.name, b.describe(st)
+        else:
+            state = b.describe() if b is not None else "invalidated"
+            addr = b.addr if b is not None else key - int(st.shared.base[ls[0]])
+            what = f"the mbarrier at shared address {addr:#x}"
         parts.append(f"{len(ls)} thread(s) — {st.block_name(ls[0])} {st.thread_name(ls[0])}"
                      f"{' and others' if len(ls) > 1 else ''} — wait at "
-                     f"`{str(ctx.ins).split('  //')[0]}` ({_where(ctx)}) on the mbarrier at "
-                     f"shared address {addr:#x} ({state})")
+                     f"`{str(ctx.ins).split('  //')[0]}` ({_where(ctx)}) on {what} ({state})")
     return EmulationError(f"kernel {st.prog.name}: deadlock: no thread can run and "
                           + "; ".join(parts) + "; nothing left can complete the phase")
 

@@ -8,7 +8,7 @@ gathers or scatters with numpy fancy indexing on a typed view of each buffer.
 import numpy as np
 
 from ..ir.values import Addr, Imm, Reg, Sym, Vec
-from . import memory
+from . import cluster, memory
 from .values import UNSIGNED, storage
 
 ATOMIC_OPS = ("add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec")
@@ -74,6 +74,8 @@ def address_fetch(ctx, a, space):
 def access_space(ctx, ins, a):
     """The space an access really touches: ld/st.param on a call-sequence parameter (or an
     inlined function's own parameter) goes to the thread's local memory."""
+    if any(m.startswith("shared::") for m in ins.mods):
+        return "shared"                 # shared::cta and shared::cluster (emu.cluster)
     space = ins.space or "generic"
     if space == "param" and isinstance(a, Addr) and isinstance(a.base, Sym) and \
             ctx.symbol(a.base.name)[0] == "local":
@@ -117,6 +119,8 @@ def resolve(st, space, lanes, addr, width, opi, what):
     elif space in ("shared", "local"):
         ls = st.shared if space == "shared" else st.local
         off, bad = ls.locate(lanes, addr, width)
+        if bad.size and space == "shared":      # shared::cluster addresses of other CTAs
+            off, bad = cluster.locate_remote(st, lanes, addr, width, off, bad, opi, what)
         segs = [(ls, None, off)]
     elif space in ("const", "param"):
         reg = st.const if space == "const" else st.params
@@ -366,15 +370,15 @@ def _build_atomic(ctx, ins, has_dest):
         ctx.fail("atomic operation not recognised")
     if ins.vector_width > 1:
         ctx.fail("vector atomics are not emulated")
-    space = ins.space or "generic"
+    ops = ins.operands
+    first = 1 if has_dest else 0
+    space = access_space(ctx, ins, ops[first] if len(ops) > first else None)
     t = ins.type
     if t is None:
         ctx.fail("atomic without a type")
     if t.name in ("f16x2", "bf16x2"):
         ctx.fail(f"packed {t.name} atomics are not emulated")
     dt = storage(t)
-    ops = ins.operands
-    first = 1 if has_dest else 0
     nsrc = 2 if name == "cas" else 1
     if len(ops) != first + 1 + nsrc:
         ctx.fail(f"atom.{name} takes {nsrc} value operand(s)")
@@ -475,10 +479,20 @@ def build_cp(ctx, ins):
 
 
 # -- address conversion ----------------------------------------------------------------------------
+def _window_space(mods):
+    """The state space of cvta/isspacep (.shared::cta and .shared::cluster: the shared window,
+    which holds the cluster's distributed shared memory too)."""
+    for m in mods:
+        m = m.split("::")[0]
+        if m in memory.WINDOWS:
+            return m
+    return None
+
+
 def build_cvta(ctx, ins):
     mods = ins.mods
     to = "to" in mods
-    space = next((m for m in mods if m in memory.WINDOWS), None)
+    space = _window_space(mods)
     if space is None:
         ctx.fail("cvta without a state space")
     t = ins.type
@@ -499,7 +513,7 @@ def build_cvta(ctx, ins):
 
 
 def build_isspacep(ctx, ins):
-    space = next((m for m in ins.mods if m in memory.WINDOWS), None)
+    space = _window_space(ins.mods)
     if space is None:
         ctx.fail("isspacep without a state space")
     f = ctx.read(ins.operands[1], _U64)

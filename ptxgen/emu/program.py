@@ -17,6 +17,7 @@ from ..ir import types as T
 from ..ir.instr import Instr, Label, Verbatim
 from ..ir.values import Addr, Imm, LabelRef, Raw, Reg, Special, Sym, Vec
 from . import memory
+from .cluster import SPECIALS as CLUSTER_SPECIALS
 from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_bits, storage
 
 NORMAL, BRANCH, BARRIER, EXIT, WAIT = range(5)   # WAIT: may hold lanes (mbarrier.py)
@@ -146,9 +147,10 @@ class Program:
 
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
-        from . import alu, async_copy, bits, convert as conv, floats, mbarrier, memops, tensor, warp
+        from . import (alu, async_copy, bits, cluster, convert as conv, floats, mbarrier, memops,
+                       tensor, warp)
         self.table = {}
-        for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy):
+        for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy, cluster):
             self.table.update(mod.BUILDERS)
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
@@ -573,4 +575,5 @@ SPECIAL_NAMES = frozenset(
     [f"{n}.{c}" for n in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"]
     + ["laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "clock", "clock_hi", "clock64",
        "globaltimer", "globaltimer_lo", "globaltimer_hi", "lanemask_eq", "lanemask_le",
-       "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size", "total_smem_size"])
+       "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size", "total_smem_size"]
+    + sorted(CLUSTER_SPECIALS))

@@ -56,7 +56,7 @@ class SharedShadow:
                 i = int(np.flatnonzero(bad)[0])
                 st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
                           "shared-memory race: read of a location that "
-                          f"{self._writer(st, w, gi, i)} with no barrier between")
+                          f"{self._writer(st, w, gi, i, who[i])} with no barrier between")
         r = self.reader[gi]
         top = r.max()
         if top == MANY:                    # every location already read by several threads
@@ -77,13 +77,13 @@ class SharedShadow:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
-                      f"shared-memory race: write to a location that {self._writer(st, w, gi, i)}"
-                      " with no barrier between")
+                      "shared-memory race: write to a location that "
+                      f"{self._writer(st, w, gi, i, who[i])} with no barrier between")
         r = self.reader[gi]
         bad = (r == MANY) | ((r >= 0) & (r != who))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            other = "several other threads" if r[i] == MANY else st.thread_name(int(r[i]))
+            other = "several other threads" if r[i] == MANY else _who(st, int(r[i]), int(who[i]))
             st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
                       f"shared-memory race: write to a location that {other} read with no "
                       "barrier between")
@@ -93,7 +93,7 @@ class SharedShadow:
         if dup.any():
             i = int(np.flatnonzero(dup)[0])
             st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
-                      f"shared-memory race: {st.thread_name(int(back[i]))} writes the same "
+                      f"shared-memory race: {_who(st, int(back[i]), int(who[i]))} writes the same "
                       "location in the same instruction")
         self.writer_op[gi] = op
         self.init[gi] = True
@@ -109,8 +109,8 @@ class SharedShadow:
                       "atomic on shared memory never written")
         self.init[gi] = True
 
-    def _writer(self, st, w, gi, i):
-        return f"{st.thread_name(int(w[i]))} wrote at {st.op_where(int(self.writer_op[gi[i]]))}"
+    def _writer(self, st, w, gi, i, who):
+        return f"{_who(st, int(w[i]), int(who))} wrote at {st.op_where(int(self.writer_op[gi[i]]))}"
 
     def barrier(self):
         self.writer.fill(NONE)
@@ -128,5 +128,14 @@ class SharedShadow:
 
 
 def _addr(st, flat, who, i, k):
-    """The shared-space address of access i (flat buffer offset minus the lane's CTA base)."""
-    return int(flat[i // k]) - int(st.shared.base[int(who[i])])
+    """The shared-space address of access i in the CTA whose memory it is (a distributed
+    shared-memory access of a cluster may be another CTA's)."""
+    return int(flat[i // k]) % st.shared.stride
+
+
+def _who(st, lane, me):
+    """A thread's name, with its block when it is not `me`'s (distributed shared memory)."""
+    name = st.thread_name(lane)
+    if st.lane_cta[lane] != st.lane_cta[me]:
+        name = f"{st.block_name(lane)} {name}"
+    return name

@@ -21,7 +21,8 @@ SINK = Raw("_")
 CLUSTER_SPECIALS = frozenset({
     "clusterid.x", "clusterid.y", "clusterid.z", "nclusterid.x", "nclusterid.y", "nclusterid.z",
     "cluster_ctaid.x", "cluster_ctaid.y", "cluster_ctaid.z", "cluster_nctaid.x",
-    "cluster_nctaid.y", "cluster_nctaid.z", "cluster_ctarank", "cluster_nctarank"})
+    "cluster_nctaid.y", "cluster_nctaid.z", "cluster_ctarank", "cluster_nctarank",
+    "is_explicit_cluster"})
 FP8 = ("e4m3", "e5m2")
 
 
@@ -250,13 +251,18 @@ class TensorOps:
         self.emit(Instr("mbarrier", mods, ops))
         return None if cluster else dst
 
-    def mbarrier_arrive_expect_tx(self, bar, tx_bytes, *, name="state"):
+    def mbarrier_arrive_expect_tx(self, bar, tx_bytes, *, cluster=False, name="state"):
         """mbarrier.arrive.expect_tx.shared::cta.b64: arrive once and expect `tx_bytes` more
-        bytes of asynchronous copies before the phase can complete (sm_90)."""
-        dst = self.reg(T.b64, name)
-        self.emit(Instr("mbarrier", ("arrive", "expect_tx", "shared::cta", "b64"),
-                        (dst, _addr(bar), self.operand(tx_bytes, T.u32))))
-        return dst
+        bytes of asynchronous copies before the phase can complete (sm_90). cluster=True:
+        on a barrier of another CTA of the cluster (address from mapa;
+        .release.cluster.shared::cluster, the state is the sink `_`; returns None)."""
+        if cluster:
+            mods, dst = ("arrive", "expect_tx", "release", "cluster", "shared::cluster",
+                         "b64"), SINK
+        else:
+            mods, dst = ("arrive", "expect_tx", "shared::cta", "b64"), self.reg(T.b64, name)
+        self.emit(Instr("mbarrier", mods, (dst, _addr(bar), self.operand(tx_bytes, T.u32))))
+        return None if cluster else dst
 
     def mbarrier_expect_tx(self, bar, tx_bytes):
         """mbarrier.expect_tx.relaxed.cta.shared::cta.b64: raise the expected bytes, no arrive."""
@@ -361,7 +367,8 @@ class TensorOps:
 
     # -- clusters (sm_90) ---------------------------------------------------------------------------
     def cluster_special(self, name):
-        """Read a cluster special register (%cluster_ctarank, %clusterid.x, …) into a u32."""
+        """Read a cluster special register (%cluster_ctarank, %clusterid.x, …) into a u32
+        (%is_explicit_cluster into a predicate)."""
         if name not in CLUSTER_SPECIALS:
             raise ValueError(f"not a cluster special register: %{name}")
         return self.special(name)
@@ -372,6 +379,17 @@ class TensorOps:
         t = T.u32 if not isinstance(address, Reg) or address.type.bits == 32 else T.u64
         return self._op("mapa", ("shared::cluster", t.name), t,
                         (self.operand(address, t), self.operand(cta_rank, T.u32)), name=name)
+
+    def getctarank(self, address, *, name="rank"):
+        """getctarank.shared::cluster.{u32,u64}: the cluster rank (a u32) of the CTA whose
+        shared memory the shared::cluster `address` lies in."""
+        t = T.u64 if isinstance(address, Reg) and address.type.bits == 64 else T.u32
+        return self._op("getctarank", ("shared::cluster", t.name), T.u32,
+                        (self.operand(address, t),), name=name)
+
+    def fence_acq_rel_cluster(self):
+        """fence.acq_rel.cluster: order this thread's memory accesses for the whole cluster."""
+        return self.emit(Instr("fence", ("acq_rel", "cluster")))
 
     def barrier_cluster_arrive(self, *, sem=None, aligned=True):
         """barrier.cluster.arrive[.release|.relaxed][.aligned]."""

@@ -147,7 +147,7 @@ prefetchu                  -    load    @space           LDG       nop          
 prmt                       d    pure    move             IALU      prmt                       -     -   -       -       typed
 rcp                        d    pure    special_function @sfu      rcp                        1     -   -       -       typed
 red                        -    atomic  @space           ATOM      red                        -     -   -       generic typed
-red.async                  -    async   @space           ATOM      -                          -     8.1 sm_90   -       typed
+red.async                  -    async   @space           ATOM      red.async                  -     8.1 sm_90   -       typed
 redux                      d    pure    warp             SHFL      redux                      -     7.0 sm_80   -       typed
 rem                        d    pure    @type            SFU/IMAD  rem                        -     -   -       -       typed
 ret                        -    exit    control          BRANCH    -                          -     -   -       -       typed
@@ -165,7 +165,7 @@ sin                        d    pure    special_function @sfu      sin          
 slct                       d    pure    @type            IALU/IALU slct                       -     -   -       -       typed
 sqrt                       d    pure    special_function @sfu      sqrt                       1     -   -       -       typed
 st                         -    store   @space           @store    st                         -     -   -       generic typed
-st.async                   -    async   @space           STS       -                          -     8.1 sm_90   -       typed
+st.async                   -    async   @space           STS       st.async                   -     8.1 sm_90   -       typed
 stackrestore               -    fence   @type            OTHER     -                          -     7.3 sm_52   -       typed
 stacksave                  d    fence   @type            OTHER     -                          -     7.3 sm_52   -       typed
 stmatrix                   -    store   @space           @store    stmatrix                   -     7.8 sm_90   shared  mixed
