@@ -16,7 +16,7 @@ bf16 C.
 """
 import numpy as np
 
-from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
 from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, OUT_BYTES, TcMatmulSchedule,
@@ -81,13 +81,15 @@ class TcMatmul(Operator):
         self.dtype, self.out = dtype, out
         self.schedule = schedule
         self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
+        if getattr(schedule, "instruction", None) == "mma.sync":
+            self.handover(None)
 
     def handover(self, arch):
         """For a target without wgmma (or an MmaMatmulSchedule) the sm_80 path's operator
         (ops/mma_matmul.py), which then also answers launch() and kernel_args(), whose callers
         pass no arch; else None."""
         from .mma_matmul import MmaMatmul, uses_mma_sync
-        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch) \
+        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET) \
             if uses_mma_sync(arch, self.schedule) else None
         return self._sm80
 
