@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import arch as archmod
 from ..errors import PtxgenError
-from ..schedule.mma_matmul import (MmaMatmulSchedule, default_mma_schedule,
+from ..schedule.mma_matmul import (INSTRUCTION, MmaMatmulSchedule, default_mma_schedule,
                                    lower_mma_matmul)
 from ..schedule.tc_matmul import ELEM_BYTES
 from ..ir import types as T
@@ -22,11 +22,12 @@ from .tc_matmul import TcMatmul
 
 
 def uses_mma_sync(arch, schedule="auto"):
-    """Whether the tensor-core matmul takes the sm_80 path: an MmaMatmulSchedule, or "auto"
-    on a target without wgmma (every one but the arch-specific sm_90a)."""
-    if isinstance(schedule, MmaMatmulSchedule):
-        return True
-    return schedule == "auto" and arch is not None and not archmod.is_arch_specific(arch)
+    """Whether a tensor-core operator (this matmul, attention) takes the sm_80 path: an sm_80
+    schedule (instruction "mma.sync"), or "auto" on a target without wgmma (every one but the
+    arch-specific sm_90a)."""
+    if schedule != "auto":
+        return getattr(schedule, "instruction", None) == INSTRUCTION
+    return arch is not None and not archmod.is_arch_specific(arch)
 
 
 class MmaMatmul(TcMatmul):

@@ -35,6 +35,7 @@ from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from .mma_matmul import CHUNK, MMA_K_BYTES, MMA_M, MMA_N, MMA_SHAPE, WARP
 from .c_stores import PairStores
+from .cp_async_ring import cp_async_ring
 from .raster import grouped_tile
 from .tc_matmul import ELEM_BYTES, OUT_BYTES, SWIZZLE_BYTES
 
@@ -96,26 +97,8 @@ class _Lowering(PairStores):
         self.fragment_setup(lane, wm, wn)
         acc = [[b.zeros(4) for _ in range(s.WN // MMA_N)] for _ in range(s.WM // MMA_M)]
 
-        # prologue: K steps 0 .. stages-2 into slots 0 .. stages-2
-        for st in range(s.stages - 1):
-            with b.predicated(b.setp("lt", b.const(st, T.u32, name="kp"), kblocks)):
-                self.load_step(st, b.const(st * self.stage_bytes, T.u32, name="slot"))
-            b.cp_async_commit()
-        rd = b.const(0, T.u32, name="rd")                          # slot offset read
-        wr = b.const((s.stages - 1) * self.stage_bytes, T.u32, name="wr")   # slot written
-        with b.for_range(0, kblocks, type=T.u32, name="kb") as kb:
-            b.cp_async_wait(s.stages - 2)
-            b.bar_sync(0)
-            nxt = b.add(kb, s.stages - 1, name="knext")
-            with b.predicated(b.setp("lt", nxt, kblocks)):
-                self.load_step(nxt, wr)
-            b.cp_async_commit()
-            self.compute_step(acc, rd)
-            for r in (rd, wr):
-                b.add(r, self.stage_bytes, out=r)
-                with b.predicated(b.setp("eq", r, s.stages * self.stage_bytes)):
-                    b.mov(0, type=T.u32, out=r)
-        b.cp_async_wait(0)
+        cp_async_ring(b, s.stages, kblocks, 0, self.stage_bytes, self.load_step,
+                      lambda kb, slot: self.compute_step(acc, slot))
         self.epilogue(acc, lane, wm, wn)
         b.ret()
 
@@ -146,9 +129,8 @@ class _Lowering(PairStores):
         self.k_last = b.sub(self.K, self.per_chunk, name="klast")
 
     def load_step(self, kb, slot):
-        """cp.async of K step kb (a register or int) into the slot at byte offset `slot`."""
+        """cp.async of K step kb into the slot at byte offset `slot` (registers)."""
         b, s = self.b, self.s
-        kb = kb if not isinstance(kb, int) else b.const(kb, T.u32, name="kb")
         kcol = b.add(b.shl(kb, _log2(s.BK)), self.chunk_elem, name="kcol")
         size = b.selp(CHUNK, 0, b.setp("lt", kcol, self.K), type=T.u32, name="ssize")
         koff = b.cvt(T.u64, b.mul(b.min(kcol, self.k_last), self.elem, name="kb8"), name="koff")

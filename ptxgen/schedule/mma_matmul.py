@@ -44,6 +44,19 @@ def _pow2(x):
     return isinstance(x, int) and x > 0 and x & (x - 1) == 0
 
 
+def check_ints_and_target(schedule, arch, bad):
+    """What every sm_80-path schedule checks first: int fields, and a target with mma.sync on
+    bf16/tf32, ldmatrix and cp.async; bad(message) raises."""
+    for f in dataclasses.fields(schedule):
+        v = getattr(schedule, f.name)
+        if not isinstance(v, int) or isinstance(v, bool):
+            bad(f"{f.name} must be an int, got {v!r}")
+    archmod.check_arch(arch)
+    if archmod.sm_number(arch) < MIN_SM:
+        bad(f"needs {archmod.BASELINE_TARGET} or newer (mma.sync bf16/tf32, cp.async), not "
+            f"{arch}")
+
+
 @dataclass(frozen=True)
 class MmaMatmulSchedule:
     """One sm_80-style tensor-core GEMM schedule (frozen, hashable; str gives a short name)."""
@@ -97,13 +110,7 @@ class MmaMatmulSchedule:
         def bad(what):
             raise ScheduleError(f"mma_matmul schedule {self}: {what}")
 
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if not isinstance(v, int) or isinstance(v, bool):
-                bad(f"{f.name} must be an int, got {v!r}")
-        archmod.check_arch(arch)
-        if archmod.sm_number(arch) < MIN_SM:
-            bad(f"needs {archmod.BASELINE_TARGET} or newer (mma.sync bf16/tf32, cp.async), not {arch}")
+        check_ints_and_target(self, arch, bad)
         if dtype not in ELEM_BYTES:
             bad(f"input type must be one of {', '.join(ELEM_BYTES)}, got {dtype!r}")
         elem = ELEM_BYTES[dtype]
