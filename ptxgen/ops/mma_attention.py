@@ -28,11 +28,15 @@ class MmaAttention(Attention):
         return None                     # this is the sm_80 path already
 
     def schedule_for(self, shape):
-        """128 query rows (8 warps of 16) and 64-key steps, double-buffered: FlashAttention-2's
-        128 x 64 forward tile (Dao 2023). With 4 warps (64 rows) each thread copies twice the
-        K/V rows, and ptxas 13.0 spills at D = 128 (24-112 bytes, sm_80 and sm_90); 8 warps
-        assemble at 238-252 registers without spills (tests/test_mma_attention.py)."""
-        return MmaAttentionSchedule() if self.schedule == "auto" else self.schedule
+        """128 query rows (8 warps of 16), double-buffered K/V, and 64-key steps at D = 128
+        (FlashAttention-2's 128 x 64 forward tile, Dao 2023), 128-key steps at D = 64: on the
+        H200 on 2026-12-01 (docs/PERF.md) 128 keys ran D = 64 at 1.02x / 0.94x torch's FLASH
+        backend (non-causal / causal) where 64 keys gave 0.92x / 0.86x; at D = 128 the Q, S, O
+        and P fragments of 128 keys do not fit the registers. 4 warps (64 rows) copy twice the
+        K/V rows per thread, and ptxas 13.0 spills at D = 128 (24-112 bytes)."""
+        if self.schedule != "auto":
+            return self.schedule
+        return MmaAttentionSchedule(BN=128 if shape["D"] == 64 else 64)
 
     def build(self, shape, arch=None):
         self.arch = archmod.check_arch(arch or self.arch)
