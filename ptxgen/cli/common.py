@@ -68,7 +68,8 @@ def shape_from_args(op, args):
 def add_dtype(p):
     """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
     p.add_argument("--dtype", choices=("bf16", "f16", "tf32"),
-                   help="matmul: bf16, f16 or tf32 inputs on the tensor cores (target sm_90a)")
+                   help="matmul: bf16, f16 or tf32 inputs on the tensor cores (wgmma on "
+                        "sm_90a, mma.sync on the other targets)")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
@@ -78,7 +79,8 @@ def add_dtype(p):
 
 def operator_from_args(args):
     """The library operator args.kernel names; with --dtype, the tensor-core matmul;
-    `attention` is the sm_90a fused attention forward (ops/attention.py, bf16 by default)."""
+    `attention` is the fused attention forward (ops/attention.py, bf16 by default). Both take
+    their sm_80 path (mma.sync) for a target without wgmma."""
     from ..ops import get_operator
     if args.kernel == "attention":
         from ..ops.attention import Attention

@@ -3,7 +3,8 @@
 
 `emit matmul --dtype bf16 --arch sm_90a` is the tensor-core GEMM (ops/tc_matmul.py);
 `emit attention --B --H --S --D --dtype bf16 [--causal] --arch sm_90a` the fused attention
-forward (ops/attention.py)."""
+forward (ops/attention.py). For any other --arch (sm_90, the default, included) both are their
+sm_80 path: mma.sync, ldmatrix, cp.async (ops/mma_matmul.py, ops/mma_attention.py)."""
 from .. import arch as archmod
 from ..emit import emit_module
 from ..ir.verify import verify_module

@@ -3,7 +3,9 @@
 
 `run matmul --dtype bf16` is the tensor-core GEMM, built for the arch-specific target (sm_90a)
 unless --arch says otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated). `run
-attention --B --H --S --D [--causal] [--dtype bf16|f16]` is the fused attention forward, likewise."""
+attention --B --H --S --D [--causal] [--dtype bf16|f16]` is the fused attention forward, likewise.
+With --arch sm_80, sm_86, sm_89 or sm_90 both take their sm_80 path (mma.sync, ldmatrix,
+cp.async)."""
 import sys
 
 from .. import arch as archmod

@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 
-from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
+from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import PtxgenError
-from ..schedule.attention import (COL_BLOCK, DTYPES, HEAD_DIMS, AttentionSchedule,
+from ..schedule.attention import (COL_BLOCK, DTYPES, HEAD_DIMS,
                                   default_attention_schedule, lower_attention)
 from .base import Launch, Operator, sm_count_or_default
 from .tc_matmul import TC_CHIP, bf16_bits, bf16_values
@@ -39,10 +39,25 @@ class Attention(Operator):
         if scale is not None and not (isinstance(scale, (int, float)) and scale > 0
                                       and math.isfinite(scale)):
             raise PtxgenError(f"attention: scale must be a positive number, got {scale!r}")
-        if schedule != "auto" and not isinstance(schedule, AttentionSchedule):
-            raise PtxgenError(f"attention: schedule must be 'auto' or an AttentionSchedule, "
-                              f"got {schedule!r}")
+        if schedule != "auto" and getattr(schedule, "instruction", None) not in ("wgmma",
+                                                                              "mma.sync"):
+            raise PtxgenError(f"attention: schedule must be 'auto', an AttentionSchedule or an "
+                              f"MmaAttentionSchedule, got {schedule!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
+        self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
+        if getattr(schedule, "instruction", None) == "mma.sync":
+            self.handover(None)
+
+    def handover(self, arch):
+        """For a target without wgmma (or an MmaAttentionSchedule) the sm_80 path's operator
+        (ops/mma_attention.py), which then also answers launch() and kernel_args(); else
+        None."""
+        from .mma_attention import MmaAttention
+        from .mma_matmul import uses_mma_sync
+        self._sm80 = MmaAttention(self.dtype, self.causal, self.scale, self.schedule,
+                                  arch or BASELINE_TARGET) \
+            if uses_mma_sync(arch, self.schedule) else None
+        return self._sm80
 
     def shape(self, **given):
         shape = super().shape(**given)
@@ -52,6 +67,8 @@ class Attention(Operator):
         return shape
 
     def schedule_for(self, shape):
+        if self._sm80:
+            return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
             return default_attention_schedule(shape["D"], self.causal)
         return self.schedule
@@ -60,14 +77,20 @@ class Attention(Operator):
         return 1.0 / math.sqrt(shape["D"]) if self.scale is None else float(self.scale)
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        if self.handover(arch):
+            return self._sm80.build(shape, arch)
         return lower_attention(self.schedule_for(shape), arch, shape, dtype=self.dtype,
                                causal=self.causal, name=self.kernel_name())
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
+        if self.handover(arch):
+            return self._sm80.steps(shape, arch, sm_count)
         # sm_90a has no isa model of its own: the chip's (sm_90) SM count
         return super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
 
     def launch(self, shape, sm_count=None):
+        if self._sm80:
+            return self._sm80.launch(shape, sm_count)
         s = self.schedule_for(shape)
         return Launch(grid=(-(-shape["S"] // s.BM), shape["B"] * shape["H"], 1),
                       block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
@@ -92,6 +115,8 @@ class Attention(Operator):
                 "LSE": np.full(dims[:3], np.nan, dtype=np.float32)}
 
     def kernel_args(self, shape, arrays):
+        if self._sm80:
+            return self._sm80.kernel_args(shape, arrays)
         s = self.schedule_for(shape)
         rows = shape["B"] * shape["H"] * shape["S"]
         mt = "bf16" if self.dtype == "bf16" else "f16"

@@ -16,7 +16,7 @@ bf16 C.
 """
 import numpy as np
 
-from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
 from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, OUT_BYTES, TcMatmulSchedule,
@@ -74,14 +74,29 @@ class TcMatmul(Operator):
                               f"tensor-core path, got {dtype!r}")
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
-        if schedule != "auto" and not isinstance(schedule, TcMatmulSchedule):
-            raise PtxgenError(f"matmul: schedule must be 'auto' or a TcMatmulSchedule, got "
-                              f"{schedule!r}")
+        if schedule != "auto" and getattr(schedule, "instruction", None) not in ("wgmma",
+                                                                              "mma.sync"):
+            raise PtxgenError(f"matmul: schedule must be 'auto', a TcMatmulSchedule or an "
+                              f"MmaMatmulSchedule, got {schedule!r}")
         self.dtype, self.out = dtype, out
         self.schedule = schedule
+        self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
+        if getattr(schedule, "instruction", None) == "mma.sync":
+            self.handover(None)
+
+    def handover(self, arch):
+        """For a target without wgmma (or an MmaMatmulSchedule) the sm_80 path's operator
+        (ops/mma_matmul.py), which then also answers launch() and kernel_args(), whose callers
+        pass no arch; else None."""
+        from .mma_matmul import MmaMatmul, uses_mma_sync
+        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET) \
+            if uses_mma_sync(arch, self.schedule) else None
+        return self._sm80
 
     def schedule_for(self, shape):
         """The given schedule, or with "auto" default_tc_schedule(shape)."""
+        if self._sm80:
+            return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
             return default_tc_schedule(shape).for_dtype(self.dtype)
         return self.schedule
@@ -103,6 +118,8 @@ class TcMatmul(Operator):
         return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        if self.handover(arch):
+            return self._sm80.build(shape, arch)
         main = dict(shape, K=packmod.padded(shape["K"], self._per16))
         m = lower_tc_matmul(self.schedule_for(shape), arch, main, dtype=self.dtype, out=self.out,
                             name=self.kernel_name())
@@ -111,6 +128,8 @@ class TcMatmul(Operator):
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
+        if self.handover(arch):
+            return self._sm80.steps(shape, arch, sm_count)
         main = super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
         if not self.packs(shape):
             return main
@@ -132,12 +151,16 @@ class TcMatmul(Operator):
 
     def tiles(self, shape):
         """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
+        if self._sm80:
+            return self._sm80.tiles(shape)
         s = self.schedule_for(shape)
         return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
 
     def launch(self, shape, sm_count=None):
         """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
         for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
+        if self._sm80:
+            return self._sm80.launch(shape, sm_count)
         s = self.schedule_for(shape)
         clusters = self.tiles(shape)
         if s.persistent:
@@ -166,6 +189,8 @@ class TcMatmul(Operator):
                 "C": np.full((M, N), fill, dtype=c_dtype)}
 
     def kernel_args(self, shape, arrays):
+        if self._sm80:
+            return self._sm80.kernel_args(shape, arrays)
         s = self.schedule_for(shape)
         a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
         maps = [TiledMap(arrays[a], MAP_DTYPE[self.dtype], s.BM, s.BK),

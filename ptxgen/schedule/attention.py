@@ -41,6 +41,8 @@ class AttentionSchedule:
     overlap: bool = True         # issue S(n) = Q·K(n) with P(n-1)·V(n-1): softmax(n) runs
                                  # while the tensor cores do P·V (FlashAttention-3, sec. 3.2)
 
+    instruction = "wgmma"        # the operator's path (schedule/mma_attention.py: "mma.sync")
+
     def __str__(self):
         regs = "" if (self.producer_regs, self.consumer_regs) == (24, 240) else \
             f"_r{self.producer_regs}-{self.consumer_regs}"

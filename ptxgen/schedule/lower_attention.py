@@ -29,18 +29,14 @@ Keys and rows past S: the 2-D maps read the next head's rows there (zeros past t
 those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
 are computed and not stored.
 """
-import math
-
-from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
+from ..ir import Addr, Builder, Module, Param, Sym, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import tensor_map_param
-from ..ir.instr import Instr
 from .attention import COL_BLOCK
+from .attention_softmax import NEG_INF, OnlineSoftmax
 from .tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
 
-LN2 = math.log(2.0)
 WGMMA_K = 16
-NEG_INF = float("-inf")
 
 
 def _log2(x):
@@ -62,7 +58,7 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
     return m
 
 
-class _Lowering:
+class _Lowering(OnlineSoftmax):
     def __init__(self, b, s, dtype, D, causal):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
         self.hblocks = D // COL_BLOCK
@@ -282,83 +278,6 @@ class _Lowering:
                 b.wgmma_mma_async(s.BN, self.sacc, da, db, ab=self.dtype,
                                   scale_d=self.off if h == kk == 0 else self.on)
 
-    def mask(self, sacc, n0, first, rows, tq):
-        """-inf for keys >= S and (causal) keys > row, only in blocks that hold such keys:
-        element (c, e) of a row is key n0 + 8c + 2tq + e; it stays where 8c + e < limit."""
-        b, s = self.b, self.s
-        need = b.setp("gt", b.add(n0, s.BN), self.S, type=T.u32)
-        if self.causal:
-            need = b.or_(need, b.setp("gt", b.add(n0, s.BN - 1), first, type=T.u32))
-        done = b.new_label("masked")
-        b.branch(done, need, negate=True)
-        base = b.add(n0, b.shl(tq, 1), name="kcol")
-        for h, row in enumerate(rows):
-            lim = self.S
-            if self.causal:
-                lim = b.min(self.S, b.add(row, 1), type=T.u32, name="klim")
-            lim = b.sub(lim, base, type=T.s32, name="lim")
-            for cc in range(s.BN // 8):
-                for e in range(2):
-                    i = 4 * cc + 2 * h + e
-                    keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
-                    b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
-        b.label(done)
-
-    def quad_reduce(self, x, op):
-        """Combine x over the four lanes of a row (lanes 4g .. 4g+3): shfl.bfly 1 and 2."""
-        b = self.b
-        for lane_mask in (1, 2):
-            other = b.reg(T.f32, "sh")
-            b.emit(Instr("shfl", ("sync", "bfly", "b32"),
-                         (other, x, Imm(lane_mask, T.b32), Imm(0x1F, T.b32),
-                          Imm(-1, T.b32))))
-            x = getattr(b, op)(x, other, name="q")
-        return x
-
-    def statistics(self, n0):
-        """The online-softmax step on the S fragment of key block n0 (masked first where it
-        needs it): new row maxima, α per row, P = 2^(S·c - m) and the running sums l.
-        Returns (α of the two rows, P registers in S's order)."""
-        b, s, c = self.b, self.s, self.c
-        sacc, mx, lsum = self.sacc, self.mx, self.lsum
-        self.mask(sacc, n0, self.first, self.rows, self.tq)
-        p, alphas = list(sacc), []
-        for h in range(2):
-            idx = [4 * cc + 2 * h + e for cc in range(s.BN // 8) for e in range(2)]
-            vals = [sacc[i] for i in idx]
-            while len(vals) > 1:                                      # a max tree
-                vals = [b.max(vals[i], vals[i + 1], name="mx") if i + 1 < len(vals)
-                        else vals[i] for i in range(0, len(vals), 2)]
-            top = b.mul(self.quad_reduce(vals[0], "max"), c, name="top")
-            new = b.max(mx[h], top, name="mnew")
-            alphas.append(b.unary("ex2", b.sub(mx[h], new), mods=("approx", "ftz"),
-                                  name="alpha"))
-            b.mov(new, out=mx[h])
-            neg = b.neg(new, name="nm")
-            for i in idx:
-                p[i] = b.unary("ex2", b.fma(sacc[i], c, neg), mods=("approx", "ftz"), name="p")
-            part = [p[i] for i in idx]
-            while len(part) > 1:
-                part = [b.add(part[i], part[i + 1], name="ps") if i + 1 < len(part)
-                        else part[i] for i in range(0, len(part), 2)]
-            b.fma(lsum[h], alphas[h], part[0], out=lsum[h])
-        return alphas, p
-
-    def rescale(self, alphas):
-        """O *= α, row by row of the accumulator fragment."""
-        for blk in self.oacc:
-            for cc in range(COL_BLOCK // 8):
-                for h in range(2):
-                    for e in range(2):
-                        r = blk[4 * cc + 2 * h + e]
-                        self.b.mul(r, alphas[h], out=r)
-
-    def packed(self, p):
-        """P rounded to 16-bit pairs in A-fragment order: k-step j's registers are
-        (row g, cols 2t..), (g+8, 2t..), (g, 8+2t..), (g+8, 8+2t..) = S registers 8j..8j+7."""
-        pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
-        return [self.b.cvt_pack(pack, p[i + 1], p[i]) for i in range(0, len(p), 2)]
-
     def pv(self, pk, soff):
         """Issue O += P·V for the key block in slot soff: per k16 step (16 keys) and 64-column
         block of D one m64n64k16 wgmma, A = P from registers, V transposed from shared memory."""
@@ -370,28 +289,3 @@ class _Lowering:
                            name="dvj")
                 b.wgmma_mma_async(COL_BLOCK, blk, pk[4 * j: 4 * j + 4], dv, ab=self.dtype,
                                   scale_d=self.on, trans_b=1)
-
-    # -- epilogue -----------------------------------------------------------------------------
-    def epilogue(self, oacc, mx, lsum, rows, tq):
-        """O / l in the input type (rows < S only) and LSE = (m + log2 l)·ln 2 by lane 0 of
-        each row's quad."""
-        b, D = self.b, self.D
-        O, LSE = b.param("O"), b.param("LSE")
-        pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
-        col = b.shl(tq, 1, name="ocol")
-        for h, row in enumerate(rows):
-            total = self.quad_reduce(lsum[h], "add")
-            inv = b.unary("rcp", total, mods=("approx", "ftz"), name="inv")
-            lse = b.mul(b.add(mx[h], b.unary("lg2", total, mods=("approx", "ftz"))), LN2,
-                        name="lse")
-            with b.if_(b.setp("lt", row, self.S, type=T.u32)):
-                grow = b.add(self.row0, row, name="grow")
-                base = b.element_addr(O, b.mad(grow, D, col, name="oi"), 2, name="orow")
-                for hb, blk in enumerate(oacc):
-                    for cc in range(COL_BLOCK // 8):
-                        lo, hi = blk[4 * cc + 2 * h], blk[4 * cc + 2 * h + 1]
-                        v = b.cvt_pack(pack, b.mul(hi, inv), b.mul(lo, inv))
-                        b.st("global", Addr(base, 2 * (hb * COL_BLOCK + 8 * cc)), v,
-                             type=T.b32)
-                with b.predicated(b.setp("eq", tq, 0)):
-                    b.st("global", b.element_addr(LSE, grow, 4, name="lrow"), lse)

@@ -33,7 +33,7 @@ from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
-from ..ir.values import Vec
+from .c_stores import PairStores
 from .raster import grouped_tile
 from .tc_matmul import (ELEM_BYTES, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP,
                         WGMMA_K, WGMMA_M)
@@ -63,7 +63,7 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
     return m
 
 
-class _Lowering:
+class _Lowering(PairStores):
     def __init__(self, b, s, dtype, out, shape):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
         self.elem = ELEM_BYTES[dtype]
@@ -272,22 +272,17 @@ class _Lowering:
         col = b.add(n0, b.shl(b.and_(lane, 3), 1), name="col")
         C = b.param("C")
         row_bytes = b.mul(self.N, eb, name="ldc")
-        bases = []
+        rows = []
         for mb in range(s.m_blocks):
             r = b.add(row, mb * WGMMA_M, name="r")
             a0 = b.element_addr(C, b.mad(r, self.N, col, name="ci"), eb, name="c0")
             a8 = b.add(a0, b.mul(row_bytes, 8, mode="wide", type=T.u32), type=T.u64, name="c8")
-            bases.append((r, a0, a8))
+            rows.append((r, a0, a8, [(nb * s.wgmma_n + 8 * j, acc[mb][nb][4 * j: 4 * j + 4])
+                                     for nb in range(s.n_blocks)
+                                     for j in range(s.wgmma_n // 8)]))
         inside = b.and_(b.setp("le", b.add(m0, s.BM), self.M),
                         b.setp("le", b.add(n0, s.BN), self.N), name="inside")
-        edge, done = b.new_label("edge"), b.new_label("stored")
-        b.branch(edge, inside, negate=True)
-        self.store_tile(acc, bases, None)
-        b.branch(done)
-        b.label(edge)
-        col_left = b.sub(self.N, col, type=T.s32, name="cleft")
-        self.store_tile(acc, bases, col_left)
-        b.label(done)
+        self.store_c_tile(rows, col, inside)
 
     def staged_epilogue(self, acc, cw, t, leader, m0, n0):
         """bf16 C through shared memory: each consumer rounds its fragment to bf16 pairs, writes
@@ -329,48 +324,3 @@ class _Lowering:
                 b.cp_async_bulk_tensor_store(self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
                                              b.add(region, cb * box_bytes, name="csrc"))
             b.cp_async_bulk_commit_group()
-
-    def store_tile(self, acc, bases, col_left):
-        """Stores of every accumulator pair; with col_left (N - this thread's first column)
-        each is predicated on its row and column being inside C. Odd N: C rows are not
-        8-byte (f32) or 4-byte (bf16) aligned, so each pair is stored as two elements."""
-        b, s = self.b, self.s
-        eb = OUT_BYTES[self.out]
-        for mb, (r, a0, a8) in enumerate(bases):
-            row_ok = None
-            if col_left is not None:
-                row_ok = (b.setp("lt", r, self.M), b.setp("lt", b.add(r, 8), self.M))
-            for nb in range(s.n_blocks):
-                for j in range(s.wgmma_n // 8):
-                    c = nb * s.wgmma_n + 8 * j
-                    for h, addr in enumerate((a0, a8)):
-                        pair = self.converted(acc[mb][nb][4 * j + 2 * h: 4 * j + 2 * h + 2])
-                        parts = [(pair, c)] if self.even_n else [((v,), c + e)
-                                                                 for e, v in enumerate(pair)]
-                        for vals, cc in parts:
-                            if col_left is None:
-                                self.store(Addr(addr, cc * eb), vals)
-                                continue
-                            ok = b.and_(row_ok[h], b.setp("gt", col_left, cc, type=T.s32))
-                            with b.predicated(ok):
-                                self.store(Addr(addr, cc * eb), vals)
-
-    def converted(self, pair):
-        """An accumulator pair in C's type: f32 as it is; bf16 rounded into one b32 register
-        (low half: the first column), split into halves when stored one by one."""
-        b = self.b
-        if self.out == "f32":
-            return tuple(pair)
-        pk = b.cvt_pack("bf16x2", pair[1], pair[0])
-        if self.even_n:
-            return (pk,)
-        lo, hi = b.reg(T.b16, "h"), b.reg(T.b16, "h")
-        b.mov(pk, type=T.b32, out=Vec((lo, hi)))
-        return (lo, hi)
-
-    def store(self, addr, vals):
-        b = self.b
-        if self.out == "f32":
-            b.st("global", addr, vals if len(vals) > 1 else vals[0])
-        else:
-            b.st("global", addr, vals[0], type=T.b32 if self.even_n else T.b16)

@@ -64,6 +64,8 @@ class TcMatmulSchedule:
     epilogue: str = "direct"     # "direct": st.global from the fragments; "tma": a bf16 C
                                  # through shared memory (stmatrix) and TMA stores
 
+    instruction = "wgmma"        # the operator's path (schedule/mma_matmul.py: "mma.sync")
+
     def __str__(self):
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
