@@ -39,11 +39,19 @@ VARIANTS = {
     "x2tma": TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3),
     "x2f0tma": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3),
     "n128": TcMatmulSchedule(BN=128, wgmma_n=128, stages=6),
+    # C staged row-major and stored one TMA row segment at a time (any N; here also at even N)
+    "rows": TcMatmulSchedule(epilogue="rows", stages=3),
+    # 256x128 tiles (two consumers of 128 rows, wgmma n128): 16 x 33 = 528 = 4 x 132 tiles at
+    # N = 4097 where 128x256 tiles make 32 x 17 = 544 (5 rounds)
+    "t256": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3),
+    "t256x2f0": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3,
+                                 cluster_m=2, inflight=0),
     "auto": "auto",                  # the operator's per-shape choice (default_tc_schedule)
 }
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
-         "odd": (4095, 4097, 4093), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
+         "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
+         "oddm": (4095, 4096, 4096), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
          "llm3": (128, 8192, 8192)}
 
 
@@ -131,7 +139,11 @@ def ptxgen_call(op, shape, A, Bt, C, sms):
     def go():
         for g in gos:
             g()
-    return go, ctas
+
+    def pads():
+        for g in gos[:-1]:
+            g()
+    return go, ctas, (pads if len(gos) > 1 else None)
 
 
 # (implementation, input type, C type): ptxgen's operator, cuBLAS, Triton. The 16-bit GEMMs
@@ -175,8 +187,10 @@ def bench(sname, variants, rng, sms, impls):
                 else:
                     op = TcMatmul(dtype, out, VARIANTS[vname] if vname != "auto" else "auto")
                     shape = op.shape(M=M, N=N, K=K)
-                    go, ctas = ptxgen_call(op, shape, A, Bt, C, sms)
+                    go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))
+                    if pads is not None:      # odd K: the operand pad copies on their own
+                        extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)
                 go()
                 torch.cuda.synchronize()
                 if impl == "triton":
@@ -207,8 +221,9 @@ def print_row(r):
         return
     ratio = f"{r['ratio']:8.3f}" if r.get("ratio") else f"{'-':>8}"
     diff = r.get("max_diff_vs_cublas")
+    pad = f" pad {r['pad_ms']:.4f} ms" if r.get("pad_ms") else ""
     print(f"{head} {r['ms']:8.4f} {r['tflops']:8.1f} {ratio} {str(r.get('ok', '')):>5} "
-          f"{'' if diff is None else f'{diff:8.3g}'}", flush=True)
+          f"{'' if diff is None else f'{diff:8.3g}'}{pad} {r.get('schedule', '')}", flush=True)
 
 
 def main():
@@ -217,8 +232,11 @@ def main():
     p.add_argument("--variants", default="auto",
                    help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice")
     p.add_argument("--dtypes", default="bf16,f16,tf32")
+    p.add_argument("--impls", default="cublas,ptxgen,triton",
+                   help="implementations to time (cuBLAS is each ratio's reference)")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--skip-small", action="store_true")
+    p.add_argument("--tag", default="", help="suffix of the JSON file's name")
     p.add_argument("--budget-s", type=float, default=1e9,
                    help="start no further shape after this many seconds")
     args = p.parse_args()
@@ -232,7 +250,7 @@ def main():
                 date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
     print(info, flush=True)
     result = dict(info=info, rows=[], emulator=[])
-    path = os.path.join(args.out, "tc_matmul.json")
+    path = os.path.join(args.out, f"tc_matmul{args.tag}.json")
     if not args.skip_small:
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
@@ -240,7 +258,7 @@ def main():
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
     dtypes = args.dtypes.split(",")
-    impls = [i for i in IMPLS if i[1] in dtypes]
+    impls = [i for i in IMPLS if i[1] in dtypes and i[0] in args.impls.split(",")]
     for sname in args.shapes.split(","):
         if time.time() - t0 > args.budget_s:
             print(f"budget: skipped {sname}", flush=True)

@@ -89,14 +89,33 @@ def test_tma_epilogue_stores_through_shared_memory():
     # 16 stmatrix.x4 per thread (64 x 256 bf16 per consumer), 4 TMA stores of 64 columns
     assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 4, mix
     assert not any(k.startswith("STG") for k in mix), mix
-    assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == s.shared_bytes(2, True)
-    # C rows not 16-byte aligned, or an f32 C: direct stores, no C map
-    for out, N in (("bf16", 4097), ("f32", 4096)):
-        o = TcMatmul("bf16", out, s)
-        ptx, _, mix = _assembled(o, dict(M=64, N=N, K=64))
-        assert "C_map" not in ptx and "UTMASTG.2D" not in mix
-        assert len(o.kernel_args(o.shape(M=64, N=N, K=64), o.make_inputs(
-            o.shape(M=64, N=N, K=64), np.random.default_rng()))) == 6
+    assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == \
+        s.shared_bytes(2, "tile")
+    # an f32 C: direct stores, no C map
+    o = TcMatmul("bf16", "f32", s)
+    ptx, _, mix = _assembled(o, dict(M=64, N=4096, K=64))
+    assert "C_map" not in ptx and "UTMASTG.2D" not in mix
+    assert len(o.kernel_args(o.shape(M=64, N=4096, K=64), o.make_inputs(
+        o.shape(M=64, N=4096, K=64), np.random.default_rng()))) == 6
+
+
+@needs_ptxas
+def test_rows_epilogue_for_c_rows_not_16_byte_aligned():
+    """N = 4097: C's rows are 2-byte aligned, so "tma" stages C row-major and stores each row
+    segment with one TMA store through a flat view of C (the last tile column from fragments)."""
+    s = TcMatmulSchedule(epilogue="tma", stages=3)
+    op = TcMatmul("bf16", "bf16", s)
+    shape = op.shape(M=4095, N=4097, K=4096)
+    ptx, asm, mix = _assembled(op, shape)
+    assert s.c_store("bf16", 4095, 4097) == "rows" and "C_map" in ptx
+    assert asm.resources["tc_matmul"].spills == 0
+    # 16 stmatrix.x4 per thread into the row-major tile; one TMA store per row (a flat 2-D map)
+    assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 1, mix
+    args = op.kernel_args(shape, op.make_inputs(shape, np.random.default_rng()))
+    cmap = args[2]
+    assert (cmap.rows, cmap.cols, cmap.box_rows, cmap.box_cols, cmap.swizzle) == \
+        (1, 4095 * 4097, 1, 256, 0)
+    assert op.launch(shape).shared_bytes == s.shared_bytes(2, "rows")
 
 
 @needs_ptxas
@@ -118,6 +137,10 @@ def test_auto_schedule_by_tiles_per_sm():
     for s in (small, mid, big):
         s.validate(ARCH)
     assert TcMatmul().schedule_for(dict(M=8192, N=8192, K=8192)) == big
+    # a ragged N: 544 tiles of 128x256 (5 rounds of 132 SMs), 528 of 256x128 (4 rounds)
+    odd = default_tc_schedule(dict(M=4095, N=4097, K=4093))
+    assert (odd.BM, odd.BN, odd.wgmma_n, odd.epilogue) == (256, 128, 128, "tma")
+    odd.validate(ARCH)
 
 
 def test_bf16_rounding_is_nearest_even():

@@ -90,3 +90,20 @@ def test_cli_runs_the_gemm_on_the_emulator(cli):
     rc, out, err = cli("run", "matmul", "--dtype", "tf32", "--M", "67", "--N", "45", "--K", "37",
                        "--backend", "emu", "--check")
     assert rc == 0 and "check: PASS" in out, err
+
+
+@pytest.mark.parametrize("schedule, M, N, K", [
+    # odd N: "tma" falls back to row-by-row TMA stores through the flat view of C
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
+                      epilogue="tma"), 190, 151, 75),
+    # "rows" at an aligned N, edge rows past M clipped by the flat map's end
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=0,
+                      epilogue="rows"), 190, 152, 64),
+    # 256x128 tiles (two consumers of 128 rows, two wgmma M blocks each), odd N
+    (TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=2, epilogue="tma"), 300, 141, 70),
+])
+def test_rows_epilogue_and_turned_tiles(schedule, M, N, K):
+    op = TcMatmul("bf16", "bf16", schedule)
+    shape = op.shape(M=M, N=N, K=K)
+    assert schedule.c_store("bf16", M, N) == "rows"
+    _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))

@@ -14,6 +14,8 @@ f32 accumulator, so the error is the accumulation's: at most about K units in th
 f32 relative to sum |a||b| (check() bounds each element by that), plus the final rounding of a
 bf16 C.
 """
+import dataclasses
+
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
@@ -39,14 +41,22 @@ def default_tc_schedule(shape, sm_count=None):
     M=128 N=K=8192 against 0.45x); up to 8 tiles per SM, one CTA per cluster with the TMA-store
     epilogue (0.96x at 4096^3, where 2-CTA clusters gave 0.89-0.94x); from 8 per SM,
     2-CTA clusters sharing B, TMA-store epilogue, no wgmma group left in flight (0.94-1.00x
-    at 6144^3, 8192^3 and the two large LLM shapes)."""
+    at 6144^3, 8192^3 and the two large LLM shapes). Where 256x128 tiles take fewer rounds
+    of the SMs than 128x256 ones (a ragged N: 4095x4097 has 544 = 5 x 132 - 116 tiles of
+    128x256 but 528 = 4 x 132 of 256x128), the tile is turned."""
     sm_count = sm_count_or_default(sm_count, TC_CHIP)
-    tiles = -(-shape["M"] // 128) * -(-shape["N"] // 256)
+    tiles = _tiles(shape, 128, 256)
     if tiles < sm_count:
         return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
-    if tiles < 8 * sm_count:
-        return TcMatmulSchedule(epilogue="tma", stages=3)
-    return TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+    s = TcMatmulSchedule(epilogue="tma", stages=3) if tiles < 8 * sm_count else \
+        TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+    if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
+        s = dataclasses.replace(s, BM=256, BN=128, wgmma_n=128)
+    return s
+
+
+def _tiles(shape, bm, bn):
+    return -(-shape["M"] // bm) * -(-shape["N"] // bn)
 
 
 def bf16_bits(x):
@@ -142,7 +152,7 @@ class TcMatmul(Operator):
         clusters = self.tiles(shape)
         if s.persistent:
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
-        staged = s.stages_c(self.out, shape["N"])
+        staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
                       shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged))
 
@@ -170,8 +180,13 @@ class TcMatmul(Operator):
         a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
         maps = [TiledMap(arrays[a], MAP_DTYPE[self.dtype], s.BM, s.BK),
                 TiledMap(arrays[bt], MAP_DTYPE[self.dtype], s.b_box_rows, s.BK)]
-        if s.stages_c(self.out, shape["N"]):            # C stored by TMA from shared memory
+        kind = s.c_store(self.out, shape["M"], shape["N"])
+        if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
             maps.append(TiledMap(arrays["C"], "bf16", s.rows_per_consumer, C_BOX_COLS))
+        elif kind == "rows":                # ... or one row segment at a time, C seen as flat
+            mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
+            maps.append(TiledMap(arrays["C"], "bf16", 1, s.BN, swizzle=0, rows=1, cols=mn,
+                                 row_stride=packmod.padded(mn, 8)))
         return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                        np.uint32(shape["K"])]
 

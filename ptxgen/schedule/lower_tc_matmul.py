@@ -4,8 +4,9 @@ consumer warpgroups through an mbarrier ring.
     tc_matmul(A_map, B_map, [C_map,] C, M, N, K)
         A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle
         B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK
-        C_map: (epilogue "tma" with a bf16 C whose rows are 16-byte aligned) tensor map of C,
-               box rows_per_consumer x 64, 128-byte swizzle
+        C_map: (staged bf16 C, TcMatmulSchedule.c_store) "tile": tensor map of C, box
+               rows_per_consumer x 64, 128-byte swizzle; "rows": C seen as one flat row of M*N
+               elements, box BN, no swizzle (any N: TMA takes unaligned start coordinates)
         C:     M x N row-major, f32 or bf16
 
 Both operands are K-major, the layout wgmma reads from shared memory without transposing.
@@ -26,8 +27,12 @@ its peer may still write into it).
 
 Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edge tiles add
 zeros; direct C stores are predicated on row < M and column < N (edge tiles only), TMA stores
-are clipped by the tensor map.
+are clipped by the tensor map. With "rows", rows past M start past the flat map's end (clipped);
+a row segment of the last, partial tile column would run into the next row, so that column's
+tiles are stored from the fragments.
 """
+import contextlib
+
 from ..errors import ScheduleError
 from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
 from ..ir import types as T
@@ -49,7 +54,7 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
         raise ScheduleError(f"tc_matmul: output type must be f32 or bf16, got {out!r}")
     m = Module(target=arch)
     out_t = T.TYPES[out]
-    staged = s.stages_c(out, shape["N"])
+    staged = s.c_store(out, shape["M"], shape["N"])
     k = m.add_kernel(name, [
         tensor_map_param("A_map"), tensor_map_param("B_map")] +
         ([tensor_map_param("C_map")] if staged else []) + [
@@ -68,7 +73,7 @@ class _Lowering:
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
-        self.staged = s.stages_c(out, shape["N"])   # C through shared memory, TMA stores
+        self.staged = s.c_store(out, shape["M"], shape["N"])   # None, "tile" or "rows"
 
     # -- layout ---------------------------------------------------------------------------------
     def run(self):
@@ -83,7 +88,7 @@ class _Lowering:
         self.stage_bytes = s.stage_bytes(self.elem)
         self.a_bytes = s.a_stage_bytes(self.elem)
         self.cbuf = b.add(self.base, s.stages * self.stage_bytes, name="cbuf")
-        self.bars = b.add(self.cbuf, s.c_stage_bytes if self.staged else 0, name="bars")
+        self.bars = b.add(self.cbuf, s.c_stage_bytes(self.staged), name="bars")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
                 b.mbarrier_init(Addr(self.bars, 8 * st), 1)
@@ -110,7 +115,9 @@ class _Lowering:
         b.label(consumer)
         b.setmaxnreg(s.consumer_regs, inc=True)
         self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
-        if self.staged:                 # the last TMA store has read its shared source
+        if self.staged == "rows":       # every thread's last row store has read its source
+            b.cp_async_bulk_wait_group(0, read=True)
+        elif self.staged:               # the last TMA store has read its shared source
             with b.predicated(b.setp("eq", b.and_(tid, WARPGROUP - 1), 0)):
                 b.cp_async_bulk_wait_group(0, read=True)
         b.label(end)
@@ -244,7 +251,9 @@ class _Lowering:
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
                     self.release(prev)
-            if self.staged:
+            if self.staged == "rows":
+                self.rows_epilogue(acc, cw, t, m0, n0)
+            elif self.staged:
                 self.staged_epilogue(acc, cw, t, leader, m0, n0)
             else:
                 self.epilogue(acc, cw, t, m0, n0)
@@ -313,14 +322,8 @@ class _Lowering:
         sw = b.xor(b.shr(q, 1), r8, name="sw")                    # chunk bit 0 and the row's XOR
         chunk_addr = {c0: b.add(rowbase, b.shl(b.xor(sw, c0), 4), name="caddr")
                       for c0 in range(0, 8, 2)}
-        for mb in range(s.m_blocks):
-            for nb in range(s.n_blocks):
-                for j in range(0, s.wgmma_n // 8, 2):
-                    col = nb * s.wgmma_n + 8 * j
-                    regs = [b.cvt_pack("bf16x2", acc[mb][nb][i + 1], acc[mb][nb][i])
-                            for jj in (j, j + 1) for i in (4 * jj, 4 * jj + 2)]
-                    off = (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES
-                    b.stmatrix(Addr(chunk_addr[(col % 64) // 8], off), regs)
+        self.stmatrix_tile(acc, lambda mb, col: Addr(
+            chunk_addr[(col % 64) // 8], (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES))
         b.fence_proxy_async()                    # shared writes before the async-proxy reads
         b.emit(Instr("bar", ("sync",), (bar_id, threads)))
         with b.predicated(leader):
@@ -329,6 +332,58 @@ class _Lowering:
                 b.cp_async_bulk_tensor_store(self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
                                              b.add(region, cb * box_bytes, name="csrc"))
             b.cp_async_bulk_commit_group()
+
+    def stmatrix_tile(self, acc, address):
+        """The accumulators rounded to bf16 pairs and written with stmatrix.x4, 16 columns at a
+        time: matrices 0/1 are rows 0-7/8-15 of columns col..col+7, 2/3 the next 8 columns;
+        address(mb, col) is this lane's row address for wgmma M block mb, column col."""
+        b, s = self.b, self.s
+        for mb in range(s.m_blocks):
+            for nb in range(s.n_blocks):
+                for j in range(0, s.wgmma_n // 8, 2):
+                    regs = [b.cvt_pack("bf16x2", acc[mb][nb][i + 1], acc[mb][nb][i])
+                            for jj in (j, j + 1) for i in (4 * jj, 4 * jj + 2)]
+                    b.stmatrix(address(mb, nb * s.wgmma_n + 8 * j), regs)
+
+    def rows_epilogue(self, acc, cw, t, m0, n0):
+        """bf16 C of any N through shared memory: each consumer writes its rows of the tile
+        with stmatrix into a row-major buffer (rows c_row_pitch bytes apart), then each thread
+        stores whole rows of it, one TMA store of BN elements per row, through the flat view of
+        C (start element row*N + n0: TMA takes unaligned coordinates, so odd N keeps full-width
+        coalesced stores). Tiles of the last, partial tile column go the fragment way."""
+        b, s = self.b, self.s
+        rows, pitch = s.rows_per_consumer, s.c_row_pitch
+        full, done = b.new_label("rowsfull"), b.new_label("rowsdone")
+        b.branch(full, b.setp("le", b.add(n0, s.BN), self.N))
+        self.epilogue(acc, cw, t, m0, n0)
+        b.branch(done)
+        b.label(full)
+        region = b.mad(cw, rows * pitch, self.cbuf, name="creg")
+        threads = Imm(WARPGROUP, T.u32)
+        bar_id = b.add(cw, 1, name="cbar")       # named barrier 1 + cw: this warpgroup only
+        b.cp_async_bulk_wait_group(0, read=True)     # this thread's last row stores have read
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        lane = b.and_(t, 31, name="lane")
+        q = b.shr(lane, 3, name="q")                              # the matrix this lane addresses
+        # row of the addressed matrix: 16 per warp, +8 for matrices 1 and 3; matrices 2 and 3
+        # are the next 8 columns
+        row = b.add(b.shl(b.shr(t, 5), 4), b.add(b.shl(b.and_(q, 1), 3), b.and_(lane, 7)),
+                    name="srow")
+        laddr = b.mad(row, pitch, b.add(region, b.shl(b.shr(q, 1), 4)), name="laddr")
+        self.stmatrix_tile(acc, lambda mb, col: Addr(laddr, mb * WGMMA_M * pitch + 2 * col))
+        b.fence_proxy_async()                    # shared writes before the async-proxy reads
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        r0 = b.mad(cw, rows, m0, name="crow")
+        for r in range(0, rows, WARPGROUP):         # thread t stores rows t, t + 128, ...
+            part = rows - r < WARPGROUP
+            with (b.predicated(b.setp("lt", t, rows - r)) if part else contextlib.nullcontext()):
+                gr = b.add(r0, b.add(t, r), name="grow")
+                flat = b.mad(gr, self.N, n0, name="flat")
+                src = b.mad(b.add(t, r), pitch, region, name="rsrc")
+                b.cp_async_bulk_tensor_store(self.cmap, (flat, b.const(0, T.u32, name="z")),
+                                             src)
+        b.cp_async_bulk_commit_group()
+        b.label(done)
 
     def store_tile(self, acc, bases, col_left):
         """Stores of every accumulator pair; with col_left (N - this thread's first column)

@@ -62,13 +62,15 @@ class TcMatmulSchedule:
     consumer_regs: int = 232     # setmaxnreg.inc of the consumer warpgroups
     cluster_m: int = 1           # CTAs per cluster along M, sharing B by TMA multicast (1 or 2)
     epilogue: str = "direct"     # "direct": st.global from the fragments; "tma": a bf16 C
-                                 # through shared memory (stmatrix) and TMA stores
+                                 # through shared memory (stmatrix) and TMA stores (64-column
+                                 # boxes, or row by row where C's rows are not 16-byte aligned);
+                                 # "rows": row by row always
 
     def __str__(self):
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
                 f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
-                f"{'_tma' if self.epilogue == 'tma' else ''}")
+                f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}")
 
     def for_dtype(self, dtype):
         """This schedule with BK set to one swizzled row of `dtype` (64 16-bit, 32 tf32)."""
@@ -111,19 +113,36 @@ class TcMatmulSchedule:
     def stage_bytes(self, elem=2):
         return self.a_stage_bytes(elem) + self.b_stage_bytes(elem)
 
-    def stages_c(self, out, n):
-        """Whether C goes through shared memory and TMA stores: epilogue "tma", a bf16 C (what
-        stmatrix stores) and rows 16-byte aligned (N a multiple of 8) for C's tensor map."""
-        return self.epilogue == "tma" and out == "bf16" and n % 8 == 0
+    def c_store(self, out, m, n):
+        """How C leaves the kernel: None (st.global from the fragments), "tile" (stmatrix into
+        a swizzled shared tile, TMA stores of 64-column boxes through C's 2-D tensor map: rows
+        16-byte aligned, N a multiple of 8) or "rows" (stmatrix into a row-major shared tile,
+        one TMA store per row segment through a flat 1-D view of C: any N). Staged C needs a
+        bf16 C (what stmatrix stores); "rows" flat coordinates must fit TMA's s32."""
+        if self.epilogue == "direct" or out != "bf16":
+            return None
+        if self.epilogue == "tma" and n % 8 == 0:
+            return "tile"
+        return "rows" if m * n < 2 ** 31 else None
+
+    def stages_c(self, out, n, m=1):
+        """Whether C goes through shared memory (c_store is not None)."""
+        return self.c_store(out, m, n) is not None
 
     @property
-    def c_stage_bytes(self):
-        return self.BM * self.BN * 2
+    def c_row_pitch(self):
+        """Bytes between rows of the row-major staged C tile ("rows"): BN bf16 and 16 bytes of
+        padding, so the 8 rows one stmatrix matrix writes fall in different banks."""
+        return self.BN * 2 + 16
 
-    def shared_bytes(self, elem=2, staged_c=False):
-        """Dynamic shared memory: the stages, a bf16 C tile when staged_c, 1024 bytes of slack
-        to align them to the swizzle atom, and a full and an empty mbarrier per stage."""
-        c = self.c_stage_bytes if staged_c else 0
+    def c_stage_bytes(self, kind="tile"):
+        return self.BM * (self.c_row_pitch if kind == "rows" else self.BN * 2) if kind else 0
+
+    def shared_bytes(self, elem=2, staged_c=None):
+        """Dynamic shared memory: the stages, the staged C tile (staged_c: a c_store kind),
+        1024 bytes of slack to align them to the swizzle atom, and a full and an empty
+        mbarrier per stage."""
+        c = self.c_stage_bytes(staged_c)
         return self.stages * self.stage_bytes(elem) + c + SWIZZLE_ATOM_BYTES + 16 * self.stages
 
     # -- validation ---------------------------------------------------------------------------
@@ -166,8 +185,8 @@ class TcMatmulSchedule:
         if self.BN % (8 * self.cluster_m):
             bad(f"BN={self.BN} must split into {self.cluster_m} multicast boxes of whole "
                 f"8-row swizzle atoms")
-        if self.epilogue not in ("direct", "tma"):
-            bad(f"epilogue={self.epilogue!r} must be 'direct' or 'tma'")
+        if self.epilogue not in ("direct", "tma", "rows"):
+            bad(f"epilogue={self.epilogue!r} must be 'direct', 'tma' or 'rows'")
         if self.epilogue == "tma" and self.wgmma_n % C_BOX_COLS:
             bad(f"epilogue 'tma' stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
                 f"be a multiple of {C_BOX_COLS}")
@@ -176,9 +195,10 @@ class TcMatmulSchedule:
         lim = target_limits(DEFAULT_TARGET)
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
-        need = self.shared_bytes(elem, self.epilogue == "tma")
+        # the larger of the two staged C layouts ("tma" falls back to rows for odd N)
+        need = self.shared_bytes(elem, None if self.epilogue == "direct" else "rows")
         if need > lim["max_shared_per_block"]:
-            bad(f"{self.stages} stages{' and the C tile' if self.epilogue == 'tma' else ''} "
+            bad(f"{self.stages} stages{'' if self.epilogue == 'direct' else ' and the C tile'} "
                 f"need {need} bytes of shared memory, more than "
                 f"{lim['max_shared_per_block']} per block")
         for name in ("producer_regs", "consumer_regs"):
