@@ -109,12 +109,12 @@ def test_rows_epilogue_for_c_rows_not_16_byte_aligned():
     ptx, asm, mix = _assembled(op, shape)
     assert s.c_store("bf16", 4095, 4097) == "rows" and "C_map" in ptx
     assert asm.resources["tc_matmul"].spills == 0
-    # 16 stmatrix.x4 per thread into the row-major tile; one TMA store per row (a flat 2-D map)
-    assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 1, mix
+    # 16 stmatrix.x4 per thread into the swizzled tile; per row 4 TMA stores of 64 columns
+    assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 4, mix
     args = op.kernel_args(shape, op.make_inputs(shape, np.random.default_rng()))
     cmap = args[2]
     assert (cmap.rows, cmap.cols, cmap.box_rows, cmap.box_cols, cmap.swizzle) == \
-        (1, 4095 * 4097, 1, 256, 0)
+        (1, 4095 * 4097, 1, 64, 128)
     assert op.launch(shape).shared_bytes == s.shared_bytes(2, "rows")
 
 

@@ -185,7 +185,7 @@ class TcMatmul(Operator):
             maps.append(TiledMap(arrays["C"], "bf16", s.rows_per_consumer, C_BOX_COLS))
         elif kind == "rows":                # ... or one row segment at a time, C seen as flat
             mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
-            maps.append(TiledMap(arrays["C"], "bf16", 1, s.BN, swizzle=0, rows=1, cols=mn,
+            maps.append(TiledMap(arrays["C"], "bf16", 1, C_BOX_COLS, rows=1, cols=mn,
                                  row_stride=packmod.padded(mn, 8)))
         return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                        np.uint32(shape["K"])]

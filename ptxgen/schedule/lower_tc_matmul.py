@@ -6,7 +6,7 @@ consumer warpgroups through an mbarrier ring.
         B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK
         C_map: (staged bf16 C, TcMatmulSchedule.c_store) "tile": tensor map of C, box
                rows_per_consumer x 64, 128-byte swizzle; "rows": C seen as one flat row of M*N
-               elements, box BN, no swizzle (any N: TMA takes unaligned start coordinates)
+               elements, box 64, 128-byte swizzle (any N: TMA takes unaligned coordinates)
         C:     M x N row-major, f32 or bf16
 
 Both operands are K-major, the layout wgmma reads from shared memory without transposing.
@@ -251,9 +251,7 @@ class _Lowering:
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
                     self.release(prev)
-            if self.staged == "rows":
-                self.rows_epilogue(acc, cw, t, m0, n0)
-            elif self.staged:
+            if self.staged:
                 self.staged_epilogue(acc, cw, t, leader, m0, n0)
             else:
                 self.epilogue(acc, cw, t, m0, n0)
@@ -301,17 +299,29 @@ class _Lowering:
     def staged_epilogue(self, acc, cw, t, leader, m0, n0):
         """bf16 C through shared memory: each consumer rounds its fragment to bf16 pairs, writes
         them with stmatrix into its rows of the C tile (64-column boxes of 128-byte rows, in
-        the 128-byte swizzle C's tensor map reads), and one thread stores the boxes with TMA,
-        which also clips the tile at M and N. The store runs on while the next tile's loop
-        starts; the buffer is reused only once it has been read (wait_group.read)."""
+        the 128-byte swizzle C's tensor map reads) and stores the boxes with TMA, which also
+        clips the tile at M and N. "tile": one thread stores 64-column 2-D boxes. "rows" (C's
+        rows not 16-byte aligned, so no 2-D map): every thread stores its row's 64-column
+        pieces through the flat view of C (start element row*N + col: TMA takes unaligned
+        coordinates; the shared source, 128-byte aligned, swizzled by its address bits as the
+        2-D boxes are); tiles of the last, partial tile column go the fragment way. The stores
+        run on while the next tile's loop starts; the buffer is reused only once they have
+        been read (wait_group.read)."""
         b, s = self.b, self.s
+        by_rows = self.staged == "rows"
+        if by_rows:
+            full, done = b.new_label("rowsfull"), b.new_label("rowsdone")
+            b.branch(full, b.setp("le", b.add(n0, s.BN), self.N))
+            self.epilogue(acc, cw, t, m0, n0)
+            b.branch(done)
+            b.label(full)
         rows = s.rows_per_consumer
         box_bytes = rows * SWIZZLE_BYTES                          # one 64-column box
         region = b.mad(cw, rows * s.BN * 2, self.cbuf, name="creg")
         threads = Imm(WARPGROUP, T.u32)
         bar_id = b.add(cw, 1, name="cbar")       # named barrier 1 + cw: this warpgroup only
-        with b.predicated(leader):                                # the last store has read
-            b.cp_async_bulk_wait_group(0, read=True)
+        with (contextlib.nullcontext() if by_rows else b.predicated(leader)):
+            b.cp_async_bulk_wait_group(0, read=True)              # the last stores have read
         b.emit(Instr("bar", ("sync",), (bar_id, threads)))
         lane = b.and_(t, 31, name="lane")
         q = b.shr(lane, 3, name="q")                              # the matrix this lane addresses
@@ -322,66 +332,35 @@ class _Lowering:
         sw = b.xor(b.shr(q, 1), r8, name="sw")                    # chunk bit 0 and the row's XOR
         chunk_addr = {c0: b.add(rowbase, b.shl(b.xor(sw, c0), 4), name="caddr")
                       for c0 in range(0, 8, 2)}
-        self.stmatrix_tile(acc, lambda mb, col: Addr(
-            chunk_addr[(col % 64) // 8], (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES))
-        b.fence_proxy_async()                    # shared writes before the async-proxy reads
-        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
-        with b.predicated(leader):
-            r0 = b.mad(cw, rows, m0, name="crow")
-            for cb in range(s.BN // 64):
-                b.cp_async_bulk_tensor_store(self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
-                                             b.add(region, cb * box_bytes, name="csrc"))
-            b.cp_async_bulk_commit_group()
-
-    def stmatrix_tile(self, acc, address):
-        """The accumulators rounded to bf16 pairs and written with stmatrix.x4, 16 columns at a
-        time: matrices 0/1 are rows 0-7/8-15 of columns col..col+7, 2/3 the next 8 columns;
-        address(mb, col) is this lane's row address for wgmma M block mb, column col."""
-        b, s = self.b, self.s
         for mb in range(s.m_blocks):
             for nb in range(s.n_blocks):
                 for j in range(0, s.wgmma_n // 8, 2):
+                    col = nb * s.wgmma_n + 8 * j
                     regs = [b.cvt_pack("bf16x2", acc[mb][nb][i + 1], acc[mb][nb][i])
                             for jj in (j, j + 1) for i in (4 * jj, 4 * jj + 2)]
-                    b.stmatrix(address(mb, nb * s.wgmma_n + 8 * j), regs)
-
-    def rows_epilogue(self, acc, cw, t, m0, n0):
-        """bf16 C of any N through shared memory: each consumer writes its rows of the tile
-        with stmatrix into a row-major buffer (rows c_row_pitch bytes apart), then each thread
-        stores whole rows of it, one TMA store of BN elements per row, through the flat view of
-        C (start element row*N + n0: TMA takes unaligned coordinates, so odd N keeps full-width
-        coalesced stores). Tiles of the last, partial tile column go the fragment way."""
-        b, s = self.b, self.s
-        rows, pitch = s.rows_per_consumer, s.c_row_pitch
-        full, done = b.new_label("rowsfull"), b.new_label("rowsdone")
-        b.branch(full, b.setp("le", b.add(n0, s.BN), self.N))
-        self.epilogue(acc, cw, t, m0, n0)
-        b.branch(done)
-        b.label(full)
-        region = b.mad(cw, rows * pitch, self.cbuf, name="creg")
-        threads = Imm(WARPGROUP, T.u32)
-        bar_id = b.add(cw, 1, name="cbar")       # named barrier 1 + cw: this warpgroup only
-        b.cp_async_bulk_wait_group(0, read=True)     # this thread's last row stores have read
-        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
-        lane = b.and_(t, 31, name="lane")
-        q = b.shr(lane, 3, name="q")                              # the matrix this lane addresses
-        # row of the addressed matrix: 16 per warp, +8 for matrices 1 and 3; matrices 2 and 3
-        # are the next 8 columns
-        row = b.add(b.shl(b.shr(t, 5), 4), b.add(b.shl(b.and_(q, 1), 3), b.and_(lane, 7)),
-                    name="srow")
-        laddr = b.mad(row, pitch, b.add(region, b.shl(b.shr(q, 1), 4)), name="laddr")
-        self.stmatrix_tile(acc, lambda mb, col: Addr(laddr, mb * WGMMA_M * pitch + 2 * col))
+                    off = (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES
+                    b.stmatrix(Addr(chunk_addr[(col % 64) // 8], off), regs)
         b.fence_proxy_async()                    # shared writes before the async-proxy reads
         b.emit(Instr("bar", ("sync",), (bar_id, threads)))
         r0 = b.mad(cw, rows, m0, name="crow")
+        if not by_rows:
+            with b.predicated(leader):
+                for cb in range(s.BN // 64):
+                    b.cp_async_bulk_tensor_store(
+                        self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
+                        b.add(region, cb * box_bytes, name="csrc"))
+                b.cp_async_bulk_commit_group()
+            return
+        zero = b.const(0, T.u32, name="z")
         for r in range(0, rows, WARPGROUP):         # thread t stores rows t, t + 128, ...
             part = rows - r < WARPGROUP
             with (b.predicated(b.setp("lt", t, rows - r)) if part else contextlib.nullcontext()):
-                gr = b.add(r0, b.add(t, r), name="grow")
-                flat = b.mad(gr, self.N, n0, name="flat")
-                src = b.mad(b.add(t, r), pitch, region, name="rsrc")
-                b.cp_async_bulk_tensor_store(self.cmap, (flat, b.const(0, T.u32, name="z")),
-                                             src)
+                tr = b.add(t, r, name="tr")
+                flat = b.mad(b.add(r0, tr, name="grow"), self.N, n0, name="flat")
+                src = b.mad(tr, SWIZZLE_BYTES, region, name="rsrc")
+                for cb in range(s.BN // 64):
+                    b.cp_async_bulk_tensor_store(self.cmap, (b.add(flat, cb * 64), zero),
+                                                 b.add(src, cb * box_bytes, name="csrc"))
         b.cp_async_bulk_commit_group()
         b.label(done)
 

@@ -117,7 +117,7 @@ class TcMatmulSchedule:
         """How C leaves the kernel: None (st.global from the fragments), "tile" (stmatrix into
         a swizzled shared tile, TMA stores of 64-column boxes through C's 2-D tensor map: rows
         16-byte aligned, N a multiple of 8) or "rows" (stmatrix into a row-major shared tile,
-        one TMA store per row segment through a flat 1-D view of C: any N). Staged C needs a
+        one TMA store per row and 64 columns through a flat view of C: any N). Staged C needs a
         bf16 C (what stmatrix stores); "rows" flat coordinates must fit TMA's s32."""
         if self.epilogue == "direct" or out != "bf16":
             return None
@@ -129,14 +129,9 @@ class TcMatmulSchedule:
         """Whether C goes through shared memory (c_store is not None)."""
         return self.c_store(out, m, n) is not None
 
-    @property
-    def c_row_pitch(self):
-        """Bytes between rows of the row-major staged C tile ("rows"): BN bf16 and 16 bytes of
-        padding, so the 8 rows one stmatrix matrix writes fall in different banks."""
-        return self.BN * 2 + 16
-
     def c_stage_bytes(self, kind="tile"):
-        return self.BM * (self.c_row_pitch if kind == "rows" else self.BN * 2) if kind else 0
+        """The staged bf16 C tile (either kind: the same swizzled 64-column boxes)."""
+        return self.BM * self.BN * 2 if kind else 0
 
     def shared_bytes(self, elem=2, staged_c=None):
         """Dynamic shared memory: the stages, the staged C tile (staged_c: a c_store kind),
@@ -195,8 +190,7 @@ class TcMatmulSchedule:
         lim = target_limits(DEFAULT_TARGET)
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
-        # the larger of the two staged C layouts ("tma" falls back to rows for odd N)
-        need = self.shared_bytes(elem, None if self.epilogue == "direct" else "rows")
+        need = self.shared_bytes(elem, None if self.epilogue == "direct" else "tile")
         if need > lim["max_shared_per_block"]:
             bad(f"{self.stages} stages{'' if self.epilogue == 'direct' else ' and the C tile'} "
                 f"need {need} bytes of shared memory, more than "
