@@ -48,6 +48,10 @@ VARIANTS = {
                                  cluster_m=2, inflight=0),
     "auto": "auto",                  # the operator's per-shape choice (default_tc_schedule)
 }
+# the operator's auto schedule on transposed operand layouts (bf16/f16 only): row-major B
+# (K x N, N-major boxes, wgmma trans-b), column-major A (At, K x M), both
+LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
+           "acolbrow": dict(a_layout="col", b_layout="row")}
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
          "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
@@ -116,12 +120,17 @@ def sampled_ok(C, ref, op, M, N, K):
 
 def _ptxgen_arrays(op, shape, A, Bt, C):
     """The operator's arrays as torch CUDA tensors (16-bit inputs as int16 bit patterns: the
-    tensor maps and pointer checks look at element sizes), zeroed workspace added."""
+    tensor maps and pointer checks look at element sizes), in its operand layouts (transposed
+    copies made here, outside the timing), zeroed workspace added."""
     import torch
 
     def bits(t):
         return t.view(torch.int16) if t.element_size() == 2 else t
     arrays = {"A": bits(A), "Bt": bits(Bt), "C": bits(C)}
+    if "At" in op.inputs:
+        arrays["At"] = bits(A.T.contiguous())
+    if "B" in op.inputs:
+        arrays["B"] = bits(Bt.T.contiguous())
     for name, (dims, dt) in op.workspace(shape, ARCH).items():
         arrays[name] = torch.zeros(dims, device="cuda", dtype=bits(A).dtype)
     return arrays
@@ -174,6 +183,8 @@ def bench(sname, variants, rng, sms, impls):
             inputs[dtype] = (A, Bt, sampled_reference(A, Bt, rng), {})
         A, Bt, ref_rows, outs = inputs[dtype]
         for vname in (variants if impl == "ptxgen" else [None]):
+            if vname in LAYOUTS and dtype == "tf32":       # tf32 wgmma has no transpose
+                continue
             C = torch.full((M, N), float("nan"), device="cuda",
                            dtype=getattr(torch, TORCH_OUT[out]))
             row = dict(shape=sname, impl=impl if vname in (None, "auto") else f"ptxgen-{vname}",
@@ -185,7 +196,10 @@ def bench(sname, variants, rng, sms, impls):
                 elif impl == "triton":
                     go = base.triton_bf16(A, Bt, C)
                 else:
-                    op = TcMatmul(dtype, out, VARIANTS[vname] if vname != "auto" else "auto")
+                    if vname in LAYOUTS:
+                        op = TcMatmul(dtype, out, "auto", **LAYOUTS[vname])
+                    else:
+                        op = TcMatmul(dtype, out, VARIANTS[vname])
                     shape = op.shape(M=M, N=N, K=K)
                     go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))
@@ -230,7 +244,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="4096,8192,odd")
     p.add_argument("--variants", default="auto",
-                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice")
+                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice, or operand "
+                        "layouts (LAYOUTS: brow, acol, acolbrow; auto schedule)")
     p.add_argument("--dtypes", default="bf16,f16,tf32")
     p.add_argument("--impls", default="cublas,ptxgen,triton",
                    help="implementations to time (cuBLAS is each ratio's reference)")

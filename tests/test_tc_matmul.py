@@ -126,6 +126,17 @@ def test_f16_and_narrow_tiles_assemble():
     assert any(k.startswith("HGMMA") for k in mix), mix
 
 
+@needs_ptxas
+def test_row_major_b_assembles_with_transposed_hgmma():
+    s = TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+    op = TcMatmul("bf16", "bf16", s, b_layout="row")
+    ptx, asm, mix = _assembled(op, dict(M=4096, N=4096, K=4096))
+    assert asm.resources["tc_matmul"].spills == 0
+    # trans-b immediate 1 on every wgmma; B loaded in 128/64 = 2 multicast boxes per CTA
+    assert ptx.count(", 1, 1, 0, 1;") == ptx.count("wgmma.mma_async") == 4
+    assert mix.get("UTMALDG.2D.MULTICAST") == 2 and mix.get("HGMMA.64") == 4, mix
+
+
 def test_auto_schedule_by_tiles_per_sm():
     from ptxgen.ops.tc_matmul import default_tc_schedule
     small = default_tc_schedule(dict(M=128, N=8192, K=8192))          # 32 tiles

@@ -34,10 +34,10 @@ def _emulated(op, shape, sm_count=None):
 def _assert_matches_float64(op, shape, arrays):
     """C against float64 of the exact 16-bit inputs, within the operator's bound per element
     (C starts as NaN, so an element never written fails)."""
-    a, bt = op.values(arrays["A"], op.dtype), op.values(arrays["Bt"], op.dtype)
-    want = a @ bt.T
+    a, b = op.matrices(arrays)
+    want = a @ b
     got = op.values(arrays["C"], op.out)
-    bound = op.error_bound(shape, np.abs(a) @ np.abs(bt).T)
+    bound = op.error_bound(shape, np.abs(a) @ np.abs(b))
     assert np.isfinite(got).all()
     assert (np.abs(got - want) <= bound).all(), float(np.max(np.abs(got - want) / bound))
 
@@ -107,3 +107,26 @@ def test_rows_epilogue_and_turned_tiles(schedule, M, N, K):
     shape = op.shape(M=M, N=N, K=K)
     assert schedule.c_store("bf16", M, N) == "rows"
     _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("col", "col"), ("col", "row")])
+@pytest.mark.parametrize("schedule, M, N, K", [
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=2, group_m=2), 67, 45, 40),
+    (TcMatmulSchedule(BN=128, wgmma_n=128, stages=2, epilogue="tma"), 190, 152, 75),
+])
+def test_transposed_operand_layouts(dtype, a_layout, b_layout, schedule, M, N, K):
+    """Column-major A (At, K x M) and row-major B (K x N): M-/N-major boxes of 64 and wgmma's
+    transpose bits; odd M, N or K pad the operand whose stored rows are not 16-byte aligned."""
+    op = TcMatmul(dtype, "bf16", schedule, a_layout=a_layout, b_layout=b_layout)
+    shape = op.shape(M=M, N=N, K=K)
+    arrays = _emulated(op, shape, sm_count=2)
+    assert set(op.inputs) <= set(arrays)
+    _assert_matches_float64(op, shape, arrays)
+
+
+def test_tf32_refuses_transposed_layouts():
+    with pytest.raises(PtxgenError, match="tf32 wgmma reads K-major operands only.*b_layout"):
+        TcMatmul("tf32", "f32", b_layout="row")
+    with pytest.raises(PtxgenError, match="a_layout must be 'row' or 'col'"):
+        TcMatmul("bf16", "f32", a_layout="rows")

@@ -2,14 +2,17 @@
 consumer warpgroups through an mbarrier ring.
 
     tc_matmul(A_map, B_map, [C_map,] C, M, N, K)
-        A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle
-        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK
+        A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle; with
+               a_major=False of At (K x M: A column-major), box BK x 64, BM/64 boxes per stage
+        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK; with
+               b_major=False of B (K x N, row-major), box BK x 64, BN/cluster_m/64 boxes
         C_map: (staged bf16 C, TcMatmulSchedule.c_store) "tile": tensor map of C, box
                rows_per_consumer x 64, 128-byte swizzle; "rows": C seen as one flat row of M*N
                elements, box 64, 128-byte swizzle (any N: TMA takes unaligned coordinates)
         C:     M x N row-major, f32 or bf16
 
-Both operands are K-major, the layout wgmma reads from shared memory without transposing.
+K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
+N-major one lands as columns of 64-element-wide swizzle atoms and is read with the transpose bit.
 Shared memory holds `stages` slots of [A box | B box], aligned to the 1024-byte swizzle atom,
 (the staged C tile,) then a `full` and an `empty` mbarrier per slot. One producer thread waits
 for a slot to be empty, arms its full barrier with the slot's byte count (expect_tx) and issues
@@ -40,18 +43,27 @@ from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
 from ..ir.values import Vec
 from .raster import grouped_tile
-from .tc_matmul import (ELEM_BYTES, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP,
-                        WGMMA_K, WGMMA_M)
+from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
+                        WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def _log2(x):
     return x.bit_length() - 1
 
 
-def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
+          b_major=True):
     s.validate(arch, dtype)
     if out not in ("f32", "bf16"):
         raise ScheduleError(f"tc_matmul: output type must be f32 or bf16, got {out!r}")
+    if not (a_major and b_major):
+        if dtype == "tf32":
+            raise ScheduleError("tc_matmul: tf32 wgmma has no transpose: A and B must be "
+                                "K-major (row-major A, column-major B)")
+        if (s.BN // s.cluster_m) % MN_BOX or s.wgmma_n % MN_BOX:
+            raise ScheduleError(f"tc_matmul schedule {s}: an N-major B is loaded in "
+                                f"{MN_BOX}-column boxes: BN/cluster_m={s.BN // s.cluster_m} and "
+                                f"wgmma_n={s.wgmma_n} must be multiples of {MN_BOX}")
     m = Module(target=arch)
     out_t = T.TYPES[out]
     staged = s.c_store(out, shape["M"], shape["N"])
@@ -64,13 +76,14 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    _Lowering(Builder(k), s, dtype, out, shape).run()
+    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major).run()
     return m
 
 
 class _Lowering:
-    def __init__(self, b, s, dtype, out, shape):
+    def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
+        self.a_major, self.b_major = a_major, b_major
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
         self.staged = s.c_store(out, shape["M"], shape["N"])   # None, "tile" or "rows"
@@ -190,10 +203,24 @@ class _Lowering:
                 b.mbarrier_arrive_expect_tx(full, self.stage_bytes)
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
                 kc = b.shl(kb, _log2(s.BK), name="kc")
-                b.cp_async_bulk_tensor_load(dst, maps[0], (kc, m0), full)
-                b.cp_async_bulk_tensor_load(b.add(dst, b_off, name="dstb"), maps[1], (kc, n0),
-                                            full, multicast_mask=mask)
+                self.load(dst, maps[0], kc, m0, s.BM, self.a_major, full)
+                self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, n0, b_rows,
+                          self.b_major, full, mask)
                 self.advance(stage, phase)
+
+    def load(self, dst, tmap, kc, r0, rows, k_major, full, mask=None):
+        """TMA loads of one operand's `rows` tile rows (M or N) from r0, K from kc: K-major,
+        one box of rows x BK (128-byte rows); M-/N-major, rows/64 boxes of BK k-rows of 64
+        elements, each a column of 1024-byte swizzle atoms, BK x 128 bytes apart (the
+        descriptor's leading byte offset)."""
+        b = self.b
+        if k_major:
+            b.cp_async_bulk_tensor_load(dst, tmap, (kc, r0), full, multicast_mask=mask)
+            return
+        for j in range(rows // MN_BOX):
+            b.cp_async_bulk_tensor_load(b.add(dst, j * self.s.BK * SWIZZLE_BYTES, name="dstj"),
+                                        tmap, (b.add(r0, j * MN_BOX, name="rj"), kc), full,
+                                        multicast_mask=mask)
 
     def map_address(self, param):
         """A tensor map parameter's generic address (cvta.param: the form checked on the
@@ -207,9 +234,17 @@ class _Lowering:
         b, s = self.b, self.s
         leader = b.setp("eq", t, 0)
         a_rows = b.mul(cw, s.rows_per_consumer * SWIZZLE_BYTES, name="arows")
-        desc = dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES)
-        desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc)
-        desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"), **desc)
+        # K-major: rows of 128 bytes, 8-row atoms 1024 apart (the leading offset unused: one
+        # swizzled row spans BK); M-/N-major: 64-element runs, the next 64 a box (BK x 128
+        # bytes) apart, 8 k-rows an atom. Either way 64 tile rows take 64 x 128 bytes.
+        desc = {True: dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES),
+                False: dict(lbo=s.BK * SWIZZLE_BYTES, sbo=SWIZZLE_ATOM_BYTES,
+                            swizzle=SWIZZLE_BYTES)}
+        desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc[self.a_major])
+        desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"),
+                                    **desc[self.b_major])
+        trans = dict(trans_a=int(not self.a_major), trans_b=int(not self.b_major)) \
+            if not (self.a_major and self.b_major) else {}
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
         if self.staged:
             self.cmap = self.map_address("C_map")
@@ -228,14 +263,16 @@ class _Lowering:
                 b.wgmma_fence()
                 wk = WGMMA_K[self.dtype]
                 for kk in range(s.BK // wk):
-                    koff = kk * wk * self.elem
+                    # a k step: wk elements along a K-major row, wk 128-byte rows M-/N-major
+                    ka, kb_ = (kk * wk * (self.elem if major else SWIZZLE_BYTES)
+                               for major in (self.a_major, self.b_major))
                     for mb in range(s.m_blocks):
-                        dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + koff) >> 4, name="dam")
+                        dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + ka) >> 4, name="dam")
                         for nb in range(s.n_blocks):
-                            dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + koff) >> 4,
+                            dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4,
                                         name="dbn")
                             b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.dtype,
-                                              scale_d=scale_d)
+                                              scale_d=scale_d, **trans)
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(s.inflight)
                 if s.inflight:

@@ -38,6 +38,8 @@ WGMMA_M, WGMMA_MAX_N = 64, 256
 WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8}
 TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
 C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
+MN_BOX = 64                    # an M-/N-major operand is loaded in boxes 64 16-bit elements wide
+                               # (one 128-byte swizzled row; 8 of them along K make an atom)
 ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4}
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
@@ -214,6 +216,10 @@ class TcMatmulSchedule:
         return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
 
 
-def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
+                    a_major=True, b_major=True):
+    """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
+    False: M- (N-) major, read through wgmma's transpose bit."""
     from .lower_tc_matmul import lower
-    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name)
+    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
+                 b_major=b_major)
