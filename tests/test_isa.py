@@ -26,7 +26,8 @@ def test_load_complete(arch):
         assert o.source and o.issue_source
     # every number has a source, and there is one entry per number
     n_numbers = (len(t.header.to_dict()) + 2 * len(t.ops) + 2 * len(t.memory)
-                 + len(t.timing or {}) + len(t.memory_model or {}))
+                 + len(t.timing or {}) + len(t.memory_model or {})
+                 + sum(1 for o in t.ops.values() if o.reference_n))
     assert len(t.sources) == n_numbers
     assert all(s.strip() for s in t.sources.values())
     # memory levels get slower further out
@@ -310,3 +311,19 @@ def test_target_limits_need_sources(monkeypatch):
             isa.limits("sm_86")
     finally:
         isa._limits.cache_clear()
+
+
+def test_tensor_op_costs_scale_with_the_instruction_n():
+    """sm_90's WGMMA class was measured at m64n128k16: other N scale the issue interval (the
+    m64n64k16 / m64n256k16 calibration figures are 0.506x / 1.99x)."""
+    t = isa.load("sm_90")
+    w = t.ops["WGMMA"]
+    assert w.reference_n == 128
+    lat, ii = w.costs(Instr("wgmma", ("mma_async", "sync", "aligned", "m64n256k16", "f32",
+                                      "bf16", "bf16")))
+    assert ii == pytest.approx(2 * w.issue_interval) and lat == pytest.approx(
+        w.latency + w.issue_interval)
+    assert w.costs(Instr("wgmma", ("mma_async", "m64n64k16")))[1] == pytest.approx(
+        w.issue_interval / 2)
+    assert t.ops["FMA"].costs(Instr("fma", ("rn", "f32"))) == (t.ops["FMA"].latency,
+                                                               t.ops["FMA"].issue_interval)

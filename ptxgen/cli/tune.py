@@ -1,10 +1,13 @@
-"""ptxgen tune matmul --M --N --K [--arch] [--budget N] [--dry-run] [--jobs J] [--cache FILE]
-[--json] [--no-progress]"""
+"""ptxgen tune matmul --M --N --K [--dtype bf16|f16|tf32 [--out-dtype]] [--arch] [--budget N]
+[--dry-run] [--jobs J] [--cache FILE] [--json] [--no-progress]
+
+Without --dtype: the FP32 SGEMM space (tune/space.py); with it, the sm_90a tensor-core GEMM's
+(tune/tc_space.py, target sm_90a)."""
 import json
 import sys
 
 from .. import arch as archmod
-from ..arch import DEFAULT_TARGET
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from .common import positive_int
 
@@ -16,6 +19,10 @@ def add_parser(sub):
     for name, default in (("M", 4096), ("N", 4096), ("K", 4096)):
         p.add_argument(f"--{name}", type=positive_int, default=default,
                        help=f"default {default}")
+    p.add_argument("--dtype", choices=("bf16", "f16", "tf32"), default=None,
+                   help="tune the tensor-core GEMM for these inputs (target sm_90a)")
+    p.add_argument("--out-dtype", choices=("f32", "bf16"), default="bf16",
+                   help="with --dtype: type of C (default bf16)")
     p.add_argument("--arch", default=None,
                    help=f"target (default: the GPU's, or {DEFAULT_TARGET} for --dry-run without one)")
     p.add_argument("--budget", type=positive_int, default=12,
@@ -37,8 +44,10 @@ def add_parser(sub):
 
 
 def run(args):
-    from ..tune import tune_matmul
+    from ..tune import tune_matmul, tune_tc_matmul
     arch = args.arch
+    if arch is None and args.dtype:
+        arch = DEFAULT_ARCH_SPECIFIC_TARGET
     if arch is None:
         from ..runtime import gpu_available
         if gpu_available():
@@ -56,9 +65,18 @@ def run(args):
     if args.sample < 4:
         raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
     shape = {"M": args.M, "N": args.N, "K": args.K}
-    rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
-                      jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
-                      cache_path=args.cache, cluster=args.cluster)
+    if args.dtype:
+        if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
+            raise PtxgenError(f"tune matmul --dtype: the tensor-core GEMM needs --arch "
+                              f"{DEFAULT_ARCH_SPECIFIC_TARGET}, not {arch}")
+        rep = tune_tc_matmul(shape, arch, dtype=args.dtype, out=args.out_dtype,
+                             budget=args.budget, dry_run=args.dry_run, jobs=args.jobs,
+                             sample=args.sample, progress=not args.no_progress,
+                             cache_path=args.cache, cluster=args.cluster)
+    else:
+        rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
+                          jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
+                          cache_path=args.cache, cluster=args.cluster)
     if args.json:
         json.dump(rep.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")

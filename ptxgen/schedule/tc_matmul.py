@@ -74,6 +74,18 @@ class TcMatmulSchedule:
                 f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
                 f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}")
 
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        """The schedule of a to_dict() dict (a tune cache entry); unknown fields are an
+        error (validate() checks the values)."""
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ScheduleError(f"unknown TcMatmulSchedule field(s): {', '.join(unknown)}")
+        return cls(**d)
+
     def for_dtype(self, dtype):
         """This schedule with BK set to one swizzled row of `dtype` (64 16-bit, 32 tf32)."""
         return dataclasses.replace(self, BK=SWIZZLE_BYTES // ELEM_BYTES.get(dtype, 2))

@@ -144,9 +144,10 @@ def compile_kernel(kernel, table):
     for i, ins in enumerate(instrs):
         info = table.op_for(ins)
         kind = _kind(ins)
+        latency, interval = info.costs(ins)          # tensor ops scale with their shape
         st = StaticInstr(i, ins, str(ins), kind, tuple(rid(r) for r in ins.timing_uses()),
                          tuple(rid(r) for r in ins.defs()), units.index(info.unit),
-                         float(info.latency), float(info.issue_interval))
+                         float(latency), float(interval))
         if ins.guard is not None:
             st.guard_id = rid(ins.guard)
         if kind in (LDG, STG, LDS, STS, ATOM):

@@ -51,7 +51,7 @@ def model_key(schedule):
     return schedule.replace(**{f: getattr(d, f) for f in TIMED_ONLY})
 
 
-def _rule(err):
+def rule_of(err):
     """A ScheduleError's rule without the schedule's name and numbers (for counting)."""
     text = str(err).split(": ", 1)[-1]
     for cut in (" (", ", got", " of sm_", " on sm_"):
@@ -98,5 +98,5 @@ def _highest_occupancy(base, arch, shape, space):
             err = e                         # the least demanding target's reason is kept
             if "CTA" not in str(e) and "registers" not in str(e):
                 break                       # a rule no occupancy target changes
-    space.rejected[_rule(err)] += len(GROUPS)
+    space.rejected[rule_of(err)] += len(GROUPS)
     return None
