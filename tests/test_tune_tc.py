@@ -84,3 +84,17 @@ def test_layout_of_a_dataclass_key():
     s = TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3, epilogue="tma", group_m=0)
     k = T.key_of(s, T.SIM_FIELDS)
     assert dataclasses.replace(k, stages=3, group_m=0) == s
+
+
+def test_auto_schedule_reads_the_tune_cache(tmp_path, monkeypatch):
+    from ptxgen.ops.tc_matmul import TcMatmul
+    from ptxgen.schedule import tuned as cachemod
+    monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path))
+    shape = dict(M=4096, N=4096, K=4096)
+    default = TcMatmul("bf16", "bf16").schedule_for(shape)
+    best = TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=2)
+    assert best != default
+    cachemod.store(cachemod.user_path("tc_matmul_bf16", ARCH), "tc_matmul_bf16", ARCH,
+                   cachemod.shape_class(shape), {"schedule": best.to_dict()})
+    assert TcMatmul("bf16", "bf16").schedule_for(shape) == best
+    assert TcMatmul("f16", "bf16").schedule_for(shape) == default       # another dtype's file

@@ -28,6 +28,7 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, MN_BOX, OUT_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
+from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
 
@@ -102,9 +103,11 @@ class TcMatmul(Operator):
         self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
 
     def schedule_for(self, shape):
-        """The given schedule, or with "auto" default_tc_schedule(shape)."""
+        """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
+        tune matmul --dtype`), else default_tc_schedule(shape)."""
         if self.schedule == "auto":
-            return default_tc_schedule(shape).for_dtype(self.dtype)
+            return tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype) or \
+                default_tc_schedule(shape).for_dtype(self.dtype)
         return self.schedule
 
     def kernel_name(self):

@@ -122,6 +122,21 @@ def tuned_matmul_schedule(arch, shape, paths=None):
         return None
 
 
+def tuned_tc_schedule(arch, shape, dtype, paths=None):
+    """The cached TcMatmulSchedule (`ptxgen tune matmul --dtype`) for `shape`'s class, valid
+    for `dtype`, or None (an unusable entry warns and is skipped)."""
+    from .tc_matmul import TcMatmulSchedule
+    entry, path = lookup(f"tc_matmul_{dtype}", arch, shape, paths)
+    if entry is None:
+        return None
+    try:
+        return TcMatmulSchedule.from_dict(entry["schedule"]).validate(arch, dtype)
+    except (KeyError, TypeError, ScheduleError) as e:
+        warnings.warn(f"tune cache {path}: entry {shape_class(shape)} unusable ({e}); using "
+                      f"the default schedule", stacklevel=2)
+        return None
+
+
 def store(path, operator, arch, cls, entry):
     """Add or replace one entry; the file is rewritten whole (sorted keys, readable diff)."""
     path = Path(path)
