@@ -264,6 +264,21 @@ def test_gpu_schedule_variants(schedule):
         assert ok, (out, N, worst)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("col", "col"), ("col", "row")])
+@pytest.mark.parametrize("schedule", ["auto", TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
+                                                               epilogue="tma", stages=3),
+                                      TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3,
+                                                       inflight=0)])
+def test_gpu_operand_layouts(a_layout, b_layout, schedule):
+    """Column-major A / row-major B through wgmma's transpose bits against float64; odd M, N
+    or K pad the operand whose stored rows are not 16-byte aligned; N=611: C by rows."""
+    for M, N, K in ((333, 611, 200), (336, 616, 201)):
+        op = TcMatmul("bf16", "bf16", schedule, a_layout=a_layout, b_layout=b_layout)
+        ok, worst = _gpu_run(op, op.shape(M=M, N=N, K=K), np.random.default_rng())
+        assert ok, (M, N, K, worst)
+
+
 # -- K not a multiple of 8: operands padded first ------------------------------------------------
 @pytest.mark.parametrize("rows, cols", [(5, 41), (3, 8), (17, 1)])
 def test_pad_copy_b16_copies_and_zero_fills_on_emulator(rows, cols):
