@@ -165,15 +165,16 @@ TORCH_IN = {"bf16": "bfloat16", "f16": "float16", "tf32": "float32"}
 TORCH_OUT = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
 
 
-def bench(sname, variants, rng, sms, impls):
+def bench(sname, variants, rng, sms, impls, rows):
     """Every implementation on the same fresh inputs per input type; ptxgen and Triton checked
     against float64 on sampled rows (the operator's bound); each ratio is against cuBLAS of the
-    same input type, timed in this run."""
+    same input type, timed in this run. Rows are appended to `rows` as they come (a fault
+    that ends the shape keeps the rows before it)."""
     import torch
     import tc_baselines as base
     M, N, K = NAMED[sname]
     flops = 2.0 * M * N * K
-    rows, inputs, t_ref = [], {}, {}
+    inputs, t_ref = {}, {}
     for impl, dtype, out in impls:
         if dtype not in inputs:
             torch.manual_seed(int(rng.integers(2 ** 31)))
@@ -279,7 +280,7 @@ def main():
             print(f"budget: skipped {sname}", flush=True)
             continue
         try:
-            result["rows"] += bench(sname, args.variants.split(","), rng, sms, impls)
+            bench(sname, args.variants.split(","), rng, sms, impls, result["rows"])
         except Exception as e:                                      # report, keep going
             print(f"{sname}: {type(e).__name__}: {e}", flush=True)
             result.setdefault("errors", []).append(f"{sname}: {type(e).__name__}: {e}")
