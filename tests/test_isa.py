@@ -327,3 +327,6 @@ def test_tensor_op_costs_scale_with_the_instruction_n():
         w.issue_interval / 2)
     assert t.ops["FMA"].costs(Instr("fma", ("rn", "f32"))) == (t.ops["FMA"].latency,
                                                                t.ops["FMA"].issue_interval)
+    # calibrate writes ops.WGMMA from the same N
+    from ptxgen.calibrate.results import WGMMA_MODEL_N
+    assert w.reference_n == WGMMA_MODEL_N
