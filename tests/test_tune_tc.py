@@ -98,3 +98,51 @@ def test_auto_schedule_reads_the_tune_cache(tmp_path, monkeypatch):
                    cachemod.shape_class(shape), {"schedule": best.to_dict()})
     assert TcMatmul("bf16", "bf16").schedule_for(shape) == best
     assert TcMatmul("f16", "bf16").schedule_for(shape) == default       # another dtype's file
+
+
+class FakeTcGpu:
+    """Stands in for TcGpuTrials: 256x128 tiles fastest, 2-CTA clusters 3 % faster, one
+    schedule wrong (never timed)."""
+    broken = TcMatmulSchedule(stages=3, epilogue="tma", inflight=0)
+    calls = []
+
+    def __init__(self, shape, arch, dtype, out, seed=0):
+        pass
+
+    def device_name(self):
+        return "fake"
+
+    def check(self, s):
+        FakeTcGpu.calls.append(("check", s))
+        return (False, 1.0) if s == self.broken else (True, 1e-7)
+
+    def time(self, s):
+        FakeTcGpu.calls.append(("time", s))
+        return (1.0 if s.BM == 256 else 1.3) * (0.97 if s.cluster_m == 2 else 1.0), 168
+
+
+@needs_ptxas
+def test_gpu_rounds_time_the_winning_class_and_cache_it(monkeypatch, tmp_path):
+    import ptxgen.runtime
+    from ptxgen.ops.tc_matmul import TcMatmul
+    from ptxgen.schedule import tuned as cachemod
+    from ptxgen.tune import tc
+    monkeypatch.setattr(ptxgen.runtime, "gpu_available", lambda: True)
+    monkeypatch.setattr(tc, "TcGpuTrials", FakeTcGpu)
+    monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path))
+    FakeTcGpu.calls = []
+    shape = dict(M=4095, N=4097, K=4093)
+    base = dict(BM=256, BN=128, wgmma_n=128, epilogue="tma")
+    space = T.TcSpace([TcMatmulSchedule(**kw) for kw in (
+        dict(stages=3, epilogue="tma"), dict(stages=3, epilogue="tma", inflight=0),
+        dict(base, stages=3), dict(base, stages=2), dict(base, stages=3, cluster_m=2),
+        dict(base, stages=3, cluster_m=2, inflight=0))])
+    rep = tune_tc_matmul(shape, ARCH, budget=6, jobs=1, progress=False, space=space)
+    assert len(rep.trials) <= 6 and rep.trials[0].baseline
+    checked = [s for k, s in FakeTcGpu.calls if k == "check"]
+    assert len(checked) == len(rep.trials) and ("time", FakeTcGpu.broken) not in FakeTcGpu.calls
+    assert rep.best.schedule.BM == 256 and rep.best.schedule.cluster_m == 2
+    auto = TcMatmul("bf16", "bf16").schedule_for(shape)      # the cache is read back
+    assert auto == rep.best.schedule
+    entry = json.loads(open(rep.cache_path).read())["entries"][cachemod.shape_class(shape)]
+    assert entry["valid_points"] == 6 and entry["baseline"]["name"] == str(rep.trials[0].schedule)
