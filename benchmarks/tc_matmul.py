@@ -229,6 +229,31 @@ def bench(sname, variants, rng, sms, impls, rows):
     return rows
 
 
+def against_multiple(rows, near="4096"):
+    """Issue 13's odd-shape measure: each odd shape's TFLOP/s over the `near` shape's (the
+    nearest multiple) in this run, per implementation, and the best ptxgen row over the best
+    ptxgen row there."""
+    def ok(r):
+        return "tflops" in r and r.get("ok", True) is not False
+    base = {(r["impl"], r["dtype"]): r["tflops"] for r in rows if r["shape"] == near and ok(r)}
+    best = {}
+    for r in rows:
+        if ok(r) and r["impl"].startswith("ptxgen"):
+            key = (r["shape"], r["dtype"])
+            best[key] = max(best.get(key, 0.0), r["tflops"])
+    out = []
+    for r in rows:
+        if r["shape"].startswith("odd") and ok(r) and (r["impl"], r["dtype"]) in base:
+            out.append(f"{r['shape']:6} {r['impl']:10} {r['dtype']:5} {r['tflops']:8.1f} TFLOP/s "
+                       f"= {r['tflops'] / base[(r['impl'], r['dtype'])]:.3f} of {near}'s")
+    for (shape, dt), tf in sorted(best.items()):
+        if shape.startswith("odd") and (near, dt) in best:
+            pad = max((r.get("pad_ms") or 0.0 for r in rows if r["shape"] == shape), default=0)
+            out.append(f"{shape:6} best ptxgen {dt}: {tf / best[(near, dt)]:.3f} of {near}'s "
+                       f"best{f' (operand pad copies {pad:.4f} ms of it)' if pad else ''}")
+    return out
+
+
 def print_row(r):
     head = f"{r['shape']:6} {r['impl']:8} {r['dtype']:5} {r['out']:5}"
     if "error" in r:
@@ -292,6 +317,8 @@ def main():
           f"{'ok':>5} {'maxdiff':>8}  (x cuBLAS: against cuBLAS of the same input type)")
     for r in result["rows"]:
         print_row(r)
+    for line in against_multiple(result["rows"]):
+        print(line)
     for r in result["emulator"]:
         if "error" in r:
             print(f"emu vs GPU {r['dtype']:5} {str(r['shape']):15} ERROR {r['error'][:200]}")
