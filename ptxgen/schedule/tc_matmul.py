@@ -137,7 +137,8 @@ class TcMatmulSchedule:
             return None
         if self.epilogue == "tma" and n % 8 == 0:
             return "tile"
-        return "rows" if m * n < 2 ** 31 else None
+        # a tile's rows past M start past M*N (clipped) but must stay positive s32 coordinates
+        return "rows" if (m + TMA_MAX_BOX) * n < 2 ** 31 else None
 
     def stages_c(self, out, n, m=1):
         """Whether C goes through shared memory (c_store is not None)."""
