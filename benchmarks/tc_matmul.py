@@ -46,6 +46,11 @@ VARIANTS = {
     "t256": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3),
     "t256x2f0": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3,
                                  cluster_m=2, inflight=0),
+    # an f32 C (tf32, or --out f32) staged too: its 128 KB tile leaves room for 2 stages of
+    # 128x256 (with 3 or 4 stages an f32 C is stored from the fragments); n128: 4 stages
+    "tma2": TcMatmulSchedule(epilogue="tma", stages=2),
+    "x2f0tma2": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=2),
+    "n128tma": TcMatmulSchedule(BN=128, wgmma_n=128, epilogue="tma", stages=4),
     "auto": "auto",                  # the operator's per-shape choice (default_tc_schedule)
 }
 # the operator's auto schedule on transposed operand layouts (bf16/f16 only): row-major B
@@ -200,7 +205,7 @@ def bench(sname, variants, rng, sms, impls, rows):
                     if vname in LAYOUTS:
                         op = TcMatmul(dtype, out, "auto", **LAYOUTS[vname])
                     else:
-                        op = TcMatmul(dtype, out, VARIANTS[vname])
+                        op = TcMatmul(dtype, out, VARIANTS[vname].for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
                     go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))

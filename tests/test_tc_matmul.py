@@ -91,12 +91,29 @@ def test_tma_epilogue_stores_through_shared_memory():
     assert not any(k.startswith("STG") for k in mix), mix
     assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == \
         s.shared_bytes(2, "tile")
-    # an f32 C: direct stores, no C map
+    # an f32 C: its 128 KB tile does not fit beside 3 stages: direct stores, no C map
     o = TcMatmul("bf16", "f32", s)
     ptx, _, mix = _assembled(o, dict(M=64, N=4096, K=64))
     assert "C_map" not in ptx and "UTMASTG.2D" not in mix
     assert len(o.kernel_args(o.shape(M=64, N=4096, K=64), o.make_inputs(
         o.shape(M=64, N=4096, K=64), np.random.default_rng()))) == 6
+
+
+@needs_ptxas
+def test_f32_c_staged_with_two_stages():
+    """With 2 stages the f32 tile fits: 64 8-byte shared stores per thread (128x256 tile, two
+    consumers), 8 TMA stores of 32-column boxes; at odd N the same row by row."""
+    from ptxgen.schedule.matmul import target_limits
+    limit = target_limits("sm_90")["max_shared_per_block"]
+    s = TcMatmulSchedule(epilogue="tma", stages=2).for_dtype("tf32")
+    for N, kind in ((4096, "tile"), (4097, "rows")):
+        op = TcMatmul("tf32", "f32", s)
+        ptx, asm, mix = _assembled(op, dict(M=4096, N=N, K=4096))
+        assert s.c_store("f32", 4096, N) == kind and "C_map" in ptx
+        assert mix.get("STS.64") == 64 and mix.get("UTMASTG.2D") == 8, mix
+        assert asm.resources["tc_matmul"].spills == 0
+        assert op.launch(op.shape(M=4096, N=N, K=4096)).shared_bytes == \
+            s.shared_bytes(4, kind, "f32") <= limit
 
 
 @needs_ptxas

@@ -109,6 +109,19 @@ def test_rows_epilogue_and_turned_tiles(schedule, M, N, K):
     _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))
 
 
+@pytest.mark.parametrize("dtype", ["tf32", "bf16"])
+@pytest.mark.parametrize("N, kind", [(152, "tile"), (151, "rows")])
+def test_staged_f32_c(dtype, N, kind):
+    """An f32 C through shared memory (8-byte stores into 32-column swizzled boxes), stored
+    by 2-D TMA boxes or, at odd N, row by row through the flat view."""
+    s = TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
+                         epilogue="tma").for_dtype(dtype)
+    op = TcMatmul(dtype, "f32", s)
+    shape = op.shape(M=190, N=N, K=75)
+    assert s.c_store("f32", 190, N) == kind
+    _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 @pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("col", "col"), ("col", "row")])
 @pytest.mark.parametrize("schedule, M, N, K", [

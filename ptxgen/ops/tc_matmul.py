@@ -25,7 +25,7 @@ import numpy as np
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
-from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, MN_BOX, OUT_BYTES,
+from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
 from ..schedule.tuned import tuned_tc_schedule
@@ -172,7 +172,7 @@ class TcMatmul(Operator):
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
         staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged))
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out))
 
     def _np_in(self):
         return {"bf16": np.uint16, "f16": np.float16, "tf32": np.float32}[self.dtype]
@@ -204,12 +204,13 @@ class TcMatmul(Operator):
                 TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
                 TiledMap(b_arr, dt, s.BK, MN_BOX)]
         kind = s.c_store(self.out, shape["M"], shape["N"])
+        cols = SWIZZLE_BYTES // OUT_BYTES[self.out]       # a box row: 128 bytes of C
         if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
-            maps.append(TiledMap(arrays["C"], "bf16", s.rows_per_consumer, C_BOX_COLS))
-        elif kind == "rows":                # ... or one row segment at a time, C seen as flat
+            maps.append(TiledMap(arrays["C"], self.out, s.rows_per_consumer, cols))
+        elif kind == "rows":                # ... or one row piece at a time, C seen as flat
             mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
-            maps.append(TiledMap(arrays["C"], "bf16", 1, C_BOX_COLS, rows=1, cols=mn,
-                                 row_stride=packmod.padded(mn, 8)))
+            maps.append(TiledMap(arrays["C"], self.out, 1, cols, rows=1, cols=mn,
+                                 row_stride=packmod.padded(mn, 16 // OUT_BYTES[self.out])))
         return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                        np.uint32(shape["K"])]
 

@@ -128,14 +128,19 @@ class TcMatmulSchedule:
         return self.a_stage_bytes(elem) + self.b_stage_bytes(elem)
 
     def c_store(self, out, m, n):
-        """How C leaves the kernel: None (st.global from the fragments), "tile" (stmatrix into
-        a swizzled shared tile, TMA stores of 64-column boxes through C's 2-D tensor map: rows
-        16-byte aligned, N a multiple of 8) or "rows" (stmatrix into a row-major shared tile,
-        one TMA store per row and 64 columns through a flat view of C: any N). Staged C needs a
-        bf16 C (what stmatrix stores); "rows" flat coordinates must fit TMA's s32."""
-        if self.epilogue == "direct" or out != "bf16":
+        """How C leaves the kernel: None (st.global from the fragments), "tile" (the tile
+        written into shared memory in swizzled boxes of 128-byte rows, 64 bf16 or 32 f32
+        columns each, and stored by TMA through C's 2-D tensor map: rows 16-byte aligned) or
+        "rows" (the same shared tile, each row's 128-byte pieces stored by TMA through a flat
+        view of C: any N). A bf16 C goes through stmatrix, an f32 C through 8-byte shared
+        stores, and only where its twice as large tile fits beside the stages (else C is
+        stored from the fragments); "rows" flat coordinates must fit TMA's s32."""
+        if self.epilogue == "direct" or out not in OUT_BYTES:
             return None
-        if self.epilogue == "tma" and n % 8 == 0:
+        if self.shared_bytes(SWIZZLE_BYTES // self.BK, "tile", out) > \
+                target_limits(DEFAULT_TARGET)["max_shared_per_block"]:
+            return None
+        if self.epilogue == "tma" and (n * OUT_BYTES[out]) % 16 == 0:
             return "tile"
         # a tile's rows past M start past M*N (clipped) but must stay positive s32 coordinates
         return "rows" if (m + TMA_MAX_BOX) * n < 2 ** 31 else None
@@ -144,15 +149,15 @@ class TcMatmulSchedule:
         """Whether C goes through shared memory (c_store is not None)."""
         return self.c_store(out, m, n) is not None
 
-    def c_stage_bytes(self, kind="tile"):
-        """The staged bf16 C tile (either kind: the same swizzled 64-column boxes)."""
-        return self.BM * self.BN * 2 if kind else 0
+    def c_stage_bytes(self, kind="tile", out="bf16"):
+        """The staged C tile (either kind: the same swizzled boxes)."""
+        return self.BM * self.BN * OUT_BYTES[out] if kind else 0
 
-    def shared_bytes(self, elem=2, staged_c=None):
+    def shared_bytes(self, elem=2, staged_c=None, out="bf16"):
         """Dynamic shared memory: the stages, the staged C tile (staged_c: a c_store kind),
         1024 bytes of slack to align them to the swizzle atom, and a full and an empty
         mbarrier per stage."""
-        c = self.c_stage_bytes(staged_c)
+        c = self.c_stage_bytes(staged_c, out)
         return self.stages * self.stage_bytes(elem) + c + SWIZZLE_ATOM_BYTES + 16 * self.stages
 
     # -- validation ---------------------------------------------------------------------------
@@ -197,8 +202,8 @@ class TcMatmulSchedule:
                 f"8-row swizzle atoms")
         if self.epilogue not in ("direct", "tma", "rows"):
             bad(f"epilogue={self.epilogue!r} must be 'direct', 'tma' or 'rows'")
-        if self.epilogue == "tma" and self.wgmma_n % C_BOX_COLS:
-            bad(f"epilogue 'tma' stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
+        if self.epilogue != "direct" and self.wgmma_n % C_BOX_COLS:
+            bad(f"epilogue {self.epilogue!r} stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
                 f"be a multiple of {C_BOX_COLS}")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")

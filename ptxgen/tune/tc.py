@@ -7,8 +7,9 @@ model can tell apart).
                                    every point of that shape
     occupancy                      the one persistent CTA must fit an SM (threads, the entry
                                    register cap, shared memory with the staged C tile)
-    simulator                      one prediction per tile and epilogue; the points of a class
-                                   share it (the bound: whole rounds of tiles at peak)
+    simulator                      one prediction per tile, epilogue and C store (an f32 C is
+                                   staged only where it fits beside the stages); the points of
+                                   a class share it (the bound: whole rounds of tiles at peak)
     -> GPU (budget trials)         round 1: the baseline (the operator's default schedule) and
                                    per class, best predicted first, the variant nearest the
                                    baseline; round 2: the untimed variants of the class that
@@ -61,7 +62,8 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
         ex.close()
     base = TcMatmul(dtype, out).schedule_for(shape)
     first = budget - budget // 3
-    rep.trials = _round_one(points, base, first)
+    keys = Keys(out, shape)
+    rep.trials = _round_one(points, base, first, keys)
     rep.simulated = sorted(points.values(), key=_score)[:20]
     rep.stages.append({"stage": "round 1", "kept": len(rep.trials), "dropped": {}})
     rep.seconds["static"] = round(time.perf_counter() - t0, 1)
@@ -77,7 +79,7 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
             win = min(good, key=lambda p: p.ms)
             timed = {p.schedule for p in rep.trials}
             same = [p for p in points.values() if p.schedule not in timed and
-                    T.key_of(p.schedule, T.SIM_FIELDS) == T.key_of(win.schedule, T.SIM_FIELDS)]
+                    keys.sim(p.schedule) == keys.sim(win.schedule)]
             more = sorted(same, key=lambda p: (T.distance(p.schedule, win.schedule),
                                                str(p.schedule)))[:budget - len(rep.trials)]
             rep.trials += more
@@ -101,13 +103,14 @@ def _static(rep, scheds, ex, dtype, out, sample, progress):
     """ptxas per code shape, occupancy, the simulator per class: {schedule: Point} of the
     survivors, their stage records appended to rep.stages."""
     arch, shape = rep.arch, rep.shape
-    codes = _representatives(scheds, T.CODE_FIELDS)
+    keys = Keys(out, shape)
+    codes = _representatives(scheds, keys.code)
     with Progress(len(codes), "ptxas", progress) as bar:
         res = dict(zip(codes, ex.map(T.run_job, [("assemble", c.to_dict(), arch, shape, dtype,
                                                   out) for c in codes.values()], bar)))
     points, ptxas_drop, occ_drop = {}, {"spills": 0, "ptxas rejected": 0}, {"no CTA fits": 0}
     for s in scheds:
-        r = res[T.key_of(s, T.CODE_FIELDS)]
+        r = res[keys.code(s)]
         if "error" in r:
             ptxas_drop["ptxas rejected"] += 1
             continue
@@ -116,7 +119,7 @@ def _static(rep, scheds, ex, dtype, out, sample, progress):
             continue
         staged = s.c_store(out, shape["M"], shape["N"])
         p = Point(s, registers=r["registers"], bound_us=T.bound_us(s, shape, arch, dtype))
-        p.ctas_per_sm = T.ctas_per_sm(s, p.registers, arch, dtype, staged)
+        p.ctas_per_sm = T.ctas_per_sm(s, p.registers, arch, dtype, staged, out)
         if p.ctas_per_sm < 1:
             occ_drop["no CTA fits"] += 1
             continue
@@ -126,21 +129,21 @@ def _static(rep, scheds, ex, dtype, out, sample, progress):
                        "dropped": dict(ptxas_drop, **{
                            f"assembled once per code shape ({len(codes)})": 0})})
     rep.stages.append({"stage": "occupancy", "kept": len(points), "dropped": occ_drop})
-    classes = _representatives(points, T.SIM_FIELDS)
+    classes = _representatives(points, keys.sim)
     with Progress(len(classes), "simulator", progress) as bar:
         sims = dict(zip(classes, ex.map(T.run_job, [
             ("simulate", c.to_dict(), arch, shape, dtype, out, points[c].registers, sample)
             for c in classes.values()], bar)))
     errors, failed = [], 0
     for s, p in list(points.items()):
-        r = sims[T.key_of(s, T.SIM_FIELDS)]
+        r = sims[keys.sim(s)]
         p.predicted_us, p.launch_us = r.get("us"), r.get("launch_us")
         if p.predicted_us is None:
             failed += 1
             errors.append(r.get("error", "?"))
     rec = {"stage": "simulator", "kept": len(points) - failed,
            "dropped": {"simulation failed": failed},
-           "note": f"{len(classes)} simulations (one per tile and epilogue), "
+           "note": f"{len(classes)} simulations (one per tile, epilogue and C store), "
                    f"{len(points)} points ranked"}
     if errors:
         rec["errors"] = sorted(set(errors))[:5]
@@ -148,11 +151,29 @@ def _static(rep, scheds, ex, dtype, out, sample, progress):
     return points
 
 
-def _representatives(scheds, names):
-    """{class key: the class's point nearest the default schedule}, classes by `names`."""
+class Keys:
+    """The classes of a search: code shape and simulation class (tc_space.CODE_FIELDS and
+    SIM_FIELDS), each with how C is stored for the shape (an f32 C is staged only where its
+    tile fits beside the stages, so there the stage count changes the code)."""
+
+    def __init__(self, out, shape):
+        self.out, self.shape = out, shape
+
+    def _kind(self, s):
+        return s.c_store(self.out, self.shape["M"], self.shape["N"])
+
+    def code(self, s):
+        return T.key_of(s, T.CODE_FIELDS), self._kind(s)
+
+    def sim(self, s):
+        return T.key_of(s, T.SIM_FIELDS), self._kind(s)
+
+
+def _representatives(scheds, key):
+    """{class key: the class's point nearest the default schedule}."""
     out = {}
     for s in sorted(scheds, key=lambda s: (T.distance(s, T.key_of(s, ())), str(s))):
-        out.setdefault(T.key_of(s, names), s)
+        out.setdefault(key(s), s)
     return out
 
 
@@ -161,20 +182,20 @@ def _score(p):
             str(p.schedule))
 
 
-def _round_one(points, base, first):
+def _round_one(points, base, first, keys):
     """The baseline, then per simulator class in order of prediction the variant nearest the
     baseline."""
     bp = points.get(base) or Point(base)
     bp.baseline = True
-    trials, seen = [bp], {T.key_of(base, T.SIM_FIELDS)}
+    trials, seen = [bp], {keys.sim(base)}
     for p in sorted(points.values(), key=_score):
         if len(trials) >= first:
             break
-        k = T.key_of(p.schedule, T.SIM_FIELDS)
+        k = keys.sim(p.schedule)
         if k in seen:
             continue
         seen.add(k)
-        trials.append(min((q for s, q in points.items() if T.key_of(s, T.SIM_FIELDS) == k),
+        trials.append(min((q for s, q in points.items() if keys.sim(s) == k),
                           key=lambda q: (T.distance(q.schedule, base), str(q.schedule))))
     return trials
 

@@ -8,8 +8,10 @@ B by multicast (1, 2) and the raster (group_m 0 or 8). Validation drops what sha
 the register file cannot hold.
 
 What each model can tell apart decides how often it runs:
-    ptxas         per code shape (tile, epilogue, inflight, cluster): stages and group_m are
-                  constants of the same code, so they share its registers and spills
+    ptxas         per code shape (tile, epilogue, inflight, cluster, how C is stored): stages
+                  and group_m are constants of the same code, so they share its registers and
+                  spills (they change the code only where they decide whether an f32 C fits
+                  in shared memory, which the C store kind says)
     simulator     per tile and epilogue: it issues every wgmma with its shape's cost (the
                   isa's WGMMA class scaled by N) and walks the persistent tile loop, so it
                   sees the rounds of tiles over the SMs and the epilogue's stores; it models
@@ -137,10 +139,10 @@ def run_job(job):
     return {"assemble": assemble, "simulate": simulate}[job[0]](*job[1:])
 
 
-def ctas_per_sm(s, registers, arch, dtype, staged):
+def ctas_per_sm(s, registers, arch, dtype, staged, out="bf16"):
     from ..analysis.occupancy import occupancy
     elem = 4 if dtype == "tf32" else 2
-    return occupancy(s.threads, registers, s.shared_bytes(elem, staged), arch) \
+    return occupancy(s.threads, registers, s.shared_bytes(elem, staged, out), arch) \
         .active_blocks_per_sm
 
 
