@@ -273,12 +273,22 @@ def test_gpu_and_emulator_agree_at_a_small_odd_shape(dtype):
                                                        group_m=0),
                                       TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3,
                                                        inflight=0),
-                                      TcMatmulSchedule(epilogue="tma", stages=3)])
+                                      TcMatmulSchedule(epilogue="tma", stages=3),
+                                      TcMatmulSchedule(epilogue="tma", stages=2)])
 def test_gpu_schedule_variants(schedule):
-    for out, N in (("f32", 611), ("bf16", 611), ("bf16", 616)):      # 616: TMA-stored C
+    # 616: 2-D TMA-stored C; 611 with tma: row by row (f32 C only with 2 stages: it fits)
+    for out, N in (("f32", 611), ("f32", 616), ("bf16", 611), ("bf16", 616)):
         op = TcMatmul("bf16", out, schedule)
         ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=200), np.random.default_rng())
         assert ok, (out, N, worst)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N", [612, 611])
+def test_gpu_tf32_staged_f32_c(N):
+    op = TcMatmul("tf32", "f32", TcMatmulSchedule(epilogue="tma", stages=2).for_dtype("tf32"))
+    ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=201), np.random.default_rng())
+    assert ok, worst
 
 
 @pytest.mark.gpu
