@@ -39,11 +39,28 @@ VARIANTS = {
     "x2tma": TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3),
     "x2f0tma": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3),
     "n128": TcMatmulSchedule(BN=128, wgmma_n=128, stages=6),
+    # C staged row-major and stored one TMA row segment at a time (any N; here also at even N)
+    "rows": TcMatmulSchedule(epilogue="rows", stages=3),
+    # 256x128 tiles (two consumers of 128 rows, wgmma n128): 16 x 33 = 528 = 4 x 132 tiles at
+    # N = 4097 where 128x256 tiles make 32 x 17 = 544 (5 rounds)
+    "t256": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3),
+    "t256x2f0": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3,
+                                 cluster_m=2, inflight=0),
+    # an f32 C (tf32, or --out f32) staged too: its 128 KB tile leaves room for 2 stages of
+    # 128x256 (with 3 or 4 stages an f32 C is stored from the fragments); n128: 4 stages
+    "tma2": TcMatmulSchedule(epilogue="tma", stages=2),
+    "x2f0tma2": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=2),
+    "n128tma": TcMatmulSchedule(BN=128, wgmma_n=128, epilogue="tma", stages=4),
     "auto": "auto",                  # the operator's per-shape choice (default_tc_schedule)
 }
+# the operator's auto schedule on transposed operand layouts (bf16/f16 only): row-major B
+# (K x N, N-major boxes, wgmma trans-b), column-major A (At, K x M), both
+LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
+           "acolbrow": dict(a_layout="col", b_layout="row")}
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
-         "odd": (4095, 4097, 4093), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
+         "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
+         "oddm": (4095, 4096, 4096), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
          "llm3": (128, 8192, 8192)}
 
 
@@ -108,12 +125,17 @@ def sampled_ok(C, ref, op, M, N, K):
 
 def _ptxgen_arrays(op, shape, A, Bt, C):
     """The operator's arrays as torch CUDA tensors (16-bit inputs as int16 bit patterns: the
-    tensor maps and pointer checks look at element sizes), zeroed workspace added."""
+    tensor maps and pointer checks look at element sizes), in its operand layouts (transposed
+    copies made here, outside the timing), zeroed workspace added."""
     import torch
 
     def bits(t):
         return t.view(torch.int16) if t.element_size() == 2 else t
     arrays = {"A": bits(A), "Bt": bits(Bt), "C": bits(C)}
+    if "At" in op.inputs:
+        arrays["At"] = bits(A.T.contiguous())
+    if "B" in op.inputs:
+        arrays["B"] = bits(Bt.T.contiguous())
     for name, (dims, dt) in op.workspace(shape, ARCH).items():
         arrays[name] = torch.zeros(dims, device="cuda", dtype=bits(A).dtype)
     return arrays
@@ -131,7 +153,11 @@ def ptxgen_call(op, shape, A, Bt, C, sms):
     def go():
         for g in gos:
             g()
-    return go, ctas
+
+    def pads():
+        for g in gos[:-1]:
+            g()
+    return go, ctas, (pads if len(gos) > 1 else None)
 
 
 # (implementation, input type, C type): ptxgen's operator, cuBLAS, Triton. The 16-bit GEMMs
@@ -144,15 +170,16 @@ TORCH_IN = {"bf16": "bfloat16", "f16": "float16", "tf32": "float32"}
 TORCH_OUT = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
 
 
-def bench(sname, variants, rng, sms, impls):
+def bench(sname, variants, rng, sms, impls, rows):
     """Every implementation on the same fresh inputs per input type; ptxgen and Triton checked
     against float64 on sampled rows (the operator's bound); each ratio is against cuBLAS of the
-    same input type, timed in this run."""
+    same input type, timed in this run. Rows are appended to `rows` as they come (a fault
+    that ends the shape keeps the rows before it)."""
     import torch
     import tc_baselines as base
     M, N, K = NAMED[sname]
     flops = 2.0 * M * N * K
-    rows, inputs, t_ref = [], {}, {}
+    inputs, t_ref = {}, {}
     for impl, dtype, out in impls:
         if dtype not in inputs:
             torch.manual_seed(int(rng.integers(2 ** 31)))
@@ -162,6 +189,8 @@ def bench(sname, variants, rng, sms, impls):
             inputs[dtype] = (A, Bt, sampled_reference(A, Bt, rng), {})
         A, Bt, ref_rows, outs = inputs[dtype]
         for vname in (variants if impl == "ptxgen" else [None]):
+            if vname in LAYOUTS and dtype == "tf32":       # tf32 wgmma has no transpose
+                continue
             C = torch.full((M, N), float("nan"), device="cuda",
                            dtype=getattr(torch, TORCH_OUT[out]))
             row = dict(shape=sname, impl=impl if vname in (None, "auto") else f"ptxgen-{vname}",
@@ -173,10 +202,15 @@ def bench(sname, variants, rng, sms, impls):
                 elif impl == "triton":
                     go = base.triton_bf16(A, Bt, C)
                 else:
-                    op = TcMatmul(dtype, out, VARIANTS[vname] if vname != "auto" else "auto")
+                    if vname in LAYOUTS:
+                        op = TcMatmul(dtype, out, "auto", **LAYOUTS[vname])
+                    else:
+                        op = TcMatmul(dtype, out, VARIANTS[vname].for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
-                    go, ctas = ptxgen_call(op, shape, A, Bt, C, sms)
+                    go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))
+                    if pads is not None:      # odd K: the operand pad copies on their own
+                        extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)
                 go()
                 torch.cuda.synchronize()
                 if impl == "triton":
@@ -200,6 +234,31 @@ def bench(sname, variants, rng, sms, impls):
     return rows
 
 
+def against_multiple(rows, near="4096"):
+    """Issue 13's odd-shape measure: each odd shape's TFLOP/s over the `near` shape's (the
+    nearest multiple) in this run, per implementation, and the best ptxgen row over the best
+    ptxgen row there."""
+    def ok(r):
+        return "tflops" in r and r.get("ok", True) is not False
+    base = {(r["impl"], r["dtype"]): r["tflops"] for r in rows if r["shape"] == near and ok(r)}
+    best = {}
+    for r in rows:
+        if ok(r) and r["impl"].startswith("ptxgen"):
+            key = (r["shape"], r["dtype"])
+            best[key] = max(best.get(key, 0.0), r["tflops"])
+    out = []
+    for r in rows:
+        if r["shape"].startswith("odd") and ok(r) and (r["impl"], r["dtype"]) in base:
+            out.append(f"{r['shape']:6} {r['impl']:10} {r['dtype']:5} {r['tflops']:8.1f} TFLOP/s "
+                       f"= {r['tflops'] / base[(r['impl'], r['dtype'])]:.3f} of {near}'s")
+    for (shape, dt), tf in sorted(best.items()):
+        if shape.startswith("odd") and (near, dt) in best:
+            pad = max((r.get("pad_ms") or 0.0 for r in rows if r["shape"] == shape), default=0)
+            out.append(f"{shape:6} best ptxgen {dt}: {tf / best[(near, dt)]:.3f} of {near}'s "
+                       f"best{f' (operand pad copies {pad:.4f} ms of it)' if pad else ''}")
+    return out
+
+
 def print_row(r):
     head = f"{r['shape']:6} {r['impl']:8} {r['dtype']:5} {r['out']:5}"
     if "error" in r:
@@ -207,18 +266,23 @@ def print_row(r):
         return
     ratio = f"{r['ratio']:8.3f}" if r.get("ratio") else f"{'-':>8}"
     diff = r.get("max_diff_vs_cublas")
+    pad = f" pad {r['pad_ms']:.4f} ms" if r.get("pad_ms") else ""
     print(f"{head} {r['ms']:8.4f} {r['tflops']:8.1f} {ratio} {str(r.get('ok', '')):>5} "
-          f"{'' if diff is None else f'{diff:8.3g}'}", flush=True)
+          f"{'' if diff is None else f'{diff:8.3g}'}{pad} {r.get('schedule', '')}", flush=True)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="4096,8192,odd")
     p.add_argument("--variants", default="auto",
-                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice")
+                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice, or operand "
+                        "layouts (LAYOUTS: brow, acol, acolbrow; auto schedule)")
     p.add_argument("--dtypes", default="bf16,f16,tf32")
+    p.add_argument("--impls", default="cublas,ptxgen,triton",
+                   help="implementations to time (cuBLAS is each ratio's reference)")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--skip-small", action="store_true")
+    p.add_argument("--tag", default="", help="suffix of the JSON file's name")
     p.add_argument("--budget-s", type=float, default=1e9,
                    help="start no further shape after this many seconds")
     args = p.parse_args()
@@ -232,7 +296,7 @@ def main():
                 date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
     print(info, flush=True)
     result = dict(info=info, rows=[], emulator=[])
-    path = os.path.join(args.out, "tc_matmul.json")
+    path = os.path.join(args.out, f"tc_matmul{args.tag}.json")
     if not args.skip_small:
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
@@ -240,13 +304,13 @@ def main():
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
     dtypes = args.dtypes.split(",")
-    impls = [i for i in IMPLS if i[1] in dtypes]
+    impls = [i for i in IMPLS if i[1] in dtypes and i[0] in args.impls.split(",")]
     for sname in args.shapes.split(","):
         if time.time() - t0 > args.budget_s:
             print(f"budget: skipped {sname}", flush=True)
             continue
         try:
-            result["rows"] += bench(sname, args.variants.split(","), rng, sms, impls)
+            bench(sname, args.variants.split(","), rng, sms, impls, result["rows"])
         except Exception as e:                                      # report, keep going
             print(f"{sname}: {type(e).__name__}: {e}", flush=True)
             result.setdefault("errors", []).append(f"{sname}: {type(e).__name__}: {e}")
@@ -258,6 +322,8 @@ def main():
           f"{'ok':>5} {'maxdiff':>8}  (x cuBLAS: against cuBLAS of the same input type)")
     for r in result["rows"]:
         print_row(r)
+    for line in against_multiple(result["rows"]):
+        print(line)
     for r in result["emulator"]:
         if "error" in r:
             print(f"emu vs GPU {r['dtype']:5} {str(r['shape']):15} ERROR {r['error'][:200]}")

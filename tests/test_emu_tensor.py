@@ -287,6 +287,18 @@ def test_tma_load_store_with_edges(swizzle, box, esize):
     assert (O == want).all()
 
 
+def test_tma_shared_box_must_be_128_byte_aligned():
+    """The H200 faults (misaligned address) on a TMA box at a shared address that is 16- but not
+    128-byte aligned; the emulator says so instead of copying."""
+    A = np.zeros((16, 64), np.uint16)
+    tin, tout = TensorMap(A, (64, 8), swizzle=128), TensorMap(A.copy(), (64, 8), swizzle=128)
+    raw = np.zeros(64 * 8 * 2 // 4, np.uint32)
+    args = (tin, tout, raw, *map(np.int32, (0, 0, 0, 0)))
+    emulate(P.tma_probe((64, 8), 2, offset=128), "tma_probe", (1,), (128,), *args)
+    with pytest.raises(EmulationError, match="TMA load of a shared box not 128-byte aligned"):
+        emulate(P.tma_probe((64, 8), 2, offset=16), "tma_probe", (1,), (128,), *args)
+
+
 def test_tensor_map_validation_and_plain_bytes():
     a = np.zeros((8, 8), np.float32)
     with pytest.raises(PtxgenError, match="box sizes must be 1..256"):

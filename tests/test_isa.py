@@ -311,3 +311,11 @@ def test_target_limits_need_sources(monkeypatch):
             isa.limits("sm_86")
     finally:
         isa._limits.cache_clear()
+
+
+def test_wgmma_reference_shape_is_the_calibrated_one():
+    """calibrate writes ops.WGMMA from m64nNk16 at its model N: reference_flops must be that
+    shape's FLOPs, or every other N would be scaled from the wrong base."""
+    from ptxgen.calibrate.results import WGMMA_MODEL_N
+    w = isa.load("sm_90").ops["WGMMA"]
+    assert w.reference_flops == 2 * 64 * WGMMA_MODEL_N * 16

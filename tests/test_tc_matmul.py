@@ -89,14 +89,50 @@ def test_tma_epilogue_stores_through_shared_memory():
     # 16 stmatrix.x4 per thread (64 x 256 bf16 per consumer), 4 TMA stores of 64 columns
     assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 4, mix
     assert not any(k.startswith("STG") for k in mix), mix
-    assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == s.shared_bytes(2, True)
-    # C rows not 16-byte aligned, or an f32 C: direct stores, no C map
-    for out, N in (("bf16", 4097), ("f32", 4096)):
-        o = TcMatmul("bf16", out, s)
-        ptx, _, mix = _assembled(o, dict(M=64, N=N, K=64))
-        assert "C_map" not in ptx and "UTMASTG.2D" not in mix
-        assert len(o.kernel_args(o.shape(M=64, N=N, K=64), o.make_inputs(
-            o.shape(M=64, N=N, K=64), np.random.default_rng()))) == 6
+    assert op.launch(op.shape(M=4095, N=4096, K=4096)).shared_bytes == \
+        s.shared_bytes(2, "tile")
+    # an f32 C: its 128 KB tile does not fit beside 3 stages: direct stores, no C map
+    o = TcMatmul("bf16", "f32", s)
+    ptx, _, mix = _assembled(o, dict(M=64, N=4096, K=64))
+    assert "C_map" not in ptx and "UTMASTG.2D" not in mix
+    assert len(o.kernel_args(o.shape(M=64, N=4096, K=64), o.make_inputs(
+        o.shape(M=64, N=4096, K=64), np.random.default_rng()))) == 6
+
+
+@needs_ptxas
+def test_f32_c_staged_with_two_stages():
+    """With 2 stages the f32 tile fits: 64 8-byte shared stores per thread (128x256 tile, two
+    consumers), 8 TMA stores of 32-column boxes; at odd N the same row by row."""
+    from ptxgen.schedule.matmul import target_limits
+    limit = target_limits("sm_90")["max_shared_per_block"]
+    s = TcMatmulSchedule(epilogue="tma", stages=2).for_dtype("tf32")
+    for N, kind in ((4096, "tile"), (4097, "rows")):
+        op = TcMatmul("tf32", "f32", s)
+        ptx, asm, mix = _assembled(op, dict(M=4096, N=N, K=4096))
+        assert s.c_store("f32", 4096, N) == kind and "C_map" in ptx
+        assert mix.get("STS.64") == 64 and mix.get("UTMASTG.2D") == 8, mix
+        assert asm.resources["tc_matmul"].spills == 0
+        assert op.launch(op.shape(M=4096, N=N, K=4096)).shared_bytes == \
+            s.shared_bytes(4, kind, "f32") <= limit
+
+
+@needs_ptxas
+def test_rows_epilogue_for_c_rows_not_16_byte_aligned():
+    """N = 4097: C's rows are 2-byte aligned, so "tma" stages C row-major and stores each row
+    segment with one TMA store through a flat view of C (the last tile column from fragments)."""
+    s = TcMatmulSchedule(epilogue="tma", stages=3)
+    op = TcMatmul("bf16", "bf16", s)
+    shape = op.shape(M=4095, N=4097, K=4096)
+    ptx, asm, mix = _assembled(op, shape)
+    assert s.c_store("bf16", 4095, 4097) == "rows" and "C_map" in ptx
+    assert asm.resources["tc_matmul"].spills == 0
+    # 16 stmatrix.x4 per thread into the swizzled tile; per row 4 TMA stores of 64 columns
+    assert mix.get("STSM.16.M88.4") == 16 and mix.get("UTMASTG.2D") == 4, mix
+    args = op.kernel_args(shape, op.make_inputs(shape, np.random.default_rng()))
+    cmap = args[2]
+    assert (cmap.rows, cmap.cols, cmap.box_rows, cmap.box_cols, cmap.swizzle) == \
+        (1, 4095 * 4097, 1, 64, 128)
+    assert op.launch(shape).shared_bytes == s.shared_bytes(2, "rows")
 
 
 @needs_ptxas
@@ -105,6 +141,17 @@ def test_f16_and_narrow_tiles_assemble():
     _, asm, mix = _assembled(TcMatmul("f16", "f32", s), dict(M=300, N=200, K=64))
     assert asm.resources["tc_matmul"].spills == 0
     assert any(k.startswith("HGMMA") for k in mix), mix
+
+
+@needs_ptxas
+def test_row_major_b_assembles_with_transposed_hgmma():
+    s = TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+    op = TcMatmul("bf16", "bf16", s, b_layout="row")
+    ptx, asm, mix = _assembled(op, dict(M=4096, N=4096, K=4096))
+    assert asm.resources["tc_matmul"].spills == 0
+    # trans-b immediate 1 on every wgmma; B loaded in 128/64 = 2 multicast boxes per CTA
+    assert ptx.count(", 1, 1, 0, 1;") == ptx.count("wgmma.mma_async") == 4
+    assert mix.get("UTMALDG.2D.MULTICAST") == 2 and mix.get("HGMMA.64") == 4, mix
 
 
 def test_auto_schedule_by_tiles_per_sm():
@@ -118,6 +165,10 @@ def test_auto_schedule_by_tiles_per_sm():
     for s in (small, mid, big):
         s.validate(ARCH)
     assert TcMatmul().schedule_for(dict(M=8192, N=8192, K=8192)) == big
+    # a ragged N: 544 tiles of 128x256 (5 rounds of 132 SMs), 528 of 256x128 (4 rounds)
+    odd = default_tc_schedule(dict(M=4095, N=4097, K=4093))
+    assert (odd.BM, odd.BN, odd.wgmma_n, odd.epilogue) == (256, 128, 128, "tma")
+    odd.validate(ARCH)
 
 
 def test_bf16_rounding_is_nearest_even():
@@ -222,12 +273,37 @@ def test_gpu_and_emulator_agree_at_a_small_odd_shape(dtype):
                                                        group_m=0),
                                       TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3,
                                                        inflight=0),
-                                      TcMatmulSchedule(epilogue="tma", stages=3)])
+                                      TcMatmulSchedule(epilogue="tma", stages=3),
+                                      TcMatmulSchedule(epilogue="tma", stages=2)])
 def test_gpu_schedule_variants(schedule):
-    for out, N in (("f32", 611), ("bf16", 611), ("bf16", 616)):      # 616: TMA-stored C
+    # 616: 2-D TMA-stored C; 611 with tma: row by row (f32 C only with 2 stages: it fits)
+    for out, N in (("f32", 611), ("f32", 616), ("bf16", 611), ("bf16", 616)):
         op = TcMatmul("bf16", out, schedule)
         ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=200), np.random.default_rng())
         assert ok, (out, N, worst)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N", [612, 611])
+def test_gpu_tf32_staged_f32_c(N):
+    op = TcMatmul("tf32", "f32", TcMatmulSchedule(epilogue="tma", stages=2).for_dtype("tf32"))
+    ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=201), np.random.default_rng())
+    assert ok, worst
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("col", "col"), ("col", "row")])
+@pytest.mark.parametrize("schedule", ["auto", TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
+                                                               epilogue="tma", stages=3),
+                                      TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3,
+                                                       inflight=0)])
+def test_gpu_operand_layouts(a_layout, b_layout, schedule):
+    """Column-major A / row-major B through wgmma's transpose bits against float64; odd M, N
+    or K pad the operand whose stored rows are not 16-byte aligned; N=611: C by rows."""
+    for M, N, K in ((333, 611, 200), (336, 616, 201)):
+        op = TcMatmul("bf16", "bf16", schedule, a_layout=a_layout, b_layout=b_layout)
+        ok, worst = _gpu_run(op, op.shape(M=M, N=N, K=K), np.random.default_rng())
+        assert ok, (M, N, K, worst)
 
 
 # -- K not a multiple of 8: operands padded first ------------------------------------------------

@@ -34,10 +34,10 @@ def _emulated(op, shape, sm_count=None):
 def _assert_matches_float64(op, shape, arrays):
     """C against float64 of the exact 16-bit inputs, within the operator's bound per element
     (C starts as NaN, so an element never written fails)."""
-    a, bt = op.values(arrays["A"], op.dtype), op.values(arrays["Bt"], op.dtype)
-    want = a @ bt.T
+    a, b = op.matrices(arrays)
+    want = a @ b
     got = op.values(arrays["C"], op.out)
-    bound = op.error_bound(shape, np.abs(a) @ np.abs(bt).T)
+    bound = op.error_bound(shape, np.abs(a) @ np.abs(b))
     assert np.isfinite(got).all()
     assert (np.abs(got - want) <= bound).all(), float(np.max(np.abs(got - want) / bound))
 
@@ -90,3 +90,56 @@ def test_cli_runs_the_gemm_on_the_emulator(cli):
     rc, out, err = cli("run", "matmul", "--dtype", "tf32", "--M", "67", "--N", "45", "--K", "37",
                        "--backend", "emu", "--check")
     assert rc == 0 and "check: PASS" in out, err
+
+
+@pytest.mark.parametrize("schedule, M, N, K", [
+    # odd N: "tma" falls back to row-by-row TMA stores through the flat view of C
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
+                      epilogue="tma"), 190, 151, 75),
+    # "rows" at an aligned N, edge rows past M clipped by the flat map's end
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=0,
+                      epilogue="rows"), 190, 152, 64),
+    # 256x128 tiles (two consumers of 128 rows, two wgmma M blocks each), odd N
+    (TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=2, epilogue="tma"), 300, 141, 70),
+])
+def test_rows_epilogue_and_turned_tiles(schedule, M, N, K):
+    op = TcMatmul("bf16", "bf16", schedule)
+    shape = op.shape(M=M, N=N, K=K)
+    assert schedule.c_store("bf16", M, N) == "rows"
+    _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))
+
+
+@pytest.mark.parametrize("dtype", ["tf32", "bf16"])
+@pytest.mark.parametrize("N, kind", [(152, "tile"), (151, "rows")])
+def test_staged_f32_c(dtype, N, kind):
+    """An f32 C through shared memory (8-byte stores into 32-column swizzled boxes), stored
+    by 2-D TMA boxes or, at odd N, row by row through the flat view."""
+    s = TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
+                         epilogue="tma").for_dtype(dtype)
+    op = TcMatmul(dtype, "f32", s)
+    shape = op.shape(M=190, N=N, K=75)
+    assert s.c_store("f32", 190, N) == kind
+    _assert_matches_float64(op, shape, _emulated(op, shape, sm_count=2))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("col", "col"), ("col", "row")])
+@pytest.mark.parametrize("schedule, M, N, K", [
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=2, group_m=2), 67, 45, 40),
+    (TcMatmulSchedule(BN=128, wgmma_n=128, stages=2, epilogue="tma"), 190, 152, 75),
+])
+def test_transposed_operand_layouts(dtype, a_layout, b_layout, schedule, M, N, K):
+    """Column-major A (At, K x M) and row-major B (K x N): M-/N-major boxes of 64 and wgmma's
+    transpose bits; odd M, N or K pad the operand whose stored rows are not 16-byte aligned."""
+    op = TcMatmul(dtype, "bf16", schedule, a_layout=a_layout, b_layout=b_layout)
+    shape = op.shape(M=M, N=N, K=K)
+    arrays = _emulated(op, shape, sm_count=2)
+    assert set(op.inputs) <= set(arrays)
+    _assert_matches_float64(op, shape, arrays)
+
+
+def test_tf32_refuses_transposed_layouts():
+    with pytest.raises(PtxgenError, match="tf32 wgmma reads K-major operands only.*b_layout"):
+        TcMatmul("tf32", "f32", b_layout="row")
+    with pytest.raises(PtxgenError, match="a_layout must be 'row' or 'col'"):
+        TcMatmul("bf16", "f32", a_layout="rows")

@@ -72,6 +72,11 @@ def add_dtype(p):
                         "sm_90a, mma.sync on the other targets)")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
+    p.add_argument("--a-layout", choices=("row", "col"), default="row",
+                   help="matmul with --dtype: A row-major (M x K) or column-major (given K x M)")
+    p.add_argument("--b-layout", choices=("row", "col"), default="col",
+                   help="matmul with --dtype: B column-major (given as Bt, N x K) or row-major "
+                        "(K x N)")
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
     p.add_argument("--scale", type=float, default=None,
                    help="attention: softmax scale (default 1/sqrt(D))")
@@ -95,7 +100,9 @@ def operator_from_args(args):
         if args.kernel != "matmul":
             raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
         from ..ops.tc_matmul import TcMatmul
-        op = TcMatmul(dtype=args.dtype, out=args.out_dtype)
+        op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
+                      a_layout=getattr(args, "a_layout", "row"),
+                      b_layout=getattr(args, "b_layout", "col"))
     return op
 
 

@@ -1,5 +1,8 @@
-"""ptxgen tune matmul --M --N --K [--arch] [--budget N] [--dry-run] [--jobs J] [--cache FILE]
-[--json] [--no-progress]
+"""ptxgen tune matmul --M --N --K [--dtype bf16|f16|tf32 [--out-dtype]] [--arch] [--budget N]
+[--dry-run] [--jobs J] [--cache FILE] [--json] [--no-progress]
+
+Without --dtype: the FP32 SGEMM space (tune/space.py); with it, the sm_90a tensor-core GEMM's
+(tune/tc_space.py, target sm_90a).
 
 ptxgen tune attention --B --H --S --D [--dtype bf16|f16] [--causal] --dry-run [--top K]: the
 AttentionSchedule space pruned by the static models and ranked by the simulator (no GPU
@@ -8,7 +11,7 @@ import json
 import sys
 
 from .. import arch as archmod
-from ..arch import DEFAULT_TARGET
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from .common import positive_int
 
@@ -23,7 +26,11 @@ def add_parser(sub):
     for name, default in (("B", 4), ("H", 32), ("S", 4096), ("D", 128)):
         p.add_argument(f"--{name}", type=positive_int, default=default,
                        help=f"attention: default {default}")
-    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16", help="attention inputs")
+    p.add_argument("--dtype", choices=("bf16", "f16", "tf32"), default=None,
+                   help="matmul: tune the tensor-core GEMM for these inputs (target sm_90a); "
+                        "attention: its inputs (bf16 or f16, default bf16)")
+    p.add_argument("--out-dtype", choices=("f32", "bf16"), default="bf16",
+                   help="matmul with --dtype: type of C (default bf16)")
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
     p.add_argument("--top", type=positive_int, default=None,
                    help="attention: show only the K best predicted schedules")
@@ -59,7 +66,10 @@ def run_attention(args):
     arch = args.arch or arch_specific_variant(DEFAULT_TARGET)
     archmod.check_arch(arch)
     shape = {"B": args.B, "H": args.H, "S": args.S, "D": args.D}
-    rep = tune_attention(shape, dtype=args.dtype, causal=args.causal, arch=arch,
+    dtype = args.dtype or "bf16"
+    if dtype not in ("bf16", "f16"):
+        raise PtxgenError(f"tune attention: --dtype must be bf16 or f16, got {dtype}")
+    rep = tune_attention(shape, dtype=dtype, causal=args.causal, arch=arch,
                          jobs=args.jobs, sample=args.sample, cluster=args.cluster)
     if args.top:
         rep.ranked = rep.ranked[:args.top]
@@ -69,8 +79,10 @@ def run_attention(args):
 def run(args):
     if args.operator == "attention":
         return run_attention(args)
-    from ..tune import tune_matmul
+    from ..tune import tune_matmul, tune_tc_matmul
     arch = args.arch
+    if arch is None and args.dtype:
+        arch = DEFAULT_ARCH_SPECIFIC_TARGET
     if arch is None:
         from ..runtime import gpu_available
         if gpu_available():
@@ -88,9 +100,18 @@ def run(args):
     if args.sample < 4:
         raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
     shape = {"M": args.M, "N": args.N, "K": args.K}
-    rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
-                      jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
-                      cache_path=args.cache, cluster=args.cluster)
+    if args.dtype:
+        if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
+            raise PtxgenError(f"tune matmul --dtype: the tensor-core GEMM needs --arch "
+                              f"{DEFAULT_ARCH_SPECIFIC_TARGET}, not {arch}")
+        rep = tune_tc_matmul(shape, arch, dtype=args.dtype, out=args.out_dtype,
+                             budget=args.budget, dry_run=args.dry_run, jobs=args.jobs,
+                             sample=args.sample, progress=not args.no_progress,
+                             cache_path=args.cache, cluster=args.cluster)
+    else:
+        rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
+                          jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
+                          cache_path=args.cache, cluster=args.cluster)
     return _show(rep, args)
 
 

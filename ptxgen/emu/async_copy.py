@@ -23,6 +23,9 @@ from . import cluster, mbarrier, memops, memory, tensormap
 from .values import UNSIGNED
 
 _U64 = np.dtype(np.uint64)
+# a tensor copy's shared-memory box starts on 128 bytes (CUDA C++ Programming Guide, tensor
+# memory access: alignment requirements)
+TMA_SHARED_ALIGN = 128
 
 
 # -- shared memory through the async proxy --------------------------------------------------------
@@ -204,6 +207,12 @@ def build_cp(ctx, ins):
                                      f"tensor map of rank {len(tm.dims)} at {_where(ctx)}")
             off, inside = _box(tm, coords)
             view, base = _global_view(ctx, st, tm, lane, opi)
+            saddr = int(at(st, sf, lane))
+            if saddr % TMA_SHARED_ALIGN:
+                # the GPU faults (CUDA_ERROR_MISALIGNED_ADDRESS, seen on the H200 2026-12-01)
+                st.report("misaligned", opi, lane, saddr,
+                          f"TMA {'load' if load else 'store'} of a shared box not "
+                          f"{TMA_SHARED_ALIGN}-byte aligned", space="shared")
             if load:
                 vals = np.zeros(off.size, view.dtype)
                 vals[inside] = view[base + off[inside] // tm.esize]

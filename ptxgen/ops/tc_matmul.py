@@ -1,12 +1,16 @@
 """Tensor-core matmul: C = A @ B with bf16, f16 or tf32 inputs, f32 accumulation, f32 or bf16 C.
 
-A is M x K row-major; B is passed as Bt = N x K row-major (B column-major), so both operands are
-K-major as wgmma reads them. 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
+Layouts: A row-major (a_layout="row", the array "A", M x K) or column-major ("col": the array "At",
+K x M); B column-major (b_layout="col", the array "Bt", N x K) or row-major ("row": "B", K x N).
+Row-major A and column-major B are K-major, as wgmma reads them without transposing; the other two
+are M-/N-major, loaded in 64-wide boxes and read through wgmma's transpose bits (bf16 and f16
+only: tf32 wgmma has no transpose, so tf32 takes the K-major layouts). 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
 has no bfloat16) and as float16 for f16; a bf16 C is uint16 bits too. tf32 inputs are float32
 arrays: the tensor cores read their top 19 bits (sign, exponent, 10 fraction bits). The kernel is lowered from
 a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
-ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: for K not a multiple of 8 (tf32: 4),
-steps() first copies A and Bt into zero-padded workspace arrays (ops/pack.py, pad_copy_b16).
+ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand whose
+stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
+copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -14,14 +18,17 @@ f32 accumulator, so the error is the accumulation's: at most about K units in th
 f32 relative to sum |a||b| (check() bounds each element by that), plus the final rounding of a
 bf16 C.
 """
+import dataclasses
+
 import numpy as np
 
 from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
-from ..schedule.tc_matmul import (C_BOX_COLS, ELEM_BYTES, OUT_BYTES, TcMatmulSchedule,
-                                  lower_tc_matmul)
+from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
+                                  TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
+from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
 
@@ -39,14 +46,22 @@ def default_tc_schedule(shape, sm_count=None):
     M=128 N=K=8192 against 0.45x); up to 8 tiles per SM, one CTA per cluster with the TMA-store
     epilogue (0.96x at 4096^3, where 2-CTA clusters gave 0.89-0.94x); from 8 per SM,
     2-CTA clusters sharing B, TMA-store epilogue, no wgmma group left in flight (0.94-1.00x
-    at 6144^3, 8192^3 and the two large LLM shapes)."""
+    at 6144^3, 8192^3 and the two large LLM shapes). Where 256x128 tiles take fewer rounds
+    of the SMs than 128x256 ones (a ragged N: 4095x4097 has 544 = 5 x 132 - 116 tiles of
+    128x256 but 528 = 4 x 132 of 256x128), the tile is turned."""
     sm_count = sm_count_or_default(sm_count, TC_CHIP)
-    tiles = -(-shape["M"] // 128) * -(-shape["N"] // 256)
+    tiles = _tiles(shape, 128, 256)
     if tiles < sm_count:
         return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
-    if tiles < 8 * sm_count:
-        return TcMatmulSchedule(epilogue="tma", stages=3)
-    return TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+    s = TcMatmulSchedule(epilogue="tma", stages=3) if tiles < 8 * sm_count else \
+        TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+    if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
+        s = dataclasses.replace(s, BM=256, BN=128, wgmma_n=128)
+    return s
+
+
+def _tiles(shape, bm, bn):
+    return -(-shape["M"] // bm) * -(-shape["N"] // bn)
 
 
 def bf16_bits(x):
@@ -66,9 +81,8 @@ class TcMatmul(Operator):
     name = "matmul"
     shape_names = ("M", "N", "K")
     defaults = {"M": 256, "N": 256, "K": 256}
-    inputs = ("A", "Bt")
     outputs = ("C",)
-    def __init__(self, dtype="bf16", out="f32", schedule="auto"):
+    def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col"):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
                               f"tensor-core path, got {dtype!r}")
@@ -78,8 +92,16 @@ class TcMatmul(Operator):
                                                                               "mma.sync"):
             raise PtxgenError(f"matmul: schedule must be 'auto', a TcMatmulSchedule or an "
                               f"MmaMatmulSchedule, got {schedule!r}")
+        for what, v, k_major in (("a_layout", a_layout, "row"), ("b_layout", b_layout, "col")):
+            if v not in ("row", "col"):
+                raise PtxgenError(f"matmul: {what} must be 'row' or 'col', got {v!r}")
+            if dtype == "tf32" and v != k_major:
+                raise PtxgenError(f"matmul: tf32 wgmma reads K-major operands only (no "
+                                  f"transpose): {what} must be {k_major!r} for tf32")
         self.dtype, self.out = dtype, out
         self.schedule = schedule
+        self.a_layout, self.b_layout = a_layout, b_layout
+        self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
         self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
         if getattr(schedule, "instruction", None) == "mma.sync":
             self.handover(None)
@@ -89,16 +111,24 @@ class TcMatmul(Operator):
         (ops/mma_matmul.py), which then also answers launch() and kernel_args(), whose callers
         pass no arch; else None."""
         from .mma_matmul import MmaMatmul, uses_mma_sync
-        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET) \
-            if uses_mma_sync(arch, self.schedule) else None
+        if not uses_mma_sync(arch, self.schedule):
+            self._sm80 = None
+            return None
+        if (self.a_layout, self.b_layout) != ("row", "col"):
+            raise PtxgenError(f"matmul: the sm_80 (mma.sync) path reads a row-major A and a "
+                              f"column-major B only, got a_layout={self.a_layout!r}, "
+                              f"b_layout={self.b_layout!r} (use --arch sm_90a)")
+        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET)
         return self._sm80
 
     def schedule_for(self, shape):
-        """The given schedule, or with "auto" default_tc_schedule(shape)."""
+        """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
+        tune matmul --dtype`), else default_tc_schedule(shape)."""
         if self._sm80:
             return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
-            return default_tc_schedule(shape).for_dtype(self.dtype)
+            return tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype) or \
+                default_tc_schedule(shape).for_dtype(self.dtype)
         return self.schedule
 
     def kernel_name(self):
@@ -109,10 +139,19 @@ class TcMatmul(Operator):
         """Elements in 16 bytes: tensor-map rows are padded to a multiple of it."""
         return 16 // ELEM_BYTES[self.dtype]
 
+    def operands(self, shape):
+        """(array name, rows, cols) of A's and B's stored (row-major) arrays."""
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        return [("A", M, K) if self.a_layout == "row" else ("At", K, M),
+                ("Bt", N, K) if self.b_layout == "col" else ("B", K, N)]
+
+    def packed(self, shape):
+        """The operands first copied into zero-padded arrays of 16-byte aligned rows (cols
+        rounded up to 8 16-bit or 4 tf32 elements: tensor maps need 16-byte row strides)."""
+        return [o for o in self.operands(shape) if o[2] % self._per16]
+
     def packs(self, shape):
-        """Whether A and Bt are first copied into zero-padded K8 = K rounded up to 16 bytes
-        (8 16-bit or 4 tf32 columns: tensor maps need 16-byte aligned rows)."""
-        return shape["K"] % self._per16 != 0
+        return bool(self.packed(shape))
 
     def _pad_kernel(self):
         return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
@@ -120,9 +159,9 @@ class TcMatmul(Operator):
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         if self.handover(arch):
             return self._sm80.build(shape, arch)
-        main = dict(shape, K=packmod.padded(shape["K"], self._per16))
-        m = lower_tc_matmul(self.schedule_for(shape), arch, main, dtype=self.dtype, out=self.out,
-                            name=self.kernel_name())
+        m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype, out=self.out,
+                            name=self.kernel_name(), a_major=self.a_layout == "row",
+                            b_major=self.b_layout == "col")
         if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
@@ -131,23 +170,18 @@ class TcMatmul(Operator):
         if self.handover(arch):
             return self._sm80.steps(shape, arch, sm_count)
         main = super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
-        if not self.packs(shape):
-            return main
-        M, N, K = shape["M"], shape["N"], shape["K"]
         per = self._per16
-        K8 = packmod.padded(K, per)
 
-        def pad(rows, src, dst):
-            return Step(self._pad_kernel(), packmod.pad_launch(rows, K8, per),
-                        lambda a: packmod.pad_args(rows, K, rows, K8, a[src], a[dst], per))
-        return [pad(M, "A", "A_packed"), pad(N, "Bt", "Bt_packed")] + main
+        def pad(name, rows, cols):
+            c8 = packmod.padded(cols, per)
+            return Step(self._pad_kernel(), packmod.pad_launch(rows, c8, per),
+                        lambda a: packmod.pad_args(rows, cols, rows, c8, a[name],
+                                                   a[name + "_packed"], per))
+        return [pad(*o) for o in self.packed(shape)] + main
 
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        if not self.packs(shape):
-            return {}
-        K8 = packmod.padded(shape["K"], self._per16)
-        return {"A_packed": ((shape["M"], K8), self._np_in()),
-                "Bt_packed": ((shape["N"], K8), self._np_in())}
+        return {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
+                for name, rows, cols in self.packed(shape)}
 
     def tiles(self, shape):
         """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
@@ -165,9 +199,9 @@ class TcMatmul(Operator):
         clusters = self.tiles(shape)
         if s.persistent:
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
-        staged = s.stages_c(self.out, shape["N"])
+        staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged))
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out))
 
     def _np_in(self):
         return {"bf16": np.uint16, "f16": np.float16, "tf32": np.float32}[self.dtype]
@@ -181,28 +215,47 @@ class TcMatmul(Operator):
         return bf16_values(a) if dtype == "bf16" else np.asarray(a).astype(np.float64)
 
     def make_inputs(self, shape, rng):
-        M, N, K = shape["M"], shape["N"], shape["K"]
         c_dtype = np.float32 if self.out == "f32" else np.uint16
         fill = np.nan if self.out == "f32" else 0x7FC0            # NaN in either format
-        return {"A": self.to_input(rng.standard_normal((M, K))),
-                "Bt": self.to_input(rng.standard_normal((N, K))),
-                "C": np.full((M, N), fill, dtype=c_dtype)}
+        arrays = {name: self.to_input(rng.standard_normal((rows, cols)))
+                  for name, rows, cols in self.operands(shape)}
+        return dict(arrays, C=np.full((shape["M"], shape["N"]), fill, dtype=c_dtype))
 
     def kernel_args(self, shape, arrays):
         if self._sm80:
             return self._sm80.kernel_args(shape, arrays)
         s = self.schedule_for(shape)
-        a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
-        maps = [TiledMap(arrays[a], MAP_DTYPE[self.dtype], s.BM, s.BK),
-                TiledMap(arrays[bt], MAP_DTYPE[self.dtype], s.b_box_rows, s.BK)]
-        if s.stages_c(self.out, shape["N"]):            # C stored by TMA from shared memory
-            maps.append(TiledMap(arrays["C"], "bf16", s.rows_per_consumer, C_BOX_COLS))
+        packed = [o[0] for o in self.packed(shape)]
+        (a, _, _), (b, _, _) = self.operands(shape)
+        a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
+        dt = MAP_DTYPE[self.dtype]
+        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes)
+        maps = [TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
+                TiledMap(a_arr, dt, s.BK, MN_BOX),
+                TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
+                TiledMap(b_arr, dt, s.BK, MN_BOX)]
+        kind = s.c_store(self.out, shape["M"], shape["N"])
+        cols = SWIZZLE_BYTES // OUT_BYTES[self.out]       # a box row: 128 bytes of C
+        if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
+            maps.append(TiledMap(arrays["C"], self.out, s.rows_per_consumer, cols))
+        elif kind == "rows":                # ... or one row piece at a time, C seen as flat
+            mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
+            maps.append(TiledMap(arrays["C"], self.out, 1, cols, rows=1, cols=mn,
+                                 row_stride=packmod.padded(mn, 16 // OUT_BYTES[self.out])))
         return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                        np.uint32(shape["K"])]
 
+    def matrices(self, arrays):
+        """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""
+        a = self.values(arrays["A"], self.dtype) if self.a_layout == "row" else \
+            self.values(arrays["At"], self.dtype).T
+        b = self.values(arrays["Bt"], self.dtype).T if self.b_layout == "col" else \
+            self.values(arrays["B"], self.dtype)
+        return a, b
+
     def reference(self, shape, arrays):
-        a, bt = self.values(arrays["A"], self.dtype), self.values(arrays["Bt"], self.dtype)
-        return {"C": a @ bt.T, "bound": self.error_bound(shape, np.abs(a) @ np.abs(bt).T)}
+        a, b = self.matrices(arrays)
+        return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
 
     def error_bound(self, shape, abs_products):
         """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus

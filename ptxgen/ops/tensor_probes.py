@@ -305,12 +305,13 @@ def ldmatrix_expected(src, num, trans):
 
 
 # -- mbarrier and TMA ---------------------------------------------------------------------------------
-def tma_probe(box=(64, 32), esize=2, target=DEFAULT_TARGET):
+def tma_probe(box=(64, 32), esize=2, target=DEFAULT_TARGET, offset=0):
     """Kernel `tma_probe(tin, tout, raw, x0, y0, x1, y1)`, 128 threads, one CTA: thread 0 sets up
     an mbarrier, expects the box's bytes and TMA-loads the box of tensor map `tin` at (x0, y0);
     every thread waits on the barrier's phase 0, copies the shared tile byte for byte to `raw`
     (so the swizzle and the out-of-bounds fill are visible), and thread 0 TMA-stores the tile
-    into `tout` at (x1, y1)."""
+    into `tout` at (x1, y1). offset: bytes from the 1024-byte aligned shared buffer to the
+    tile (TMA needs 128)."""
     from ..ir.builder_tensor import tensor_map_param
     nbytes = box[0] * box[1] * esize
     m = Module(target=target)
@@ -318,7 +319,9 @@ def tma_probe(box=(64, 32), esize=2, target=DEFAULT_TARGET):
                                    Param("raw", T.u64, ptr(T.b8, align=16))] +
                      [Param(x, T.s32) for x in ("x0", "y0", "x1", "y1")])
     b = Builder(k)
-    tile = b.address_of(b.shared("tile", T.b8, nbytes, align=1024))
+    tile = b.address_of(b.shared("tile", T.b8, nbytes + offset, align=1024))
+    if offset:
+        tile = b.add(tile, offset, name="tile")
     bar = b.address_of(b.shared("bar", T.b64, 1, align=8))
     raw = b.param("raw")
     tid = b.special("tid.x")

@@ -2,13 +2,17 @@
 consumer warpgroups through an mbarrier ring.
 
     tc_matmul(A_map, B_map, [C_map,] C, M, N, K)
-        A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle
-        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK
-        C_map: (epilogue "tma" with a bf16 C whose rows are 16-byte aligned) tensor map of C,
-               box rows_per_consumer x 64, 128-byte swizzle
+        A_map: tensor map of A (M x K, row-major), box BM x BK, 128-byte swizzle; with
+               a_major=False of At (K x M: A column-major), box BK x 64, BM/64 boxes per stage
+        B_map: tensor map of Bt (N x K, row-major: B column-major), box BN/cluster_m x BK; with
+               b_major=False of B (K x N, row-major), box BK x 64, BN/cluster_m/64 boxes
+        C_map: (staged bf16 C, TcMatmulSchedule.c_store) "tile": tensor map of C, box
+               rows_per_consumer x 64, 128-byte swizzle; "rows": C seen as one flat row of M*N
+               elements, box 64, 128-byte swizzle (any N: TMA takes unaligned coordinates)
         C:     M x N row-major, f32 or bf16
 
-Both operands are K-major, the layout wgmma reads from shared memory without transposing.
+K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
+N-major one lands as columns of 64-element-wide swizzle atoms and is read with the transpose bit.
 Shared memory holds `stages` slots of [A box | B box], aligned to the 1024-byte swizzle atom,
 (the staged C tile,) then a `full` and an `empty` mbarrier per slot. One producer thread waits
 for a slot to be empty, arms its full barrier with the slot's byte count (expect_tx) and issues
@@ -26,8 +30,12 @@ its peer may still write into it).
 
 Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edge tiles add
 zeros; direct C stores are predicated on row < M and column < N (edge tiles only), TMA stores
-are clipped by the tensor map.
+are clipped by the tensor map. With "rows", rows past M start past the flat map's end (clipped);
+a row segment of the last, partial tile column would run into the next row, so that column's
+tiles are stored from the fragments.
 """
+import contextlib
+
 from ..errors import ScheduleError
 from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
 from ..ir import types as T
@@ -35,21 +43,30 @@ from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
 from .c_stores import PairStores
 from .raster import grouped_tile
-from .tc_matmul import (ELEM_BYTES, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP,
-                        WGMMA_K, WGMMA_M)
+from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
+                        WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def _log2(x):
     return x.bit_length() - 1
 
 
-def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
+          b_major=True):
     s.validate(arch, dtype)
     if out not in ("f32", "bf16"):
         raise ScheduleError(f"tc_matmul: output type must be f32 or bf16, got {out!r}")
+    if not (a_major and b_major):
+        if dtype == "tf32":
+            raise ScheduleError("tc_matmul: tf32 wgmma has no transpose: A and B must be "
+                                "K-major (row-major A, column-major B)")
+        if (s.BN // s.cluster_m) % MN_BOX or s.wgmma_n % MN_BOX:
+            raise ScheduleError(f"tc_matmul schedule {s}: an N-major B is loaded in "
+                                f"{MN_BOX}-column boxes: BN/cluster_m={s.BN // s.cluster_m} and "
+                                f"wgmma_n={s.wgmma_n} must be multiples of {MN_BOX}")
     m = Module(target=arch)
     out_t = T.TYPES[out]
-    staged = s.stages_c(out, shape["N"])
+    staged = s.c_store(out, shape["M"], shape["N"])
     k = m.add_kernel(name, [
         tensor_map_param("A_map"), tensor_map_param("B_map")] +
         ([tensor_map_param("C_map")] if staged else []) + [
@@ -59,16 +76,17 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    _Lowering(Builder(k), s, dtype, out, shape).run()
+    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major).run()
     return m
 
 
 class _Lowering(PairStores):
-    def __init__(self, b, s, dtype, out, shape):
+    def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
+        self.a_major, self.b_major = a_major, b_major
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
-        self.staged = s.stages_c(out, shape["N"])   # C through shared memory, TMA stores
+        self.staged = s.c_store(out, shape["M"], shape["N"])   # None, "tile" or "rows"
 
     # -- layout ---------------------------------------------------------------------------------
     def run(self):
@@ -83,7 +101,7 @@ class _Lowering(PairStores):
         self.stage_bytes = s.stage_bytes(self.elem)
         self.a_bytes = s.a_stage_bytes(self.elem)
         self.cbuf = b.add(self.base, s.stages * self.stage_bytes, name="cbuf")
-        self.bars = b.add(self.cbuf, s.c_stage_bytes if self.staged else 0, name="bars")
+        self.bars = b.add(self.cbuf, s.c_stage_bytes(self.staged, self.out), name="bars")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
                 b.mbarrier_init(Addr(self.bars, 8 * st), 1)
@@ -110,7 +128,9 @@ class _Lowering(PairStores):
         b.label(consumer)
         b.setmaxnreg(s.consumer_regs, inc=True)
         self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
-        if self.staged:                 # the last TMA store has read its shared source
+        if self.staged == "rows":       # every thread's last row store has read its source
+            b.cp_async_bulk_wait_group(0, read=True)
+        elif self.staged:               # the last TMA store has read its shared source
             with b.predicated(b.setp("eq", b.and_(tid, WARPGROUP - 1), 0)):
                 b.cp_async_bulk_wait_group(0, read=True)
         b.label(end)
@@ -183,10 +203,24 @@ class _Lowering(PairStores):
                 b.mbarrier_arrive_expect_tx(full, self.stage_bytes)
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
                 kc = b.shl(kb, _log2(s.BK), name="kc")
-                b.cp_async_bulk_tensor_load(dst, maps[0], (kc, m0), full)
-                b.cp_async_bulk_tensor_load(b.add(dst, b_off, name="dstb"), maps[1], (kc, n0),
-                                            full, multicast_mask=mask)
+                self.load(dst, maps[0], kc, m0, s.BM, self.a_major, full)
+                self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, n0, b_rows,
+                          self.b_major, full, mask)
                 self.advance(stage, phase)
+
+    def load(self, dst, tmap, kc, r0, rows, k_major, full, mask=None):
+        """TMA loads of one operand's `rows` tile rows (M or N) from r0, K from kc: K-major,
+        one box of rows x BK (128-byte rows); M-/N-major, rows/64 boxes of BK k-rows of 64
+        elements, each a column of 1024-byte swizzle atoms, BK x 128 bytes apart (the
+        descriptor's leading byte offset)."""
+        b = self.b
+        if k_major:
+            b.cp_async_bulk_tensor_load(dst, tmap, (kc, r0), full, multicast_mask=mask)
+            return
+        for j in range(rows // MN_BOX):
+            b.cp_async_bulk_tensor_load(b.add(dst, j * self.s.BK * SWIZZLE_BYTES, name="dstj"),
+                                        tmap, (b.add(r0, j * MN_BOX, name="rj"), kc), full,
+                                        multicast_mask=mask)
 
     def map_address(self, param):
         """A tensor map parameter's generic address (cvta.param: the form checked on the
@@ -200,9 +234,17 @@ class _Lowering(PairStores):
         b, s = self.b, self.s
         leader = b.setp("eq", t, 0)
         a_rows = b.mul(cw, s.rows_per_consumer * SWIZZLE_BYTES, name="arows")
-        desc = dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES)
-        desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc)
-        desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"), **desc)
+        # K-major: rows of 128 bytes, 8-row atoms 1024 apart (the leading offset unused: one
+        # swizzled row spans BK); M-/N-major: 64-element runs, the next 64 a box (BK x 128
+        # bytes) apart, 8 k-rows an atom. Either way 64 tile rows take 64 x 128 bytes.
+        desc = {True: dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES),
+                False: dict(lbo=s.BK * SWIZZLE_BYTES, sbo=SWIZZLE_ATOM_BYTES,
+                            swizzle=SWIZZLE_BYTES)}
+        desc_a = b.wgmma_descriptor(b.add(self.base, a_rows, name="abase"), **desc[self.a_major])
+        desc_b = b.wgmma_descriptor(b.add(self.base, self.a_bytes, name="bbase"),
+                                    **desc[self.b_major])
+        trans = dict(trans_a=int(not self.a_major), trans_b=int(not self.b_major)) \
+            if not (self.a_major and self.b_major) else {}
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
         if self.staged:
             self.cmap = self.map_address("C_map")
@@ -221,14 +263,16 @@ class _Lowering(PairStores):
                 b.wgmma_fence()
                 wk = WGMMA_K[self.dtype]
                 for kk in range(s.BK // wk):
-                    koff = kk * wk * self.elem
+                    # a k step: wk elements along a K-major row, wk 128-byte rows M-/N-major
+                    ka, kb_ = (kk * wk * (self.elem if major else SWIZZLE_BYTES)
+                               for major in (self.a_major, self.b_major))
                     for mb in range(s.m_blocks):
-                        dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + koff) >> 4, name="dam")
+                        dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + ka) >> 4, name="dam")
                         for nb in range(s.n_blocks):
-                            dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + koff) >> 4,
+                            dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4,
                                         name="dbn")
                             b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.dtype,
-                                              scale_d=scale_d)
+                                              scale_d=scale_d, **trans)
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(s.inflight)
                 if s.inflight:
@@ -285,20 +329,65 @@ class _Lowering(PairStores):
         self.store_c_tile(rows, col, inside)
 
     def staged_epilogue(self, acc, cw, t, leader, m0, n0):
-        """bf16 C through shared memory: each consumer rounds its fragment to bf16 pairs, writes
-        them with stmatrix into its rows of the C tile (64-column boxes of 128-byte rows, in
-        the 128-byte swizzle C's tensor map reads), and one thread stores the boxes with TMA,
-        which also clips the tile at M and N. The store runs on while the next tile's loop
-        starts; the buffer is reused only once it has been read (wait_group.read)."""
+        """C through shared memory: each consumer writes its rows of the C tile into boxes of
+        128-byte rows (64 bf16 or 32 f32 columns) in the 128-byte swizzle C's tensor map reads
+        (a bf16 C rounded to pairs and written with stmatrix, an f32 C pair by pair with 8-byte
+        stores: 2 wavefronts per warp store, the minimum) and stores the boxes with TMA, which
+        also clips the tile at M and N. "tile": one thread stores 2-D boxes. "rows" (C's rows
+        not 16-byte aligned, so no 2-D map): every thread stores its row's 128-byte pieces
+        through the flat view of C (start element row*N + col: TMA takes unaligned
+        coordinates; the shared source, 128-byte aligned, swizzled by its address bits as the
+        2-D boxes are); tiles of the last, partial tile column go the fragment way. The stores
+        run on while the next tile's loop starts; the buffer is reused only once they have
+        been read (wait_group.read)."""
         b, s = self.b, self.s
-        rows = s.rows_per_consumer
-        box_bytes = rows * SWIZZLE_BYTES                          # one 64-column box
-        region = b.mad(cw, rows * s.BN * 2, self.cbuf, name="creg")
+        by_rows = self.staged == "rows"
+        if by_rows:
+            full, done = b.new_label("rowsfull"), b.new_label("rowsdone")
+            b.branch(full, b.setp("le", b.add(n0, s.BN), self.N))
+            self.epilogue(acc, cw, t, m0, n0)
+            b.branch(done)
+            b.label(full)
+        rows, ob = s.rows_per_consumer, OUT_BYTES[self.out]
+        box_cols = SWIZZLE_BYTES // ob                            # C columns per box row
+        box_bytes = rows * SWIZZLE_BYTES
+        region = b.mad(cw, rows * s.BN * ob, self.cbuf, name="creg")
         threads = Imm(WARPGROUP, T.u32)
         bar_id = b.add(cw, 1, name="cbar")       # named barrier 1 + cw: this warpgroup only
-        with b.predicated(leader):                                # the last store has read
-            b.cp_async_bulk_wait_group(0, read=True)
+        with (contextlib.nullcontext() if by_rows else b.predicated(leader)):
+            b.cp_async_bulk_wait_group(0, read=True)              # the last stores have read
         b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        if self.out == "bf16":
+            self.stage_bf16(acc, t, region, box_bytes)
+        else:
+            self.stage_f32(acc, t, region, box_bytes)
+        b.fence_proxy_async()                    # shared writes before the async-proxy reads
+        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
+        r0 = b.mad(cw, rows, m0, name="crow")
+        if not by_rows:
+            with b.predicated(leader):
+                for cb in range(s.BN // box_cols):
+                    b.cp_async_bulk_tensor_store(
+                        self.cmap, (b.add(n0, cb * box_cols, name="ccol"), r0),
+                        b.add(region, cb * box_bytes, name="csrc"))
+                b.cp_async_bulk_commit_group()
+            return
+        zero = b.const(0, T.u32, name="z")
+        for r in range(0, rows, WARPGROUP):         # thread t stores rows t, t + 128, ...
+            part = rows - r < WARPGROUP
+            with (b.predicated(b.setp("lt", t, rows - r)) if part else contextlib.nullcontext()):
+                tr = b.add(t, r, name="tr")
+                flat = b.mad(b.add(r0, tr, name="grow"), self.N, n0, name="flat")
+                src = b.mad(tr, SWIZZLE_BYTES, region, name="rsrc")
+                for cb in range(s.BN // box_cols):
+                    b.cp_async_bulk_tensor_store(self.cmap, (b.add(flat, cb * box_cols), zero),
+                                                 b.add(src, cb * box_bytes, name="csrc"))
+        b.cp_async_bulk_commit_group()
+        b.label(done)
+
+    def stage_bf16(self, acc, t, region, box_bytes):
+        """stmatrix.x4 of bf16 pairs: 16 columns (two 16-byte chunks) of 16 rows per warp."""
+        b, s = self.b, self.s
         lane = b.and_(t, 31, name="lane")
         q = b.shr(lane, 3, name="q")                              # the matrix this lane addresses
         r8 = b.and_(lane, 7, name="r8")
@@ -316,11 +405,24 @@ class _Lowering(PairStores):
                             for jj in (j, j + 1) for i in (4 * jj, 4 * jj + 2)]
                     off = (col // 64) * box_bytes + mb * WGMMA_M * SWIZZLE_BYTES
                     b.stmatrix(Addr(chunk_addr[(col % 64) // 8], off), regs)
-        b.fence_proxy_async()                    # shared writes before the async-proxy reads
-        b.emit(Instr("bar", ("sync",), (bar_id, threads)))
-        with b.predicated(leader):
-            r0 = b.mad(cw, rows, m0, name="crow")
-            for cb in range(s.BN // 64):
-                b.cp_async_bulk_tensor_store(self.cmap, (b.add(n0, cb * 64, name="ccol"), r0),
-                                             b.add(region, cb * box_bytes, name="csrc"))
-            b.cp_async_bulk_commit_group()
+
+    def stage_f32(self, acc, t, region, box_bytes):
+        """8-byte shared stores of f32 pairs: thread t holds rows 16*(t/32) + (t%32)/4 (+8) and
+        columns 8j + 2*(t%4) + {0,1}, i.e. 16-byte chunk 2*(j%4) + (t%4)/2 of a 32-column box
+        row, XORed with the row's low 3 bits (the lane's (t%32)/4)."""
+        b, s = self.b, self.s
+        lane = b.and_(t, 31, name="lane")
+        r8 = b.shr(lane, 2, name="r8")
+        rowbase = b.mad(b.add(b.shl(b.shr(t, 5), 4), r8), SWIZZLE_BYTES,
+                        b.add(region, b.shl(b.and_(lane, 1), 3)), name="rowb")
+        half = b.shr(b.and_(lane, 3), 1, name="half")
+        chunk_addr = [b.add(rowbase, b.shl(b.xor(b.add(half, 2 * c), r8), 4), name="caddr")
+                      for c in range(4)]
+        for mb in range(s.m_blocks):
+            for nb in range(s.n_blocks):
+                for j in range(s.wgmma_n // 8):
+                    col = nb * s.wgmma_n + 8 * j
+                    for h in (0, 1):
+                        off = (col // 32) * box_bytes + (mb * WGMMA_M + 8 * h) * SWIZZLE_BYTES
+                        pair = acc[mb][nb][4 * j + 2 * h: 4 * j + 2 * h + 2]
+                        b.st("shared", Addr(chunk_addr[j % 4], off), pair)

@@ -38,6 +38,8 @@ WGMMA_M, WGMMA_MAX_N = 64, 256
 WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8}
 TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
 C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
+MN_BOX = 64                    # an M-/N-major operand is loaded in boxes 64 16-bit elements wide
+                               # (one 128-byte swizzled row; 8 of them along K make an atom)
 ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4}
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
@@ -62,7 +64,9 @@ class TcMatmulSchedule:
     consumer_regs: int = 232     # setmaxnreg.inc of the consumer warpgroups
     cluster_m: int = 1           # CTAs per cluster along M, sharing B by TMA multicast (1 or 2)
     epilogue: str = "direct"     # "direct": st.global from the fragments; "tma": a bf16 C
-                                 # through shared memory (stmatrix) and TMA stores
+                                 # through shared memory (stmatrix) and TMA stores (64-column
+                                 # boxes, or row by row where C's rows are not 16-byte aligned);
+                                 # "rows": row by row always
 
     instruction = "wgmma"        # the operator's path (schedule/mma_matmul.py: "mma.sync")
 
@@ -70,7 +74,19 @@ class TcMatmulSchedule:
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
                 f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
-                f"{'_tma' if self.epilogue == 'tma' else ''}")
+                f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}")
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        """The schedule of a to_dict() dict (a tune cache entry); unknown fields are an
+        error (validate() checks the values)."""
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ScheduleError(f"unknown TcMatmulSchedule field(s): {', '.join(unknown)}")
+        return cls(**d)
 
     def for_dtype(self, dtype):
         """This schedule with BK set to one swizzled row of `dtype` (64 16-bit, 32 tf32)."""
@@ -113,19 +129,37 @@ class TcMatmulSchedule:
     def stage_bytes(self, elem=2):
         return self.a_stage_bytes(elem) + self.b_stage_bytes(elem)
 
-    def stages_c(self, out, n):
-        """Whether C goes through shared memory and TMA stores: epilogue "tma", a bf16 C (what
-        stmatrix stores) and rows 16-byte aligned (N a multiple of 8) for C's tensor map."""
-        return self.epilogue == "tma" and out == "bf16" and n % 8 == 0
+    def c_store(self, out, m, n):
+        """How C leaves the kernel: None (st.global from the fragments), "tile" (the tile
+        written into shared memory in swizzled boxes of 128-byte rows, 64 bf16 or 32 f32
+        columns each, and stored by TMA through C's 2-D tensor map: rows 16-byte aligned) or
+        "rows" (the same shared tile, each row's 128-byte pieces stored by TMA through a flat
+        view of C: any N). A bf16 C goes through stmatrix, an f32 C through 8-byte shared
+        stores, and only where its twice as large tile fits beside the stages (else C is
+        stored from the fragments); "rows" flat coordinates must fit TMA's s32."""
+        if self.epilogue == "direct" or out not in OUT_BYTES:
+            return None
+        if self.shared_bytes(SWIZZLE_BYTES // self.BK, "tile", out) > \
+                target_limits(DEFAULT_TARGET)["max_shared_per_block"]:
+            return None
+        if self.epilogue == "tma" and (n * OUT_BYTES[out]) % 16 == 0:
+            return "tile"
+        # a tile's rows past M start past M*N (clipped) but must stay positive s32 coordinates
+        return "rows" if (m + TMA_MAX_BOX) * n < 2 ** 31 else None
 
-    @property
-    def c_stage_bytes(self):
-        return self.BM * self.BN * 2
+    def stages_c(self, out, n, m=1):
+        """Whether C goes through shared memory (c_store is not None)."""
+        return self.c_store(out, m, n) is not None
 
-    def shared_bytes(self, elem=2, staged_c=False):
-        """Dynamic shared memory: the stages, a bf16 C tile when staged_c, 1024 bytes of slack
-        to align them to the swizzle atom, and a full and an empty mbarrier per stage."""
-        c = self.c_stage_bytes if staged_c else 0
+    def c_stage_bytes(self, kind="tile", out="bf16"):
+        """The staged C tile (either kind: the same swizzled boxes)."""
+        return self.BM * self.BN * OUT_BYTES[out] if kind else 0
+
+    def shared_bytes(self, elem=2, staged_c=None, out="bf16"):
+        """Dynamic shared memory: the stages, the staged C tile (staged_c: a c_store kind),
+        1024 bytes of slack to align them to the swizzle atom, and a full and an empty
+        mbarrier per stage."""
+        c = self.c_stage_bytes(staged_c, out)
         return self.stages * self.stage_bytes(elem) + c + SWIZZLE_ATOM_BYTES + 16 * self.stages
 
     # -- validation ---------------------------------------------------------------------------
@@ -168,19 +202,19 @@ class TcMatmulSchedule:
         if self.BN % (8 * self.cluster_m):
             bad(f"BN={self.BN} must split into {self.cluster_m} multicast boxes of whole "
                 f"8-row swizzle atoms")
-        if self.epilogue not in ("direct", "tma"):
-            bad(f"epilogue={self.epilogue!r} must be 'direct' or 'tma'")
-        if self.epilogue == "tma" and self.wgmma_n % C_BOX_COLS:
-            bad(f"epilogue 'tma' stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
+        if self.epilogue not in ("direct", "tma", "rows"):
+            bad(f"epilogue={self.epilogue!r} must be 'direct', 'tma' or 'rows'")
+        if self.epilogue != "direct" and self.wgmma_n % C_BOX_COLS:
+            bad(f"epilogue {self.epilogue!r} stores {C_BOX_COLS}-column boxes: wgmma_n={self.wgmma_n} must "
                 f"be a multiple of {C_BOX_COLS}")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")
         lim = target_limits(DEFAULT_TARGET)
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
-        need = self.shared_bytes(elem, self.epilogue == "tma")
+        need = self.shared_bytes(elem, None if self.epilogue == "direct" else "tile")
         if need > lim["max_shared_per_block"]:
-            bad(f"{self.stages} stages{' and the C tile' if self.epilogue == 'tma' else ''} "
+            bad(f"{self.stages} stages{'' if self.epilogue == 'direct' else ' and the C tile'} "
                 f"need {need} bytes of shared memory, more than "
                 f"{lim['max_shared_per_block']} per block")
         for name in ("producer_regs", "consumer_regs"):
@@ -202,6 +236,10 @@ class TcMatmulSchedule:
         return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
 
 
-def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
+                    a_major=True, b_major=True):
+    """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
+    False: M- (N-) major, read through wgmma's transpose bit."""
     from .lower_tc_matmul import lower
-    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name)
+    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
+                 b_major=b_major)

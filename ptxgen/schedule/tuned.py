@@ -111,14 +111,27 @@ def tuned_matmul_schedule(arch, shape, paths=None):
     An entry that no longer validates (an older field set, another limit) warns and is
     skipped."""
     from .matmul import MatmulSchedule
-    entry, path = lookup("matmul", arch, shape, paths)
+    return _cached("matmul", arch, shape, paths,
+                   lambda d: MatmulSchedule.from_dict(d).validate(arch, shape))
+
+
+def tuned_tc_schedule(arch, shape, dtype, paths=None):
+    """The cached TcMatmulSchedule (`ptxgen tune matmul --dtype`) for `shape`'s class, valid
+    for `dtype`, or None (an unusable entry warns and is skipped)."""
+    from .tc_matmul import TcMatmulSchedule
+    return _cached(f"tc_matmul_{dtype}", arch, shape, paths,
+                   lambda d: TcMatmulSchedule.from_dict(d).validate(arch, dtype))
+
+
+def _cached(operator, arch, shape, paths, make):
+    entry, path = lookup(operator, arch, shape, paths)
     if entry is None:
         return None
     try:
-        return MatmulSchedule.from_dict(entry["schedule"]).validate(arch, shape)
+        return make(entry["schedule"])
     except (KeyError, TypeError, ScheduleError) as e:
         warnings.warn(f"tune cache {path}: entry {shape_class(shape)} unusable ({e}); using "
-                      f"the default schedule", stacklevel=2)
+                      f"the default schedule", stacklevel=3)
         return None
 
 

@@ -10,4 +10,10 @@ def tune_matmul(*args, **kw):
     return run(*args, **kw)
 
 
-__all__ = ["matmul_space", "shape_class", "tune_matmul", "tuned_matmul_schedule"]
+def tune_tc_matmul(*args, **kw):
+    from .tc import tune_tc_matmul as run          # noqa: PLC0415 (simulator, toolchain)
+    return run(*args, **kw)
+
+
+__all__ = ["matmul_space", "shape_class", "tune_matmul", "tune_tc_matmul",
+           "tuned_matmul_schedule"]

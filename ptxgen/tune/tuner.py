@@ -256,13 +256,13 @@ def _search(rep, space, ex, sample, progress, first, seed, t0, cache_path, write
     gpu = GpuTrials(shape, arch, seed=seed)
     rep.device = gpu.device_name()
     with Progress(budget, "gpu", progress) as bar:
-        _measure(gpu, rep.trials, bar)
+        measure(gpu, rep.trials, bar)
         good = [p for p in rep.trials if p.ms]
         if good:                          # round 2: the rest of the winning family
             win = min(good, key=lambda p: p.ms)
             more = _round_two(win, rep.trials, search, ranked, budget - len(rep.trials))
             rep.trials += more
-            _measure(gpu, more, bar)
+            measure(gpu, more, bar)
         # the closest few again: clocks and the memory system drift between trials
         good = sorted((p for p in rep.trials if p.ms), key=lambda p: p.ms)
         for p in good[:3] + [p for p in good[3:] if p.baseline]:
@@ -274,7 +274,7 @@ def _search(rep, space, ex, sample, progress, first, seed, t0, cache_path, write
     if rep.best is not None and write_cache:
         path = cache_path or cachemod.user_path("matmul", arch)
         rep.cache_path = str(cachemod.store(path, "matmul", arch, rep.shape_class,
-                                            _entry(rep, bp)))
+                                            cache_entry(rep, bp)))
     return rep
 
 
@@ -302,7 +302,7 @@ def _round_two(win, trials, search, ranked, left):
     return more
 
 
-def _measure(gpu, points, bar):
+def measure(gpu, points, bar):
     for p in points:
         try:
             p.ok, p.error = gpu.check(p.schedule)
@@ -314,7 +314,8 @@ def _measure(gpu, points, bar):
         bar.update(note=f"{p.ms:.3f} ms" if p.ms else "failed")
 
 
-def _entry(rep, baseline):
+def cache_entry(rep, baseline):
+    """The tune cache entry of rep's best point (the baseline's time beside it)."""
     b = rep.best
     return {"schedule": b.schedule.to_dict(), "name": str(b.schedule),
             "shape": [rep.shape[k] for k in ("M", "N", "K")], "ms": b.ms,
