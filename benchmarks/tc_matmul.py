@@ -205,7 +205,8 @@ def bench(sname, variants, rng, sms, impls, rows):
                     if vname in LAYOUTS:
                         op = TcMatmul(dtype, out, "auto", **LAYOUTS[vname])
                     else:
-                        op = TcMatmul(dtype, out, VARIANTS[vname].for_dtype(dtype))
+                        sched = VARIANTS[vname]
+                        op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
                     go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))

@@ -328,6 +328,7 @@ def tma_probe(box=(64, 32), esize=2, target=DEFAULT_TARGET, offset=0):
     first = b.setp("eq", tid, 0)
     with b.if_(first):
         b.mbarrier_init(bar, 1)
+        b.fence_mbarrier_init()         # the init visible to the async proxy (the TMA unit)
     b.bar_sync()
     with b.if_(first):
         b.mbarrier_arrive_expect_tx(bar, nbytes)

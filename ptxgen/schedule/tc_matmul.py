@@ -134,7 +134,7 @@ class TcMatmulSchedule:
         written into shared memory in swizzled boxes of 128-byte rows, 64 bf16 or 32 f32
         columns each, and stored by TMA through C's 2-D tensor map: rows 16-byte aligned) or
         "rows" (the same shared tile, each row's 128-byte pieces stored by TMA through a flat
-        view of C: any N). A bf16 C goes through stmatrix, an f32 C through 8-byte shared
+        view of C; only for 16-byte aligned rows, like "tile"). A bf16 C goes through stmatrix, an f32 C through 8-byte shared
         stores, and only where its twice as large tile fits beside the stages (else C is
         stored from the fragments); "rows" flat coordinates must fit TMA's s32."""
         if self.epilogue == "direct" or out not in OUT_BYTES:
@@ -142,7 +142,12 @@ class TcMatmulSchedule:
         if self.shared_bytes(SWIZZLE_BYTES // self.BK, "tile", out) > \
                 target_limits(DEFAULT_TARGET)["max_shared_per_block"]:
             return None
-        if self.epilogue == "tma" and (n * OUT_BYTES[out]) % 16 == 0:
+        if (n * OUT_BYTES[out]) % 16:
+            # a row-piece of the flat view starting off a 16-byte boundary is an illegal
+            # instruction on the H200 (2026-12-01, tests/test_tc_matmul.py at N = 611): odd
+            # rows go back to the fragment stores
+            return None
+        if self.epilogue == "tma":
             return "tile"
         # a tile's rows past M start past M*N (clipped) but must stay positive s32 coordinates
         return "rows" if (m + TMA_MAX_BOX) * n < 2 ** 31 else None
