@@ -161,7 +161,7 @@ def emu_run(case):
 TMA_SHAPES = [("tma_2d_bf16_sw128_edges", 2, (64, 32), 128, (75, 117, 120)),
               ("tma_2d_f32_sw64_edges", 4, (16, 8), 64, (37, 29, 32))]     # H, W, row stride
 PIPE = dict(H=121, W=181, Wp=184, ctas=6, steps=8)      # boxes past the bottom and right edges
-CLUSTERS = dict(H=40, W=50, Wp=52, clusters=16, x0=32, y0=-4)     # x0: 128 bytes
+CLUSTERS = dict(H=40, W=50, Wp=52, clusters=16, x0=32, y0=36)     # boxes over 2 edges
 GEMM_X2 = dict(M=777, N=392, K=328)
 
 
@@ -173,11 +173,12 @@ def _tma_case(rng, name, esize, box, swizzle, dims):
     else:
         x = rng.standard_normal((H, Wp)).astype(np.float32).view(np.uint32)
     bw, bh = box
-    # innermost coordinates on whole boxes (the box's row bytes = the swizzle span): a box
-    # starting off a 16-byte boundary there was an illegal instruction on the H200
-    # (2026-12-01); edges in x come from W not being a multiple of the box width
+    # innermost coordinates on 16-byte boundaries: a box starting off one there was an
+    # illegal instruction on the H200 (2026-12-01: x = 39 bf16 faulted, 8, 16, 32, -8 did not);
+    # edges in x come from W not being a multiple of the box width and from x < 0
     xr = (W // bw) * bw                                     # the box over the right edge
-    corners = [(xr, -2, 0, H - bh + 1), (0, H - bh // 2, xr, -bh // 2),
+    xl = -(16 // esize)                                     # 16 bytes left of the array
+    corners = [(xr, 0, 0, H - bh + 1), (xl, H - bh // 2, xr, 0),
                (bw * (W // 3 // bw), H // 4, 0, H // 3)]    # edges, the other edges, inside
     nbytes = bw * bh * esize
 
