@@ -79,29 +79,38 @@ def library_op(name):
 
 
 def gpu_case(name, given, seed):
-    """Both orders of one library kernel on the GPU: registers, check, bit equality, times."""
+    """Both orders of one library kernel on the GPU: registers, check, bit equality, times.
+    Device copies of fresh inputs, outputs NaN-filled before each order's checked run."""
     import numpy as np
+    from numba import cuda
 
     from ptxgen.ir.verify import verify_module
-    from ptxgen.runtime import bound_steps, load_steps, run_steps, time_calls, to_device
+    from ptxgen.runtime import bound_steps, load_steps, time_calls
+    from ptxgen.runtime.driver import synchronize
     op, arch = library_op(name)
     shape = op.shape(**given)
     module = verify_module(op.build(shape, arch))
     orders = {"as built": module, "scheduled": schedule_module(module, arch)}
-    row, runs, outs, ref = dict(case=f"{name} {shape}", arch=arch), {}, {}, None
+    arrays = dict(op.make_inputs(shape, np.random.default_rng(seed)),
+                  **op.workspace_arrays(shape, arch))
+    ref = op.reference(shape, arrays)
+    dev = {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
+    row, runs, outs = dict(case=f"{name} {shape}", arch=arch), {}, {}
     for label, m in orders.items():
         kernels = load_steps(op, shape, m, arch, emit_module(m, arch))
-        arrays = dict(op.make_inputs(shape, np.random.default_rng(seed)),
-                      **op.workspace_arrays(shape, arch))
-        run_steps(op, shape, kernels, arrays, arch)
-        ref = ref or op.reference(shape, arrays)        # the same inputs for both orders
-        ok, worst = op.check(shape, arrays, ref)
-        outs[label] = [arrays[o] for o in op.outputs]
+        for n in op.outputs:
+            dev[n].copy_to_device(np.full_like(arrays[n], np.nan))
+        go = bound_steps(op, shape, kernels, dev, arch)
+        go()
+        synchronize(name)
+        outs[label] = {n: dev[n].copy_to_host() for n in op.outputs}
+        ok, worst = op.check(shape, {**arrays, **outs[label]}, ref)
         row[label] = dict(registers=kernels[op.kernel_name()].registers, ok=bool(ok),
                           max_rel_error=worst, ms=[])
-        runs[label] = bound_steps(op, shape, kernels, to_device(arrays), arch)
-    row["bit_equal"] = all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
-                           for a, b in zip(outs["as built"], outs["scheduled"]))
+        runs[label] = go
+    row["bit_equal"] = all(np.array_equal(outs["as built"][n].view(np.uint8),
+                                          outs["scheduled"][n].view(np.uint8))
+                           for n in op.outputs)
     for _ in range(ROUNDS):
         for label, go in runs.items():
             row[label]["ms"].append(time_calls(go))
@@ -112,12 +121,19 @@ def gpu_case(name, given, seed):
 
 
 def gpu_main(path):
+    """Each case in its own process (a fault in one must not poison the others' context)."""
+    import subprocess
+    import tempfile
     rows = []
     for i, (name, given) in enumerate(GPU_CASES):
-        try:
-            rows.append(gpu_case(name, given, seed=1000 + i))
-        except Exception as e:                  # one case's failure must not lose the table
-            rows.append(dict(case=f"{name} {given}", error=f"{type(e).__name__}: {e}"[:300]))
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            p = subprocess.run([sys.executable, __file__, "--gpu-case", str(i), "--json",
+                                tmp.name], capture_output=True, text=True, timeout=300)
+            try:
+                with open(tmp.name) as f:
+                    rows.append(json.load(f))
+            except ValueError:
+                rows.append(dict(case=f"{name} {given}", error=(p.stderr or p.stdout)[-1500:]))
         if path:
             with open(path, "w") as f:
                 json.dump(rows, f, indent=1)
@@ -125,7 +141,7 @@ def gpu_main(path):
           f"{'x':>6s}  check  bit-equal")
     for r in rows:
         if "error" in r:
-            print(f"{r['case'][:58]:58s} error: {r['error']}")
+            print(f"{r['case'][:58]:58s} error: {r['error'][-300:]}")
             continue
         a, b = r["as built"], r["scheduled"]
         print(f"{r['case'][:58]:58s} {a['registers']:3d}>{b['registers']:<3d} "
@@ -139,7 +155,18 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--no-sim", action="store_true")
     ap.add_argument("--gpu", action="store_true", help="time both orders on the GPU")
+    ap.add_argument("--gpu-case", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.gpu_case is not None:                 # one case, in a process of its own
+        name, given = GPU_CASES[a.gpu_case]
+        try:
+            row = gpu_case(name, given, seed=1000 + a.gpu_case)
+        except Exception:
+            import traceback
+            row = dict(case=f"{name} {given}", error=traceback.format_exc()[-1500:])
+        with open(a.json, "w") as f:
+            json.dump(row, f)
+        return 0
     if a.gpu:
         return gpu_main(a.json)
     rows = []
