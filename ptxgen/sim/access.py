@@ -11,17 +11,20 @@ The timing loop needs, per static memory instruction, what one warp's execution 
 
 The answers come from an access pilot: the first two warps of the first CTA followed lane by
 lane (all 32 lanes) through the control slice widened by every address computation, recording
-the addresses of each memory instruction's first two executions. An address that depends on
-data loaded from memory (a gather, a histogram bin) is unknown there: it is called `indirect`
-and taken as one sector per lane and, in shared memory, the bank wavefronts 32 random lanes need
-on average. An address that no lane of the pilot could compute otherwise (no argument values)
+the addresses of each memory instruction's first two executions; global atomics are also
+recorded in warps sampled across the grid (their contention depends on how the whole grid's
+addresses spread). An address that depends on data loaded from memory (a gather, a histogram
+bin) is `indirect`: when the caller gave the array's values (numpy arguments) the pilot reads
+them and the addresses are known; otherwise it is taken as one sector per lane and, in shared
+memory, the bank wavefronts 32 random lanes need on average. An address that no lane of the pilot could compute otherwise (no argument values)
 keeps the default: a coalesced access of warp size x width bytes, every execution a miss.
 """
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.values import Addr, Imm, Reg, Special
+from ..ir.values import Addr, Imm, Reg
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
 
 
@@ -33,9 +36,13 @@ class Access:
     miss: float = 1.0           # global loads: fraction of executions that reach L2
     share: float = 1.0          # fraction of a miss's sectors no other warp of the CTA fetched
     wavefronts: float = 1.0     # shared: bank passes
-    serial_lanes: int = 0       # global atomics every CTA aims at the same addresses: the
-                                # most lanes of one warp on one address (they queue there)
-    per_warp: bool = False      # the warps of a CTA aim at different addresses (own queues)
+    serial_lanes: float = 0     # global atomics: lanes of a warp on its most used address
+                                # (that address takes them one at a time)
+    addr_share: float = 0.0     # fraction of the grid's warp executions that use that address
+    atom_ops: float = 0.0       # atomic-unit operations per warp execution: per line, the
+                                # most lanes on one address (lanes on distinct words of a
+                                # line go together, lanes on one word one after another)
+    atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
     indirect: bool = False
     pattern: str = "default"    # how it was decided, for reports and tests
 
@@ -128,18 +135,6 @@ def _loads(prog):
     return out
 
 
-# special registers that differ between CTAs (or between the SMs they run on)
-_CTA_SPECIALS = ("ctaid", "smid", "gridid", "clock", "globaltimer", "nsmid")
-
-
-def _cta_varying(prog):
-    """Registers whose value can differ between CTAs: they read %ctaid, %smid, a clock ..."""
-    src = [st.index for st in prog.instrs
-           if any(isinstance(o, Special) and o.name.split(".")[0].lstrip("%") in _CTA_SPECIALS
-                  for o in st.instr.operands)]
-    return tainted(prog, src)
-
-
 def expected_wavefronts(banks, lanes=32, trials=4000):
     """Mean of the largest bank load when `lanes` lanes pick banks at random (a shared access
     whose addresses are data): a fixed-seed estimate, the same on every run."""
@@ -192,7 +187,6 @@ def analyze(prog, table, records, warps_per_cta):
     sector = int(mm.get("sector_bytes", 0)) or None
     banks, bank_bytes = h.shared_banks, h.shared_bank_bytes
     loaded = tainted(prog, _loads(prog))
-    by_cta = _cta_varying(prog)
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
     seen = {}                           # block → sector sets of its earlier global loads
@@ -222,7 +216,7 @@ def analyze(prog, table, records, warps_per_cta):
             continue
         if sector is None:
             continue                    # no sector size in the model: the default costs
-        if indirect:
+        if indirect and not first:
             out[i] = Access(bytes=h.warp_size * max(sector, size),
                             l1_bytes=h.warp_size * (line or sector), indirect=True,
                             pattern="indirect")
@@ -230,7 +224,8 @@ def analyze(prog, table, records, warps_per_cta):
         if not first:
             continue
         s0 = sectors(ex0[0], size, sector)
-        acc = Access(bytes=len(s0) * sector, pattern="lanes")
+        acc = Access(bytes=len(s0) * sector, pattern="data" if indirect else "lanes",
+                     indirect=indirect)
         if line:
             acc.l1_bytes = len(sectors(ex0[0], size, line)) * line
         if st.kind == LDG or is_async_copy(ins):
@@ -250,18 +245,75 @@ def analyze(prog, table, records, warps_per_cta):
                 acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
-        if st.kind == ATOM and base is not None and base not in by_cta:
-            # every CTA aims at the same addresses: each address takes one operation at a time
-            counts = {}
-            for x in first:
-                counts[x] = counts.get(x, 0) + 1
-            acc.serial_lanes = max(counts.values())
-            w1 = [x for x in (rec.get(1, [[None]])[0]) if x is not None]
-            acc.per_warp = bool(w1) and set(w1) != set(first)
-            acc.pattern = "one address" if len(counts) == 1 else "same addresses in every CTA"
+        if st.kind == ATOM:
+            atomic_contention(acc, rec, line or sector,
+                              int(mm.get("atomic_interleave_bytes", 0)))
         out[i] = acc
     return out
 
+
+
+def chao1(incidence):
+    """Estimated number of distinct items from how many samples saw each item (Chao's
+    bias-corrected richness estimator: the unseen are guessed from the seen-once and -twice)."""
+    k = len(incidence)
+    f1 = sum(1 for c in incidence.values() if c == 1)
+    f2 = sum(1 for c in incidence.values() if c == 2)
+    return k + (f1 * f1 / (2 * f2) if f2 else f1 * (f1 - 1) / 2)
+
+
+def hot_share(touched, lines, n, per_req, lines_per_req):
+    """Fraction of the grid's warp executions that use the busiest address. `touched`: address
+    → sampled executions (of n) that used it; `lines`: the same per line; per_req and
+    lines_per_req: distinct addresses and lines per execution. When the lines look uniformly
+    used (the busiest line's count is what the largest of that many binomial counts reaches
+    by chance, at the 0.1 % level; chao1 estimates how many lines there are), the uniform share
+    per_req / addresses, else the observed share of the busiest address."""
+    est_lines = max(chao1(lines), 1.0)
+    p = min(1.0, lines_per_req / est_lines)
+    top = max(lines.values())
+    tail = sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(top, n + 1))
+    if tail * est_lines >= 1e-3:
+        return min(1.0, per_req / max(chao1(touched), 1.0))
+    return max(touched.values()) / n
+
+
+def atomic_contention(acc, rec, line, interleave):
+    """Fill acc's atomic figures from every recorded warp execution (`rec`: warp → executions →
+    lane addresses; warps sampled across the grid): the most used address and how much of the
+    grid uses it, the atomic-unit operations per execution, and how many interleave chunks
+    (L2 slices serve the address space in chunks) the grid's addresses spread over."""
+    reqs = [[x for x in ex[0] if x is not None] for ex in rec.values() if ex]
+    reqs = [r for r in reqs if r]
+    if not reqs:
+        return
+    touched, lanes_on, ops, chunks = {}, {}, 0, {}
+    for r in reqs:
+        count = {}
+        for x in r:
+            count[x] = count.get(x, 0) + 1
+        per_line = {}
+        for x, c in count.items():
+            touched[x] = touched.get(x, 0) + 1
+            lanes_on[x] = lanes_on.get(x, 0) + c
+            k = x // line
+            per_line[k] = max(per_line.get(k, 0), c)
+        ops += sum(per_line.values())
+        for k in {x // max(interleave, line) for x in count}:
+            chunks[k] = chunks.get(k, 0) + 1
+    top = max(touched, key=lambda x: (touched[x], lanes_on[x]))
+    acc.serial_lanes = lanes_on[top] / touched[top]
+    lines = {}
+    for r in reqs:
+        for k in {x // line for x in r}:
+            lines[k] = lines.get(k, 0) + 1
+    acc.addr_share = hot_share(touched, lines, len(reqs),
+                               sum(len(set(r)) for r in reqs) / len(reqs),
+                               sum(len({x // line for x in r}) for r in reqs) / len(reqs))
+    acc.atom_ops = ops / len(reqs)
+    acc.atom_chunks = chao1(chunks) if interleave else 0.0
+    acc.pattern = ("one address" if len(touched) == 1 else
+                   f"{len(touched)} addresses in {len(chunks)} chunks ({len(reqs)} warps sampled)")
 
 
 def async_roles(prog):

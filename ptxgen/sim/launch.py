@@ -25,7 +25,7 @@ from . import memory as memmod
 from .engine import STALLS, run_sm
 from .levels import memory_level
 from .paths import PathPlan, follow
-from .program import ALU, LDG, STG, compile_kernel
+from .program import ALU, ATOM, LDG, STG, compile_kernel
 from .result import SimReport, WaveResult
 from .values import Env
 
@@ -86,6 +86,20 @@ def _param_name(kernel, names, key):
     listed += " …" if len(names) > 6 else ""
     raise PtxgenError(f"kernel {display_name(kernel.name)} has no parameter {key!r} (parameters, "
                       f"also accepted by position 0..{len(names) - 1}: {listed or 'none'})")
+
+
+def _memory_of(kernel, args, params):
+    """[(synthetic address, bytes)] of the numpy arrays given for pointer parameters: loads
+    from them yield their values (an index array's values steer the addresses that follow)."""
+    if args is None:
+        return []
+    vals = [args.get(p.name) for p in kernel.params] if isinstance(args, dict) else list(args)
+    out = []
+    for p, v in zip(kernel.params, vals):
+        if isinstance(v, np.ndarray) and v.size and params.get(p.name) is not None:
+            out.append((params[p.name], memoryview(np.ascontiguousarray(v).view(np.uint8)
+                                                   .reshape(-1))))
+    return out
 
 
 def _footprint_of(args):
@@ -177,20 +191,36 @@ def _traffic(prog, trace, access):
     return loads, stores
 
 
-def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget):
+ATOMIC_SAMPLE_WARPS = 62       # warps sampled across the grid for global atomics' addresses
+
+
+def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=1):
     """Per memory instruction, its Access (ptxgen.sim.access) from following the first two
-    warps of the first CTA lane by lane."""
+    warps of the first CTA lane by lane (specs_all(w, cta=0)); global atomics also in warps
+    sampled across the grid (a fixed seed: the same sample on every run)."""
     idx = access_mod.memory_instrs(prog)
     if not idx:
         return {}
     plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
-    for w in range(min(2, warps)):
-        plan.record_warp = w
+
+    def walk(p, specs):
         try:
-            follow(plan, specs_all(w), trip=trip, cap=(4,),
-                   hot_loop=hot.id if hot else None, budget=budget, warnings={})
+            follow(p, specs, trip=trip, cap=(4,), hot_loop=hot.id if hot else None,
+                   budget=budget, warnings={})
         except PtxgenError:
             pass                        # what was recorded before the budget ran out counts
+    for w in range(min(2, warps)):
+        plan.record_warp = w
+        walk(plan, specs_all(w))
+    atoms = [i for i in idx if prog.instrs[i].kind == ATOM]
+    if atoms:
+        sampled = PathPlan(prog, env, slice_=access_mod.address_slice(prog, atoms), record=atoms)
+        rng = np.random.default_rng(0)
+        for k in range(ATOMIC_SAMPLE_WARPS):
+            sampled.record_warp = 2 + k
+            walk(sampled, specs_all(int(rng.integers(warps)), int(rng.integers(n_ctas))))
+        for i in atoms:
+            plan.records.setdefault(i, {}).update(sampled.records.get(i, {}))
     # scalar shared loads ptxas merges into one vector load issue once: the others become
     # free moves that deliver with the leader
     lds = table.ops["LDS"].latency
@@ -241,7 +271,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         raise PtxgenError(f"kernel {kernel.name} does not fit on an SM of {arch} "
                           f"({threads} threads, {regs} registers, {smem} B shared; limited by "
                           f"{occ.limiter})")
-    env = Env(_param_values(kernel, args), _symbols(kernel, module))
+    pvals = _param_values(kernel, args)
+    env = Env(pvals, _symbols(kernel, module), _memory_of(kernel, args, pvals))
     plan = PathPlan(prog, env)
     S, ws = h.sm_count, h.warp_size
     n_ctas = grid[0] * grid[1] * grid[2]
@@ -263,9 +294,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget, warnings=warnings)
     hot = _hot_loop(prog, pilot, sample)
     access = _access_pilot(
-        prog, env, lambda w: _lane_specs(waves[0][2][0], grid, block, w, ws, S,
-                                         int(shared_bytes), table, every_lane=True),
-        warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS))
+        prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
+            cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True),
+        warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
     loads, stores = _traffic(prog, pilot.trace, access)
     requested = loads * warps_per_cta * n_ctas
     written = stores * warps_per_cta * n_ctas
