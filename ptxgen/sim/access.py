@@ -28,6 +28,9 @@ from ..ir.values import Addr, Imm, Reg
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
 
 
+SAMPLED_WARP = 1 << 20          # record keys from here on: warps sampled across the grid
+
+
 @dataclass
 class Access:
     """One static memory instruction's per-execution cost."""
@@ -190,6 +193,7 @@ def analyze(prog, table, records, warps_per_cta):
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
     seen = {}                           # block → sector sets of its earlier global loads
+    cta_seen = {}                       # block → {warp: its sectors, "all": every warp's}
     out = {}
     for i in memory_instrs(prog):
         st = prog.instrs[i]
@@ -200,7 +204,11 @@ def analyze(prog, table, records, warps_per_cta):
         shared = ins.space == "shared" and not is_async_copy(ins)
         indirect = base is not None and base in loaded
         rec = records.get(i, {})
-        ex0 = rec.get(0, [])
+        # the first recorded warp with an active lane there stands for the warp (the first
+        # warp of the first CTA may be all outside a stencil's bounds)
+        live = [w for w in sorted(rec) if w < SAMPLED_WARP and rec[w]
+                and any(x is not None for x in rec[w][0])]
+        ex0 = rec[live[0]] if live else []
         first = [x for x in ex0[0] if x is not None] if ex0 else []
         if shared:
             if indirect:
@@ -231,18 +239,37 @@ def analyze(prog, table, records, warps_per_cta):
         if st.kind == LDG or is_async_copy(ins):
             if len(ex0) > 1:
                 acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
+            blk = prog.block_of[i]
             # sectors an earlier load of the same block brought in (a stencil's neighbours)
             before = set()
-            for j in seen.get(prog.block_of[i], ()):
+            for j in seen.get(blk, ()):
                 before |= j
             if s0 and before:
                 acc.miss *= len(s0 - before) / len(s0)
-            seen.setdefault(prog.block_of[i], []).append(s0)
-            w1 = rec.get(1, [])
-            if w1 and warps_per_cta > 1:
-                o = sectors(w1[0], size, sector)
-                f = len(o - s0) / len(o) if o else 1.0
-                acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
+            seen.setdefault(blk, []).append(s0)
+            ws = live
+            if len(ws) > 1:
+                # the CTA's recorded warps in order: of what a warp asks beyond its own
+                # earlier loads of the block, what no earlier load of any warp and no earlier
+                # warp's same load brought in (a 2-D stencil's rows above and below are other
+                # warps' rows)
+                have = cta_seen.setdefault(blk, {"all": set()})
+                new = asked = 0
+                for w in ws:
+                    sw = sectors(rec[w][0], size, sector)
+                    own = have.setdefault(w, set())
+                    asked += len(sw - own)
+                    new += len(sw - have["all"])
+                    own |= sw
+                    have["all"] |= sw
+                # a warp finds what others brought in in L1 (they run side by side)
+                acc.miss *= new / asked if asked else 1.0
+            else:
+                w1 = rec.get(1, [])         # (one warp recorded: nothing to compare)
+                if w1 and warps_per_cta > 1:
+                    o = sectors(w1[0], size, sector)
+                    f = len(o - s0) / len(o) if o else 1.0
+                    acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == ATOM:

@@ -192,12 +192,13 @@ def _traffic(prog, trace, access):
 
 
 ATOMIC_SAMPLE_WARPS = 62       # warps sampled across the grid for global atomics' addresses
+ACCESS_PILOT_WARPS = 8          # warps of the first CTA whose addresses the pilot records
 
 
 def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=1):
-    """Per memory instruction, its Access (ptxgen.sim.access) from following the first two
-    warps of the first CTA lane by lane (specs_all(w, cta=0)); global atomics also in warps
-    sampled across the grid (a fixed seed: the same sample on every run)."""
+    """Per memory instruction, its Access (ptxgen.sim.access) from following the first warps
+    of the first CTA lane by lane (specs_all(w, cta=0)); global atomics also in warps sampled
+    across the grid (a fixed seed: the same sample on every run)."""
     idx = access_mod.memory_instrs(prog)
     if not idx:
         return {}
@@ -209,7 +210,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
                    budget=budget, warnings={})
         except PtxgenError:
             pass                        # what was recorded before the budget ran out counts
-    for w in range(min(2, warps)):
+    for w in range(min(ACCESS_PILOT_WARPS, warps)):
         plan.record_warp = w
         walk(plan, specs_all(w))
     atoms = [i for i in idx if prog.instrs[i].kind == ATOM]
@@ -217,7 +218,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
         sampled = PathPlan(prog, env, slice_=access_mod.address_slice(prog, atoms), record=atoms)
         rng = np.random.default_rng(0)
         for k in range(ATOMIC_SAMPLE_WARPS):
-            sampled.record_warp = 2 + k
+            sampled.record_warp = access_mod.SAMPLED_WARP + k
             walk(sampled, specs_all(int(rng.integers(warps)), int(rng.integers(n_ctas))))
         for i in atoms:
             plan.records.setdefault(i, {}).update(sampled.records.get(i, {}))
