@@ -416,3 +416,41 @@ def test_equality_exit_is_fast_forwarded(n):
                hot_loop=0)
     assert p.skipped + 16 + 1 == n // 4            # every iteration counted
     assert p.steps < 2000                            # not walked iteration by iteration
+
+
+# column store: thread (x, y) of a 32 x 8 CTA writes out[x * 8 + y] (4 bytes)
+COLUMN = HEAD + """.visible .entry column(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %tid.y;
+  mov.u32 %r3, %ctaid.x;
+  shl.b32 %r4, %r1, 3;
+  add.s32 %r4, %r4, %r2;
+  shl.b32 %r5, %r3, 8;
+  add.s32 %r4, %r4, %r5;
+  cvt.rn.f32.u32 %f1, %r4;
+  mul.wide.u32 %rd2, %r4, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.f32 [%rd3], %f1;
+  ret;
+}
+"""
+
+
+def test_partial_sector_stores_cost_l2_and_merge_before_dram():
+    seen, col = _accesses(COLUMN, (132 * 256,), (32, 8), [Arr()])
+    st = _find(seen, "st.global")
+    # each lane writes 4 bytes of its own sector; the CTA's 8 warps fill those sectors
+    assert st.partial_sectors == 32 and st.dram_share == pytest.approx(1 / 8)
+    # the same CTA writing row-wise: thread (x, y) writes out[y * 32 + x], whole sectors
+    row = COLUMN.replace("shl.b32 %r4, %r1, 3;\n  add.s32 %r4, %r4, %r2;",
+                         "shl.b32 %r4, %r2, 5;\n  add.s32 %r4, %r4, %r1;")
+    seen2, flat = _accesses(row, (132 * 256,), (32, 8), [Arr()])
+    st2 = _find(seen2, "st.global")
+    assert st2.partial_sectors == 0 and st2.dram_share == 1.0
+    # the same bytes written as partial sectors take longer than written whole
+    assert col.device_us > 2 * flat.device_us

@@ -46,6 +46,10 @@ class Access:
                                 # most lanes on one address (lanes on distinct words of a
                                 # line go together, lanes on one word one after another)
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
+    partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
+                                # into the sector it holds: a read-modify-write there)
+    dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
+                                # CTA writes too (L2 merges those before they leave for DRAM)
     indirect: bool = False
     pattern: str = "default"    # how it was decided, for reports and tests
 
@@ -272,12 +276,41 @@ def analyze(prog, table, records, warps_per_cta):
                     acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
+        if st.kind == STG:
+            store_sectors(acc, rec, live, size, sector)
         if st.kind == ATOM:
             atomic_contention(acc, rec, line or sector,
                               int(mm.get("atomic_interleave_bytes", 0)))
         out[i] = acc
     return out
 
+
+
+def written_bytes(addrs, size, sector):
+    """{sector: bytes the lanes write in it}."""
+    out = {}
+    for a in addrs:
+        if a is None:
+            continue
+        for b in range(a, a + size):
+            out[b // sector] = out.get(b // sector, 0) + 1
+    return out
+
+
+def store_sectors(acc, rec, live, size, sector):
+    """A global store's partial sectors (per warp execution) and, over the CTA's recorded
+    warps, the fraction of its sectors no earlier warp wrote (the rest merge in L2)."""
+    if not live:
+        return
+    w0 = written_bytes(rec[live[0]][0], size, sector)
+    acc.partial_sectors = sum(1 for b in w0.values() if b < sector)
+    have, new, asked = set(), 0, 0
+    for w in live:
+        s = set(written_bytes(rec[w][0], size, sector))
+        asked += len(s)
+        new += len(s - have)
+        have |= s
+    acc.dram_share = new / asked if asked else 1.0
 
 
 def chao1(incidence):

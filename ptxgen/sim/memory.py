@@ -56,6 +56,8 @@ class MemoryConfig:
     access: dict = field(default_factory=dict)   # instruction index → access.Access
     atomic_ns_rate: float = None        # ns of an atomic unit's time this SM gets per cycle
     same_address_ns: float = 0.0        # one address: one warp's atomic at a time, this long
+    partial_write_bytes: float = 0.0    # L2 bytes a partial-sector store costs (0: a sector)
+    sector_bytes: float = 32.0
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
 
@@ -84,6 +86,8 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     # atomics queue at their address and at the atomic units of the L2 slices their addresses
     # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time
     cfg.same_address_ns = mm.get("atomic_same_address_ns") or 0.0
+    cfg.partial_write_bytes = mm.get("l2_partial_write_bytes") or 0.0
+    cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
     if cfg.same_address_ns or cfg.atomic_op_ns:
         cfg.atomic_ns_rate = 1e9 / clock_hz / max(1, min(active_sms, h.sm_count))
@@ -155,10 +159,18 @@ class SmMemory:
         return done + self.cfg.latencies[level]
 
     def store_global(self, t, st):
-        # written lines leave through DRAM, unless the user says the data stay on chip
+        """Stores pass L2, where a sector the warp writes only part of costs a read-modify-write
+        (the partial-write bytes of the isa file instead of a sector); written sectors leave
+        through DRAM once (sectors other warps of the CTA also write merge in L2), unless the
+        data stay on chip."""
         acc = self.cfg.access.get(st.index)
         nbytes = acc.bytes if acc is not None else st.bytes
-        self.servers["L2" if self.cfg.forced in ("L1", "L2") else "DRAM"].request(t, nbytes)
+        l2 = nbytes
+        if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
+            l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
+        self.servers["L2"].request(t, l2)
+        if self.cfg.forced not in ("L1", "L2"):
+            self.servers["DRAM"].request(t, nbytes * (acc.dram_share if acc else 1.0))
 
     def atomic(self, t, st, latency):
         """A global atomic: its bytes through L2; then it waits at its most used address (which
