@@ -284,7 +284,12 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
 
     waves = []
     if full:
-        waves.append(("full", full, [k * S for k in range(per_sm)], S))
+        # one SM's CTAs of a full wave stand for all of them: taken from the middle of evenly
+        # spread parts of the grid, not its start (a stencil's first plane or rows are all
+        # boundary, whose threads do nothing)
+        span = full * S * per_sm
+        waves.append(("full", full, [(2 * k + 1) * span // (2 * per_sm) for k in range(per_sm)],
+                      S))
     if rem:
         base = full * S * per_sm
         waves.append(("tail", 1, [base + k * S for k in range(-(-rem // S))], min(S, rem)))
