@@ -233,7 +233,8 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
-             trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core"):
+             trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core",
+             ptxas_order=True):
     """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
 
     args: argument values (a list in parameter order or a dict by name; arrays or any object
@@ -242,7 +243,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     reuse model; defaults to the arrays' sizes when args has numpy arrays); registers: per
     thread (default: ptxas's count); cache: 'warm' (the launch repeats, as benchmarks time it:
     a footprint that fits in L2 is found there) or 'cold' (the first launch after L2 was
-    flushed); launch_path: whose launch overhead time_us adds (cuda.core, numba, triton).
+    flushed); launch_path: whose launch overhead time_us adds (cuda.core, numba, triton);
+    ptxas_order: simulate every basic block list-scheduled (ptxgen.reorder), as ptxas
+    schedules it before the GPU runs it, not in the PTX's own order (False: as written).
     device_us is the kernel alone as back-to-back launches see it.
     """
     t_start = time.perf_counter()
@@ -262,6 +265,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if module is None:
         module = Module(target=arch, kernels=[kernel])
     warnings = {}
+    if ptxas_order:
+        from ..reorder import schedule_kernel
+        kernel = schedule_kernel(kernel, isa=table)
     prog = compile_kernel(kernel, table)
     regs = registers if registers is not None else _registers(module, kernel, arch, warnings)
     smem = kernel.static_shared_bytes + int(shared_bytes)
