@@ -34,7 +34,8 @@ TIMING_OPTIONAL = ("kernel_gap_us", "launch_overhead_numba_us", "launch_overhead
 # optional [memory_model]: facts the simulator's memory model uses beyond latency and bandwidth
 MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "atomic_same_address_ns",
                      "shared_atomic_cycles_per_wavefront", "atomic_op_ns",
-                     "atomic_interleave_bytes", "l2_partial_write_bytes")
+                     "atomic_interleave_bytes", "l2_partial_write_bytes",
+                     "dram_random_sector_bytes")
 
 
 @dataclass(frozen=True)

@@ -454,3 +454,17 @@ def test_partial_sector_stores_cost_l2_and_merge_before_dram():
     assert st2.partial_sectors == 0 and st2.dram_share == 1.0
     # the same bytes written as partial sectors take longer than written whole
     assert col.device_us > 2 * flat.device_us
+
+
+def test_scattered_loads_over_more_than_l2_keeps_miss_it():
+    """A gather whose index values are given: over 64 MiB of x, the part L2 cannot keep
+    misses; over 4 MiB nothing does."""
+    keep = l2_keep_bytes(TABLE)
+    rng = np.random.default_rng(5)
+    n = 132 * 8 * 256
+    for span, want in ((1 << 24, 1 - keep / (4 << 24)), (1 << 20, 0.0)):
+        idx = rng.integers(0, span, size=n).astype(np.uint32)
+        seen, _ = _accesses(GATHER, (n // 256,), (256,), [Arr(), idx, Arr()])
+        x = [a for t, a in seen.items() if t.startswith("ld.global.f32")][0]
+        assert x.pattern == "data" and x.bytes == 32 * MM["sector_bytes"]
+        assert x.dram_miss == pytest.approx(want, abs=0.02)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.values import Addr, Imm, Reg
+from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
 
 
@@ -50,6 +51,8 @@ class Access:
                                 # into the sector it holds: a read-modify-write there)
     dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
                                 # CTA writes too (L2 merges those before they leave for DRAM)
+    dram_miss: float = 0.0      # data-dependent scattered addresses over a region larger than
+                                # what L2 keeps: the fraction of sectors L2 does not have
     indirect: bool = False
     pattern: str = "default"    # how it was decided, for reports and tests
 
@@ -278,6 +281,13 @@ def analyze(prog, table, records, warps_per_cta):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:
             store_sectors(acc, rec, live, size, sector)
+        if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
+            # scattered lanes: L2 holds the part of the region they spread over it can keep
+            addrs = [x for w in live for x in rec[w][0] if x is not None]
+            region = max(addrs) + size - min(addrs)
+            keep = l2_keep_bytes(table)
+            if region > keep:
+                acc.dram_miss = 1.0 - keep / region
         if st.kind == ATOM:
             atomic_contention(acc, rec, line or sector,
                               int(mm.get("atomic_interleave_bytes", 0)))

@@ -186,7 +186,7 @@ def _traffic(prog, trace, access):
             acc = access.get(i)
             if st.kind == STG:
                 stores += acc.bytes if acc is not None else st.bytes
-            else:
+            elif acc is None or not acc.dram_miss:      # (scattered loads: their own miss)
                 loads += acc.bytes * acc.miss * acc.share if acc is not None else st.bytes
     return loads, stores
 

@@ -57,6 +57,7 @@ class MemoryConfig:
     atomic_ns_rate: float = None        # ns of an atomic unit's time this SM gets per cycle
     same_address_ns: float = 0.0        # one address: one warp's atomic at a time, this long
     partial_write_bytes: float = 0.0    # L2 bytes a partial-sector store costs (0: a sector)
+    random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
     sector_bytes: float = 32.0
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
@@ -87,6 +88,7 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time
     cfg.same_address_ns = mm.get("atomic_same_address_ns") or 0.0
     cfg.partial_write_bytes = mm.get("l2_partial_write_bytes") or 0.0
+    cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
     cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
     if cfg.same_address_ns or cfg.atomic_op_ns:
@@ -150,6 +152,8 @@ class SmMemory:
                 self.loads["L1"] += 1
                 return start + self.cfg.latencies["L1"]
             nbytes = nbytes * acc.share
+        if acc is not None and acc.dram_miss and not self.cfg.forced:
+            return self._scattered(t, st, acc, nbytes)
         level = self.global_level()
         self.loads[level] += 1
         done = self.servers[level].request(t, nbytes)
@@ -157,6 +161,24 @@ class SmMemory:
             # the line also passes through L2 on its way to the SM
             done = max(done, self.servers["L2"].request(t, nbytes))
         return done + self.cfg.latencies[level]
+
+    def _scattered(self, t, st, acc, nbytes):
+        """A load whose lanes scatter over a region larger than L2 keeps: its own share of
+        executions misses L2, and each missed sector costs DRAM a random access."""
+        c = self._miss.get(("dram", st.index), 0.0) + acc.dram_miss
+        if c >= 1.0 - 1e-12:
+            self._miss[("dram", st.index)] = c - 1.0
+            self.loads["DRAM"] += 1
+            sectors = nbytes / self.cfg.sector_bytes
+            done = max(self.servers["DRAM"].request(t, sectors * self._random_bytes()),
+                       self.servers["L2"].request(t, nbytes))
+            return done + self.cfg.latencies["DRAM"]
+        self._miss[("dram", st.index)] = c
+        self.loads["L2"] += 1
+        return self.servers["L2"].request(t, nbytes) + self.cfg.latencies["L2"]
+
+    def _random_bytes(self):
+        return self.cfg.random_sector_bytes or self.cfg.sector_bytes
 
     def store_global(self, t, st):
         """Stores pass L2, where a sector the warp writes only part of costs a read-modify-write
@@ -169,8 +191,16 @@ class SmMemory:
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
             l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
         self.servers["L2"].request(t, l2)
-        if self.cfg.forced not in ("L1", "L2"):
-            self.servers["DRAM"].request(t, nbytes * (acc.dram_share if acc else 1.0))
+        if self.cfg.forced in ("L1", "L2"):
+            return
+        if acc is not None and acc.dram_miss:
+            # scattered sectors L2 cannot keep leave at random places; a partial one is read
+            # from DRAM first to be completed
+            sectors = nbytes / self.cfg.sector_bytes
+            rmw = 2 if acc.partial_sectors else 1
+            self.servers["DRAM"].request(t, sectors * acc.dram_miss * rmw * self._random_bytes())
+            return
+        self.servers["DRAM"].request(t, nbytes * (acc.dram_share if acc else 1.0))
 
     def atomic(self, t, st, latency):
         """A global atomic: its bytes through L2; then it waits at its most used address (which
