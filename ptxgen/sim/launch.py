@@ -410,26 +410,47 @@ def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
         module = schedule_module(module, arch)
     kernel = module.kernel(op.kernel_name())
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
-    args = op.kernel_args(shape, _Placeholders(op))
+    args = op.kernel_args(shape, _Placeholders(op, shape, arch))
     kw.setdefault("footprint", op.bytes_moved(shape) or None)
     return simulate(kernel, cfg.grid, cfg.block, args=args, shared_bytes=cfg.shared_bytes,
                     arch=arch, module=module, **kw)
 
 
 class _Placeholders(dict):
-    """Stands for an operator's arrays: pointer arguments only need to exist."""
+    """Stands for an operator's arrays: pointer arguments only need to exist; a tensor map
+    needs its array's shape and type, which make_inputs gives when every draw is zeros."""
 
-    def __init__(self, op):
+    def __init__(self, op, shape=None, arch=DEFAULT_TARGET):
         super().__init__()
         self.op = op
+        if shape is not None:
+            try:
+                made = dict(op.make_inputs(shape, _ZeroDraws()))
+                made.update(op.workspace_arrays(shape, arch))
+            except (TypeError, ValueError, AttributeError):
+                made = {}
+            for name, a in made.items():
+                if isinstance(a, np.ndarray):
+                    self[name] = _Buffer(name, a.shape, a.dtype)
 
     def __missing__(self, key):
         return _Buffer(key)
 
 
+class _ZeroDraws:
+    """A numpy Generator whose every draw is zeros, broadcast (no memory of its own)."""
+
+    def __getattr__(self, name):
+        def draw(*args, size=None, **kw):
+            if size is None:
+                size = next((a for a in reversed(args) if isinstance(a, tuple)), ())
+            return np.broadcast_to(np.float64(0.0), size)
+        return draw
+
+
 class _Buffer:
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, shape=(), dtype=None):
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
 
 
 STALL_REASONS = STALLS
