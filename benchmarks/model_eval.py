@@ -8,8 +8,9 @@ parameter order (Numba passes an array as meminfo, parent, nitems, itemsize, dat
 strides...; Triton drops integer arguments equal to 1 and appends two scratch pointers), and
 ptxgen.sim predicts the kernel's device time with the register count the driver reported.
 The prediction's `device_us` is compared with the held-batch GPU time (no launch overhead);
-the launch overhead of each path is reported apart. MAPE is given for the fitting and the
-held-out parts separately (the split is the data file's, fixed before any fitting).
+the launch overhead of each path is reported apart. MAPE is given for the fitting part, the
+held-out part and the second held-out group (held2) separately (the split is the data file's,
+fixed before any fitting); --hide held2 keeps a group unseen while the model is being changed.
 """
 import argparse
 import json
@@ -33,6 +34,24 @@ class Pointer:
         self.what = what
 
 
+def pointer(d):
+    """What the simulator gets for an array argument: the values themselves when the run
+    recorded how they were drawn (`init`: index arrays, whose values steer addresses; drawn
+    again here with a fixed seed), else a placeholder."""
+    init = d.get("init") if isinstance(d, dict) else None
+    if not init:
+        return Pointer(d)
+    n, dt = int(np.prod(d["array"])), np.dtype(d["dtype"])
+    rng = np.random.default_rng(0)
+    if init["kind"] == "randint":
+        return rng.integers(init["low"], init["high"], size=n).astype(dt)
+    if init["kind"] == "randperm":
+        return rng.permutation(n).astype(dt)
+    if init["kind"] == "arange":
+        return (np.arange(n) * init.get("step", 1)).astype(dt)
+    raise ValueError(f"unknown init {init['kind']!r}")
+
+
 def _nbytes(d):
     return int(np.prod(d["array"])) * ITEMSIZE[d["dtype"]]
 
@@ -45,20 +64,20 @@ def sim_args(case, params):
             if "array" in d:
                 shape, isz = d["array"], ITEMSIZE[d["dtype"]]
                 strides = [isz * int(np.prod(shape[k + 1:])) for k in range(len(shape))]
-                out += [0, 0, int(np.prod(shape)), isz, Pointer(d), *shape, *strides]
+                out += [0, 0, int(np.prod(shape)), isz, pointer(d), *shape, *strides]
             else:
                 out.append(d["scalar"])
     elif src == "triton":
         for d in case["args"]:
             if "array" in d:
-                out.append(Pointer(d))
+                out.append(pointer(d))
             elif d["dtype"] == "int" and d["scalar"] == 1:
                 continue                    # Triton specialises integers equal to 1 away
             else:
                 out.append(d["scalar"])
         out += [Pointer("scratch")] * (len(params) - len(out))
     else:
-        out = [Pointer(d) if "array" in d else d["scalar"] for d in case["args"]]
+        out = [pointer(d) if "array" in d else d["scalar"] for d in case["args"]]
     if len(out) != len(params):
         raise ValueError(f"{case['name']}: {len(out)} arguments for {len(params)} parameters")
     return out
@@ -108,7 +127,7 @@ def summarize(cases, preds):
                          single_launch_us=c.get("single_launch_us"),
                          predicted_time_us=p["time_us"]))
     out = {}
-    for part in ("fit", "held", "all"):
+    for part in ("fit", "held", "held2", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]
@@ -124,10 +143,13 @@ def main(argv=None):
     ap.add_argument("--json", help="write rows and summary here")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--only", help="cases whose name contains this")
+    ap.add_argument("--hide", action="append", default=[],
+                    help="a split (e.g. held2) whose cases are not simulated or shown: a "
+                         "held-out group stays unseen while the model changes")
     a = ap.parse_args(argv)
     with open(a.data) as f:
         data = json.load(f)
-    cases = [c for c in data["cases"] if "gpu_us" in c
+    cases = [c for c in data["cases"] if "gpu_us" in c and c["split"] not in a.hide
              and (not a.only or a.only in c["name"])]
     with ProcessPoolExecutor(a.jobs) as ex:
         preds = {p["name"]: p for p in ex.map(_one, cases)}

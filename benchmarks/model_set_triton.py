@@ -57,3 +57,23 @@ def layernorm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, stride, n_cols, eps, BLOCK: tl.
     w = tl.load(w_ptr + offs, mask=mask)
     b = tl.load(b_ptr + offs, mask=mask)
     tl.store(y_ptr + row * stride + offs, d * inv * w + b, mask=mask)
+
+
+# -- the second held-out group (held2, see model_set_numba.py)
+@triton.jit
+def fused_chain_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    z = x * y + 0.5 * x
+    z = z / (1.0 + tl.exp(-z)) + 0.25 * tl.abs(y)
+    tl.store(out_ptr + offs, z, mask=mask)
+
+
+@triton.jit
+def rowmax_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf"))
+    tl.store(out_ptr + row, tl.max(x, axis=0))

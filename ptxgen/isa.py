@@ -37,7 +37,9 @@ TIMING_KEYS = ("launch_overhead_us", "sustained_clock_mhz")
 TIMING_OPTIONAL = ("kernel_gap_us", "launch_overhead_numba_us", "launch_overhead_triton_us")
 # optional [memory_model]: facts the simulator's memory model uses beyond latency and bandwidth
 MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "atomic_same_address_ns",
-                     "shared_atomic_cycles_per_wavefront", "tma_bytes_per_cycle_per_sm")
+                     "shared_atomic_cycles_per_wavefront", "atomic_op_ns",
+                     "atomic_interleave_bytes", "l2_partial_write_bytes",
+                     "dram_random_sector_bytes", "tma_bytes_per_cycle_per_sm")
 
 
 @dataclass(frozen=True)

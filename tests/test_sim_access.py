@@ -1,6 +1,7 @@
 """The simulator's access model (ptxgen.sim.access): coalescing, L1 reuse, bank conflicts,
 data-dependent addresses, same-address atomics, cp.async, shared-load merging, the shared
 memory-level rule and the fast-forward of loops with an equality exit."""
+import numpy as np
 import pytest
 
 from ptxgen import isa
@@ -122,6 +123,27 @@ EVERY_CTA = HEAD + """.visible .entry every(.param .u64 out)
   mul.wide.u32 %rd2, %r1, 4;
   add.s64 %rd3, %rd1, %rd2;
   red.global.add.u32 [%rd3], 1;
+  ret;
+}
+"""
+
+# out[idx[i]] += 1: a histogram with global atomics
+HIST = HEAD + """.visible .entry hist(.param .u64 idx, .param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [idx];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  mul.wide.u32 %rd5, %r6, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  red.global.add.u32 [%rd6], 1;
   ret;
 }
 """
@@ -269,15 +291,50 @@ def test_same_address_atomics_queue_for_the_whole_grid():
     assert big.device_us > 3 * small.device_us
 
 
-def test_every_cta_on_the_same_addresses_queues_per_address():
+def test_every_cta_on_the_same_addresses_queues_per_address_and_atomic_unit():
     seen, small = _accesses(EVERY_CTA, (132 * 32,), (256,), [Arr()])
     red = _find(seen, "red.global")
-    # one lane per address in a warp; the CTA's warps aim at different addresses
-    assert red.serial_lanes == 1 and red.per_warp and red.pattern.startswith("same addresses")
+    # one lane per address in a warp, one line per warp; the CTA's 8 warps share the 8 lines
+    # of 1 KiB (one interleave chunk) evenly: each address is in 1/8 of the warps' atomics
+    assert red.serial_lanes == 1 and red.atom_ops == 1 and red.atom_chunks == 1
+    assert red.addr_share == pytest.approx(1 / 8)
     _, big = _accesses(EVERY_CTA, (132 * 128,), (256,), [Arr()])
-    ns = MM["atomic_same_address_ns"]
-    # each address takes one atomic per CTA, one at a time; the addresses work in parallel
-    assert big.device_us == pytest.approx(132 * 128 * ns * 1e-3 + TABLE.kernel_gap_us, rel=0.15)
+    # per CTA: each address takes one atomic (same-address interval), the one atomic unit
+    # takes 8 operations; the slower of the two queues sets the pace
+    per_cta_ns = max(MM["atomic_same_address_ns"], 8 * MM["atomic_op_ns"])
+    assert big.device_us == pytest.approx(132 * 128 * per_cta_ns * 1e-3 + TABLE.kernel_gap_us,
+                                          rel=0.15)
+
+
+def test_histogram_addresses_come_from_the_given_index_values():
+    """An atomic whose address is data: with the index array's values given (numpy), the
+    pilot reads them; few bins mean a few lines in one interleave chunk, which queue."""
+    rng = np.random.default_rng(3)
+    n = 132 * 64 * 256
+    few = rng.integers(0, 256, size=n).astype(np.uint32)
+    many = rng.integers(0, 1 << 22, size=n).astype(np.uint32)
+    seen, hot = _accesses(HIST, (n // 256,), (256,), [few, Arr()])
+    atom = _find(seen, "red.global")
+    assert atom.indirect and atom.pattern != "indirect"
+    assert 7 <= atom.atom_ops <= 11 and atom.atom_chunks == 1        # ~8 lines of 1 KiB
+    assert atom.addr_share == pytest.approx(29 / 256, rel=0.25)      # uniform over the bins
+    _, cold = _accesses(HIST, (n // 256,), (256,), [many, Arr()])
+    assert hot.device_us > 20 * cold.device_us
+    _, unknown = _accesses(HIST, (n // 256,), (256,), [Arr(), Arr()])
+    assert _find(_accesses(HIST, (1,), (256,), [Arr(), Arr()])[0], "red.global").pattern \
+        == "indirect"
+    assert unknown.device_us < hot.device_us
+
+
+def test_chao1_and_the_uniform_share():
+    assert A.chao1({1: 5, 2: 7}) == 2                       # nothing seen once: all seen
+    assert A.chao1({1: 1, 2: 1, 3: 2}) == 3 + 4 / 2         # f1 = 2, f2 = 1
+    # every sampled warp on one address: hot, share 1
+    assert A.hot_share({0: 40}, {0: 40}, 40, 1, 1) == 1.0
+    # one address in every warp besides spread ones: the busy line stands out
+    touched = {0: 40, **{100 + k: 1 for k in range(40)}}
+    lines = {0: 40, **{10 + k: 1 for k in range(40)}}
+    assert A.hot_share(touched, lines, 40, 2, 2) == 1.0
 
 
 def test_cp_async_moves_bytes_and_wait_holds_the_warp():
@@ -359,3 +416,55 @@ def test_equality_exit_is_fast_forwarded(n):
                hot_loop=0)
     assert p.skipped + 16 + 1 == n // 4            # every iteration counted
     assert p.steps < 2000                            # not walked iteration by iteration
+
+
+# column store: thread (x, y) of a 32 x 8 CTA writes out[x * 8 + y] (4 bytes)
+COLUMN = HEAD + """.visible .entry column(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %tid.y;
+  mov.u32 %r3, %ctaid.x;
+  shl.b32 %r4, %r1, 3;
+  add.s32 %r4, %r4, %r2;
+  shl.b32 %r5, %r3, 8;
+  add.s32 %r4, %r4, %r5;
+  cvt.rn.f32.u32 %f1, %r4;
+  mul.wide.u32 %rd2, %r4, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.f32 [%rd3], %f1;
+  ret;
+}
+"""
+
+
+def test_partial_sector_stores_cost_l2_and_merge_before_dram():
+    seen, col = _accesses(COLUMN, (132 * 256,), (32, 8), [Arr()])
+    st = _find(seen, "st.global")
+    # each lane writes 4 bytes of its own sector; the CTA's 8 warps fill those sectors
+    assert st.partial_sectors == 32 and st.dram_share == pytest.approx(1 / 8)
+    # the same CTA writing row-wise: thread (x, y) writes out[y * 32 + x], whole sectors
+    row = COLUMN.replace("shl.b32 %r4, %r1, 3;\n  add.s32 %r4, %r4, %r2;",
+                         "shl.b32 %r4, %r2, 5;\n  add.s32 %r4, %r4, %r1;")
+    seen2, flat = _accesses(row, (132 * 256,), (32, 8), [Arr()])
+    st2 = _find(seen2, "st.global")
+    assert st2.partial_sectors == 0 and st2.dram_share == 1.0
+    # the same bytes written as partial sectors take longer than written whole
+    assert col.device_us > 2 * flat.device_us
+
+
+def test_scattered_loads_over_more_than_l2_keeps_miss_it():
+    """A gather whose index values are given: over 64 MiB of x, the part L2 cannot keep
+    misses; over 4 MiB nothing does."""
+    keep = l2_keep_bytes(TABLE)
+    rng = np.random.default_rng(5)
+    n = 132 * 8 * 256
+    for span, want in ((1 << 24, 1 - keep / (4 << 24)), (1 << 20, 0.0)):
+        idx = rng.integers(0, span, size=n).astype(np.uint32)
+        seen, _ = _accesses(GATHER, (n // 256,), (256,), [Arr(), idx, Arr()])
+        x = [a for t, a in seen.items() if t.startswith("ld.global.f32")][0]
+        assert x.pattern == "data" and x.bytes == 32 * MM["sector_bytes"]
+        assert x.dram_miss == pytest.approx(want, abs=0.02)

@@ -44,6 +44,19 @@ def test_schedule_option(cli):
     assert rc == 0, err
 
 
+def test_ptxas_order_by_default_and_ptx_order_on_request(cli):
+    """The simulator runs each block list-scheduled, as ptxas would: the library matmul as
+    built and as `--schedule`d predict the same; read in its PTX order it predicts otherwise."""
+    base = ("simulate", "matmul", "--M", "512", "--N", "512", "--K", "512", "--json")
+    cycles = {}
+    for extra in ((), ("--schedule",), ("--ptx-order",)):
+        rc, out, err = cli(*base, *extra)
+        assert rc == 0, err
+        cycles[extra] = json.loads(out)["cycles"]
+    assert cycles[()] == pytest.approx(cycles[("--schedule",)], rel=0.01)
+    assert abs(cycles[("--ptx-order",)] / cycles[()] - 1) > 0.05
+
+
 def test_ptx_file_with_arguments(cli):
     path = os.path.join(DATA, "ptxgen_saxpy_sm90.ptx")
     base = ("simulate", path, "--grid", "1056", "--block", "256", "--json", "--regs", "24")

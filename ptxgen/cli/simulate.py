@@ -62,6 +62,9 @@ def add_parser(sub):
                    help="loop iterations simulated before extrapolating (default 16)")
     p.add_argument("--schedule", action="store_true",
                    help="list-schedule the kernel's basic blocks first (ptxgen.reorder)")
+    p.add_argument("--ptx-order", action="store_true",
+                   help="simulate the instructions in the PTX's own order (by default each "
+                        "basic block is list-scheduled first, as ptxas schedules it again)")
     p.add_argument("--warps", type=non_negative_int, default=8,
                    help="warps shown in --trace/--png (default 8)")
     p.add_argument("--launch-path", choices=("cuda.core", "numba", "triton"),
@@ -103,7 +106,7 @@ def run(args):
     archmod.check_arch(args.arch)
     common = dict(arch=args.arch, trip=args.trip, level=args.level, footprint=args.footprint,
                   registers=args.regs, sample=args.sample, trace_warps=args.warps,
-                  launch_path=args.launch_path)
+                  launch_path=args.launch_path, ptxas_order=not args.ptx_order)
     if args.sample < 4:
         raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
     if is_ptx_file(args.kernel):

@@ -11,18 +11,25 @@ The timing loop needs, per static memory instruction, what one warp's execution 
 
 The answers come from an access pilot: the first two warps of the first CTA followed lane by
 lane (all 32 lanes) through the control slice widened by every address computation, recording
-the addresses of each memory instruction's first two executions. An address that depends on
-data loaded from memory (a gather, a histogram bin) is unknown there: it is called `indirect`
-and taken as one sector per lane and, in shared memory, the bank wavefronts 32 random lanes need
-on average. An address that no lane of the pilot could compute otherwise (no argument values)
+the addresses of each memory instruction's first two executions; global atomics are also
+recorded in warps sampled across the grid (their contention depends on how the whole grid's
+addresses spread). An address that depends on data loaded from memory (a gather, a histogram
+bin) is `indirect`: when the caller gave the array's values (numpy arguments) the pilot reads
+them and the addresses are known; otherwise it is taken as one sector per lane and, in shared
+memory, the bank wavefronts 32 random lanes need on average. An address that no lane of the pilot could compute otherwise (no argument values)
 keeps the default: a coalesced access of warp size x width bytes, every execution a miss.
 """
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.values import Addr, Imm, Reg, Special
+from ..ir.values import Addr, Imm, Reg
+from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
+
+
+SAMPLED_WARP = 1 << 20          # record keys from here on: warps sampled across the grid
 
 
 @dataclass
@@ -33,9 +40,19 @@ class Access:
     miss: float = 1.0           # global loads: fraction of executions that reach L2
     share: float = 1.0          # fraction of a miss's sectors no other warp of the CTA fetched
     wavefronts: float = 1.0     # shared: bank passes
-    serial_lanes: int = 0       # global atomics every CTA aims at the same addresses: the
-                                # most lanes of one warp on one address (they queue there)
-    per_warp: bool = False      # the warps of a CTA aim at different addresses (own queues)
+    serial_lanes: float = 0     # global atomics: lanes of a warp on its most used address
+                                # (that address takes them one at a time)
+    addr_share: float = 0.0     # fraction of the grid's warp executions that use that address
+    atom_ops: float = 0.0       # atomic-unit operations per warp execution: per line, the
+                                # most lanes on one address (lanes on distinct words of a
+                                # line go together, lanes on one word one after another)
+    atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
+    partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
+                                # into the sector it holds: a read-modify-write there)
+    dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
+                                # CTA writes too (L2 merges those before they leave for DRAM)
+    dram_miss: float = 0.0      # data-dependent scattered addresses over a region larger than
+                                # what L2 keeps: the fraction of sectors L2 does not have
     indirect: bool = False
     pattern: str = "default"    # how it was decided, for reports and tests
 
@@ -128,18 +145,6 @@ def _loads(prog):
     return out
 
 
-# special registers that differ between CTAs (or between the SMs they run on)
-_CTA_SPECIALS = ("ctaid", "smid", "gridid", "clock", "globaltimer", "nsmid")
-
-
-def _cta_varying(prog):
-    """Registers whose value can differ between CTAs: they read %ctaid, %smid, a clock ..."""
-    src = [st.index for st in prog.instrs
-           if any(isinstance(o, Special) and o.name.split(".")[0].lstrip("%") in _CTA_SPECIALS
-                  for o in st.instr.operands)]
-    return tainted(prog, src)
-
-
 def expected_wavefronts(banks, lanes=32, trials=4000):
     """Mean of the largest bank load when `lanes` lanes pick banks at random (a shared access
     whose addresses are data): a fixed-seed estimate, the same on every run."""
@@ -192,10 +197,10 @@ def analyze(prog, table, records, warps_per_cta):
     sector = int(mm.get("sector_bytes", 0)) or None
     banks, bank_bytes = h.shared_banks, h.shared_bank_bytes
     loaded = tainted(prog, _loads(prog))
-    by_cta = _cta_varying(prog)
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
     seen = {}                           # block → sector sets of its earlier global loads
+    cta_seen = {}                       # block → {warp: its sectors, "all": every warp's}
     out = {}
     for i in memory_instrs(prog):
         st = prog.instrs[i]
@@ -206,7 +211,11 @@ def analyze(prog, table, records, warps_per_cta):
         shared = ins.space == "shared" and not is_async_copy(ins)
         indirect = base is not None and base in loaded
         rec = records.get(i, {})
-        ex0 = rec.get(0, [])
+        # the first recorded warp with an active lane there stands for the warp (the first
+        # warp of the first CTA may be all outside a stencil's bounds)
+        live = [w for w in sorted(rec) if w < SAMPLED_WARP and rec[w]
+                and any(x is not None for x in rec[w][0])]
+        ex0 = rec[live[0]] if live else []
         first = [x for x in ex0[0] if x is not None] if ex0 else []
         if shared:
             if indirect:
@@ -222,7 +231,7 @@ def analyze(prog, table, records, warps_per_cta):
             continue
         if sector is None:
             continue                    # no sector size in the model: the default costs
-        if indirect:
+        if indirect and not first:
             out[i] = Access(bytes=h.warp_size * max(sector, size),
                             l1_bytes=h.warp_size * (line or sector), indirect=True,
                             pattern="indirect")
@@ -230,38 +239,151 @@ def analyze(prog, table, records, warps_per_cta):
         if not first:
             continue
         s0 = sectors(ex0[0], size, sector)
-        acc = Access(bytes=len(s0) * sector, pattern="lanes")
+        acc = Access(bytes=len(s0) * sector, pattern="data" if indirect else "lanes",
+                     indirect=indirect)
         if line:
             acc.l1_bytes = len(sectors(ex0[0], size, line)) * line
         if st.kind == LDG or is_async_copy(ins):
             if len(ex0) > 1:
                 acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
+            blk = prog.block_of[i]
             # sectors an earlier load of the same block brought in (a stencil's neighbours)
             before = set()
-            for j in seen.get(prog.block_of[i], ()):
+            for j in seen.get(blk, ()):
                 before |= j
             if s0 and before:
                 acc.miss *= len(s0 - before) / len(s0)
-            seen.setdefault(prog.block_of[i], []).append(s0)
-            w1 = rec.get(1, [])
-            if w1 and warps_per_cta > 1:
-                o = sectors(w1[0], size, sector)
-                f = len(o - s0) / len(o) if o else 1.0
-                acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
+            seen.setdefault(blk, []).append(s0)
+            ws = live
+            if len(ws) > 1:
+                # the CTA's recorded warps in order: of what a warp asks beyond its own
+                # earlier loads of the block, what no earlier load of any warp and no earlier
+                # warp's same load brought in (a 2-D stencil's rows above and below are other
+                # warps' rows)
+                have = cta_seen.setdefault(blk, {"all": set()})
+                new = asked = 0
+                for w in ws:
+                    sw = sectors(rec[w][0], size, sector)
+                    own = have.setdefault(w, set())
+                    asked += len(sw - own)
+                    new += len(sw - have["all"])
+                    own |= sw
+                    have["all"] |= sw
+                # a warp finds what others brought in in L1 (they run side by side)
+                acc.miss *= new / asked if asked else 1.0
+            else:
+                w1 = rec.get(1, [])         # (one warp recorded: nothing to compare)
+                if w1 and warps_per_cta > 1:
+                    o = sectors(w1[0], size, sector)
+                    f = len(o - s0) / len(o) if o else 1.0
+                    acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
-        if st.kind == ATOM and base is not None and base not in by_cta:
-            # every CTA aims at the same addresses: each address takes one operation at a time
-            counts = {}
-            for x in first:
-                counts[x] = counts.get(x, 0) + 1
-            acc.serial_lanes = max(counts.values())
-            w1 = [x for x in (rec.get(1, [[None]])[0]) if x is not None]
-            acc.per_warp = bool(w1) and set(w1) != set(first)
-            acc.pattern = "one address" if len(counts) == 1 else "same addresses in every CTA"
+        if st.kind == STG:
+            store_sectors(acc, rec, live, size, sector)
+        if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
+            # scattered lanes: L2 holds the part of the region they spread over it can keep
+            addrs = [x for w in live for x in rec[w][0] if x is not None]
+            region = max(addrs) + size - min(addrs)
+            keep = l2_keep_bytes(table)
+            if region > keep:
+                acc.dram_miss = 1.0 - keep / region
+        if st.kind == ATOM:
+            atomic_contention(acc, rec, line or sector,
+                              int(mm.get("atomic_interleave_bytes", 0)))
         out[i] = acc
     return out
 
+
+
+def written_bytes(addrs, size, sector):
+    """{sector: bytes the lanes write in it}."""
+    out = {}
+    for a in addrs:
+        if a is None:
+            continue
+        for b in range(a, a + size):
+            out[b // sector] = out.get(b // sector, 0) + 1
+    return out
+
+
+def store_sectors(acc, rec, live, size, sector):
+    """A global store's partial sectors (per warp execution) and, over the CTA's recorded
+    warps, the fraction of its sectors no earlier warp wrote (the rest merge in L2)."""
+    if not live:
+        return
+    w0 = written_bytes(rec[live[0]][0], size, sector)
+    acc.partial_sectors = sum(1 for b in w0.values() if b < sector)
+    have, new, asked = set(), 0, 0
+    for w in live:
+        s = set(written_bytes(rec[w][0], size, sector))
+        asked += len(s)
+        new += len(s - have)
+        have |= s
+    acc.dram_share = new / asked if asked else 1.0
+
+
+def chao1(incidence):
+    """Estimated number of distinct items from how many samples saw each item (Chao's
+    bias-corrected richness estimator: the unseen are guessed from the seen-once and -twice)."""
+    k = len(incidence)
+    f1 = sum(1 for c in incidence.values() if c == 1)
+    f2 = sum(1 for c in incidence.values() if c == 2)
+    return k + (f1 * f1 / (2 * f2) if f2 else f1 * (f1 - 1) / 2)
+
+
+def hot_share(touched, lines, n, per_req, lines_per_req):
+    """Fraction of the grid's warp executions that use the busiest address. `touched`: address
+    → sampled executions (of n) that used it; `lines`: the same per line; per_req and
+    lines_per_req: distinct addresses and lines per execution. When the lines look uniformly
+    used (the busiest line's count is what the largest of that many binomial counts reaches
+    by chance, at the 0.1 % level; chao1 estimates how many lines there are), the uniform share
+    per_req / addresses, else the observed share of the busiest address."""
+    est_lines = max(chao1(lines), 1.0)
+    p = min(1.0, lines_per_req / est_lines)
+    top = max(lines.values())
+    tail = sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(top, n + 1))
+    if tail * est_lines >= 1e-3:
+        return min(1.0, per_req / max(chao1(touched), 1.0))
+    return max(touched.values()) / n
+
+
+def atomic_contention(acc, rec, line, interleave):
+    """Fill acc's atomic figures from every recorded warp execution (`rec`: warp → executions →
+    lane addresses; warps sampled across the grid): the most used address and how much of the
+    grid uses it, the atomic-unit operations per execution, and how many interleave chunks
+    (L2 slices serve the address space in chunks) the grid's addresses spread over."""
+    reqs = [[x for x in ex[0] if x is not None] for ex in rec.values() if ex]
+    reqs = [r for r in reqs if r]
+    if not reqs:
+        return
+    touched, lanes_on, ops, chunks = {}, {}, 0, {}
+    for r in reqs:
+        count = {}
+        for x in r:
+            count[x] = count.get(x, 0) + 1
+        per_line = {}
+        for x, c in count.items():
+            touched[x] = touched.get(x, 0) + 1
+            lanes_on[x] = lanes_on.get(x, 0) + c
+            k = x // line
+            per_line[k] = max(per_line.get(k, 0), c)
+        ops += sum(per_line.values())
+        for k in {x // max(interleave, line) for x in count}:
+            chunks[k] = chunks.get(k, 0) + 1
+    top = max(touched, key=lambda x: (touched[x], lanes_on[x]))
+    acc.serial_lanes = lanes_on[top] / touched[top]
+    lines = {}
+    for r in reqs:
+        for k in {x // line for x in r}:
+            lines[k] = lines.get(k, 0) + 1
+    acc.addr_share = hot_share(touched, lines, len(reqs),
+                               sum(len(set(r)) for r in reqs) / len(reqs),
+                               sum(len({x // line for x in r}) for r in reqs) / len(reqs))
+    acc.atom_ops = ops / len(reqs)
+    acc.atom_chunks = chao1(chunks) if interleave else 0.0
+    acc.pattern = ("one address" if len(touched) == 1 else
+                   f"{len(touched)} addresses in {len(chunks)} chunks ({len(reqs)} warps sampled)")
 
 
 def async_roles(prog):

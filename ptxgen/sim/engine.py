@@ -290,7 +290,7 @@ class Sm:
         elif kind == LDS:
             done = memory.shared(t, st, self.lds_latency)
         elif kind == ATOM:
-            done = memory.atomic(t, st, self.atom_latency, w.wid - self.cta_first[w.cta])
+            done = memory.atomic(t, st, self.atom_latency)
         elif kind == FIXED and st.index in self.shared_atoms:
             done = memory.shared(t, st, st.latency, atomic=True)
         elif kind == FIXED:

@@ -25,7 +25,7 @@ from . import memory as memmod
 from .engine import STALLS, run_sm
 from .levels import memory_level
 from .paths import PathPlan, follow
-from .program import ALU, LDG, STG, compile_kernel
+from .program import ALU, ATOM, LDG, STG, compile_kernel
 from .result import SimReport, WaveResult
 from .values import Env
 
@@ -86,6 +86,20 @@ def _param_name(kernel, names, key):
     listed += " …" if len(names) > 6 else ""
     raise PtxgenError(f"kernel {display_name(kernel.name)} has no parameter {key!r} (parameters, "
                       f"also accepted by position 0..{len(names) - 1}: {listed or 'none'})")
+
+
+def _memory_of(kernel, args, params):
+    """[(synthetic address, bytes)] of the numpy arrays given for pointer parameters: loads
+    from them yield their values (an index array's values steer the addresses that follow)."""
+    if args is None:
+        return []
+    vals = [args.get(p.name) for p in kernel.params] if isinstance(args, dict) else list(args)
+    out = []
+    for p, v in zip(kernel.params, vals):
+        if isinstance(v, np.ndarray) and v.size and params.get(p.name) is not None:
+            out.append((params[p.name], memoryview(np.ascontiguousarray(v).view(np.uint8)
+                                                   .reshape(-1))))
+    return out
 
 
 def _footprint_of(args):
@@ -172,25 +186,42 @@ def _traffic(prog, trace, access):
             acc = access.get(i)
             if st.kind == STG:
                 stores += acc.bytes if acc is not None else st.bytes
-            else:
+            elif acc is None or not acc.dram_miss:      # (scattered loads: their own miss)
                 loads += acc.bytes * acc.miss * acc.share if acc is not None else st.bytes
     return loads, stores
 
 
-def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget):
-    """Per memory instruction, its Access (ptxgen.sim.access) from following the first two
-    warps of the first CTA lane by lane."""
+ATOMIC_SAMPLE_WARPS = 62       # warps sampled across the grid for global atomics' addresses
+ACCESS_PILOT_WARPS = 8          # warps of the first CTA whose addresses the pilot records
+
+
+def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=1):
+    """Per memory instruction, its Access (ptxgen.sim.access) from following the first warps
+    of the first CTA lane by lane (specs_all(w, cta=0)); global atomics also in warps sampled
+    across the grid (a fixed seed: the same sample on every run)."""
     idx = access_mod.memory_instrs(prog)
     if not idx:
         return {}
     plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
-    for w in range(min(2, warps)):
-        plan.record_warp = w
+
+    def walk(p, specs):
         try:
-            follow(plan, specs_all(w), trip=trip, cap=(4,),
-                   hot_loop=hot.id if hot else None, budget=budget, warnings={})
+            follow(p, specs, trip=trip, cap=(4,), hot_loop=hot.id if hot else None,
+                   budget=budget, warnings={})
         except PtxgenError:
             pass                        # what was recorded before the budget ran out counts
+    for w in range(min(ACCESS_PILOT_WARPS, warps)):
+        plan.record_warp = w
+        walk(plan, specs_all(w))
+    atoms = [i for i in idx if prog.instrs[i].kind == ATOM]
+    if atoms:
+        sampled = PathPlan(prog, env, slice_=access_mod.address_slice(prog, atoms), record=atoms)
+        rng = np.random.default_rng(0)
+        for k in range(ATOMIC_SAMPLE_WARPS):
+            sampled.record_warp = access_mod.SAMPLED_WARP + k
+            walk(sampled, specs_all(int(rng.integers(warps)), int(rng.integers(n_ctas))))
+        for i in atoms:
+            plan.records.setdefault(i, {}).update(sampled.records.get(i, {}))
     # scalar shared loads ptxas merges into one vector load issue once: the others become
     # free moves that deliver with the leader
     lds = table.ops["LDS"].latency
@@ -202,7 +233,8 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget):
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
-             trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core"):
+             trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core",
+             ptxas_order=True):
     """Predict one launch of `kernel` (an IR Kernel, builder-made or parsed) on `arch`.
 
     args: argument values (a list in parameter order or a dict by name; arrays or any object
@@ -211,7 +243,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     reuse model; defaults to the arrays' sizes when args has numpy arrays); registers: per
     thread (default: ptxas's count); cache: 'warm' (the launch repeats, as benchmarks time it:
     a footprint that fits in L2 is found there) or 'cold' (the first launch after L2 was
-    flushed); launch_path: whose launch overhead time_us adds (cuda.core, numba, triton).
+    flushed); launch_path: whose launch overhead time_us adds (cuda.core, numba, triton);
+    ptxas_order: simulate every basic block list-scheduled (ptxgen.reorder), as ptxas
+    schedules it before the GPU runs it, not in the PTX's own order (False: as written).
     device_us is the kernel alone as back-to-back launches see it.
     """
     t_start = time.perf_counter()
@@ -231,6 +265,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if module is None:
         module = Module(target=arch, kernels=[kernel])
     warnings = {}
+    if ptxas_order:
+        from ..reorder import schedule_kernel
+        kernel = schedule_kernel(kernel, isa=table)
     prog = compile_kernel(kernel, table)
     regs = registers if registers is not None else _registers(module, kernel, arch, warnings)
     smem = kernel.static_shared_bytes + int(shared_bytes)
@@ -241,7 +278,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         raise PtxgenError(f"kernel {kernel.name} does not fit on an SM of {arch} "
                           f"({threads} threads, {regs} registers, {smem} B shared; limited by "
                           f"{occ.limiter})")
-    env = Env(_param_values(kernel, args), _symbols(kernel, module))
+    pvals = _param_values(kernel, args)
+    env = Env(pvals, _symbols(kernel, module), _memory_of(kernel, args, pvals))
     plan = PathPlan(prog, env)
     S, ws = h.sm_count, h.warp_size
     n_ctas = grid[0] * grid[1] * grid[2]
@@ -252,7 +290,12 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
 
     waves = []
     if full:
-        waves.append(("full", full, [k * S for k in range(per_sm)], S))
+        # one SM's CTAs of a full wave stand for all of them: taken from the middle of evenly
+        # spread parts of the grid, not its start (a stencil's first plane or rows are all
+        # boundary, whose threads do nothing)
+        span = full * S * per_sm
+        waves.append(("full", full, [(2 * k + 1) * span // (2 * per_sm) for k in range(per_sm)],
+                      S))
     if rem:
         base = full * S * per_sm
         waves.append(("tail", 1, [base + k * S for k in range(-(-rem // S))], min(S, rem)))
@@ -263,9 +306,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget, warnings=warnings)
     hot = _hot_loop(prog, pilot, sample)
     access = _access_pilot(
-        prog, env, lambda w: _lane_specs(waves[0][2][0], grid, block, w, ws, S,
-                                         int(shared_bytes), table, every_lane=True),
-        warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS))
+        prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
+            cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True),
+        warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
     loads, stores = _traffic(prog, pilot.trace, access)
     requested = loads * warps_per_cta * n_ctas
     written = stores * warps_per_cta * n_ctas
@@ -367,26 +410,47 @@ def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
         module = schedule_module(module, arch)
     kernel = module.kernel(op.kernel_name())
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
-    args = op.kernel_args(shape, _Placeholders(op))
+    args = op.kernel_args(shape, _Placeholders(op, shape, arch))
     kw.setdefault("footprint", op.bytes_moved(shape) or None)
     return simulate(kernel, cfg.grid, cfg.block, args=args, shared_bytes=cfg.shared_bytes,
                     arch=arch, module=module, **kw)
 
 
 class _Placeholders(dict):
-    """Stands for an operator's arrays: pointer arguments only need to exist."""
+    """Stands for an operator's arrays: pointer arguments only need to exist; a tensor map
+    needs its array's shape and type, which make_inputs gives when every draw is zeros."""
 
-    def __init__(self, op):
+    def __init__(self, op, shape=None, arch=DEFAULT_TARGET):
         super().__init__()
         self.op = op
+        if shape is not None:
+            try:
+                made = dict(op.make_inputs(shape, _ZeroDraws()))
+                made.update(op.workspace_arrays(shape, arch))
+            except (TypeError, ValueError, AttributeError):
+                made = {}
+            for name, a in made.items():
+                if isinstance(a, np.ndarray):
+                    self[name] = _Buffer(name, a.shape, a.dtype)
 
     def __missing__(self, key):
         return _Buffer(key)
 
 
+class _ZeroDraws:
+    """A numpy Generator whose every draw is zeros, broadcast (no memory of its own)."""
+
+    def __getattr__(self, name):
+        def draw(*args, size=None, **kw):
+            if size is None:
+                size = next((a for a in reversed(args) if isinstance(a, tuple)), ())
+            return np.broadcast_to(np.float64(0.0), size)
+        return draw
+
+
 class _Buffer:
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, shape=(), dtype=None):
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
 
 
 STALL_REASONS = STALLS

@@ -54,7 +54,12 @@ class MemoryConfig:
     forced: str = None                  # a level every global load goes to
     notes: list = field(default_factory=list)
     access: dict = field(default_factory=dict)   # instruction index → access.Access
-    atomic_rate: float = None           # same-address atomics per cycle for this SM
+    atomic_ns_rate: float = None        # ns of an atomic unit's time this SM gets per cycle
+    same_address_ns: float = 0.0        # one address: one warp's atomic at a time, this long
+    partial_write_bytes: float = 0.0    # L2 bytes a partial-sector store costs (0: a sector)
+    random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
+    sector_bytes: float = 32.0
+    atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
 
 
@@ -79,11 +84,15 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     cfg = MemoryConfig(rates, lat, min(1.0, max(0.0, dram_fraction)), forced)
     cfg.access = access or {}
     mm = table.memory_model or {}
-    # atomics to one address of the whole grid queue at that address's L2 slice, which every
-    # SM with CTAs shares: this SM gets 1/active_sms of its rate (operations per cycle)
-    ns = mm.get("atomic_same_address_ns")
-    cfg.atomic_rate = (1.0 / (ns * 1e-9 * clock_hz) / max(1, min(active_sms, h.sm_count))
-                       if ns else None)
+    # atomics queue at their address and at the atomic units of the L2 slices their addresses
+    # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time
+    cfg.same_address_ns = mm.get("atomic_same_address_ns") or 0.0
+    cfg.partial_write_bytes = mm.get("l2_partial_write_bytes") or 0.0
+    cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
+    cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
+    cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
+    if cfg.same_address_ns or cfg.atomic_op_ns:
+        cfg.atomic_ns_rate = 1e9 / clock_hz / max(1, min(active_sms, h.sm_count))
     cfg.shared_atomic_cycles = mm.get("shared_atomic_cycles_per_wavefront", 1.0)
     return cfg
 
@@ -94,9 +103,9 @@ class SmMemory:
     def __init__(self, cfg):
         self.cfg = cfg
         self.servers = {k: Server(r) for k, r in cfg.rates.items()}
-        if cfg.atomic_rate:
-            self.servers["ATOMIC"] = Server(cfg.atomic_rate)
-        self.queues = {}                # (instruction, warp of the CTA) → its addresses' queue
+        if cfg.atomic_ns_rate:
+            self.servers["ATOMIC"] = Server(cfg.atomic_ns_rate)
+        self.queues = {}                # (instruction, what) → its queue
         self._acc = 0.0
         self._miss = {}                 # instruction index → error-diffusion counter of misses
         self.loads = {k: 0 for k in LEVELS}
@@ -143,6 +152,8 @@ class SmMemory:
                 self.loads["L1"] += 1
                 return start + self.cfg.latencies["L1"]
             nbytes = nbytes * acc.share
+        if acc is not None and acc.dram_miss and not self.cfg.forced:
+            return self._scattered(t, st, acc, nbytes)
         level = self.global_level()
         self.loads[level] += 1
         done = self.servers[level].request(t, nbytes)
@@ -151,27 +162,67 @@ class SmMemory:
             done = max(done, self.servers["L2"].request(t, nbytes))
         return done + self.cfg.latencies[level]
 
+    def _scattered(self, t, st, acc, nbytes):
+        """A load whose lanes scatter over a region larger than L2 keeps: its own share of
+        executions misses L2, and each missed sector costs DRAM a random access."""
+        c = self._miss.get(("dram", st.index), 0.0) + acc.dram_miss
+        if c >= 1.0 - 1e-12:
+            self._miss[("dram", st.index)] = c - 1.0
+            self.loads["DRAM"] += 1
+            sectors = nbytes / self.cfg.sector_bytes
+            done = max(self.servers["DRAM"].request(t, sectors * self._random_bytes()),
+                       self.servers["L2"].request(t, nbytes))
+            return done + self.cfg.latencies["DRAM"]
+        self._miss[("dram", st.index)] = c
+        self.loads["L2"] += 1
+        return self.servers["L2"].request(t, nbytes) + self.cfg.latencies["L2"]
+
+    def _random_bytes(self):
+        return self.cfg.random_sector_bytes or self.cfg.sector_bytes
+
     def store_global(self, t, st):
-        # written lines leave through DRAM, unless the user says the data stay on chip
+        """Stores pass L2, where a sector the warp writes only part of costs a read-modify-write
+        (the partial-write bytes of the isa file instead of a sector); written sectors leave
+        through DRAM once (sectors other warps of the CTA also write merge in L2), unless the
+        data stay on chip."""
         acc = self.cfg.access.get(st.index)
         nbytes = acc.bytes if acc is not None else st.bytes
-        self.servers["L2" if self.cfg.forced in ("L1", "L2") else "DRAM"].request(t, nbytes)
+        l2 = nbytes
+        if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
+            l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
+        self.servers["L2"].request(t, l2)
+        if self.cfg.forced in ("L1", "L2"):
+            return
+        if acc is not None and acc.dram_miss:
+            # scattered sectors L2 cannot keep leave at random places; a partial one is read
+            # from DRAM first to be completed
+            sectors = nbytes / self.cfg.sector_bytes
+            rmw = 2 if acc.partial_sectors else 1
+            self.servers["DRAM"].request(t, sectors * acc.dram_miss * rmw * self._random_bytes())
+            return
+        self.servers["DRAM"].request(t, nbytes * (acc.dram_share if acc else 1.0))
 
-    def atomic(self, t, st, latency, warp_in_cta=0):
-        """A global atomic. When every CTA aims at the same addresses, each address serves one
-        operation at a time for the whole grid: this warp's lanes queue behind the other SMs'
-        (this SM's share of the address's rate); warps aiming at other addresses have their
-        own queue."""
+    def atomic(self, t, st, latency):
+        """A global atomic: its bytes through L2; then it waits at its most used address (which
+        takes one warp's lanes at a time, each an operation, and no less than the
+        same-address interval per warp) for the share of the grid's executions that use that
+        address, and at the atomic units of the slices the grid's addresses spread over for
+        its operations. Both queues are this SM's share of the whole grid's."""
         acc = self.cfg.access.get(st.index)
         done = self.servers["L2"].request(t, acc.bytes if acc is not None else st.bytes)
-        if acc is not None and acc.serial_lanes and self.cfg.atomic_rate:
-            key = (st.index, warp_in_cta if acc.per_warp else 0)
-            q = self.queues.get(key)
-            if q is None:
-                q = self.queues[key] = Server(self.cfg.atomic_rate)
-            done = max(done, q.request(t, acc.serial_lanes))
-            self.servers["ATOMIC"].busy = max(self.servers["ATOMIC"].busy, q.busy)
-            self.servers["ATOMIC"].free = max(self.servers["ATOMIC"].free, q.free)
+        c = self.cfg
+        if acc is not None and acc.atom_ops and c.atomic_ns_rate:
+            per_address = max(c.same_address_ns, acc.serial_lanes * c.atomic_op_ns)
+            units = acc.atom_ops * c.atomic_op_ns / max(acc.atom_chunks, 1.0)
+            for what, ns in (("address", acc.addr_share * per_address), ("units", units)):
+                if ns <= 0:
+                    continue
+                q = self.queues.get((st.index, what))
+                if q is None:
+                    q = self.queues[(st.index, what)] = Server(c.atomic_ns_rate)
+                done = max(done, q.request(t, ns))
+                self.servers["ATOMIC"].busy = max(self.servers["ATOMIC"].busy, q.busy)
+                self.servers["ATOMIC"].free = max(self.servers["ATOMIC"].free, q.free)
         return done + latency
 
     def shared(self, t, st, latency, atomic=False):

@@ -8,6 +8,8 @@ per static instruction: `fn(vals, spec)` updates the register value list `vals` 
 """
 import math
 
+import numpy as np
+
 from ..ir import types as T
 from ..ir.values import Addr, Imm, PredPair, Reg, Special, Sym, Vec
 
@@ -51,11 +53,28 @@ def _unsigned(t):
 
 
 class Env:
-    """What operands that are not registers mean: parameter values and symbol addresses."""
+    """What operands that are not registers mean: parameter values and symbol addresses; and
+    the contents of the arrays the caller gave with values (index arrays steer addresses)."""
 
-    def __init__(self, params, symbols):
+    def __init__(self, params, symbols, memory=()):
         self.params = params          # parameter name → value (None: unknown)
         self.symbols = symbols        # variable name → synthetic address
+        self.memory = list(memory)    # [(start address, bytes of a numpy array)]
+
+    def read(self, addr, t):
+        """The value of type t stored at addr in an array with values, or None."""
+        if addr is None or t is None or t.bits not in (8, 16, 32, 64):
+            return None
+        n = t.bits // 8
+        for start, data in self.memory:
+            off = addr - start
+            if 0 <= off and off + n <= len(data):
+                raw = int.from_bytes(data[off:off + n], "little")
+                if t.is_float:
+                    return float(np.frombuffer(raw.to_bytes(n, "little"),
+                                               dtype=f"<f{n}")[0])
+                return convert(raw, t)
+        return None
 
 
 def value_getter(o, t, reg_index, env):
@@ -151,6 +170,11 @@ def evaluator(st, reg_index, env):
     if op == "ld" and ins.space == "param":
         c = _param_load(ins, env)
         compute = lambda vals, spec: (c,)
+    elif op in ("ld", "ldu") and env.memory and ins.space in (None, "global", "generic") and \
+            len(srcs) == 1 and isinstance(srcs[0], Addr) and not isinstance(ins.dests[0], Vec):
+        # a load from an array whose values the caller gave (an index array): the value
+        ga = value_getter(srcs[0], T.u64, reg_index, env)
+        compute = lambda vals, spec: (convert(env.read(ga(vals, spec), t), dst_t),)
     elif op in ("mov", "cvta") and len(srcs) == 1 and not isinstance(ins.dests[0], Vec):
         g = value_getter(srcs[0], dst_t, reg_index, env)
         compute = lambda vals, spec: (g(vals, spec),)
