@@ -105,7 +105,7 @@ def test_multicast_tma_completes_on_every_destination_cta():
     x = rng.standard_normal((H, Wp)).astype(np.float32)
     raw, out = np.zeros((2 * clusters, 512), np.uint32), np.zeros((2 * clusters, 131), np.uint32)
     tm = TiledMap(x, "f32", A.CLUSTER_BOX[0], A.CLUSTER_BOX[1], rows=H, cols=W, row_stride=Wp)
-    x0, y0 = W - 20, -4
+    x0, y0 = W - 18, -4        # x0 = 32: 128 bytes (a TMA box starts on 16 bytes along x)
     emulate(A.cluster_probe(), "cluster_probe", (2 * clusters,), (128,), tm, raw, out,
             np.int32(x0), np.int32(y0))
     want_raw, want_out = A.cluster_expected(x[:, :W], clusters, x0, y0)

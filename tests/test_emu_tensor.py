@@ -271,7 +271,8 @@ def test_tma_load_store_with_edges(swizzle, box, esize):
     tin, tout = TensorMap(A, box, **kw), TensorMap(O, box, **kw)
     nbytes = box[0] * box[1] * esize
     raw = np.zeros(nbytes // 4, np.uint32)
-    x0, y0, x1, y1 = W - box[0] // 2, -2, -3, H - box[1] + 1          # boxes over the edges
+    per16 = 16 // esize                 # x of a box starts on 16 bytes (see the next test)
+    x0, y0, x1, y1 = (W - box[0] // 2) // per16 * per16, -2, -per16, H - box[1] + 1  # edges
     emulate(P.tma_probe(box, esize), "tma_probe", (1,), (128,), tin, tout, raw,
             *map(np.int32, (x0, y0, x1, y1)))
     ys, xs = np.meshgrid(np.arange(box[1]), np.arange(box[0]), indexing="ij")
@@ -297,6 +298,21 @@ def test_tma_shared_box_must_be_128_byte_aligned():
     emulate(P.tma_probe((64, 8), 2, offset=128), "tma_probe", (1,), (128,), *args)
     with pytest.raises(EmulationError, match="TMA load of a shared box not 128-byte aligned"):
         emulate(P.tma_probe((64, 8), 2, offset=16), "tma_probe", (1,), (128,), *args)
+
+
+@pytest.mark.parametrize("x0, x1, what", [(39, 0, "load"), (0, 3, "store")])
+def test_tma_box_must_start_on_16_bytes_along_x(x0, x1, what):
+    """On the H200 a bf16 box at x = 39 (78 bytes into a row) was an illegal instruction while
+    x = -8, 8, 16 and 32 ran (2026-12-01): the emulator stops the launch at the same place."""
+    A = np.zeros((16, 128), np.uint16)
+    tin, tout = TensorMap(A, (64, 8), swizzle=128), TensorMap(A.copy(), (64, 8), swizzle=128)
+    raw = np.zeros(64 * 8 * 2 // 4, np.uint32)
+    emulate(P.tma_probe((64, 8), 2), "tma_probe", (1,), (128,), tin, tout, raw,
+            *map(np.int32, (-8, 0, 8, 0)))
+    with pytest.raises(EmulationError, match=f"TMA {what} box starting at x = {x0 or x1}, "
+                                             f"[0-9]+ bytes into a row: not a multiple of 16"):
+        emulate(P.tma_probe((64, 8), 2), "tma_probe", (1,), (128,), tin, tout, raw,
+                *map(np.int32, (x0, 0, x1, 0)))
 
 
 def test_tensor_map_validation_and_plain_bytes():

@@ -26,6 +26,8 @@ _U64 = np.dtype(np.uint64)
 # a tensor copy's shared-memory box starts on 128 bytes (CUDA C++ Programming Guide, tensor
 # memory access: alignment requirements)
 TMA_SHARED_ALIGN = 128
+# and its global box starts on 16 bytes along the contiguous dimension (measured: see build_cp)
+TMA_GLOBAL_ALIGN = 16
 
 
 # -- shared memory through the async proxy --------------------------------------------------------
@@ -207,6 +209,13 @@ def build_cp(ctx, ins):
                                      f"tensor map of rank {len(tm.dims)} at {_where(ctx)}")
             off, inside = _box(tm, coords)
             view, base = _global_view(ctx, st, tm, lane, opi)
+            if coords[0] * tm.esize % TMA_GLOBAL_ALIGN:
+                # the box's first element off a 16-byte boundary: an illegal instruction on the
+                # H200 (2026-12-01: bf16 x = 39 and f32 x = 30 faulted; x = -8, 8, 16, 32 ran)
+                st.report("misaligned", opi, lane, coords[0] * tm.esize,
+                          f"TMA {'load' if load else 'store'} box starting at x = {coords[0]}, "
+                          f"{coords[0] * tm.esize} bytes into a row: not a multiple of "
+                          f"{TMA_GLOBAL_ALIGN}")
             saddr = int(at(st, sf, lane))
             if saddr % TMA_SHARED_ALIGN:
                 # the GPU faults (CUDA_ERROR_MISALIGNED_ADDRESS, seen on the H200 2026-12-01)
