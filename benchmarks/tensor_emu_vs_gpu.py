@@ -252,10 +252,14 @@ def async_cases(rng):
     return out
 
 
-def run_async(case, emu_only):
+def run_async(case, emu_only, saved=None):
     """One async case on the emulator (and the GPU): its row."""
     if "op" in case:
         return _run_op(case, emu_only)
+    return _run_launches(case, emu_only, saved)
+
+
+def _run_launches(case, emu_only, saved):
     m = case["module"]
     emu = case["make"]()
     t0 = time.perf_counter()
@@ -276,7 +280,14 @@ def run_async(case, emu_only):
     for args in gpu:
         driver.launch(kern, case["grid"], case["block"], args)
     row["gpu_seconds"] = round(time.perf_counter() - t0, 2)
-    return _scored(row, case["outputs"](gpu), e_out)
+    g_out = case["outputs"](gpu)
+    if saved is not None:           # every launch's arrays, the GPU's and the emulator's
+        saved.setdefault("async", {}).update(
+            {f"{case['name']}_{i}_{j}_{who}": np.asarray(getattr(a, "array", a))
+             for who, launches in (("gpu", gpu), ("emu", emu))
+             for i, L in enumerate(launches) for j, a in enumerate(L)
+             if isinstance(getattr(a, "array", a), np.ndarray)})
+    return _scored(row, g_out, e_out)
 
 
 def _scored(row, g_out, e_out):
@@ -373,7 +384,7 @@ def _hung(name, save):
 
 def run_case(case, emu_only, saved):
     if "outputs" in case or "op" in case:
-        return run_async(case, emu_only)
+        return run_async(case, emu_only, saved)
     e, secs = emu_run(case)
     if emu_only:
         return dict(case=case["name"], elements=int(e.size), emu_seconds=round(secs, 2),

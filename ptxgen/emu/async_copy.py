@@ -216,6 +216,13 @@ def build_cp(ctx, ins):
                           f"TMA {'load' if load else 'store'} box starting at x = {coords[0]}, "
                           f"{coords[0] * tm.esize} bytes into a row: not a multiple of "
                           f"{TMA_GLOBAL_ALIGN}")
+            if not load and min(coords[1:]) < 0:
+                # a store box starting above the first row (y = -16) was an illegal instruction
+                # on the H200 (2026-12-01), while loads at y = -2 and stores past the last row
+                # ran; x < 0 stores were not measured
+                st.report("misaligned", opi, lane, 0,
+                          f"TMA store box starting at a negative coordinate "
+                          f"{tuple(coords)} (only loads may start before the tensor)")
             saddr = int(at(st, sf, lane))
             if saddr % TMA_SHARED_ALIGN:
                 # the GPU faults (CUDA_ERROR_MISALIGNED_ADDRESS, seen on the H200 2026-12-01)
