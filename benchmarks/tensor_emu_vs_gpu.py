@@ -203,7 +203,8 @@ def _tma_case(rng, name, esize, box, swizzle, dims):
             smem[F.swizzle(np.arange(tile.size) * esize, swizzle) // esize] = tile.ravel()
             o = np.zeros((H, Wp), dt)
             oy, ox = ys + y1, xs + x1
-            keep = (oy >= 0) & (oy < H) & (ox >= 0) & (ox < W)
+            wst = -(-W * esize // 16) * 16 // esize      # stores fill rows to 16 bytes
+            keep = (oy >= 0) & (oy < H) & (ox >= 0) & (ox < wst)
             o[oy[keep], ox[keep]] = tile[keep]
             raws.append(smem)
             outs.append(o.ravel())

@@ -2,6 +2,7 @@
 type, ldmatrix/stmatrix, wgmma through swizzled descriptors (K- and MN-major, A in registers),
 fp8/tf32 conversions, mbarrier phases, TMA boxes with out-of-bounds edges, deadlocks and proxy
 races."""
+import os
 import zlib
 
 import numpy as np
@@ -284,7 +285,8 @@ def test_tma_load_store_with_edges(swizzle, box, esize):
     assert (raw.view(dt) == smem).all()
     want = np.zeros_like(O)
     oy, ox = ys + y1, xs + x1
-    keep = (oy >= 0) & (oy < H) & (ox >= 0) & (ox < W)
+    wst = -(-W * esize // 16) * 16 // esize      # a store fills rows up to 16 bytes (H200)
+    keep = (oy >= 0) & (oy < H) & (ox >= 0) & (ox < wst)
     want[oy[keep], ox[keep]] = tile[keep]
     assert (O == want).all()
 
@@ -375,3 +377,24 @@ def test_block_sum_is_not_an_fma_chain():
     assert _dot([(1.5, 1.5), (-1.5, 1.5), (2.0 ** -12, 2.0 ** -13)], 0.0) == 2.0 ** -25
     # negative terms truncate toward zero too (sign and magnitude): -1 - 0.75 ulp → -1
     assert _dot([(t, -t), (t, -t / 2)], -1.0) == -1.0
+
+
+def test_tma_edges_bit_equal_to_the_h200():
+    """Inputs and outputs of benchmarks/tensor_emu_vs_gpu.py's TMA cases on the H200
+    (2026-12-01): loads over every edge, stores over the right and bottom edges (which write
+    rows up to 16 bytes past the tensor's width); the emulator gives the same bytes."""
+    from ptxgen.arrays import TiledMap
+    d = np.load(os.path.join(os.path.dirname(__file__), "data", "tma_edges_h200_2026-12-01.npz"))
+    names = sorted({k.rsplit("_", 1)[0] for k in d.files if k.endswith("_spec")})
+    assert len(names) == 2
+    for name in names:
+        esize, bw, bh, sw, H, W, Wp = (int(v) for v in d[name + "_spec"])
+        dt = {2: "bf16", 4: "f32"}[esize]
+        for i in range(3):
+            x, out = d[f"{name}_{i}_x"], np.zeros_like(d[f"{name}_{i}_out"])
+            raw = np.zeros_like(d[f"{name}_{i}_raw"])
+            maps = [TiledMap(a, dt, bh, bw, sw, rows=H, cols=W, row_stride=Wp) for a in (x, out)]
+            emulate(P.tma_probe((bw, bh), esize), "tma_probe", (1,), (128,), *maps, raw,
+                    *d[f"{name}_{i}_corner"])
+            assert np.array_equal(raw, d[f"{name}_{i}_raw"]), (name, i)
+            assert np.array_equal(out, d[f"{name}_{i}_out"]), (name, i)

@@ -122,13 +122,20 @@ def _where(ctx):
     return f"PTX line {ctx.ins.line}" if ctx.ins.line else f"instruction {ctx.index}"
 
 
-def _box(tm, coords):
-    """Global byte offsets of the box's elements (box order) and which lie inside the tensor."""
+def _box(tm, coords, store=False):
+    """Global byte offsets of the box's elements (box order) and which lie inside the tensor.
+    A store writes rows up to the next 16-byte boundary past the tensor's width: on the H200
+    (2026-12-01, benchmarks/tensor_emu_vs_gpu.py) a store over the right edge of a 117-column
+    bf16 (29-column f32) tensor wrote columns 117-119 (29-31) of the padded rows too, while a
+    load filled them with zeros."""
     grids = np.meshgrid(*[np.arange(b) for b in tm.box[::-1]], indexing="ij")
     idx = [g.ravel() + int(c) for g, c in zip(grids[::-1], coords)]     # innermost first
     inside = np.ones(idx[0].size, bool)
     off = np.zeros(idx[0].size, np.int64)
-    for i, d, s in zip(idx, tm.dims, tm.strides):
+    dims = list(tm.dims)
+    if store:
+        dims[0] = -(-dims[0] * tm.esize // TMA_GLOBAL_ALIGN) * TMA_GLOBAL_ALIGN // tm.esize
+    for i, d, s in zip(idx, dims, tm.strides):
         inside &= (i >= 0) & (i < d)
         off += i * s
     return off, inside
@@ -207,7 +214,7 @@ def build_cp(ctx, ins):
             if len(coords) != len(tm.dims):
                 raise EmulationError(f"kernel {ctx.prog.name}: {len(coords)} coordinates for a "
                                      f"tensor map of rank {len(tm.dims)} at {_where(ctx)}")
-            off, inside = _box(tm, coords)
+            off, inside = _box(tm, coords, store=not load)
             view, base = _global_view(ctx, st, tm, lane, opi)
             if coords[0] * tm.esize % TMA_GLOBAL_ALIGN:
                 # the box's first element off a 16-byte boundary: an illegal instruction on the
