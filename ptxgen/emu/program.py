@@ -7,6 +7,7 @@ is not a closure: the executor handles it from the op's kind. An instruction the
 run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
 unsupported code on paths never taken still run.
 """
+import functools
 import re
 from collections import ChainMap
 
@@ -146,10 +147,8 @@ class Program:
 
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
-        from . import alu, async_copy, bits, convert as conv, floats, mbarrier, memops, tensor, warp
-        self.table = {}
-        for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy):
-            self.table.update(mod.BUILDERS)
+        from . import floats, memops
+        self.table = builder_table()
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
         self._func_locals = {}
@@ -574,3 +573,15 @@ SPECIAL_NAMES = frozenset(
     + ["laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "clock", "clock_hi", "clock64",
        "globaltimer", "globaltimer_lo", "globaltimer_hi", "lanemask_eq", "lanemask_le",
        "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size", "total_smem_size"])
+
+
+@functools.lru_cache(maxsize=1)
+def builder_table():
+    """Every opcode's op builder, from the modules that define them (imported on first use: a
+    program without tensor-core or async instructions still needs their entries, so the table
+    is built once per process rather than once per kernel)."""
+    from . import alu, async_copy, bits, convert as conv, floats, mbarrier, memops, tensor, warp
+    table = {}
+    for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy):
+        table.update(mod.BUILDERS)
+    return table
