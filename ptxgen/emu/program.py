@@ -450,6 +450,13 @@ class Ctx:
     def fail(self, why):
         raise Unsupported(why)
 
+    def _declared(self, name):
+        try:
+            self.symbol(name)
+            return True
+        except Unsupported:
+            return False
+
     def mods(self):
         return set(self.ins.mods)
 
@@ -479,6 +486,10 @@ class Ctx:
             if sdt == dt:
                 return lambda st: st.special(name)
             return lambda st: convert(st.special(name), dt)
+        if isinstance(o, Sym) and o.name == "WARP_SZ" and not self._declared(o.name):
+            # PTX's predefined constant: the warp width the executor groups lanes by
+            c = convert(np.asarray(const(WARP_WIDTH, T.u32)), dt)[()]
+            return lambda st: c
         if isinstance(o, Sym):
             return self.address_of(o.name, dt)
         if isinstance(o, Raw):
@@ -573,6 +584,9 @@ SPECIAL_NAMES = frozenset(
     + ["laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "clock", "clock_hi", "clock64",
        "globaltimer", "globaltimer_lo", "globaltimer_hi", "lanemask_eq", "lanemask_le",
        "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size", "total_smem_size"])
+
+
+WARP_WIDTH = 32         # lanes per warp, as the executor groups them (PTX's WARP_SZ)
 
 
 @functools.lru_cache(maxsize=1)
