@@ -311,6 +311,7 @@ def main():
     ap.add_argument("--modules", help="comma-separated test modules (default: a fixed list)")
     ap.add_argument("--json")
     ap.add_argument("--work", help="keep the recorded, compiled and emulated kernels here")
+    ap.add_argument("--markdown", help="write the per-kernel table as Markdown here")
     ap.add_argument("--stage", help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -329,18 +330,16 @@ def main():
         _stage("emulate", {}, comp, res)
         with open(res) as f:
             data = json.load(f)
-    report(data, args.json)
+    report(data, args.json, args.markdown)
 
 
-def report(data, json_path):
+def report(data, json_path, markdown=None):
     rows = data["rows"]
     ran = [r for r in rows if r.get("emu_s") is not None]
     ratios = [r["sim_s"] / r["emu_s"] for r in ran]
     for r in sorted(rows, key=lambda r: r["test"] or ""):
         sp = f"{r['sim_s'] / r['emu_s']:8.1f}x" if r.get("emu_s") else "       -"
-        status = ("same" if r.get("match") else "different, read uninitialized memory"
-                  if r.get("findings") else "DIFFERENT") if r.get("emu_s") is not None \
-            else r["error"]
+        status = _status(r)
         emu = f"{1e3 * r['emu_s']:8.2f}" if r.get("emu_s") is not None else "       -"
         warm = f"{1e3 * r['warm_s']:6.2f}" if r.get("warm_s") is not None else "     -"
         print(f"{(r['test'] or '').split('.')[-1][:44]:44s} {r['kernel'][:28]:28s} "
@@ -368,6 +367,27 @@ def report(data, json_path):
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"meta": meta, "summary": summary, "rows": rows}, f, indent=1)
+    if markdown:
+        with open(markdown, "w") as f:
+            f.write("| test | kernel | threads | simulator ms | emulator cold ms | warm ms | "
+                    "cold speed-up | result |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+            for r in sorted(rows, key=lambda r: r["test"] or ""):
+                if r.get("emu_s") is not None:
+                    emu = (f"{1e3 * r['emu_s']:.2f} | {1e3 * r['warm_s']:.2f} | "
+                           f"{r['sim_s'] / r['emu_s']:.1f}")
+                else:
+                    emu = "- | - | -"
+                f.write(f"| {(r['test'] or '').split('.')[-1]} | {r['kernel'].split('.')[-1]} | "
+                        f"{math.prod(r['grid']) * math.prod(r['block'])} | "
+                        f"{1e3 * r['sim_s']:.2f} | {emu} | {_status(r)} |\n")
+
+
+def _status(r):
+    if r.get("emu_s") is None:
+        return r["error"]
+    if r.get("match"):
+        return "same"
+    return "different, read uninitialized memory" if r.get("findings") else "DIFFERENT"
 
 
 if __name__ == "__main__":
