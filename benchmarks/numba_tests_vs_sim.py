@@ -22,8 +22,9 @@ The kernels are collected at run time from the numba-cuda test modules installed
 "Cold", on both sides, is the first launch of that kernel in a fresh process after the
 interpreter started, the packages were imported and one warm-up kernel (not counted) ran on
 that side: the simulator's time is its dispatcher call (it compiles nothing); ptxgen's is
-parse_ptx of the kernel's text + emulate (compilation to ops, argument packing, launch). NVVM's
-compile time is reported apart (a GPU pays it too). The emulator's outputs must equal the
+Numba's array ABI for the arguments + parse_ptx of the kernel's text + emulate (compilation to
+ops, argument packing, launch). NVVM's compile time is reported apart (a GPU pays it too).
+The emulator's outputs must equal the
 simulator's: integers and booleans exactly, floats to 1e-5 relative (the simulator computes
 float32 math in Python doubles and libdevice differs in the last bits; the tests' own tolerances
 are looser).
@@ -96,7 +97,14 @@ def _host(a):
 def record(modules, out_path):
     import unittest
     _stub_filecheck()
+    from numba import cuda
     from numba.cuda.simulator import kernel as simk
+
+    # the simulator's one-time set-up, not recorded (it swaps the kernel's global `cuda`, so the
+    # kernel lives in a namespace of its own)
+    ns = {"cuda": cuda}
+    exec("def warm_up(x):\n    x[cuda.grid(1)] += 1\n", ns)
+    cuda.jit(ns["warm_up"])[2, 32](np.zeros(64))
     seen, kept, skipped = set(), [], {}
     original = simk.FakeCUDAKernel.__call__
     current = {"test": None}
@@ -243,9 +251,9 @@ def emulate_all(comp_path, out_path):
     def launch(k, m=None):
         args = []
         arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in k["args"]]
+        t0 = time.perf_counter()        # the arguments' marshalling counts, as the simulator's
         for a in arrays:
             args += numba_array_args(a) if isinstance(a, np.ndarray) else [_scalar(a)]
-        t0 = time.perf_counter()
         m = m or parse_ptx(k["ptx"])
         with warnings.catch_warnings():     # findings are kept in r.findings
             warnings.simplefilter("ignore")
