@@ -24,6 +24,8 @@ interpreter started, the packages were imported and one warm-up kernel (not coun
 that side: the simulator's time is its dispatcher call (it compiles nothing); ptxgen's is
 Numba's array ABI for the arguments + parse_ptx of the kernel's text + emulate (compilation to
 ops, argument packing, launch). NVVM's compile time is reported apart (a GPU pays it too).
+Before each timed launch, on both sides, a garbage collection runs (untimed): hundreds of kernels
+in one process leave garbage whose collection would otherwise land in some later launch.
 The emulator's outputs must equal the
 simulator's: integers and booleans exactly, floats to 1e-5 relative (the simulator computes
 float32 math in Python doubles and libdevice differs in the last bits; the tests' own tolerances
@@ -31,6 +33,7 @@ are looser).
 """
 import argparse
 import collections
+import gc
 import json
 import math
 import os
@@ -119,6 +122,8 @@ def record(modules, out_path):
                                    _layout(b)) for a, b in zip(args, before)))
         first = key not in seen
         seen.add(key)
+        if first:
+            gc.collect()                # earlier tests' garbage is not this launch's cost
         t0 = time.perf_counter()
         r = original(self, *args)
         dt = time.perf_counter() - t0
@@ -251,6 +256,7 @@ def emulate_all(comp_path, out_path):
     def launch(k, m=None):
         args = []
         arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in k["args"]]
+        gc.collect()                    # earlier kernels' garbage is not this launch's cost
         t0 = time.perf_counter()        # the arguments' marshalling counts, as the simulator's
         for a in arrays:
             args += numba_array_args(a) if isinstance(a, np.ndarray) else [_scalar(a)]
