@@ -338,7 +338,8 @@ def lower_host(prog, module_name="native"):
     body = HostBody(frame)
     body.rules["barrier"] = body.barrier
     body.lower(kernel.body)
-    _grid_loop(lm, _cta_loop(lm, fn, ctx_bytes), ctx_bytes)
+    barriers = bool(body.resume)        # without any, every thread runs once to its exit
+    _grid_loop(lm, _cta_loop(lm, fn, ctx_bytes, barriers), ctx_bytes, barriers)
     return lm, layout
 
 
@@ -394,7 +395,7 @@ def pointer_params(kernel):
     return [p for p in kernel.params if p.type.bits == 64 and not p.type.is_float]
 
 
-def _cta_loop(lm, thread, ctx_bytes):
+def _cta_loop(lm, thread, ctx_bytes, barriers=True):
     """void cta(i8* regs, i64 stride, i64* ctx, i32* state, i32 n): every live thread of the
     CTA to its next barrier (state[t]: entry point, -1 exited; -2 stops the loop)."""
     fnty = ir.FunctionType(I32, [ir.PointerType(I8), I64, ir.PointerType(I64),
@@ -415,14 +416,19 @@ def _cta_loop(lm, thread, ctx_bytes):
         v.add_incoming(ir.Constant(I32, 0), entry)
     b.cbranch(b.icmp_signed("<", t, n), run, done)
     b.position_at_end(run)
-    sp = b.gep(state, [t])
-    e = b.load(sp)
-    live = b.icmp_signed(">=", e, ir.Constant(I32, 0))
-    call_blk = fn.append_basic_block("call")
-    b.cbranch(live, call_blk, nxt)
-    b.position_at_end(call_blk)
+    if barriers:
+        sp = b.gep(state, [t])
+        e = b.load(sp)
+        live = b.icmp_signed(">=", e, ir.Constant(I32, 0))
+        call_blk = fn.append_basic_block("call")
+        b.cbranch(live, call_blk, nxt)
+        b.position_at_end(call_blk)
+    else:                               # no thread states: each runs from the entry to its exit
+        e = ir.Constant(I32, 0)
     r = b.call(thread, [b.gep(regs, [b.mul(b.zext(t, I64), stride)]), ctx, e, t, tx, ty, tz])
-    b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r), sp)
+    if barriers:
+        b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
+                sp)
     b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), fault, nxt)
     b.position_at_end(nxt)
     one, zero = ir.Constant(I32, 1), ir.Constant(I32, 0)
@@ -461,7 +467,7 @@ def _counted_loop(b, fn, count, body, name):
     b.position_at_end(out)
 
 
-def _grid_loop(lm, cta, ctx_bytes):
+def _grid_loop(lm, cta, ctx_bytes, barriers=True):
     """i32 grid(i8* regs, i64 stride, i64* ctx, i32* state, i32 n, i64 first, i64 count,
     i64* shared, i64 shared_words, i64* local, i64 local_words): CTAs first … first+count-1,
     each from zeroed registers and memory until every thread exited. Returns 0, -2 on an invalid
@@ -491,6 +497,14 @@ def _grid_loop(lm, cta, ctx_bytes):
         b.store(b.udiv(c, b.mul(gx, gy)), field(CTAID + 2))
         zero(shared, sw)
         zero(local, lw)
+        if not barriers:                # one pass over the threads; no rounds to agree on
+            r = b.call(cta, [regs, stride, ctx, state, n])
+            bad, done = fn.append_basic_block("bad"), fn.append_basic_block("done")
+            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), bad, done)
+            with b.goto_block(bad):
+                b.ret(r)
+            b.position_at_end(done)
+            return
         _counted_loop(b, fn, n64, lambda t: b.store(ir.Constant(I32, 0), b.gep(state, [t])),
                       "state")
         rounds = fn.append_basic_block("rounds")
