@@ -489,6 +489,15 @@ def _grid_loop(lm, cta, ctx_bytes, barriers=True):
         _counted_loop(b, fn, words, lambda i: b.store(ir.Constant(I64, 0), b.gep(ptr, [i])),
                       "zero")
 
+    def run_cta(after):
+        """Call the CTA loop; leave with -2 on an invalid access, else go on in `after`."""
+        r = b.call(cta, [regs, stride, ctx, state, n])
+        bad, cont = fn.append_basic_block("bad"), fn.append_basic_block(after)
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), bad, cont)
+        with b.goto_block(bad):
+            b.ret(r)
+        b.position_at_end(cont)
+
     def one_cta(k):
         c = b.add(first, k)
         gx, gy = b.load(field(NCTAID)), b.load(field(NCTAID + 1))
@@ -498,24 +507,13 @@ def _grid_loop(lm, cta, ctx_bytes, barriers=True):
         zero(shared, sw)
         zero(local, lw)
         if not barriers:                # one pass over the threads; no rounds to agree on
-            r = b.call(cta, [regs, stride, ctx, state, n])
-            bad, done = fn.append_basic_block("bad"), fn.append_basic_block("done")
-            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), bad, done)
-            with b.goto_block(bad):
-                b.ret(r)
-            b.position_at_end(done)
-            return
+            return run_cta("done")
         _counted_loop(b, fn, n64, lambda t: b.store(ir.Constant(I32, 0), b.gep(state, [t])),
                       "state")
         rounds = fn.append_basic_block("rounds")
         b.branch(rounds)
         b.position_at_end(rounds)
-        r = b.call(cta, [regs, stride, ctx, state, n])
-        bad, scan = fn.append_basic_block("bad"), fn.append_basic_block("scan")
-        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), bad, scan)
-        with b.goto_block(bad):
-            b.ret(r)
-        b.position_at_end(scan)
+        run_cta("scan")
         b.store(ir.Constant(I32, -1), common)
 
         def look(t):
