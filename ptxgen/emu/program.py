@@ -452,8 +452,7 @@ class Ctx:
 
     def _declared(self, name):
         try:
-            self.symbol(name)
-            return True
+            return bool(self.symbol(name))
         except Unsupported:
             return False
 
@@ -591,9 +590,7 @@ WARP_WIDTH = 32         # lanes per warp, as the executor groups them (PTX's WAR
 
 @functools.lru_cache(maxsize=1)
 def builder_table():
-    """Every opcode's op builder, from the modules that define them (imported on first use: a
-    program without tensor-core or async instructions still needs their entries, so the table
-    is built once per process rather than once per kernel)."""
+    """Every opcode's op builder from the modules that define them, built once per process."""
     from . import alu, async_copy, bits, convert as conv, floats, mbarrier, memops, tensor, warp
     table = {}
     for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy):
