@@ -47,12 +47,31 @@ def run(op, shape, module, arrays, engine, check):
     return {n: arrays[n].copy() for n in op.outputs}, cpu, wall
 
 
+def thread_instructions(op, shape, module, arrays):
+    """Thread-instructions the launches execute (PTX instructions, guarded ones included,
+    times the lanes that issue them), counted by the interpreter's observer: an op spanning a
+    fused run of instructions counts each of them."""
+    count = [0]
+
+    def observe(batch, p, mask):
+        lanes = batch.n if mask is None else int(np.count_nonzero(mask))
+        count[0] += lanes * batch.prog.code[p].span
+    for step in op.steps(shape, ARCH):
+        cfg = step.launch
+        emulate(module, step.kernel, cfg.grid, cfg.block, *step.args(arrays),
+                shared_bytes=cfg.shared_bytes, check="off", engine="interp", observer=observe)
+    return count[0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--only", help="run this operator only (matmul or saxpy)")
     args = ap.parse_args()
     rows = []
     for name, given in CASES:
+        if args.only and name != args.only:
+            continue
         op = OPERATORS[name]
         shape = op.shape(**given)
         rng = np.random.default_rng()
@@ -73,6 +92,10 @@ def main():
             row[label] = {"first_s": cpus[0], "best_s": min(cpus[1:]), "ok": ok,
                            "first_wall_s": walls[0], "best_wall_s": min(walls[1:]),
                            "max_rel_error": err}
+        arrays = {k: v.copy() for k, v in base.items()}
+        arrays.update(op.workspace_arrays(shape, ARCH))
+        row["thread_instructions"] = n = thread_instructions(op, shape, module, arrays)
+        row["native_thread_instructions_per_s"] = n / row["native"]["best_s"]
         row["bit_identical"] = all(np.array_equal(outs["interp"][n].view(np.uint8),
                                                   outs["native"][n].view(np.uint8))
                                    for n in op.outputs)
@@ -87,6 +110,7 @@ def main():
               f"  speedup {row['speedup_best']:6.1f}x (first call {row['speedup_first']:.1f}x;"
               f" wall {row['speedup_best_wall']:.1f}x; vs checked interp "
               f"{row['speedup_vs_checked']:.1f}x)"
+              f"  {n / 1e6:.0f} M thread-instr, native {n / row['native']['best_s'] / 1e9:.2f} G/s"
               f"  {'bit-identical' if row['bit_identical'] else 'DIFFERENT'}"
               f"  {'PASS' if row['native']['ok'] and row['interp']['ok'] else 'FAIL'}",
               flush=True)

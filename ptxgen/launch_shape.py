@@ -148,33 +148,42 @@ def written_params(kernel):
     write's address register names them. Iterated to a fixed point so loops are covered."""
     from .ir.instr import Instr
     from .ir.values import Addr, Reg, Sym
+    # per instruction, once: the symbols its sources name, the registers it reads (none for
+    # loaded data: an index loaded from x does not point at x), the register holding a written
+    # address (the first address operand: a copy's second is its source), what it defines
+    steps = []
+    for ins in kernel.body:
+        if not isinstance(ins, Instr):
+            continue
+        syms, reads = set(), ()
+        if not (ins.opcode in ("ld", "ldu", "atom") and ins.space != "param"):
+            for o in ins.operands[ins.n_dests:]:
+                base = o.base if isinstance(o, Addr) else o
+                if isinstance(base, Sym):
+                    syms.add(base.name)
+            reads = tuple(r.name for r in ins.uses())
+        dest = next((o for o in ins.operands if isinstance(o, Addr)), None)
+        wreg = dest.base.name if ins.opcode in WRITES and dest is not None and \
+            isinstance(dest.base, Reg) else None
+        steps.append((frozenset(syms), reads, wreg, tuple(r.name for r in ins.defs())))
     taint, written = {}, set()
-    instrs = [s for s in kernel.body if isinstance(s, Instr)]
+    empty = frozenset()
     changed = True
     while changed:
         changed = False
-        for ins in instrs:
-            src = set()
-            if ins.opcode in ("ld", "ldu", "atom") and ins.space != "param":
-                pass                   # loaded data: an index loaded from x does not point at x
-            else:
-                for o in ins.operands[ins.n_dests:]:
-                    base = o.base if isinstance(o, Addr) else o
-                    if isinstance(base, Sym):
-                        src.add(base.name)
-                for r in ins.uses():
-                    src |= taint.get(r.name, set())
-            # the first address operand is the one written (a copy's second is its source)
-            dest = next((o for o in ins.operands if isinstance(o, Addr)), None)
-            if ins.opcode in WRITES and dest is not None and isinstance(dest.base, Reg):
-                new = taint.get(dest.base.name, set()) - written
+        for syms, reads, wreg, defs in steps:
+            src = set(syms)
+            for r in reads:
+                src |= taint.get(r, empty)
+            if wreg is not None:
+                new = taint.get(wreg, empty) - written
                 if new:
                     written |= new
                     changed = True
-            for r in ins.defs():
-                old = taint.get(r.name, set())
+            for r in defs:
+                old = taint.get(r, empty)
                 if not src <= old:
-                    taint[r.name] = old | src
+                    taint[r] = old | src
                     changed = True
     params = {p.name for p in kernel.params}
     return frozenset(written & params)

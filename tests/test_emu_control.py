@@ -589,3 +589,39 @@ def test_match_and_elect():
     # lanes 5.. of warp 0 and every lane of warp 1 elect their lowest active lane
     np.testing.assert_array_equal(out[:, 5], np.where(t <= 4, 77, np.where(t < 32, 5, 0)))
     np.testing.assert_array_equal(out[:, 6], (t == 5) | (t == 32))
+
+
+CONFLICTS = kernel("conflicts", ".param .u64 idx, .param .u64 val, .param .u64 cell, "
+                   ".param .u64 old", """
+    ld.param.u64 %rd0, [idx];  ld.param.u64 %rd1, [val];
+    ld.param.u64 %rd2, [cell]; ld.param.u64 %rd3, [old];
+    mov.u32 %r0, %tid.x;
+    mul.wide.u32 %rd4, %r0, 4;
+    add.u64 %rd5, %rd0, %rd4;  ld.global.u32 %r1, [%rd5];
+    add.u64 %rd6, %rd1, %rd4;  ld.global.u32 %r2, [%rd6];
+    mul.wide.u32 %rd7, %r1, 4;
+    add.u64 %rd8, %rd2, %rd7;
+    atom.global.{op}.u32 %r3, [%rd8], %r2;
+    add.u64 %rd9, %rd3, %rd4;  st.global.u32 [%rd9], %r3;
+""")
+
+
+@pytest.mark.parametrize("op", ["add", "exch", "max", "inc"])
+def test_conflicting_atomics_apply_in_lane_order(op):
+    # lanes of a warp on a few addresses: each lane's old value is the cell after the lanes
+    # before it (in lane order) on the same address
+    rng = np.random.default_rng(7)
+    n, cells = 96, 5
+    idx = rng.integers(0, cells, n).astype(np.uint32)
+    val = rng.integers(0, 50, n).astype(np.uint32)
+    cell = rng.integers(0, 50, cells).astype(np.uint32)
+    want_cell, want_old = cell.copy(), np.zeros(n, np.uint32)
+    for k in range(n):
+        o = want_cell[idx[k]]
+        want_old[k] = o
+        want_cell[idx[k]] = {"add": o + val[k], "exch": val[k], "max": max(o, val[k]),
+                             "inc": 0 if o >= val[k] else o + 1}[op]
+    old = np.zeros(n, np.uint32)
+    emulate(CONFLICTS.replace("{op}", op), "conflicts", 1, n, idx, val, cell, old)
+    np.testing.assert_array_equal(old, want_old)
+    np.testing.assert_array_equal(cell, want_cell)

@@ -198,3 +198,26 @@ def test_grid_sync_orders_every_cta():
     emulate(GRID_SYNC, "k", grid, block, a, b)
     want = (np.arange(grid) + 1) % grid + 1
     np.testing.assert_array_equal(b.reshape(grid, block), np.repeat(want[:, None], block, 1))
+
+
+def test_warp_sz_is_the_warp_width():
+    # PTX's predefined WARP_SZ (Numba's cuda.warpsize compiles to it)
+    ptx = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd0, [p];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, WARP_SZ;
+    rem.u32 %r2, %r0, %r1;
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd2, %rd0, %rd1;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}"""
+    out = np.full(70, 99, np.uint32)
+    emulate(parse_ptx(ptx), "k", 1, 70, out)
+    np.testing.assert_array_equal(out, np.arange(70) % 32)

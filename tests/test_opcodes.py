@@ -131,10 +131,11 @@ def test_emulator_builders_are_named_by_the_table():
 
 
 def test_emulator_reports_a_row_without_builder_by_its_key(monkeypatch):
-    from ptxgen.emu import cluster
     from ptxgen.emu.api import emulate
-    # every row's key has a builder today: take one away to see the report
-    monkeypatch.delitem(cluster.BUILDERS, "barrier.cluster")
+    from ptxgen.emu.program import builder_table
+    # every row's key has a builder today: take one away (from the per-process table the
+    # emulator compiles with) to see the report
+    monkeypatch.delitem(builder_table(), "barrier.cluster")
     text = """.version 8.0
 .target sm_90a
 .address_size 64

@@ -304,7 +304,9 @@ def quotient_rounded(a64, b64, fmt, mode):
         # double rounding of a quotient is innocuous when 53 >= 2p+2 (Figueroa 1995)
         return to_format(q, fmt, "rn")
     p, pe = two_prod(q, b64)
-    ok = _safe(q, b64) & np.isfinite(q) & (q != 0)
+    # a dividend near the largest double makes q*b overflow; a quotient below _SAFE_LO (zero
+    # included) has an error term that underflows
+    ok = _safe(q, b64, a64) & np.isfinite(q) & (q != 0) & np.isfinite(p)
     # remainder a - q*b is exact in sign (Sterbenz for a - p, then one rounding)
     rem = np.where(ok, (a64 - p) - pe, 0.0)
     err = np.sign(rem) * np.sign(b64)
@@ -312,7 +314,9 @@ def quotient_rounded(a64, b64, fmt, mode):
     over = np.isinf(q) & np.isfinite(a64) & (b64 != 0)
     err = np.where(over, -np.sign(q), err)
     if fmt == "f64":
-        return directed_f64(q, err, mode)
+        out = directed_f64(q, err, mode)
+        slow = ~ok & ~over & np.isfinite(a64) & np.isfinite(b64) & (a64 != 0) & (b64 != 0)
+        return _exact_slow(out, slow, lambda a, b: a / b, mode, a64, b64)
     return to_format(round_to_odd(q, err), fmt, mode)
 
 

@@ -352,15 +352,25 @@ def _apply_atomic(v, ei, name, f, args, want_old, dt):
             uf = np.fmin if name == "min" else np.fmax
         uf.at(v, ei, args[0])             # unbuffered, in index (lane) order
         return None
+    # rounds: a lane's rank among the lanes on its element (in lane order) is its round, so a
+    # round touches each element once; the rounds come from two stable sorts, not a search per
+    # round (a warp on one address is 32 rounds of a few numpy calls)
+    order = np.argsort(ei, kind="stable")
+    se = ei[order]
+    first = np.ones(n, bool)
+    first[1:] = se[1:] != se[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - start
+    by_rank = np.argsort(rank, kind="stable")
     old = np.zeros(n, dt)
-    remaining = np.arange(n)
-    while remaining.size:
-        _, first = np.unique(ei[remaining], return_index=True)
-        take = remaining[first]
-        o = v[ei[take]]
+    bounds = np.cumsum(np.bincount(rank)).tolist()
+    for lo, hi in zip([0] + bounds, bounds):
+        take = by_rank[lo:hi]
+        e = ei[take]
+        o = v[e]
         old[take] = o
-        v[ei[take]] = f(o, *(a[take] for a in args))
-        remaining = np.delete(remaining, first)
+        v[e] = f(o, *(a[take] for a in args))
     return old
 
 

@@ -22,7 +22,8 @@ from ..errors import EmulationError, LoweringError, PtxgenError
 from .memory import var_image
 from .native_lower import (CONST_BASE, CTAID, CTX_WORDS, FAULT, FAULT_LINE, GLOBAL_VARS,
                            LOCAL_BASE, LOCAL_SIZE, N_RANGES, NCTAID, NTID, PARAM_BASE, RANGES,
-                           SHARED_BASE, SHARED_SIZE, lower_host, pointer_params)
+                           SHARED_BASE, SHARED_SIZE, ctx_words, lower_host,
+                           pointer_params)
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 _GRID = ctypes.CFUNCTYPE(ctypes.c_int32, _P, _I64, _P, _P, ctypes.c_int32, _I64, _I64, _P, _I64,
@@ -81,6 +82,7 @@ def compile_native(prog):
         _compiled[key] = str(e)
         raise
     llvm, tm = _host()
+    lm.triple, lm.data_layout = tm.triple, str(tm.target_data)
     mod = llvm.parse_assembly(str(lm))
     mod.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -99,10 +101,11 @@ def run_native(nk, grid, block, args, shared_bytes=0):
     t0 = time.perf_counter()
     threads = block[0] * block[1] * block[2]
     ncta = grid[0] * grid[1] * grid[2]
-    ctx = np.zeros(CTX_WORDS, np.int64)
+    ctx = np.zeros(ctx_words(prog), np.int64)
     ctx[NTID:NTID + 3] = block
     ctx[NCTAID:NCTAID + 3] = grid
-    params = _params(kernel, prog, args)
+    params = ctx[CTX_WORDS:].view(np.uint8)         # the parameter bytes follow the fields
+    _params(kernel, prog, args, params)
     const = np.frombuffer(prog.const_image + bytes(16), np.uint8).copy()
     gvars = [np.frombuffer(var_image(v, kernel.name), np.uint8).copy() for v in prog.global_vars]
     shared_size = (prog.dynamic_offset + shared_bytes) if prog.dynamic_vars or shared_bytes \
@@ -141,8 +144,7 @@ def run_native(nk, grid, block, args, shared_bytes=0):
     return ncta, time.perf_counter() - t0
 
 
-def _params(kernel, prog, args):
-    buf = np.zeros(max(prog.param_size, 1) + 16, np.uint8)
+def _params(kernel, prog, args, buf):
     for p, a in zip(kernel.params, args):
         off = prog.params[p.name][0]
         if isinstance(a, np.ndarray) and a.ndim > 0:
@@ -153,4 +155,3 @@ def _params(kernel, prog, args):
         else:
             data = np.asarray(a).tobytes()
         buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
-    return buf

@@ -32,6 +32,8 @@ FAULT, FAULT_LINE, N_RANGES, RANGES = 15, 16, 17, 18       # RANGES: (lo, hi) pa
 GLOBAL_VARS = 64                                            # host addresses of .global vars
 CTX_WORDS = 128
 MAX_RANGES = (GLOBAL_VARS - RANGES) // 2
+_LIKELY = [1 << 20, 1]                # branch weights of a check that passes
+_WRITTEN = (CTAID, CTAID + 1, CTAID + 2, FAULT, FAULT_LINE)
 _SPECIAL = {"ntid": NTID, "ctaid": CTAID, "nctaid": NCTAID}
 
 
@@ -61,9 +63,20 @@ class HostFrame(Frame):
         self.regs_arg, self.ctx, self.entry_arg, self.t, *self.tid = func.args
         self.global_var_index = {v.name: i for i, v in enumerate(prog.global_vars)}
         self.n_ranges = n_ranges
+        self.origin = pointer_origins(kernel)
 
     def field(self, i):
-        return self.b.load(self.b.gep(self.ctx, [ir.Constant(I64, i)]))
+        v = self.b.load(self.b.gep(self.ctx, [ir.Constant(I64, i)]))
+        # fixed for the launch (only the block index and the fault fields are written)
+        return v if i in _WRITTEN else self.invariant(v)
+
+    def invariant(self, load):
+        """Mark a load of what no code of the launch writes (the launch's fields, parameter
+        values): without it, every store to global memory could alias it, and the range checks
+        would reload their bounds at every access."""
+        md = self.func.module.add_metadata([])
+        load.set_metadata("invariant.load", md)
+        return load
 
     def call(self, name, ret, *values):
         if name.startswith("llvm.nvvm."):
@@ -89,7 +102,14 @@ class HostFrame(Frame):
 
     def param_value(self, name, t):
         off, p = self.prog.params[name]
-        return self._load_host(b_add(self.b, self.field(PARAM_BASE), off), t)
+        return self.invariant(self.b.load(self._param_ptr(off, ltype(t)), align=1))
+
+    def _param_ptr(self, off, elem):
+        """The parameter bytes live in ctx after its CTX_WORDS fields (see native.run_native),
+        so their loads are as dereferenceable and alias-free as the fields'."""
+        b = self.b
+        p = b.gep(b.bitcast(self.ctx, ir.PointerType(I8)), [ir.Constant(I64, 8 * CTX_WORDS + off)])
+        return b.bitcast(p, ir.PointerType(elem))
 
     def var_address(self, name, bits):
         space, addr = self.prog.symbol(name)
@@ -98,10 +118,6 @@ class HostFrame(Frame):
         else:
             v = ir.Constant(I64, addr)
         return resize(self.b, v, bits, False)
-
-    def _load_host(self, addr, t):
-        p = self.b.inttoptr(addr, ir.PointerType(ltype(t)))
-        return self.b.load(p, align=1)
 
     # -- addresses: host pointers, checked against the launch's ranges ----------------------
     def pointer(self, addr, space, elem):
@@ -112,8 +128,7 @@ class HostFrame(Frame):
         if isinstance(base, Sym):
             sp, off = self.prog.symbol(base.name)
             if sp == "param":
-                v = b_add(b, self.field(PARAM_BASE), off + addr.offset)
-                return b.inttoptr(v, ir.PointerType(elem))
+                return self._param_ptr(off + addr.offset, elem)
             v = self.var_address(base.name, 64)
             space = sp if space == "generic" and sp != "global" else space
         elif isinstance(base, Reg):
@@ -133,17 +148,45 @@ class HostFrame(Frame):
                                         self.field(size)), v, width)
             v = b.add(v, self._space_base(space))
         elif space in ("global", "generic"):
-            ok = ir.Constant(I1, 0)
             # ranges 0 and 1 (shared, local buffers) are reached through generic addresses only
-            for i in range(0 if space == "generic" else 2, self.n_ranges):
-                lo, hi = self.field(RANGES + 2 * i), self.field(RANGES + 2 * i + 1)
-                inside = b.and_(b.icmp_unsigned(">=", v, lo),
-                                b.icmp_unsigned("<=", b.add(v, ir.Constant(I64, width)), hi))
-                ok = b.or_(ok, inside)
-            self._check(ok, v, width)
+            order = list(range(0 if space == "generic" else 2, self.n_ranges))
+            first = self.origin.get(base.name) if isinstance(base, Reg) else None
+            if first is not None and 2 + first in order:   # its own buffer first
+                order.remove(2 + first)
+                order.insert(0, 2 + first)
+            self._check_ranges(order, v, width)
         else:
             self.fail(f".{space} accesses are not available to the native engine")
         return b.inttoptr(v, ir.PointerType(elem))
+
+    def _check_ranges(self, ranges, v, width):
+        """Leave with -2 unless [v, v+width) lies in one of the ranges and v is aligned: one
+        subtraction and one unsigned comparison per range, tried in turn (the limits are
+        loop-invariant, so LLVM computes them once per launch)."""
+        b = self.b
+        found = self.func.append_basic_block("inrange")
+        w = ir.Constant(I64, width)
+        for i in ranges:
+            lo, hi = self.field(RANGES + 2 * i), self.field(RANGES + 2 * i + 1)
+            size = b.sub(hi, lo)
+            # v - lo < size - width + 1, or never when the range is shorter than the access
+            lim = b.select(b.icmp_unsigned(">=", size, w),
+                           b.add(b.sub(size, w), ir.Constant(I64, 1)), ir.Constant(I64, 0))
+            nxt = self.func.append_basic_block("range")
+            # weighted: LLVM keeps the chain of branches (the first one is taken nearly always)
+            # instead of computing every comparison and or-ing them
+            b.cbranch(b.icmp_unsigned("<", b.sub(v, lo), lim), found, nxt).set_weights(_LIKELY)
+            b.position_at_end(nxt)
+        self._fault(v)
+        b.position_at_end(found)
+        self._check(ir.Constant(I1, 1), v, width)
+
+    def _fault(self, addr):
+        b = self.b
+        b.store(addr, b.gep(self.ctx, [ir.Constant(I64, FAULT)]))
+        line = self.instr.line if self.instr is not None else 0
+        b.store(ir.Constant(I64, line), b.gep(self.ctx, [ir.Constant(I64, FAULT_LINE)]))
+        b.ret(ir.Constant(I32, -2))
 
     def _space_base(self, space):
         if space == "local":
@@ -159,12 +202,9 @@ class HostFrame(Frame):
         good = b.and_(ok, aligned)
         bad_blk = self.func.append_basic_block("fault")
         cont = self.func.append_basic_block("ok")
-        b.cbranch(good, cont, bad_blk, )
+        b.cbranch(good, cont, bad_blk).set_weights(_LIKELY)
         with b.goto_block(bad_blk):
-            b.store(addr, b.gep(self.ctx, [ir.Constant(I64, FAULT)]))
-            line = self.instr.line if self.instr is not None else 0
-            b.store(ir.Constant(I64, line), b.gep(self.ctx, [ir.Constant(I64, FAULT_LINE)]))
-            b.ret(ir.Constant(I32, -2))
+            self._fault(addr)
         b.position_at_end(cont)
 
 
@@ -292,19 +332,70 @@ def lower_host(prog, module_name="native"):
     n_ranges = 2 + len(pointer_params(kernel)) + len(prog.global_vars)
     if n_ranges > MAX_RANGES:
         raise LoweringError(f"kernel {kernel.name}: too many pointer parameters")
+    ctx_bytes = ctx_words(prog) * 8
+    _no_alias(fn.args[0], fn.args[1], ctx_bytes)
     frame = HostFrame(kernel, fn, b, prog, layout, n_ranges)
     body = HostBody(frame)
     body.rules["barrier"] = body.barrier
     body.lower(kernel.body)
-    _grid_loop(lm, _cta_loop(lm, fn))
+    barriers = bool(body.resume)        # without any, every thread runs once to its exit
+    _grid_loop(lm, _cta_loop(lm, fn, ctx_bytes, barriers), ctx_bytes, barriers)
     return lm, layout
+
+
+def ctx_words(prog):
+    """ctx's length in i64 words: the fields, then the parameter bytes."""
+    return CTX_WORDS + -(-prog.param_size // 8) + 2
+
+
+def _no_alias(regs, ctx, ctx_bytes, *others):
+    """The launch's own buffers (registers, ctx, thread states) are separate allocations that
+    the kernel's memory accesses never reach (they are checked against the user's buffers):
+    telling LLVM so lets it keep the fields in registers across the kernel's stores."""
+    for a in (regs, ctx) + others:
+        a.add_attribute("noalias")
+    ctx.attributes.dereferenceable = ctx_bytes
+    ctx.attributes.align = 8
+
+
+def pointer_origins(kernel):
+    """{register name: index among pointer_params} for registers that hold an address derived
+    from one pointer parameter only (ld.param of it, then cvta, mov, add, sub, mad.wide of
+    an offset): the range checks try that parameter's buffer first. Only an ordering hint,
+    the check itself still accepts any buffer."""
+    index = {p.name: i for i, p in enumerate(pointer_params(kernel))}
+    origin, spoiled = {}, set()
+
+    def note(reg, k):
+        if reg.name in spoiled or origin.get(reg.name, k) != k:
+            spoiled.add(reg.name)
+            origin.pop(reg.name, None)
+        elif k is not None:
+            origin[reg.name] = k
+        else:
+            spoiled.add(reg.name)
+    for _ in range(2):                  # a second sweep sees origins defined later in the text
+        for st in kernel.body:
+            if not isinstance(st, Instr) or len(st.defs()) != 1:
+                continue
+            d = st.defs()[0]
+            if st.opcode == "ld" and "param" in st.mods:
+                a = st.sources[0] if st.sources else None
+                k = index.get(a.base.name) if isinstance(a, Addr) and \
+                    isinstance(a.base, Sym) else None
+                note(d, k)
+            elif st.opcode in ("cvta", "mov", "add", "sub", "mad"):
+                ks = {origin.get(r.name) for r in st.uses()} - {None}
+                if len(ks) == 1:
+                    note(d, ks.pop())
+    return origin
 
 
 def pointer_params(kernel):
     return [p for p in kernel.params if p.type.bits == 64 and not p.type.is_float]
 
 
-def _cta_loop(lm, thread):
+def _cta_loop(lm, thread, ctx_bytes, barriers=True):
     """void cta(i8* regs, i64 stride, i64* ctx, i32* state, i32 n): every live thread of the
     CTA to its next barrier (state[t]: entry point, -1 exited; -2 stops the loop)."""
     fnty = ir.FunctionType(I32, [ir.PointerType(I8), I64, ir.PointerType(I64),
@@ -312,6 +403,7 @@ def _cta_loop(lm, thread):
     fn = ir.Function(lm, fnty, "cta")
     fn.linkage = "internal"
     regs, stride, ctx, state, n = fn.args
+    _no_alias(regs, ctx, ctx_bytes, state)
     entry, loop, run, nxt, done, fault = (fn.append_basic_block(x) for x in
                                           ("entry", "loop", "run", "next", "done", "fault"))
     b = ir.IRBuilder(entry)
@@ -324,14 +416,19 @@ def _cta_loop(lm, thread):
         v.add_incoming(ir.Constant(I32, 0), entry)
     b.cbranch(b.icmp_signed("<", t, n), run, done)
     b.position_at_end(run)
-    sp = b.gep(state, [t])
-    e = b.load(sp)
-    live = b.icmp_signed(">=", e, ir.Constant(I32, 0))
-    call_blk = fn.append_basic_block("call")
-    b.cbranch(live, call_blk, nxt)
-    b.position_at_end(call_blk)
+    if barriers:
+        sp = b.gep(state, [t])
+        e = b.load(sp)
+        live = b.icmp_signed(">=", e, ir.Constant(I32, 0))
+        call_blk = fn.append_basic_block("call")
+        b.cbranch(live, call_blk, nxt)
+        b.position_at_end(call_blk)
+    else:                               # no thread states: each runs from the entry to its exit
+        e = ir.Constant(I32, 0)
     r = b.call(thread, [b.gep(regs, [b.mul(b.zext(t, I64), stride)]), ctx, e, t, tx, ty, tz])
-    b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r), sp)
+    if barriers:
+        b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
+                sp)
     b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), fault, nxt)
     b.position_at_end(nxt)
     one, zero = ir.Constant(I32, 1), ir.Constant(I32, 0)
@@ -370,7 +467,7 @@ def _counted_loop(b, fn, count, body, name):
     b.position_at_end(out)
 
 
-def _grid_loop(lm, cta):
+def _grid_loop(lm, cta, ctx_bytes, barriers=True):
     """i32 grid(i8* regs, i64 stride, i64* ctx, i32* state, i32 n, i64 first, i64 count,
     i64* shared, i64 shared_words, i64* local, i64 local_words): CTAs first … first+count-1,
     each from zeroed registers and memory until every thread exited. Returns 0, -2 on an invalid
@@ -380,6 +477,7 @@ def _grid_loop(lm, cta):
                                  I64, p64, I64, p64, I64])
     fn = ir.Function(lm, fnty, "grid")
     regs, stride, ctx, state, n, first, count, shared, sw, local, lw = fn.args
+    _no_alias(regs, ctx, ctx_bytes, state)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     n64 = b.zext(n, I64)
     common = b.alloca(I32)          # the live threads' common entry point (-1: none, -3: differ)
@@ -391,6 +489,15 @@ def _grid_loop(lm, cta):
         _counted_loop(b, fn, words, lambda i: b.store(ir.Constant(I64, 0), b.gep(ptr, [i])),
                       "zero")
 
+    def run_cta(after):
+        """Call the CTA loop; leave with -2 on an invalid access, else go on in `after`."""
+        r = b.call(cta, [regs, stride, ctx, state, n])
+        bad, cont = fn.append_basic_block("bad"), fn.append_basic_block(after)
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), bad, cont)
+        with b.goto_block(bad):
+            b.ret(r)
+        b.position_at_end(cont)
+
     def one_cta(k):
         c = b.add(first, k)
         gx, gy = b.load(field(NCTAID)), b.load(field(NCTAID + 1))
@@ -399,17 +506,14 @@ def _grid_loop(lm, cta):
         b.store(b.udiv(c, b.mul(gx, gy)), field(CTAID + 2))
         zero(shared, sw)
         zero(local, lw)
+        if not barriers:                # one pass over the threads; no rounds to agree on
+            return run_cta("done")
         _counted_loop(b, fn, n64, lambda t: b.store(ir.Constant(I32, 0), b.gep(state, [t])),
                       "state")
         rounds = fn.append_basic_block("rounds")
         b.branch(rounds)
         b.position_at_end(rounds)
-        r = b.call(cta, [regs, stride, ctx, state, n])
-        bad, scan = fn.append_basic_block("bad"), fn.append_basic_block("scan")
-        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, -2)), bad, scan)
-        with b.goto_block(bad):
-            b.ret(r)
-        b.position_at_end(scan)
+        run_cta("scan")
         b.store(ir.Constant(I32, -1), common)
 
         def look(t):

@@ -5,7 +5,8 @@ from llvmlite import ir
 from ..ir import types as T
 from ..llvm import rules, rules_convert
 from ..llvm.lower import RULES
-from ..llvm.values import F32, F64, from_bits, ltype, resize, to_bits
+from ..llvm.values import F64, from_bits, resize, to_bits
+from .native_rounding import DIRECTED, directed, directed_f64, fma_f16, narrow_to_f16, to_f64
 
 
 def _host_minmax(f, ins, row):
@@ -32,9 +33,12 @@ def _host_arith(f, ins, row):
     if t.is_float and ({"approx", "full", "ftz", "sat"} & set(ins.mods) or
                        (t.bits == 16 and ins.opcode == "div")):
         f.fail(f"{ins.full_opcode} is not available to the native engine")
-    if t == T.f32 and rules.rounding_mod(ins) in DIRECTED and ins.opcode in ("add", "sub", "mul",
-                                                                           "div"):
+    rnd = rules.rounding_mod(ins)
+    if t == T.f32 and rnd in DIRECTED and ins.opcode in ("add", "sub", "mul", "div"):
         return f.write(ins.operands[0], _directed_arith(f, ins, t), t)
+    if t == T.f64 and rnd in DIRECTED and ins.opcode in ("add", "sub", "mul", "div"):
+        a, c = (f.read(x, t) for x in ins.operands[1:3])
+        return f.write(ins.operands[0], directed_f64(f, ins.opcode, a, c, rnd), t)
     if not t.is_float and ins.opcode in ("div", "rem"):
         return _host_int_div(f, ins, t)
     RULES["arith"](f, ins, row)
@@ -72,6 +76,9 @@ def _host_fma(f, ins, row):
     if ins.type == T.f32 and rules.rounding_mod(ins) in DIRECTED and \
             not set(ins.mods) - {rules.rounding_mod(ins), "f32"}:
         return f.write(ins.operands[0], _directed_arith(f, ins, T.f32), T.f32)
+    if ins.type == T.f16 and set(ins.mods) == {"rn", "f16"}:
+        a, c, d = (f.read(x, T.f16) for x in ins.operands[1:4])
+        return f.write(ins.operands[0], fma_f16(f, a, c, d), T.f16)
     if ins.type.bits == 16 or set(ins.mods) - {"rn", ins.type.name}:
         f.fail(f"{ins.full_opcode} is not available to the native engine")
     RULES["fma"](f, ins, row)
@@ -98,14 +105,23 @@ def _host_cvt(f, ins, row):
         f.fail(f"{ins.full_opcode} is not available to the native engine")
     dt, stp = types
     rnd = rules.rounding_mod(ins)
-    if (dt, stp) == (T.f16, T.f64):     # x86 has no instruction: a libgcc call MCJIT may miss
-        f.fail(f"{ins.full_opcode} is not available to the native engine")
+    if (dt, stp) == (T.f16, T.f64):     # x86 has no instruction (LLVM would call libgcc)
+        if rnd not in DIRECTED + ("rn",):
+            f.fail(f"{ins.full_opcode} is not available to the native engine")
+        return f.write(ins.operands[0], narrow_to_f16(f, f.read(ins.operands[1], stp), None,
+                                                      rnd), dt)
     if (dt, stp) == (T.bf16, T.f32) and rnd in ("rn", "rz"):
         return f.write(ins.operands[0], _f32_to_bf16(f, ins, rnd), dt)
     if T.bf16 in types and (dt, stp) != (T.f32, T.bf16):
         f.fail(f"{ins.full_opcode} is not available to the native engine")
     if stp.is_float and not dt.is_float:
         return f.write(ins.operands[0], _float_to_int(f, ins, dt, stp, rnd), dt)
+    if dt.is_float and not stp.is_float and (rnd in DIRECTED or (dt == T.f16 and stp.bits > 16)):
+        # an integer as an exact sum of two f64, rounded once (f16 through round-to-odd)
+        x64, e64 = _int_as_f64_sum(f, f.read(ins.operands[1], stp), stp)
+        r = narrow_to_f16(f, x64, e64, rnd or "rn") if dt == T.f16 else \
+            directed(f, x64, e64, dt, rnd)
+        return f.write(ins.operands[0], r, dt)
     if dt == T.f16 and rnd in DIRECTED and stp != T.f32 and not (stp.is_int and stp.bits <= 16):
         f.fail(f"{ins.full_opcode} is not available to the native engine")
     if dt.is_float and rnd in DIRECTED and dt.bits < 64 and \
@@ -118,7 +134,7 @@ def _host_cvt(f, ins, row):
             x64 = to_f64(b, x)
         else:
             x64 = (b.sitofp if stp.is_signed else b.uitofp)(x, F64)
-        return f.write(ins.operands[0], _directed(f, x64, None, dt, rnd), dt)
+        return f.write(ins.operands[0], directed(f, x64, None, dt, rnd), dt)
     if (dt, stp) == (T.f64, T.f16):
         return f.write(ins.operands[0], to_f64(f.b, f.read(ins.operands[1], stp)), dt)
     if dt == T.f64 and not stp.is_float and stp.bits <= 32:     # exact: rounding is moot
@@ -130,50 +146,20 @@ def _host_cvt(f, ins, row):
     rules_convert.cvt(f, ins, row)
 
 
-DIRECTED = ("rz", "rm", "rp")
-
-
-def to_f64(b, x):
-    """x (f16, f32 or f64) as f64, exactly; f16 through f32, which x86 converts in hardware
-    (f16→f64 directly would be a libgcc call the JIT may not resolve)."""
-    if x.type == F64:
-        return x
-    if x.type == ir.HalfType():
-        x = b.fpext(x, F32)
-    return b.fpext(x, F64)
-
-
-def _directed(f, x64, e64, t, mode):
-    """The value x64 + e64 (exact; e64 None for 0) rounded toward zero / -inf / +inf to the
-    float type t (f32, or f16 from at most 24 significant bits: the caller refuses f64→f16,
-    which x86 does through a libgcc call): round to nearest, then step one ulp where that went
-    the wrong way. (x64 - back) + e64 has the sign of exact - back: both terms are exact or smaller than
-    half an ulp of f64 where the other is not zero."""
+def _int_as_f64_sum(f, x, t):
+    """(hi, lo) f64 with hi + lo == x exactly and hi == x rounded to nearest (None for lo when
+    x has at most 32 bits, which f64 holds exactly): the halves of a 64-bit integer are exact
+    in f64, and TwoSum adds them without loss."""
+    from .native_rounding import two_sum
     b = f.b
-    lt = ltype(t)
-    r = b.fptrunc(x64, lt) if t.bits != 16 else b.fptrunc(b.fptrunc(x64, F32), lt)
-    back = to_f64(b, r)
-    delta = b.fsub(x64, back)
-    if e64 is not None:
-        delta = b.fadd(delta, e64)
-    zero64 = ir.Constant(F64, 0.0)
-    bits = to_bits(b, r)
-    it = bits.type
-    one = ir.Constant(it, 1)
-    pos = b.fcmp_ordered(">", back, zero64)
-    neg = b.fcmp_ordered("<", back, zero64)
-    sign_one = ir.Constant(it, (1 << (t.bits - 1)) | 1)     # the smallest subnormal below 0
-    if mode == "rz":
-        step = b.or_(b.and_(pos, b.fcmp_ordered("<", delta, zero64)),
-                     b.and_(neg, b.fcmp_ordered(">", delta, zero64)))
-        new = b.sub(bits, one)
-    elif mode == "rm":
-        step = b.fcmp_ordered("<", delta, zero64)
-        new = b.select(pos, b.sub(bits, one), b.select(neg, b.add(bits, one), sign_one))
-    else:
-        step = b.fcmp_ordered(">", delta, zero64)
-        new = b.select(neg, b.sub(bits, one), b.select(pos, b.add(bits, one), one))
-    return from_bits(b, b.select(step, new, bits), t)
+    conv = b.sitofp if t.is_signed else b.uitofp
+    if t.bits <= 32:
+        return conv(x, F64), None
+    i64 = ir.IntType(64)
+    hi = (b.ashr if t.is_signed else b.lshr)(x, ir.Constant(i64, 32))
+    lo = b.and_(x, ir.Constant(i64, 0xFFFFFFFF))
+    hi64 = b.fmul(conv(hi, F64), ir.Constant(F64, 2.0 ** 32))
+    return two_sum(b, hi64, b.uitofp(lo, F64))
 
 
 def _directed_arith(f, ins, t):
@@ -204,7 +190,7 @@ def _directed_arith(f, ins, t):
                                         ir.Constant(i64, 0))
             x = b.select(b.and_(b.fcmp_ordered("==", x, ir.Constant(F64, 0.0)),
                                 b.not_(both_plus)), ir.Constant(F64, -0.0), x)
-    return _directed(f, x, err, t, rules.rounding_mod(ins))
+    return directed(f, x, err, t, rules.rounding_mod(ins))
 
 
 def _f32_to_bf16(f, ins, rnd):

@@ -7,6 +7,7 @@ is not a closure: the executor handles it from the op's kind. An instruction the
 run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
 unsupported code on paths never taken still run.
 """
+import functools
 import re
 from collections import ChainMap
 
@@ -147,11 +148,8 @@ class Program:
 
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
-        from . import (alu, async_copy, bits, cluster, convert as conv, floats, mbarrier, memops,
-                       tensor, warp)
-        self.table = {}
-        for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy, cluster):
-            self.table.update(mod.BUILDERS)
+        from . import floats, memops
+        self.table = builder_table()
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
         self._func_locals = {}
@@ -453,6 +451,12 @@ class Ctx:
     def fail(self, why):
         raise Unsupported(why)
 
+    def _declared(self, name):
+        try:
+            return bool(self.symbol(name))
+        except Unsupported:
+            return False
+
     def mods(self):
         return set(self.ins.mods)
 
@@ -482,6 +486,10 @@ class Ctx:
             if sdt == dt:
                 return lambda st: st.special(name)
             return lambda st: convert(st.special(name), dt)
+        if isinstance(o, Sym) and o.name == "WARP_SZ" and not self._declared(o.name):
+            # PTX's predefined constant: the warp width the executor groups lanes by
+            c = convert(np.asarray(const(WARP_WIDTH, T.u32)), dt)[()]
+            return lambda st: c
         if isinstance(o, Sym):
             return self.address_of(o.name, dt)
         if isinstance(o, Raw):
@@ -577,3 +585,17 @@ SPECIAL_NAMES = frozenset(
        "globaltimer", "globaltimer_lo", "globaltimer_hi", "lanemask_eq", "lanemask_le",
        "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size", "total_smem_size"]
     + sorted(CLUSTER_SPECIALS))
+
+
+WARP_WIDTH = 32         # lanes per warp, as the executor groups them (PTX's WARP_SZ)
+
+
+@functools.lru_cache(maxsize=1)
+def builder_table():
+    """Every opcode's op builder from the modules that define them, built once per process."""
+    from . import (alu, async_copy, bits, cluster, convert as conv, floats, mbarrier, memops,
+                   tensor, warp)
+    table = {}
+    for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy, cluster):
+        table.update(mod.BUILDERS)
+    return table

@@ -12,6 +12,7 @@ from .opcodes import row_of
 from .values import Imm, Reg, Special, regs_in
 
 SPACES = ("global", "shared", "local", "param", "const", "generic")
+_TYPES_OF_MODS = {}         # modifier tuple -> its types (Instr.types)
 CACHE_OPS = frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"})
 
 
@@ -44,7 +45,13 @@ class Instr:
     @property
     def types(self):
         """Type modifiers in order (cvt has two: destination, source)."""
-        return tuple(t for t in (T.type_of(m) for m in self.mods) if t is not None)
+        mods = self.mods
+        ts = _TYPES_OF_MODS.get(mods) if type(mods) is tuple else None
+        if ts is None:          # asked many times per instruction by every stage
+            ts = tuple(t for t in (T.type_of(m) for m in mods) if t is not None)
+            if type(mods) is tuple and len(_TYPES_OF_MODS) < 65536:
+                _TYPES_OF_MODS[mods] = ts
+        return ts
 
     @property
     def type(self):
