@@ -143,6 +143,25 @@ class Sm:
         w.pc, w.end = blk.start, blk.end
         return True
 
+    def skip_free(self, w):
+        """Move w past instructions ptxas folds into a neighbour (StaticInstr.free): they take
+        no issue slot, their results are ready when their operands are. False at the path's
+        end."""
+        instrs, regs, memreg = self.instrs, w.regs, w.memreg
+        while True:
+            if w.pc >= w.end:
+                if not self.load_block(w):
+                    return False
+                continue
+            st = instrs[w.pc]
+            if not st.free:
+                return True
+            ready = max((regs[u] for u in st.uses), default=0.0)
+            mem = any(memreg[u] for u in st.uses)
+            for d in st.defs:
+                regs[d], memreg[d] = ready, mem
+            w.pc += 1
+
     def note(self, w, kind, start, end, text):
         if len(w.events) < self.max_events and end > start:
             w.events.append((kind, start, end, text))
@@ -307,7 +326,7 @@ class Sm:
         st = self.instrs[w.pc]
         w.pc += 1
         # an exit ends its block: the path says whether lanes go on
-        if w.pc >= w.end and not self.load_block(w):
+        if not self.skip_free(w):
             self.finish(w, t)
             self.live -= 1
             self.last[s] = None
@@ -322,7 +341,7 @@ class Sm:
     def run(self):
         self.live = len(self.warps)
         for w in self.warps:
-            if self.load_block(w):
+            if self.load_block(w) and self.skip_free(w):
                 self.schedule(w, 0.0)
             else:
                 self.finish(w, -1.0)

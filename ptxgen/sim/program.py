@@ -11,6 +11,7 @@ from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
 from ..ir.opcodes import FLOP_MODELS
 from ..ir.values import Imm, Reg
+from .fold import folded
 
 _BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
 
@@ -35,6 +36,7 @@ class StaticInstr:
     guard_id: int = -1          # register id of the guard predicate
     barrier: tuple = None       # (id, threads or 0 for the whole CTA, waits) of bar/barrier
     queued: bool = False        # an async tensor op: waits in its pipe's queue, not the warp
+    free: bool = False          # folded by ptxas into a neighbour (ptxgen.sim.fold): no issue
 
 
 @dataclass
@@ -193,6 +195,10 @@ def compile_kernel(kernel, table):
                 st.guard_bit = len(blk.guarded)
                 blk.guarded.append(i)
         blocks.append(blk)
+
+    for i in folded(instrs, [(blk.start, blk.end) for blk in blocks]):
+        if statics[i].kind == ALU:
+            statics[i].free = True
 
     # loops: a branch to an earlier (or the same) position closes one; back-edges to one header
     # form a single loop

@@ -1,0 +1,77 @@
+"""What ptxas folds away (ptxgen.sim.fold): which PTX instructions issue for free in the
+simulator, that the timing follows, and that ptxas really makes the folded form."""
+import re
+
+import pytest
+
+from ptxgen import isa, toolchain
+from ptxgen.parse import parse_ptx
+from ptxgen.sim import simulate
+from ptxgen.sim.program import compile_kernel
+
+TABLE = isa.load("sm_90")
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+
+
+def _kernel(body, regs=".reg .b32 %r<40>;\n  .reg .pred %p<2>;"):
+    text = HEAD + (".visible .entry k(.param .u64 out, .param .u32 n)\n{\n  " + regs + "\n"
+                   + body + "\n  ret;\n}\n")
+    return text, parse_ptx(text).kernels[0]
+
+
+def _free(body):
+    _text, k = _kernel(body)
+    prog = compile_kernel(k, TABLE)
+    return [st.text.split()[0] for st in prog.instrs if st.free]
+
+
+def test_a_shift_feeding_one_add_is_a_lea_and_copies_are_coalesced():
+    assert _free("mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, 2;\n add.s32 %r3, %r2, %r1;\n"
+                 " mov.u32 %r4, %r3;") == ["shl.b32", "mov.u32"]
+    # two readers: the shifted value must exist in a register of its own
+    assert _free("mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, 2;\n add.s32 %r3, %r2, %r1;\n"
+                 " add.s32 %r4, %r2, %r3;") == []
+    # read in another block, a variable shift, a 64-bit add, a special register: not folded
+    assert _free("mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, 2;\n setp.eq.u32 %p1, %r1, 0;\n"
+                 " @%p1 bra L;\nL:\n add.s32 %r3, %r2, %r1;") == []
+    assert _free("mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, %r1;\n add.s32 %r3, %r2, %r1;") == []
+    # the same register written again after its one reader: that value has one reader
+    assert _free("mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, 2;\n add.s32 %r2, %r2, %r1;\n"
+                 " add.s32 %r3, %r2, %r1;") == ["shl.b32"]
+
+
+def _address_loop(shift):
+    """An ALU-bound loop of four (add, and, shl by `shift`, add) address computations."""
+    addr = "".join(f"  add.s32 %r{10 + k}, %r5, {k};\n  and.b32 %r{10 + k}, %r{10 + k}, 1023;\n"
+                   f"  shl.b32 %r{10 + k}, %r{10 + k}, {shift};\n"
+                   f"  add.s32 %r{10 + k}, %r4, %r{10 + k};\n" for k in range(4))
+    body = ("  ld.param.u32 %r1, [n];\n  mov.u32 %r3, 2;\n  mov.u32 %r4, %tid.x;\n"
+            "  mov.u32 %r5, 0;\nLOOP:\n" + addr + "  add.s32 %r5, %r5, 4;\n"
+            "  setp.lt.u32 %p1, %r5, %r1;\n  @%p1 bra LOOP;\n  add.s32 %r30, %r10, %r11;\n"
+            "  add.s32 %r30, %r30, %r12;\n  add.s32 %r30, %r30, %r13;\n"
+            "  ld.param.u64 %rd1, [out];\n  st.global.u32 [%rd1], %r30;")
+    return _kernel(body, ".reg .b32 %r<40>;\n  .reg .b64 %rd<2>;\n  .reg .pred %p<2>;")[1]
+
+
+def test_folded_instructions_take_no_issue_slot():
+    """With the shifts folded into LEAs the ALU pipe does 14 instead of 18 instructions per
+    iteration (4 x (add, and, add) + the counter's add and setp)."""
+    k, variable = _address_loop(2), _address_loop("%r3")
+    assert sum(st.free for st in compile_kernel(k, TABLE).instrs) == 4
+    assert sum(st.free for st in compile_kernel(variable, TABLE).instrs) == 0
+    r, no_fold = (simulate(x, (132 * 4,), (512,), args={"n": 4096}, registers=32)
+                  for x in (k, variable))
+    assert r.unit_utilization["ALU"] > 0.8 and no_fold.unit_utilization["ALU"] > 0.8
+    assert r.cycles / no_fold.cycles == pytest.approx(14 / 18, rel=0.06)
+
+
+@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+def test_ptxas_makes_the_lea():
+    text, _k = _kernel("  mov.u32 %r1, %tid.x;\n  mov.u32 %r2, %ctaid.x;\n"
+                       "  shl.b32 %r3, %r1, 2;\n  add.s32 %r4, %r3, %r2;\n"
+                       "  mov.u32 %r5, %r4;\n  ld.param.u64 %rd1, [out];\n"
+                       "  st.global.u32 [%rd1], %r5;",
+                       ".reg .b32 %r<8>;\n  .reg .b64 %rd<2>;")
+    sass = toolchain.disassemble(toolchain.assemble(text, "sm_90").cubin)
+    ops = re.findall(r"^\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", sass, re.M)
+    assert "LEA" in ops and "SHL" not in ops and "MOV" not in ops
