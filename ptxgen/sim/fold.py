@@ -3,12 +3,16 @@
 The simulator issues PTX, but the GPU issues ptxas's SASS, which fuses common address
 arithmetic: a 32-bit shift left by a constant feeding a 32-bit add becomes one LEA (the shift
 folds only where the shifted value has exactly one reader, in the same basic block, so nothing
-else needs it in a register of its own); a copy between registers is coalesced away. The instructions found here still run in the path interpreter (their
-values steer addresses and branches); the timing engine lets them take no issue slot and no
-pipe, their results ready as soon as their operands are.
+else needs it in a register of its own); a copy between registers is coalesced away; and a small
+loop counted by a 32-bit register is unrolled 4x, so its counter's add and compare run once
+per four trips (`unrolled_control`; the back-edge branch still issues every trip, standing in
+for the unrolled loop's add, compare and branch per four). The instructions found here still
+run in the path interpreter (their values steer addresses and branches); the timing engine
+lets them take no issue slot and no pipe, their results ready as soon as their operands are.
 
 Checked against SASS (ptxgen.toolchain: ptxas -O3 for sm_90, nvdisasm) on the fitting part's
-hand-written smem_stride (`shl.b32`+`add.s32` → `LEA`). Not folded, though ptxas does it:
+hand-written smem_stride (`shl.b32`+`add.s32` → `LEA`) and fma_chain (its 11-instruction loop
+unrolled 4x: 32 FFMA + 4 control instructions per four trips). Not folded, though ptxas does it:
 `mul.wide`+`add.s64` → one `IMAD.WIDE`. The simulator charges every 64-bit PTX instruction one
 issue where SASS needs two or three (IADD3 + IADD3.X, LOP3 pairs, three IMADs for mul.lo.s64),
 so the add this fusion removes stands in for halves charged nowhere else; folding it made the
@@ -69,4 +73,29 @@ def folded(instrs, blocks):
                     out.add(i)
             elif _copy(ins):
                 out.add(i)
+    return out
+
+
+def unrolled_control(instrs, loops, limit):
+    """Indices of the counter's add and compare of each one-block loop (`loops`: (first, last)
+    instruction indices, the last its back-edge branch) of at most `limit` instructions whose
+    branch tests (setp) a 32-bit register the body steps by a constant (add): ptxas unrolls
+    such a loop 4x (isa memory_model.ptxas_unroll_max_instructions, measured with ptxas)."""
+    out = set()
+    for head, end in loops:
+        br = instrs[end]
+        body = range(head, end)
+        if end - head + 1 > limit or br.guard is None or any(
+                instrs[i].row.effect in ("branch", "exit", "barrier") for i in body):
+            continue
+        cmp = [i for i in body if br.guard in instrs[i].defs()]
+        if len(cmp) != 1 or instrs[cmp[0]].opcode != "setp" or instrs[cmp[0]].guard is not None:
+            continue
+        tested = instrs[cmp[0]].operands[1:]
+        step = [i for i in body if _typed(instrs[i], "add", _I32)
+                and isinstance(instrs[i].operands[2], Imm)
+                and instrs[i].operands[0] == instrs[i].operands[1]
+                and instrs[i].operands[0] in tested]
+        if len(step) == 1:
+            out |= {cmp[0], step[0]}
     return out

@@ -11,7 +11,7 @@ from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
 from ..ir.opcodes import FLOP_MODELS
 from ..ir.values import Imm, Reg
-from .fold import folded
+from .fold import folded, unrolled_control
 
 _BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
 
@@ -208,6 +208,10 @@ def compile_kernel(kernel, table):
             if t <= i:
                 heads[t] = max(heads.get(t, i), i)
     loops = [Loop(k, h, e, instrs[h].line) for k, (h, e) in enumerate(sorted(heads.items()))]
+    limit = (table.memory_model or {}).get("ptxas_unroll_max_instructions")
+    if limit:
+        for i in unrolled_control(instrs, [(lp.header, lp.end) for lp in loops], limit):
+            statics[i].free = True
     loop_of = [-1] * n
     for lp in sorted(loops, key=lambda lp: lp.end - lp.header, reverse=True):
         for i in range(lp.header, lp.end + 1):
