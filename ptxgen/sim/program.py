@@ -37,6 +37,7 @@ class StaticInstr:
     barrier: tuple = None       # (id, threads or 0 for the whole CTA, waits) of bar/barrier
     queued: bool = False        # an async tensor op: waits in its pipe's queue, not the warp
     free: bool = False          # folded by ptxas into a neighbour (ptxgen.sim.fold): no issue
+    alt: tuple = None           # (unit, interval) of a second pipe that can take it instead
 
 
 @dataclass
@@ -118,6 +119,12 @@ def _barrier(ins):
     return bid, count, not (ins.mods and ins.mods[0] == "arrive")
 
 
+def _either_pipe(ins, info, table):
+    """A 32-bit integer add or subtract (costed as IALU), which SASS can run on the FMA pipe."""
+    return ins.opcode in ("add", "sub") and ins.type is not None and \
+        ins.type.name in ("s32", "u32") and info is table.ops.get("IALU") and "IMAD" in table.ops
+
+
 def _access_bytes(ins, warp_size):
     t = ins.type
     size = t.nbytes if t is not None else 4
@@ -161,6 +168,13 @@ def compile_kernel(kernel, table):
         if ins.guard is not None:
             st.guard_id = rid(ins.guard)
         st.queued = _queued(ins)
+        if _either_pipe(ins, info, table):
+            # ptxas writes such adds as IADD3 on the integer pipe or as VIADD / IMAD.IADD on
+            # the FMA pipe, whichever balances the code (smem_stride's SASS: the loop's
+            # `add.s32 r, i, 1..3` are VIADDs beside the LOP3s and LEAs): the engine issues
+            # it to whichever of the two frees first, at that pipe's integer-add rate
+            imad = table.ops["IMAD"]
+            st.alt = (units.index(imad.unit), float(imad.issue_interval))
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:
