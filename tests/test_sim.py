@@ -173,12 +173,37 @@ def test_waves_scale_time():
     assert tail.cycles > two.cycles
 
 
-def loop_kernel(body=8):
-    """for i in range(n): `body` dependent FMAs — n is a parameter."""
+def test_a_resident_wave_lasts_as_long_as_its_slowest_cta():
+    """One CTA per SM (its shared memory allows no second), a grid of exactly one wave looping
+    over tiles: with 4 x sm_count + 16 tiles the first 16 CTAs run 5 tiles and the rest 4 (the
+    middle of the grid is not the slowest); the launch takes 5 tiles' time, as long as
+    5 x sm_count tiles."""
+    m, k = loop_kernel(64, persistent=True)
+    S = H.sm_count
+    big = H.shared_per_sm // 2 + 1024
+    wave = {n: sim(m, k, grid=(S,), block=(128,), args={"n": n}, shared_bytes=big)
+            for n in (4 * S, 4 * S + 16, 5 * S)}
+    assert wave[4 * S].details["ctas_per_sm"] == 1
+    assert [(w["kind"], w["count"]) for w in wave[4 * S].details["waves"]] == [("full", 1)]
+    t = {n: r.cycles for n, r in wave.items()}
+    assert t[4 * S + 16] == pytest.approx(t[5 * S], rel=0.01)
+    assert t[4 * S + 16] > 1.2 * t[4 * S]
+    # over several waves CTAs start as others finish: the typical CTA (from the middle of the
+    # grid) stands for a wave, and 16 extra tiles among 32 x sm_count cost little
+    many = {n: sim(m, k, grid=(8 * S,), block=(1024,), args={"n": n})
+            for n in (32 * S, 32 * S + 16)}
+    assert [w["count"] for w in many[32 * S + 16].details["waves"]] == [4]
+    assert many[32 * S + 16].cycles == pytest.approx(many[32 * S].cycles, rel=0.02)
+
+
+def loop_kernel(body=8, persistent=False):
+    """for i in range(n): `body` dependent FMAs — n is a parameter. persistent: a persistent
+    grid's tile loop instead, CTA c taking tiles c, c + nctaid, … below n."""
     m, k, b = _kernel([Param("n", T.u32)])
     out, n = b.param("out"), b.param("n")
     x = b.const(1.0, T.f32, name="x")
-    with b.for_range(0, n, 1, type=T.u32):
+    start, step = (b.special("ctaid.x"), b.special("nctaid.x")) if persistent else (0, 1)
+    with b.for_range(start, n, step, type=T.u32):
         for _ in range(body):
             b.fma(x, x, x, out=x)
     b.st("global", out, x)

@@ -5,7 +5,9 @@ each scheduler issues at most one instruction, from its ready warps, greedy-then
 it issued last if that one is ready, else the oldest ready warp. A warp is ready when the
 scoreboard says every register it reads or writes has arrived (latency from the isa table, or
 the memory level's latency after its bandwidth queue), its pipe in that sub-partition has taken
-no other instruction within the issue interval, and it is not waiting at a barrier. bar.sync
+no other instruction within the issue interval (a 32-bit integer add may take either the
+integer or the FMA pipe, as ptxas spreads them: StaticInstr.alt), and it is not waiting at a
+barrier; instructions ptxas folds away (StaticInstr.free) take no issue slot. bar.sync
 releases the warps waiting at a barrier once every live warp of the CTA (or the thread count
 the instruction names) has arrived; bar.arrive counts without waiting.
 
@@ -143,6 +145,25 @@ class Sm:
         w.pc, w.end = blk.start, blk.end
         return True
 
+    def skip_free(self, w):
+        """Move w past instructions ptxas folds into a neighbour (StaticInstr.free): they take
+        no issue slot, their results are ready when their operands are. False at the path's
+        end."""
+        instrs, regs, memreg = self.instrs, w.regs, w.memreg
+        while True:
+            if w.pc >= w.end:
+                if not self.load_block(w):
+                    return False
+                continue
+            st = instrs[w.pc]
+            if not st.free:
+                return True
+            ready = max((regs[u] for u in st.uses), default=0.0)
+            mem = any(memreg[u] for u in st.uses)
+            for d in st.defs:
+                regs[d], memreg[d] = ready, mem
+            w.pc += 1
+
     def note(self, w, kind, start, end, text):
         if len(w.events) < self.max_events and end > start:
             w.events.append((kind, start, end, text))
@@ -235,13 +256,16 @@ class Sm:
             self.note(w, "issue", t, t + 1, st.text)
         w.cursor = t + 1
         self.issued += 1
-        self.unit_busy[st.unit] += st.interval
+        unit, interval = st.unit, st.interval
+        if st.alt is not None and uf[st.alt[0]] < uf[unit]:
+            unit, interval = st.alt         # the other pipe that takes it frees first
+        self.unit_busy[unit] += interval
         kind = st.kind
         nxt = t + 1
         if st.queued:
             self.queue(w, st, uf, t)
         else:
-            uf[st.unit] = t + st.interval
+            uf[unit] = t + interval
         if kind == ALU:
             done = t + st.latency
             for d in st.defs:
@@ -256,7 +280,10 @@ class Sm:
     def port_free(self, s, st):
         """When scheduler s can issue st as far as its pipe goes: an async tensor op
         (st.queued) only joins the pipe's queue, so the pipe never holds up its issue."""
-        return 0.0 if st.queued else self.unit_free[s][st.unit]
+        if st.queued:
+            return 0.0
+        uf = self.unit_free[s]
+        return uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])
 
     def queue(self, w, st, uf, t):
         """An async tensor op issued at t: it starts when its pipe has finished the work
@@ -307,7 +334,7 @@ class Sm:
         st = self.instrs[w.pc]
         w.pc += 1
         # an exit ends its block: the path says whether lanes go on
-        if w.pc >= w.end and not self.load_block(w):
+        if not self.skip_free(w):
             self.finish(w, t)
             self.live -= 1
             self.last[s] = None
@@ -322,7 +349,7 @@ class Sm:
     def run(self):
         self.live = len(self.warps)
         for w in self.warps:
-            if self.load_block(w):
+            if self.load_block(w) and self.skip_free(w):
                 self.schedule(w, 0.0)
             else:
                 self.finish(w, -1.0)

@@ -2,8 +2,12 @@
 
 - Placement: CTAs per SM from the occupancy rules (threads, registers from ptxas, shared memory).
 - Waves: the grid runs in waves of sm_count × CTAs-per-SM CTAs. One full wave is simulated on
-  SM 0 with the CTAs the round-robin block scheduler gives it (0, S, 2S …), the last partial
-  wave separately with its CTAs, and the total is full_waves × wave + tail.
+  one SM with CTAs from the middle of evenly spread parts of the grid (typical CTAs, as they
+  start when others finish); a grid of exactly one full wave (all CTAs resident at once, a
+  persistent kernel) lasts as long as its slowest SM, so the CTAs the round-robin block
+  scheduler gives SM 0 (0, S, 2S …) are taken instead where their first warp's path is longer
+  (a strided tile loop's extra trips). The last partial wave is simulated separately with its
+  CTAs, and the total is full_waves × wave + tail.
 - Paths: each warp's path comes from ptxgen.sim.paths with the real argument values.
 - Loop sampling: the outermost loop that runs more than `sample` iterations per entry keeps that
   many in the simulated paths, and again half as many in a second run; the difference between
@@ -288,22 +292,31 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if footprint is None:
         footprint = _footprint_of(args)
 
+    def specs(cta, w):
+        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table)
+
     waves = []
+    pilot = None
     if full:
         # one SM's CTAs of a full wave stand for all of them: taken from the middle of evenly
         # spread parts of the grid, not its start (a stencil's first plane or rows are all
         # boundary, whose threads do nothing)
         span = full * S * per_sm
-        waves.append(("full", full, [(2 * k + 1) * span // (2 * per_sm) for k in range(per_sm)],
-                      S))
+        ids = [(2 * k + 1) * span // (2 * per_sm) for k in range(per_sm)]
+        if full == 1:
+            # every CTA is resident at once (a persistent grid): the wave lasts as long as
+            # its slowest CTA, not its typical one; the CTAs the block scheduler gives SM 0
+            # first (0, S, 2S …) are the ones a strided tile loop gives the extra trips
+            pilot, ids = _slowest(plan, prog, specs, [ids, [k * S for k in range(per_sm)]],
+                                  trip, budget, warnings)
+        waves.append(("full", full, ids, S))
     if rem:
         base = full * S * per_sm
         waves.append(("tail", 1, [base + k * S for k in range(-(-rem // S))], min(S, rem)))
 
-    def specs(cta, w):
-        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table)
-
-    pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget, warnings=warnings)
+    if pilot is None:
+        pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget,
+                       warnings=warnings)
     hot = _hot_loop(prog, pilot, sample)
     access = _access_pilot(
         prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
@@ -365,6 +378,24 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         hot=(hot.header, hot.line) if hot else None, sample=sample,
         warnings=list(warnings.values()), wall_s=time.perf_counter() - t_start,
         path_steps=steps, trace_events=results[0].events if results else [])
+
+
+def _path_instructions(prog, trace):
+    """Instructions one warp issues along a whole (unsampled) trace."""
+    nb = len(prog.blocks)
+    return sum(prog.blocks[e % nb].end - prog.blocks[e % nb].start for e in trace)
+
+
+def _slowest(plan, prog, specs, candidates, trip, budget, warnings):
+    """(pilot path, CTA ids) of the candidate CTA sets whose first CTA's first warp issues the
+    most instructions (the earlier candidate on a tie)."""
+    best = None
+    for ids in candidates:
+        p = follow(plan, specs(ids[0], 0), trip=trip, budget=budget, warnings=warnings)
+        n = _path_instructions(prog, p.trace)
+        if best is None or n > best[0]:
+            best = (n, p, ids)
+    return best[1], best[2]
 
 
 def _extrapolate(name, count, ctas, active, big, small):

@@ -11,6 +11,7 @@ from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
 from ..ir.opcodes import FLOP_MODELS
 from ..ir.values import Imm, Reg
+from .fold import folded, unrolled_control
 
 _BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
 
@@ -35,6 +36,8 @@ class StaticInstr:
     guard_id: int = -1          # register id of the guard predicate
     barrier: tuple = None       # (id, threads or 0 for the whole CTA, waits) of bar/barrier
     queued: bool = False        # an async tensor op: waits in its pipe's queue, not the warp
+    free: bool = False          # folded by ptxas into a neighbour (ptxgen.sim.fold): no issue
+    alt: tuple = None           # (unit, interval) of a second pipe that can take it instead
 
 
 @dataclass
@@ -116,6 +119,12 @@ def _barrier(ins):
     return bid, count, not (ins.mods and ins.mods[0] == "arrive")
 
 
+def _either_pipe(ins, info, table):
+    """A 32-bit integer add or subtract (costed as IALU), which SASS can run on the FMA pipe."""
+    return ins.opcode in ("add", "sub") and ins.type is not None and \
+        ins.type.name in ("s32", "u32") and info is table.ops.get("IALU") and "IMAD" in table.ops
+
+
 def _access_bytes(ins, warp_size):
     t = ins.type
     size = t.nbytes if t is not None else 4
@@ -159,6 +168,13 @@ def compile_kernel(kernel, table):
         if ins.guard is not None:
             st.guard_id = rid(ins.guard)
         st.queued = _queued(ins)
+        if _either_pipe(ins, info, table):
+            # ptxas writes such adds as IADD3 on the integer pipe or as VIADD / IMAD.IADD on
+            # the FMA pipe, whichever balances the code (smem_stride's SASS: the loop's
+            # `add.s32 r, i, 1..3` are VIADDs beside the LOP3s and LEAs): the engine issues
+            # it to whichever of the two frees first, at that pipe's integer-add rate
+            imad = table.ops["IMAD"]
+            st.alt = (units.index(imad.unit), float(imad.issue_interval))
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:
@@ -194,6 +210,10 @@ def compile_kernel(kernel, table):
                 blk.guarded.append(i)
         blocks.append(blk)
 
+    for i in folded(instrs, [(blk.start, blk.end) for blk in blocks]):
+        if statics[i].kind == ALU:
+            statics[i].free = True
+
     # loops: a branch to an earlier (or the same) position closes one; back-edges to one header
     # form a single loop
     heads = {}
@@ -202,6 +222,10 @@ def compile_kernel(kernel, table):
             if t <= i:
                 heads[t] = max(heads.get(t, i), i)
     loops = [Loop(k, h, e, instrs[h].line) for k, (h, e) in enumerate(sorted(heads.items()))]
+    limit = (table.memory_model or {}).get("ptxas_unroll_max_instructions")
+    if limit:
+        for i in unrolled_control(instrs, [(lp.header, lp.end) for lp in loops], limit):
+            statics[i].free = True
     loop_of = [-1] * n
     for lp in sorted(loops, key=lambda lp: lp.end - lp.header, reverse=True):
         for i in range(lp.header, lp.end + 1):

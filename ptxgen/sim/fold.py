@@ -1,0 +1,101 @@
+"""PTX instructions that ptxas folds into a neighbour, leaving no SASS instruction of their own.
+
+The simulator issues PTX, but the GPU issues ptxas's SASS, which fuses common address
+arithmetic: a 32-bit shift left by a constant feeding a 32-bit add becomes one LEA (the shift
+folds only where the shifted value has exactly one reader, in the same basic block, so nothing
+else needs it in a register of its own); a copy between registers is coalesced away; and a small
+loop counted by a 32-bit register is unrolled 4x, so its counter's add and compare run once
+per four trips (`unrolled_control`; the back-edge branch still issues every trip, standing in
+for the unrolled loop's add, compare and branch per four). The instructions found here still
+run in the path interpreter (their values steer addresses and branches); the timing engine
+lets them take no issue slot and no pipe, their results ready as soon as their operands are.
+
+Checked against SASS (ptxgen.toolchain: ptxas -O3 for sm_90, nvdisasm) on the fitting part's
+hand-written smem_stride (`shl.b32`+`add.s32` → `LEA`) and fma_chain (its 11-instruction loop
+unrolled 4x: 32 FFMA + 4 control instructions per four trips). Not folded, though ptxas does it:
+`mul.wide`+`add.s64` → one `IMAD.WIDE`. The simulator charges every 64-bit PTX instruction one
+issue where SASS needs two or three (IADD3 + IADD3.X, LOP3 pairs, three IMADs for mul.lo.s64),
+so the add this fusion removes stands in for halves charged nowhere else; folding it made the
+fitting part worse (9.07 % against 8.91 % MAPE with the other rules, docs/MODEL.md).
+"""
+from ..ir.values import Imm, Reg
+
+_I32 = ("s32", "u32", "b32")
+
+
+def _typed(ins, opcode, types):
+    return ins.opcode == opcode and ins.guard is None and ins.type is not None and \
+        ins.type.name in types
+
+
+def _lea_shift(ins):
+    """shl.b32 d, a, k: folds into the add that reads it (LEA d, a, b, k)."""
+    return _typed(ins, "shl", _I32) and len(ins.operands) == 3 and \
+        isinstance(ins.operands[2], Imm)
+
+
+def _copy(ins):
+    """mov between two registers of one type: ptxas coalesces the copy."""
+    return ins.opcode == "mov" and ins.guard is None and len(ins.operands) == 2 and \
+        all(isinstance(o, Reg) for o in ins.operands)
+
+
+def _sole_reader(instrs, start, end, i, reg, reads):
+    """The index of the one instruction in [i+1, end) reading the value `reg` gets at i, when
+    that value has no other reader (it is written again in the block after that read, or the
+    register is read nowhere else in the kernel); else None."""
+    reader = None
+    for j in range(i + 1, end):
+        ins = instrs[j]
+        if reg in ins.uses():
+            if reader is not None:
+                return None
+            reader = j
+        if reg in ins.defs():
+            return reader
+    return reader if reader is not None and reads.get(reg, 0) == 1 else None
+
+
+def folded(instrs, blocks):
+    """Indices of the instructions of `instrs` (Instr, program order) that issue for free,
+    given basic blocks as (start, end) index ranges."""
+    reads = {}
+    for ins in instrs:
+        for r in ins.uses():
+            reads[r] = reads.get(r, 0) + 1
+    out = set()
+    for start, end in blocks:
+        for i in range(start, end):
+            ins = instrs[i]
+            if _lea_shift(ins):
+                j = _sole_reader(instrs, start, end, i, ins.operands[0], reads)
+                if j is not None and _typed(instrs[j], "add", _I32) and j not in out:
+                    out.add(i)
+            elif _copy(ins):
+                out.add(i)
+    return out
+
+
+def unrolled_control(instrs, loops, limit):
+    """Indices of the counter's add and compare of each one-block loop (`loops`: (first, last)
+    instruction indices, the last its back-edge branch) of at most `limit` instructions whose
+    branch tests (setp) a 32-bit register the body steps by a constant (add): ptxas unrolls
+    such a loop 4x (isa memory_model.ptxas_unroll_max_instructions, measured with ptxas)."""
+    out = set()
+    for head, end in loops:
+        br = instrs[end]
+        body = range(head, end)
+        if end - head + 1 > limit or br.guard is None or any(
+                instrs[i].row.effect in ("branch", "exit", "barrier") for i in body):
+            continue
+        cmp = [i for i in body if br.guard in instrs[i].defs()]
+        if len(cmp) != 1 or instrs[cmp[0]].opcode != "setp" or instrs[cmp[0]].guard is not None:
+            continue
+        tested = instrs[cmp[0]].operands[1:]
+        step = [i for i in body if _typed(instrs[i], "add", _I32)
+                and isinstance(instrs[i].operands[2], Imm)
+                and instrs[i].operands[0] == instrs[i].operands[1]
+                and instrs[i].operands[0] in tested]
+        if len(step) == 1:
+            out |= {cmp[0], step[0]}
+    return out
