@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ptxgen.ops.attention import Attention                                   # noqa: E402
-from ptxgen.runtime import bound_launch, load_steps, run_steps, time_calls   # noqa: E402
+from ptxgen.runtime import load_steps, run_steps, time_calls                 # noqa: E402
 from ptxgen.schedule.mma_attention import MmaAttentionSchedule               # noqa: E402
 
 CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
@@ -61,20 +61,11 @@ def small_checks(arch, rng):
     return rows
 
 
-def ptxgen_call(op, shape, arch, q, k, v, O, LSE):
-    import torch
-    arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
-              "O": O.view(torch.int16), "LSE": LSE}
-    kern = load_steps(op, shape, op.build(shape, arch), arch)[op.kernel_name()]
-    L = op.launch(shape)
-    return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
-
-
 def bench(cfg, arch, rng):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from attention import sampled_ok, sampled_reference
+    from attention import ptxgen_call, sampled_ok, sampled_reference
     B, H, S, D, causal = cfg
     flops = Attention("bf16", causal=causal).flops(dict(B=B, H=H, S=S, D=D))
     torch.manual_seed(int(rng.integers(2 ** 31)))
@@ -93,7 +84,7 @@ def bench(cfg, arch, rng):
                 op = Attention("bf16", causal=causal, schedule=sched)
                 shape = op.shape(B=B, H=H, S=S, D=D)
                 LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
-                go = ptxgen_call(op, shape, where, q, k, v, O, LSE)
+                go = ptxgen_call(op, shape, q, k, v, O, LSE, arch=where)
                 row["schedule"] = str(op.schedule_for(shape))
             else:
                 def go():

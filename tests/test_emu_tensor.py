@@ -303,33 +303,33 @@ def test_tma_shared_box_must_be_128_byte_aligned():
         emulate(P.tma_probe((64, 8), 2, offset=16), "tma_probe", (1,), (128,), *args)
 
 
-@pytest.mark.parametrize("x0, x1, what", [(39, 0, "load"), (0, 3, "store")])
-def test_tma_box_must_start_on_16_bytes_along_x(x0, x1, what):
-    """On the H200 a bf16 box at x = 39 (78 bytes into a row) was an illegal instruction while
-    x = -8, 8, 16 and 32 ran (2026-12-01): the emulator stops the launch at the same place."""
+def _run_tma_probe_64x8_bf16(corner):
+    """tma_probe on a 16 x 128 bf16 tensor, 64 x 8 boxes (128-byte swizzle) at
+    corner = (x0, y0, x1, y1)."""
     A = np.zeros((16, 128), np.uint16)
     tin, tout = TensorMap(A, (64, 8), swizzle=128), TensorMap(A.copy(), (64, 8), swizzle=128)
     raw = np.zeros(64 * 8 * 2 // 4, np.uint32)
     emulate(P.tma_probe((64, 8), 2), "tma_probe", (1,), (128,), tin, tout, raw,
-            *map(np.int32, (-8, 0, 8, 0)))
+            *map(np.int32, corner))
+
+
+@pytest.mark.parametrize("x0, x1, what", [(39, 0, "load"), (0, 3, "store")])
+def test_tma_box_must_start_on_16_bytes_along_x(x0, x1, what):
+    """On the H200 a bf16 box at x = 39 (78 bytes into a row) was an illegal instruction while
+    x = -8, 8, 16 and 32 ran (2026-12-01): the emulator stops the launch at the same place."""
+    _run_tma_probe_64x8_bf16((-8, 0, 8, 0))
     with pytest.raises(EmulationError, match=f"TMA {what} box starting at x = {x0 or x1}, "
                                              f"[0-9]+ bytes into a row: not a multiple of 16"):
-        emulate(P.tma_probe((64, 8), 2), "tma_probe", (1,), (128,), tin, tout, raw,
-                *map(np.int32, (x0, 0, x1, 0)))
+        _run_tma_probe_64x8_bf16((x0, 0, x1, 0))
 
 
 def test_tma_store_must_not_start_above_the_tensor():
     """A TMA store at y = -16 was an illegal instruction on the H200 (a load at y = -2 and a
     store past the last row ran): the emulator stops the launch there too."""
-    A = np.zeros((16, 128), np.uint16)
-    tin, tout = TensorMap(A, (64, 8), swizzle=128), TensorMap(A.copy(), (64, 8), swizzle=128)
-    raw = np.zeros(64 * 8 * 2 // 4, np.uint32)
-    emulate(P.tma_probe((64, 8), 2), "tma_probe", (1,), (128,), tin, tout, raw,
-            *map(np.int32, (0, -2, 0, 12)))
+    _run_tma_probe_64x8_bf16((0, -2, 0, 12))
     with pytest.raises(EmulationError, match=r"TMA store box starting at a negative coordinate "
                                              r"\(0, -4\)"):
-        emulate(P.tma_probe((64, 8), 2), "tma_probe", (1,), (128,), tin, tout, raw,
-                *map(np.int32, (0, 0, 0, -4)))
+        _run_tma_probe_64x8_bf16((0, 0, 0, -4))
 
 
 def test_tensor_map_validation_and_plain_bytes():
