@@ -9,8 +9,9 @@ strides...; Triton drops integer arguments equal to 1 and appends two scratch po
 ptxgen.sim predicts the kernel's device time with the register count the driver reported.
 The prediction's `device_us` is compared with the held-batch GPU time (no launch overhead);
 the launch overhead of each path is reported apart. MAPE is given for the fitting part, the
-held-out part and the second held-out group (held2) separately (the split is the data file's,
-fixed before any fitting); --hide held2 keeps a group unseen while the model is being changed.
+held-out part, the second held-out group (held2) and the third (held3: evaluated once, after the
+model is frozen) separately (the split is the data file's, fixed before any fitting);
+--hide held3 keeps a group unseen while the model is being changed.
 """
 import argparse
 import json
@@ -127,7 +128,7 @@ def summarize(cases, preds):
                          single_launch_us=c.get("single_launch_us"),
                          predicted_time_us=p["time_us"]))
     out = {}
-    for part in ("fit", "held", "held2", "all"):
+    for part in ("fit", "held", "held2", "held3", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]
@@ -144,7 +145,7 @@ def main(argv=None):
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--only", help="cases whose name contains this")
     ap.add_argument("--hide", action="append", default=[],
-                    help="a split (e.g. held2) whose cases are not simulated or shown: a "
+                    help="a split (e.g. held3) whose cases are not simulated or shown: a "
                          "held-out group stays unseen while the model changes")
     a = ap.parse_args(argv)
     with open(a.data) as f:
@@ -166,7 +167,7 @@ def main(argv=None):
     for part, s in summary.items():
         what = ("time_us (device + the path's launch overhead from the isa file) against one "
                 "launch timed with events" if part == "single_launch" else "device time")
-        print(f"MAPE {part:4s} ({s['n']} cases, {what}): {s['mape']:.1f}%")
+        print(f"MAPE {part:5s} ({s['n']} cases, {what}): {s['mape']:.1f}%")
     if worst:
         print(f"worst: {worst['name']} {100 * worst['error']:+.1f}%")
     slow = max(rows, key=lambda r: r["cpu_s"])

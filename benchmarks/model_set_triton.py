@@ -77,3 +77,36 @@ def rowmax_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf"))
     tl.store(out_ptr + row, tl.max(x, axis=0))
+
+
+# -- the third held-out group (held3, see model_set_numba.py)
+@triton.jit
+def transpose_kernel(x_ptr, y_ptr, M, N, sx, sy, BM: tl.constexpr, BN: tl.constexpr):
+    # y (N x M) = x (M x N) transposed, one BM x BN tile per program through tl.trans
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * sx + rn[None, :], mask=mask)
+    tl.store(y_ptr + rn[:, None] * sy + rm[None, :], tl.trans(x), mask=tl.trans(mask))
+
+
+@triton.jit
+def colsum_kernel(x_ptr, out_ptr, M, N, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # column sums: each program walks all rows of BN columns, BM rows at a time
+    rn = tl.program_id(0) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BN,), dtype=tl.float32)
+    for m0 in range(0, M, BM):
+        rm = m0 + tl.arange(0, BM)
+        x = tl.load(x_ptr + rm[:, None] * stride + rn[None, :],
+                    mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)
+        acc += tl.sum(x, axis=0)
+    tl.store(out_ptr + rn, acc, mask=rn < N)
+
+
+@triton.jit
+def bmm_small_kernel(a_ptr, b_ptr, c_ptr, S: tl.constexpr):
+    # a batch of small S x S fp32 matrix products, one per program (FMA, no tensor cores)
+    r = tl.arange(0, S)
+    off = tl.program_id(0) * S * S + r[:, None] * S + r[None, :]
+    c = tl.dot(tl.load(a_ptr + off), tl.load(b_ptr + off), input_precision="ieee")
+    tl.store(c_ptr + off, c)
