@@ -46,6 +46,11 @@ VARIANTS = {
     "t256": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3),
     "t256x2f0": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3,
                                  cluster_m=2, inflight=0),
+    # the same 256x128 tiles with C stored from the fragments: at an N whose C rows are not
+    # 16-byte aligned, what t256 / t256x2f0 did before "rows_st" (same run, same inputs)
+    "t256d": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3),
+    "t256x2f0d": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=3, cluster_m=2,
+                                  inflight=0),
     # an f32 C (tf32, or --out f32) staged too: its 128 KB tile leaves room for 2 stages of
     # 128x256 (with 3 or 4 stages an f32 C is stored from the fragments); n128: 4 stages
     "tma2": TcMatmulSchedule(epilogue="tma", stages=2),
@@ -209,7 +214,8 @@ def bench(sname, variants, rng, sms, impls, rows):
                         op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
                     go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
-                    extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)))
+                    extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)),
+                                 c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own
                         extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)
                 go()

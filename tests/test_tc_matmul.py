@@ -1,5 +1,7 @@
 """The sm_90a tensor-core GEMM: schedule validation, emission through ptxas, SASS, the operator's
 reference and tolerance, and (GPU) results at small odd shapes."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -116,21 +118,44 @@ def test_f32_c_staged_with_two_stages():
 
 
 @needs_ptxas
-def test_c_rows_not_16_byte_aligned_are_stored_from_the_fragments():
+@pytest.mark.parametrize("schedule", [TcMatmulSchedule(epilogue="tma", stages=3),
+                                      TcMatmulSchedule(epilogue="rows", stages=3),
+                                      TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
+                                                       epilogue="tma", stages=3, cluster_m=2,
+                                                       inflight=0)])
+def test_c_rows_not_16_byte_aligned_are_stored_by_rows_from_shared_memory(schedule):
     """N = 4097: C's rows are 2-byte aligned. TMA stores of row pieces starting off a 16-byte
-    boundary were an illegal instruction on the H200 (2026-12-01), so "tma" and "rows" both
-    store C from the fragments there: no tensor map for C, no TMA store."""
-    for epilogue in ("tma", "rows"):
-        s = TcMatmulSchedule(epilogue=epilogue, stages=3)
-        op = TcMatmul("bf16", "bf16", s)
-        shape = op.shape(M=4095, N=4097, K=4096)
-        ptx, asm, mix = _assembled(op, shape)
-        assert s.c_store("bf16", 4095, 4097) is None and "C_map" not in ptx
-        assert asm.resources["tc_matmul"].spills == 0
-        assert not mix.get("UTMASTG.2D") and not mix.get("STSM.16.M88.4"), mix
-        assert len(op.kernel_args(shape, op.make_inputs(shape, np.random.default_rng()))) == \
-            len(TcMatmul("bf16", "bf16", TcMatmulSchedule(stages=3)).kernel_args(
-                shape, op.make_inputs(shape, np.random.default_rng())))
+    boundary were an illegal instruction on the H200 (2026-12-01), so "tma" and "rows" stage
+    C by stmatrix as "tile" does and copy it with st.global ("rows_st"): no tensor map for C,
+    no TMA store; 4-byte pair stores (STG.E) and the lone 2-byte elements of shifted rows
+    (STG.E.U16), no spills, only warp barriers after the staging."""
+    op = TcMatmul("bf16", "bf16", schedule)
+    shape = op.shape(M=4095, N=4097, K=4096)
+    ptx, asm, mix = _assembled(op, shape)
+    assert schedule.c_store("bf16", 4095, 4097) == "rows_st" and "C_map" not in ptx
+    r = asm.resources["tc_matmul"]
+    assert r.spills == 0 and r.stack_bytes == 0, r
+    assert not mix.get("UTMASTG.2D") and mix.get("STSM.16.M88.4") == 16, mix
+    assert mix.get("STG.E") and mix.get("STG.E.U16") and mix.get("LDS.U16"), mix
+    assert "LDL" not in mix and "STL" not in mix and "bar.warp.sync" in ptx
+    # no CTA barrier beyond those of the fragment-store kernel (the mbarrier setup)
+    _, _, frag = _assembled(TcMatmul("bf16", "bf16", dataclasses.replace(
+        schedule, epilogue="direct")), shape)
+    assert mix.get("BAR.SYNC.DEFER_BLOCKING") == frag.get("BAR.SYNC.DEFER_BLOCKING"), mix
+    assert len(op.kernel_args(shape, op.make_inputs(shape, np.random.default_rng()))) == \
+        len(TcMatmul("bf16", "bf16", TcMatmulSchedule(stages=3)).kernel_args(
+            shape, op.make_inputs(shape, np.random.default_rng())))
+
+
+@needs_ptxas
+def test_f32_c_rows_st_uses_8_byte_stores():
+    s = TcMatmulSchedule(epilogue="tma", stages=2)
+    op = TcMatmul("bf16", "f32", s)
+    ptx, asm, mix = _assembled(op, dict(M=4096, N=4097, K=4096))
+    assert s.c_store("f32", 4096, 4097) == "rows_st"
+    assert asm.resources["tc_matmul"].spills == 0
+    assert mix.get("STS.64") == 64 and mix.get("STG.E.64") and mix.get("LDS.64"), mix
+    assert not mix.get("UTMASTG.2D"), mix
 
 
 @needs_ptxas
@@ -279,6 +304,35 @@ def test_gpu_schedule_variants(schedule):
         op = TcMatmul("bf16", out, schedule)
         ok, worst = _gpu_run(op, op.shape(M=333, N=N, K=200), np.random.default_rng())
         assert ok, (out, N, worst)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, out", [("bf16", "bf16"), ("f16", "bf16"), ("bf16", "f32")])
+@pytest.mark.parametrize("schedule", [TcMatmulSchedule(epilogue="tma", stages=3),
+                                      TcMatmulSchedule(epilogue="tma", stages=2),
+                                      TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
+                                                       epilogue="tma", stages=3),
+                                      TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
+                                                       epilogue="tma", stages=3, cluster_m=2,
+                                                       inflight=0)])
+def test_gpu_rows_st_at_odd_n(dtype, out, schedule):
+    """C rows not 16-byte aligned stored by the threads from the staged tile ("rows_st"):
+    against float64 and bit for bit against the fragment stores of the same schedule on the
+    same inputs (N odd: shifted rows; N = 1030: even, 4-byte aligned rows)."""
+    for M, N, K in ((333, 611, 200), (1000, 4097, 136), (517, 1030, 64)):
+        op = TcMatmul(dtype, out, schedule)
+        shape = op.shape(M=M, N=N, K=K)
+        kind = schedule.c_store(out, M, N)
+        if kind is None:                      # an f32 C tile that does not fit: fragments
+            continue
+        assert kind == "rows_st"
+        seed = int(np.random.default_rng().integers(2 ** 31))
+        got = _gpu_arrays(op, shape, np.random.default_rng(seed))
+        ok, worst = op.check(shape, got)
+        assert ok, (M, N, K, worst)
+        frag = TcMatmul(dtype, out, dataclasses.replace(schedule, epilogue="direct"))
+        want = _gpu_arrays(frag, shape, np.random.default_rng(seed))
+        assert np.array_equal(got["C"].view(np.uint8), want["C"].view(np.uint8)), (M, N, K)
 
 
 @pytest.mark.gpu

@@ -2,6 +2,8 @@
 operator's tensor maps, the mbarrier ring between a setmaxnreg producer warpgroup and wgmma
 consumer warpgroups, direct and stmatrix + TMA-store epilogues) against the float64 reference at
 shapes that are not tile multiples."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,9 +19,9 @@ ARCH = "sm_90a"
 SMALL = TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=2, group_m=2)
 
 
-def _emulated(op, shape, sm_count=None):
+def _emulated(op, shape, sm_count=None, rng=None):
     """op's steps on the emulator for fresh inputs (sm_count: the persistent grid's CTAs)."""
-    arrays = op.make_inputs(shape, np.random.default_rng())
+    arrays = op.make_inputs(shape, rng or np.random.default_rng())
     if sm_count is None:
         run_operator(op, shape, arrays, ARCH)
         return arrays
@@ -93,15 +95,16 @@ def test_cli_runs_the_gemm_on_the_emulator(cli):
 
 
 @pytest.mark.parametrize("schedule, M, N, K, kind", [
-    # odd N: "tma" falls back to the fragment stores (row pieces off 16 bytes fault on the GPU)
+    # odd N: stored by the threads from the staged tile (TMA row pieces off 16 bytes fault
+    # on the GPU)
     (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
-                      epilogue="tma"), 190, 151, 75, None),
+                      epilogue="tma"), 190, 151, 75, "rows_st"),
     # "rows" at an aligned N, edge rows past M clipped by the flat map's end
     (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=0,
                       epilogue="rows"), 190, 152, 64, "rows"),
     # 256x128 tiles (two consumers of 128 rows, two wgmma M blocks each), odd N and even N
     (TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=2, epilogue="tma"), 300, 141, 70,
-     None),
+     "rows_st"),
     (TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=2, epilogue="tma"), 300, 144, 70,
      "tile"),
 ])
@@ -113,10 +116,10 @@ def test_rows_epilogue_and_turned_tiles(schedule, M, N, K, kind):
 
 
 @pytest.mark.parametrize("dtype", ["tf32", "bf16"])
-@pytest.mark.parametrize("N, kind", [(152, "tile"), (151, None)])
+@pytest.mark.parametrize("N, kind", [(152, "tile"), (151, "rows_st")])
 def test_staged_f32_c(dtype, N, kind):
     """An f32 C through shared memory (8-byte stores into 32-column swizzled boxes), stored
-    by 2-D TMA boxes; at odd N stored from the fragments."""
+    by 2-D TMA boxes; at odd N by the threads, row by row."""
     s = TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
                          epilogue="tma").for_dtype(dtype)
     op = TcMatmul(dtype, "f32", s)
@@ -146,3 +149,60 @@ def test_tf32_refuses_transposed_layouts():
         TcMatmul("tf32", "f32", b_layout="row")
     with pytest.raises(PtxgenError, match="a_layout must be 'row' or 'col'"):
         TcMatmul("bf16", "f32", a_layout="rows")
+
+
+ROWS_ST = [
+    # one consumer, 64x64 tiles: several tiles per CTA, edge rows and columns
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
+                      epilogue="tma"), 190, 151, 75),
+    # N even but rows not 16-byte aligned: no row is shifted
+    (TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1, stages=3, group_m=2,
+                      epilogue="tma"), 190, 150, 40),
+    # two consumers of 64 rows, 128 columns (two pair steps per row)
+    (TcMatmulSchedule(BN=128, wgmma_n=128, stages=2, epilogue="tma"), 133, 259, 72),
+    # 256x128 tiles: two wgmma M blocks per consumer
+    (TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, stages=2, epilogue="tma"), 300, 141, 70),
+    # 128x256 tiles in 2-CTA clusters, "rows" asked for
+    (TcMatmulSchedule(stages=2, cluster_m=2, inflight=0, epilogue="rows"), 300, 263, 64),
+]
+
+
+@pytest.mark.parametrize("dtype, out", [("bf16", "bf16"), ("f16", "bf16"), ("bf16", "f32"),
+                                        ("tf32", "f32")])
+@pytest.mark.parametrize("schedule, M, N, K", ROWS_ST)
+def test_rows_st_matches_float64_and_the_fragment_stores(dtype, out, schedule, M, N, K):
+    """C rows not 16-byte aligned ("rows_st"): the staged tile copied to C by the threads
+    (4-byte bf16 / 8-byte f32 pairs, lone first and last elements of shifted rows), under the
+    emulator's racecheck; C within the float64 bound and bit for bit what the fragment
+    stores of the same schedule write."""
+    s = schedule.for_dtype(dtype)
+    if s.c_store(out, M, N) is None:
+        pytest.skip(f"{s}: an f32 C tile does not fit beside the stages")
+    assert s.c_store(out, M, N) == "rows_st"
+    op = TcMatmul(dtype, out, s)
+    shape = op.shape(M=M, N=N, K=K)
+    seed = int(np.random.default_rng().integers(2 ** 31))
+    got = _emulated(op, shape, sm_count=2, rng=np.random.default_rng(seed))
+    _assert_matches_float64(op, shape, got)
+    frag = TcMatmul(dtype, out, dataclasses.replace(s, epilogue="direct"))
+    assert frag.schedule_for(shape).c_store(out, M, N) is None
+    want = _emulated(frag, shape, sm_count=2, rng=np.random.default_rng(seed))
+    assert np.array_equal(got["A"], want["A"])
+    assert np.array_equal(got["C"].view(np.uint8), want["C"].view(np.uint8))
+
+
+def test_rows_st_without_the_warp_barrier_is_a_race(monkeypatch):
+    """Each warp reads back only the rows it staged, so a warp barrier orders them: without
+    it the emulator's racecheck reports the read."""
+    from ptxgen.schedule import c_row_stores
+    calls = []
+    sync = c_row_stores.RowStores._warp_sync
+
+    def every_other(self):
+        calls.append(1)
+        if len(calls) % 2:
+            sync(self)
+    monkeypatch.setattr(c_row_stores.RowStores, "_warp_sync", every_other)
+    op = TcMatmul("bf16", "bf16", ROWS_ST[0][0])
+    with pytest.raises(PtxgenError, match="race"):
+        _emulated(op, op.shape(M=70, N=67, K=16))

@@ -8,7 +8,9 @@ consumer warpgroups through an mbarrier ring.
                b_major=False of B (K x N, row-major), box BK x 64, BN/cluster_m/64 boxes
         C_map: (staged bf16 C, TcMatmulSchedule.c_store) "tile": tensor map of C, box
                rows_per_consumer x 64, 128-byte swizzle; "rows": C seen as one flat row of M*N
-               elements, box 64, 128-byte swizzle (any N: TMA takes unaligned coordinates)
+               elements, box 64, 128-byte swizzle (16-byte aligned rows only); none for
+               "rows_st" (rows not 16-byte aligned: the threads copy the staged tile with
+               st.global, c_row_stores.py)
         C:     M x N row-major, f32 or bf16
 
 K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
@@ -29,10 +31,10 @@ arrive). Cluster barriers at the start (barriers initialized) and the end (no CT
 its peer may still write into it).
 
 Edges: TMA fills elements outside A or Bt with zeros, so partial K steps and edge tiles add
-zeros; direct C stores are predicated on row < M and column < N (edge tiles only), TMA stores
-are clipped by the tensor map. With "rows", rows past M start past the flat map's end (clipped);
-a row segment of the last, partial tile column would run into the next row, so that column's
-tiles are stored from the fragments.
+zeros; direct and "rows_st" C stores are predicated on row < M and column < N (edge tiles
+only), TMA stores are clipped by the tensor map. With "rows", rows past M start past the flat
+map's end (clipped); a row segment of the last, partial tile column would run into the next
+row, so that column's tiles are stored from the fragments.
 """
 import contextlib
 
@@ -41,10 +43,11 @@ from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
+from .c_row_stores import RowStores
 from .c_stores import PairStores
 from .raster import grouped_tile
 from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
-                        WARPGROUP, WGMMA_K, WGMMA_M)
+                        TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def _log2(x):
@@ -69,7 +72,7 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     staged = s.c_store(out, shape["M"], shape["N"])
     k = m.add_kernel(name, [
         tensor_map_param("A_map"), tensor_map_param("B_map")] +
-        ([tensor_map_param("C_map")] if staged else []) + [
+        ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
@@ -80,13 +83,13 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     return m
 
 
-class _Lowering(PairStores):
+class _Lowering(PairStores, RowStores):
     def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
         self.a_major, self.b_major = a_major, b_major
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
-        self.staged = s.c_store(out, shape["M"], shape["N"])   # None, "tile" or "rows"
+        self.staged = s.c_store(out, shape["M"], shape["N"])   # None or a staged kind
 
     # -- layout ---------------------------------------------------------------------------------
     def run(self):
@@ -130,7 +133,7 @@ class _Lowering(PairStores):
         self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
         if self.staged == "rows":       # every thread's last row store has read its source
             b.cp_async_bulk_wait_group(0, read=True)
-        elif self.staged:               # the last TMA store has read its shared source
+        elif self.staged in TMA_C_STORES:   # the last TMA store has read its shared source
             with b.predicated(b.setp("eq", b.and_(tid, WARPGROUP - 1), 0)):
                 b.cp_async_bulk_wait_group(0, read=True)
         b.label(end)
@@ -246,7 +249,7 @@ class _Lowering(PairStores):
         trans = dict(trans_a=int(not self.a_major), trans_b=int(not self.b_major)) \
             if not (self.a_major and self.b_major) else {}
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
-        if self.staged:
+        if self.staged in TMA_C_STORES:
             self.cmap = self.map_address("C_map")
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         prev = b.const(0, T.u32, name="prev")
@@ -288,7 +291,9 @@ class _Lowering(PairStores):
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
                     self.release(prev)
-            if self.staged:
+            if self.staged == "rows_st":
+                self.rows_st_epilogue(acc, cw, t, m0, n0)
+            elif self.staged:
                 self.staged_epilogue(acc, cw, t, leader, m0, n0)
             else:
                 self.epilogue(acc, cw, t, m0, n0)

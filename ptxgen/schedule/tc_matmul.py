@@ -42,6 +42,7 @@ MN_BOX = 64                    # an M-/N-major operand is loaded in boxes 64 16-
                                # (one 128-byte swizzled row; 8 of them along K make an atom)
 ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4}
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+TMA_C_STORES = ("tile", "rows")   # staged C kinds stored by TMA through a C tensor map
 
 
 def _pow2(x):
@@ -65,8 +66,9 @@ class TcMatmulSchedule:
     cluster_m: int = 1           # CTAs per cluster along M, sharing B by TMA multicast (1 or 2)
     epilogue: str = "direct"     # "direct": st.global from the fragments; "tma": a bf16 C
                                  # through shared memory (stmatrix) and TMA stores (64-column
-                                 # boxes, or row by row where C's rows are not 16-byte aligned);
-                                 # "rows": row by row always
+                                 # boxes; where C's rows are not 16-byte aligned, staged the
+                                 # same way and copied by the threads with st.global);
+                                 # "rows": TMA row by row (aligned rows)
 
     instruction = "wgmma"        # the operator's path (schedule/mma_matmul.py: "mma.sync")
 
@@ -132,11 +134,14 @@ class TcMatmulSchedule:
     def c_store(self, out, m, n):
         """How C leaves the kernel: None (st.global from the fragments), "tile" (the tile
         written into shared memory in swizzled boxes of 128-byte rows, 64 bf16 or 32 f32
-        columns each, and stored by TMA through C's 2-D tensor map: rows 16-byte aligned) or
+        columns each, and stored by TMA through C's 2-D tensor map: rows 16-byte aligned),
         "rows" (the same shared tile, each row's 128-byte pieces stored by TMA through a flat
-        view of C; only for 16-byte aligned rows, like "tile"). A bf16 C goes through stmatrix, an f32 C through 8-byte shared
-        stores, and only where its twice as large tile fits beside the stages (else C is
-        stored from the fragments); "rows" flat coordinates must fit TMA's s32."""
+        view of C; only for 16-byte aligned rows, like "tile") or "rows_st" (C's rows not
+        16-byte aligned: the same shared tile copied to C row by row with coalesced 4-byte
+        (bf16) or 8-byte (f32) st.global, c_row_stores.py). A bf16 C goes through stmatrix, an
+        f32 C through 8-byte shared stores, and only where its twice as large tile fits beside
+        the stages (else C is stored from the fragments); "rows" flat coordinates must fit
+        TMA's s32."""
         if self.epilogue == "direct" or out not in OUT_BYTES:
             return None
         if self.shared_bytes(SWIZZLE_BYTES // self.BK, "tile", out) > \
@@ -144,9 +149,9 @@ class TcMatmulSchedule:
             return None
         if (n * OUT_BYTES[out]) % 16:
             # a row-piece of the flat view starting off a 16-byte boundary is an illegal
-            # instruction on the H200 (2026-12-01, tests/test_tc_matmul.py at N = 611): odd
-            # rows go back to the fragment stores
-            return None
+            # instruction on the H200 (2026-12-01, tests/test_tc_matmul.py at N = 611): rows
+            # not 16-byte aligned are stored by the threads
+            return "rows_st"
         if self.epilogue == "tma":
             return "tile"
         # a tile's rows past M start past M*N (clipped) but must stay positive s32 coordinates
