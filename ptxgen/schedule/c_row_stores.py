@@ -77,6 +77,7 @@ class RowStores:
         nv = b.min(b.sub(self.N, n0), s.BN, name="nv")        # the tile's columns inside C
         if odd:
             bases[2] = unswizzled(b.add(two_l, 2))           # element 2L+2: a shifted pair's end
+            bases["2w"] = unswizzled(b.and_(b.add(two_l, 2), 2 * PAIRS_PER_STEP - 1))
             # lane 0: element 0 of a shifted row; lane 1: the row's last element when alone
             lane1 = b.setp("eq", lane, 1)
             ex = b.selp(b.sub(nv, 1), 0, lane1, type=T.u32, name="ex")
@@ -144,7 +145,7 @@ class RowStores:
                     shift = e if odd else 0
                     xored = {key: b.xor(b.add(base, soff), mask if not e else
                                         b.or_(mask, 0x10), name="sa")
-                             for key, base in bases.items() if key != 2 or shift}
+                             for key, base in bases.items() if shift or key in (0, "x")}
                     roff = e * SWIZZLE_BYTES
                     for i in range(steps):
                         ok = None
@@ -152,12 +153,14 @@ class RowStores:
                             ok = b.setp("gt", q, 2 * PAIRS_PER_STEP * i + shift, type=T.s32)
                         elif shift and i == steps - 1:
                             ok = last
-                        self._pair(xored, roff + i * step, shift, grow,
+                        # lane 31's last shifted pair would end past the row: its load
+                        # wraps to the row's start (read, not stored)
+                        hi = "2w" if i == steps - 1 else 2
+                        self._pair(xored, hi, roff + i * step, shift, grow,
                                    2 * PAIRS_PER_STEP * i * ob, ok)
                     if odd:
+                        v = b.ld("shared", self._elem_t(), Addr(xored["x"], roff), name="cv")
                         with b.predicated(self._alone[shift]):
-                            v = b.ld("shared", self._elem_t(), Addr(xored["x"], roff),
-                                     name="cv")
                             b.st("global", Addr(gxr, 0), v)
                 b.add(grow, down, out=grow)
                 if odd:
@@ -166,20 +169,21 @@ class RowStores:
     def _elem_t(self):
         return T.b16 if self.out == "bf16" else T.f32
 
-    def _pair(self, xored, soff, shift, grow, goff, ok):
+    def _pair(self, xored, hi_key, soff, shift, grow, goff, ok):
         """One lane's pair: unshifted, one shared load of both elements; shifted, the two
-        elements (one chunk's last, the next element's chunk) loaded apart and packed."""
+        elements (one chunk's last, the next element's chunk) loaded apart and packed. The
+        loads stay inside the warp's own staged row whether or not the pair is stored (ok),
+        so only the store is predicated: no divergent branch around them."""
         b = self.b
         ob = OUT_BYTES[self.out]
-        guard = b.predicated(ok) if ok is not None else contextlib.nullcontext()
-        with guard:
-            if not shift:
-                a = Addr(xored[0], soff)
-                v = b.ld("shared", T.b32, a, name="cp") if self.out == "bf16" else \
-                    b.ld("shared", T.f32, a, vec=2, name="cp")
-            else:
-                lo = b.ld("shared", self._elem_t(), Addr(xored[0], soff + ob), name="cl")
-                hi = b.ld("shared", self._elem_t(), Addr(xored[2], soff), name="ch")
-                v = b.mov(Vec((lo, hi)), type=T.b32, name="cp") if self.out == "bf16" else \
-                    (lo, hi)
+        if not shift:
+            a = Addr(xored[0], soff)
+            v = b.ld("shared", T.b32, a, name="cp") if self.out == "bf16" else \
+                b.ld("shared", T.f32, a, vec=2, name="cp")
+        else:
+            lo = b.ld("shared", self._elem_t(), Addr(xored[0], soff + ob), name="cl")
+            hi = b.ld("shared", self._elem_t(), Addr(xored[hi_key], soff), name="ch")
+            v = b.mov(Vec((lo, hi)), type=T.b32, name="cp") if self.out == "bf16" else \
+                (lo, hi)
+        with (b.predicated(ok) if ok is not None else contextlib.nullcontext()):
             b.st("global", Addr(grow, goff), v)
