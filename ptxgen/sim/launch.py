@@ -211,7 +211,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     def walk(p, specs):
         try:
             follow(p, specs, trip=trip, cap=(4,), hot_loop=hot.id if hot else None,
-                   budget=budget, warnings={})
+                   budget=budget, warnings={}, nested=True)
         except PtxgenError:
             pass                        # what was recorded before the budget ran out counts
     for w in range(min(ACCESS_PILOT_WARPS, warps)):
