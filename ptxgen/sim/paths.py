@@ -29,6 +29,7 @@ from ..errors import PtxgenError
 from ..ir.values import Reg
 from .program import BRANCH, EXIT
 from .values import value_getter, evaluator
+from ..ir import types as T
 from ..ir.types import u64 as U64
 
 
@@ -71,7 +72,12 @@ class PathPlan:
                     from .access import memory_operand
                     getter = value_getter(memory_operand(st.instr), U64, prog.reg_index, env)
                     ev.append((2, getter, (i, st.guard_id, st.instr.guard_negated)))
-                if i in active_slice:
+                if i in active_slice and _ballot(st.instr):
+                    # a warp-wide vote: its mask comes from every lane (kind 3)
+                    ins = st.instr
+                    ev.append((3, value_getter(ins.operands[1], T.pred, prog.reg_index, env),
+                               prog.reg_index[ins.operands[0]]))
+                elif i in active_slice:
                     fn = evaluator(st, prog.reg_index, env)
                     if fn is not None:
                         ev.append((0, fn, None))
@@ -121,12 +127,15 @@ class _Walker:
                         a(vals[lane], specs[lane])
                 self.steps += 1
             elif kind == 2:
+                # (a guard the pilot cannot know counts as true: guarded bodies run)
                 i, g, neg = c
                 execs = plan.records.setdefault(i, {}).setdefault(plan.record_warp, [])
                 if len(execs) < 2:
                     execs.append([a(vals[lane], specs[lane]) if active[lane] and (
-                        g < 0 or (vals[lane][g] is not None and bool(vals[lane][g]) != neg))
+                        g < 0 or vals[lane][g] is None or bool(vals[lane][g]) != neg)
                         else None for lane in lanes])
+            elif kind == 3:
+                self.ballot(a, c)
             else:
                 neg, bit = c
                 if not any(active[lane] and (vals[lane][a] is None or
@@ -179,6 +188,23 @@ class _Walker:
                 self.iters[lid] = 0
                 self.best.setdefault(lid, 0)
         return b + plan.nb * mask, nxt, taken
+
+    def ballot(self, pred, dest):
+        """vote.ballot: bit k of the mask is lane k's predicate, for walks that follow every
+        lane (else unknown); a predicate the walker cannot know counts as true, as guarded
+        bodies run. Inactive lanes contribute 0."""
+        lanes, vals, specs = self.lanes, self.vals, self.specs
+        every = len(specs) > 1 and all(s.get("laneid") == k for k, s in enumerate(specs))
+        mask = 0
+        if every:
+            for lane in lanes:
+                if self.active[lane]:
+                    v = pred(vals[lane], specs[lane])
+                    if v is None or v:
+                        mask |= 1 << lane
+        for lane in lanes:
+            if self.active[lane]:
+                vals[lane][dest] = mask if every else None
 
     # -- fast-forward of a loop whose state advances by the same step every iteration ---------
     def state(self):
@@ -245,6 +271,11 @@ class _Walker:
             self.best[lid] = max(self.best.get(lid, 0), self.iters[lid])
         recent[lid] = []
         return n
+
+
+def _ballot(ins):
+    return ins.opcode == "vote" and "ballot" in ins.mods and len(ins.operands) >= 2 and \
+        isinstance(ins.operands[0], Reg)
 
 
 def _loop_control(prog, lp):
