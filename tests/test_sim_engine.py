@@ -105,14 +105,36 @@ def test_sfu_range_fixup_costs_issue_slots_and_latency():
     plain, fixed = (compile_kernel(parse_ptx(_sfu_loop(op)).kernels[0], TABLE)
                     for op in ("rsqrt.approx.ftz.f32", "rsqrt.approx.f32"))
     pick = [next(s for s in p.instrs if s.instr.opcode == "rsqrt") for p in (plain, fixed)]
-    assert pick[0].extra is None and pick[1].extra[0] == n
+    assert pick[0].extra == () and pick[1].extra[0][0] == n
     assert pick[1].latency == pytest.approx(
         pick[0].latency + n * TABLE.ops["FMUL"].latency)
     # sin has no such fix-up (ptxas: FMUL.RZ + MUFU.SIN with or without .ftz)
     sin = compile_kernel(parse_ptx(_sfu_loop("sin.approx.f32")).kernels[0], TABLE)
-    assert next(s for s in sin.instrs if s.instr.opcode == "sin").extra is None
+    assert next(s for s in sin.instrs if s.instr.opcode == "sin").extra == ()
     # one warp, one dependent chain: each trip waits for the fix-up's FP32 latency too
     t = [simulate(parse_ptx(_sfu_loop(op, chains=1)).kernels[0], (1,), (32,),
                   args=[0, 256], registers=32).device_us
          for op in ("rsqrt.approx.ftz.f32", "rsqrt.approx.f32")]
     assert t[1] > 1.3 * t[0]
+
+
+def test_register_spills_become_local_memory_issues(monkeypatch):
+    from ptxgen.sim.program import add_spills
+    prog = compile_kernel(parse_ptx(_sfu_loop("rsqrt.approx.ftz.f32")).kernels[0], TABLE)
+    issuing = [s for s in prog.instrs if not s.free]
+    add_spills(prog, TABLE, 8 * len(issuing), 4 * len(issuing))
+    ldl, stl = (prog.units.index(TABLE.ops[c].unit) for c in ("LDL", "STL"))
+    for s in issuing:
+        # 8 bytes of spill loads and 4 of stores per instruction: two LDL and one STL issues
+        assert [(k, u) for k, u, _i in s.extra] == [(2.0, ldl), (1.0, stl)]
+    assert all(s.extra == () for s in prog.instrs if s.free)
+    # in the engine they hold the scheduler: the same loop takes longer with them
+    from ptxgen.sim import simulate
+    k = parse_ptx(_sfu_loop("rsqrt.approx.ftz.f32", chains=1)).kernels[0]
+    base = simulate(k, (132 * 8,), (256,), args=[0, 64], registers=32).device_us
+    import ptxgen.sim.launch as L
+    # (ptxas's -v report for a kernel that spills 1024 bytes of loads and 512 of stores)
+    monkeypatch.setattr(L, "_registers", lambda module, kernel, arch, warnings, given=None:
+                        (32, 1024, 512))
+    spilled = simulate(k, (132 * 8,), (256,), args=[0, 64], registers=32).device_us
+    assert spilled > 1.5 * base

@@ -263,11 +263,15 @@ class Sm:
         self.unit_busy[unit] += interval
         kind = st.kind
         nxt = t + 1
-        if st.extra is not None:
-            n, xu, xi = st.extra
+        if st.extra:
+            # ptxas's SASS beyond this PTX instruction: the scheduler issues it first (no other
+            # warp issues meanwhile) and its pipes do its work
+            n = 0.0
+            for k, xu, xi in st.extra:
+                n += k
+                uf[xu] = max(uf[xu], t) + k * xi
+                self.unit_busy[xu] += k * xi
             w.cursor = nxt = self.held[s] = t + 1 + n
-            uf[xu] = max(uf[xu], t) + n * xi
-            self.unit_busy[xu] += n * xi
         if st.queued:
             self.queue(w, st, uf, t)
         else:
