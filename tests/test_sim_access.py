@@ -468,3 +468,89 @@ def test_scattered_loads_over_more_than_l2_keeps_miss_it():
         x = [a for t, a in seen.items() if t.startswith("ld.global.f32")][0]
         assert x.pattern == "data" and x.bytes == 32 * MM["sector_bytes"]
         assert x.dram_miss == pytest.approx(want, abs=0.02)
+
+
+# smem[(tid / 32) * 256 * PRIV + (idx[i] & 255)] += 1: a shared histogram, block-wide (PRIV 0)
+# or privatised per warp (PRIV 1)
+SHIST = HEAD + """.visible .entry shist(.param .u64 idx, .param .u32 priv)
+{
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<8>;
+  .shared .align 4 .b8 bins[8192];
+  ld.param.u64 %rd1, [idx];
+  ld.param.u32 %r10, [priv];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  and.b32 %r6, %r6, 255;
+  shr.u32 %r7, %r4, 5;
+  mul.lo.s32 %r7, %r7, %r10;
+  mad.lo.s32 %r8, %r7, 256, %r6;
+  shl.b32 %r8, %r8, 2;
+  mov.u32 %r9, bins;
+  add.s32 %r9, %r9, %r8;
+  atom.shared.add.u32 %r11, [%r9], 1;
+  ret;
+}
+"""
+
+
+def test_privatised_shared_atomics_take_one_pass_per_wavefront():
+    n = 256 * 264
+    vals = np.random.default_rng(1).integers(0, 256, n).astype(np.int32)
+    got = {}
+    for priv in (0, 1):
+        seen, rep = _accesses(SHIST, (n // 256,), (256,), [vals, priv])
+        got[priv] = (_find(seen, "atom.shared"), rep)
+    (block, rep_block), (own, rep_own) = got[0], got[1]
+    # the same bank wavefronts per warp (the same random bins), but only the per-warp tables
+    # are seen to share no word between warps
+    assert block.wavefronts == own.wavefronts > 1
+    assert own.private and not block.private
+    assert rep_own.device_us < rep_block.device_us
+
+
+# block compaction: lane l keeps x[i] > 0 and writes it to out[warp base + popc(ballot & lanes
+# below l)] — the kept values' slots are contiguous, whatever the data
+COMPACT = HEAD + """.visible .entry compact(.param .u64 x, .param .u64 out)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<12>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  setp.gt.f32 %p1, %f1, 0f00000000;
+  vote.sync.ballot.b32 %r6, %p1, -1;
+  mov.u32 %r7, %laneid;
+  shl.b32 %r8, 1, %r7;
+  add.s32 %r8, %r8, -1;
+  and.b32 %r9, %r6, %r8;
+  popc.b32 %r10, %r9;
+  sub.s32 %r11, %r5, %r7;
+  add.s32 %r11, %r11, %r10;
+  mul.wide.u32 %rd5, %r11, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  @%p1 st.global.f32 [%rd6], %f1;
+  ret;
+}
+"""
+
+
+def test_compaction_stores_through_a_ballot_are_contiguous():
+    seen, _rep = _accesses(COMPACT, (132 * 8,), (256,), [Arr(), Arr()])
+    st = _find(seen, "@%p1 st.global")
+    # data the pilot does not have: every lane counts as kept, so the warp's slots are its
+    # 32 consecutive words (4 sectors), not one scattered sector per lane
+    assert st.bytes == 4 * MM["sector_bytes"]

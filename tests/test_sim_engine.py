@@ -73,3 +73,68 @@ def test_barrier_releases_after_the_last_warp():
     # every warp leaves the barrier at the same cycle: the last arrival plus its latency
     assert len({w.finish for w in sm.warps}) == 1
     assert r.cycles > bar
+
+
+# 8 independent rsqrt per trip: with .ftz ptxas emits the MUFU alone, without it a range fix-up
+# of FP32 instructions around each (isa memory_model.ptxas_sfu_range_fixup_instructions)
+def _sfu_loop(op, chains=8):
+    return HEAD + """.visible .entry k(.param .u64 out, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<3>;
+  .reg .f32 %f<17>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [n];
+  mov.b32 %f1, 0f3F800000;
+LOOP:
+""" + "".join(f"  {op} %f{k + 9}, %f{k + 1};\n  add.f32 %f{k + 1}, %f{k + 1}, %f{k + 9};\n"
+              for k in range(chains)) + """  add.s32 %r1, %r1, -1;
+  setp.ne.s32 %p1, %r1, 0;
+  @%p1 bra LOOP;
+  st.global.f32 [%rd1], %f1;
+  ret;
+}
+"""
+
+
+def test_sfu_range_fixup_costs_issue_slots_and_latency():
+    from ptxgen.sim import simulate
+    n = TABLE.memory_model["ptxas_sfu_range_fixup_instructions"]
+    assert n == 3
+    plain, fixed = (compile_kernel(parse_ptx(_sfu_loop(op)).kernels[0], TABLE)
+                    for op in ("rsqrt.approx.ftz.f32", "rsqrt.approx.f32"))
+    pick = [next(s for s in p.instrs if s.instr.opcode == "rsqrt") for p in (plain, fixed)]
+    assert pick[0].extra == () and pick[1].extra[0][0] == n
+    assert pick[1].latency == pytest.approx(
+        pick[0].latency + n * TABLE.ops["FMUL"].latency)
+    # sin has no such fix-up (ptxas: FMUL.RZ + MUFU.SIN with or without .ftz)
+    sin = compile_kernel(parse_ptx(_sfu_loop("sin.approx.f32")).kernels[0], TABLE)
+    assert next(s for s in sin.instrs if s.instr.opcode == "sin").extra == ()
+    # one warp, one dependent chain: each trip waits for the fix-up's FP32 latency too
+    t = [simulate(parse_ptx(_sfu_loop(op, chains=1)).kernels[0], (1,), (32,),
+                  args=[0, 256], registers=32).device_us
+         for op in ("rsqrt.approx.ftz.f32", "rsqrt.approx.f32")]
+    assert t[1] > 1.3 * t[0]
+
+
+def test_register_spills_become_local_memory_issues(monkeypatch):
+    from ptxgen.sim.program import add_spills
+    prog = compile_kernel(parse_ptx(_sfu_loop("rsqrt.approx.ftz.f32")).kernels[0], TABLE)
+    issuing = [s for s in prog.instrs if not s.free]
+    add_spills(prog, TABLE, 8 * len(issuing), 4 * len(issuing))
+    ldl, stl = (prog.units.index(TABLE.ops[c].unit) for c in ("LDL", "STL"))
+    for s in issuing:
+        # 8 bytes of spill loads and 4 of stores per instruction: two LDL and one STL issues
+        assert [(k, u) for k, u, _i in s.extra] == [(2.0, ldl), (1.0, stl)]
+    assert all(s.extra == () for s in prog.instrs if s.free)
+    # in the engine they hold the scheduler: the same loop takes longer with them
+    from ptxgen.sim import simulate
+    k = parse_ptx(_sfu_loop("rsqrt.approx.ftz.f32", chains=1)).kernels[0]
+    base = simulate(k, (132 * 8,), (256,), args=[0, 64], registers=32).device_us
+    import ptxgen.sim.launch as L
+    # (ptxas's -v report for a kernel that spills 1024 bytes of loads and 512 of stores)
+    monkeypatch.setattr(L, "_registers", lambda module, kernel, arch, warnings, given=None:
+                        (32, 1024, 512))
+    spilled = simulate(k, (132 * 8,), (256,), args=[0, 64], registers=32).device_us
+    assert spilled > 1.5 * base

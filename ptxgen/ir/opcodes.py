@@ -22,7 +22,10 @@ Columns:
            special when it reads a special register)
   timing   the isa/*.toml [ops.X] class: a fixed name, 'F/I' (float types: F for f32, HFMA for
            16-bit, FP64 for f64; otherwise I), or a rule: @load / @store (by state space), @cvt,
-           @mov, @sfu. A class a machine model does not define costs as its OTHER.
+           @mov, @sfu (SFU, FP64 for f64; ptxas wraps the f32 `.approx` form without `.ftz` in
+           a denormal-range fix-up of extra FP32 instructions, isa memory_model
+           ptxas_sfu_range_fixup_instructions: rows whose SASS has no such fix-up — sin, cos,
+           tanh — name SFU itself). A class a machine model does not define costs as its OTHER.
   emu      the emulator builder key (ptxgen/emu's BUILDERS), 'nop' (no effect the emulator
            models) or '-' (not emulated: running it reports so)
   flops    per lane and execution when the instruction has a float type (packed x2 types
@@ -72,7 +75,7 @@ clusterlaunchcontrol.query_cancel d    pure    @type            OTHER     -     
 clz                        d    pure    @type            IALU      clz                        -     -   -       -       typed
 cnot                       d    pure    @type            IALU      cnot                       -     -   -       -       typed
 copysign                   d    pure    @type            IALU/IALU copysign                   -     -   -       -       typed
-cos                        d    pure    special_function @sfu      cos                        1     -   -       -       typed
+cos                        d    pure    special_function SFU       cos                        1     -   -       -       typed
 cp                         -    async   @space           LDG       cp                         -     -   -       -       typed
 cp.async                   -    async   @space           LDG       cp                         -     7.0 sm_80   shared  typed
 cp.async.commit_group      -    fence   sync             LDG       cp                         -     7.0 sm_80   -       typed
@@ -161,7 +164,7 @@ shf                        d    pure    @type            IALU      shf          
 shfl                       d    pure    warp             SHFL      shfl                       -     -   -       -       typed
 shl                        d    pure    @type            IALU      shl                        -     -   -       -       typed
 shr                        d    pure    @type            IALU      shr                        -     -   -       -       typed
-sin                        d    pure    special_function @sfu      sin                        1     -   -       -       typed
+sin                        d    pure    special_function SFU       sin                        1     -   -       -       typed
 slct                       d    pure    @type            IALU/IALU slct                       -     -   -       -       typed
 sqrt                       d    pure    special_function @sfu      sqrt                       1     -   -       -       typed
 st                         -    store   @space           @store    st                         -     -   -       generic typed
@@ -176,7 +179,7 @@ suq                        d    pure    @type            OTHER     -            
 sured                      -    fence   @type            OTHER     -                          -     -   -       -       mixed
 sust                       -    fence   @type            OTHER     -                          -     -   -       -       mixed
 szext                      d    pure    @type            IALU      -                          -     7.6 sm_70   -       typed
-tanh                       d    pure    special_function @sfu      tanh                       1     7.0 sm_75   -       typed
+tanh                       d    pure    special_function SFU       tanh                       1     7.0 sm_75   -       typed
 tcgen05                    -    async   tensor           OTHER     -                          -     8.6 sm_100a -       mixed
 tensormap                  -    fence   @type            OTHER     -                          -     8.3 sm_90   -       mixed
 testp                      d    pure    @type            IALU/IALU testp                      -     -   -       -       typed

@@ -54,6 +54,9 @@ class Access:
     dram_miss: float = 0.0      # data-dependent scattered addresses over a region larger than
                                 # what L2 keeps: the fraction of sectors L2 does not have
     indirect: bool = False
+    private: bool = False       # shared atomics: no word is used by two of the recorded warps
+                                # (a per-warp privatised table): no read-modify-write hazard
+                                # between warps, each wavefront one pass of the port
     pattern: str = "default"    # how it was decided, for reports and tests
 
 
@@ -172,6 +175,23 @@ def shared_wavefronts(addrs, size, banks, bank_bytes):
     return max(total, 1)
 
 
+def _warp_private(rec, word):
+    """Whether the recorded warps' shared-memory words are disjoint (at least two warps with
+    addresses, none of their words in common)."""
+    seen, warps = {}, 0
+    for w, execs in rec.items():
+        if w >= SAMPLED_WARP:
+            continue
+        words = {a // word for ex in execs for a in ex if a is not None}
+        if not words:
+            continue
+        warps += 1
+        for x in words:
+            if seen.setdefault(x, w) != w:
+                return False
+    return warps >= 2
+
+
 def sectors(addrs, size, sector):
     out = set()
     for a in addrs:
@@ -227,7 +247,8 @@ def analyze(prog, table, records, warps_per_cta):
             else:
                 wf, pattern = max(1.0, size / bank_bytes), "default"
             out[i] = Access(bytes=int(wf * banks * bank_bytes), wavefronts=wf,
-                            indirect=indirect, pattern=pattern)
+                            indirect=indirect, pattern=pattern,
+                            private=ins.opcode in ("atom", "red") and _warp_private(rec, bank_bytes))
             continue
         if sector is None:
             continue                    # no sector size in the model: the default costs

@@ -127,6 +127,7 @@ class Sm:
         # each scheduler's live warps, oldest first (a warp's age is its position on the SM)
         self.queues = [[w for w in self.warps if w.sched == s] for s in range(self.nsched)]
         self.last = [None] * self.nsched
+        self.held = [0.0] * self.nsched      # a scheduler issuing ptxas's extra SASS
         self.unit_free = [[0.0] * nunits for _ in range(self.nsched)]
         self.unit_busy = [0.0] * nunits
         self.stalls = dict.fromkeys(STALLS, 0.0)
@@ -262,6 +263,15 @@ class Sm:
         self.unit_busy[unit] += interval
         kind = st.kind
         nxt = t + 1
+        if st.extra:
+            # ptxas's SASS beyond this PTX instruction: the scheduler issues it first (no other
+            # warp issues meanwhile) and its pipes do its work
+            n = 0.0
+            for k, xu, xi in st.extra:
+                n += k
+                uf[xu] = max(uf[xu], t) + k * xi
+                self.unit_busy[xu] += k * xi
+            w.cursor = nxt = self.held[s] = t + 1 + n
         if st.queued:
             self.queue(w, st, uf, t)
         else:
@@ -361,7 +371,7 @@ class Sm:
             busy = False
             end = now + 1.0
             for s in scheds:
-                if not queues[s]:
+                if not queues[s] or self.held[s] > now:
                     continue
                 w = self.pick(s, now, end)
                 if w is None:

@@ -29,7 +29,7 @@ from . import memory as memmod
 from .engine import STALLS, run_sm
 from .levels import memory_level
 from .paths import PathPlan, follow
-from .program import ALU, ATOM, LDG, STG, compile_kernel
+from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
 from .result import SimReport, WaveResult
 from .values import Env
 
@@ -127,21 +127,25 @@ def _symbols(kernel, module):
     return syms
 
 
-def _registers(module, kernel, arch, warnings):
+def _registers(module, kernel, arch, warnings, given=None):
+    """(registers per thread, ptxas's spill load bytes, spill store bytes): the registers
+    given, else ptxas's count; spills from ptxas (none when it is not at hand)."""
     from ..emit import emit_module
     from ..toolchain import ToolchainError, assemble
     try:
         # the emitter picks the PTX version the arch needs (a parsed file may carry an older)
         res = assemble(emit_module(dataclasses.replace(module, version=""), arch),
-                       arch).resources
-        return res[kernel.name].registers
+                       arch).resources[kernel.name]
+        return (res.registers if given is None else given), res.spill_loads, res.spill_stores
     except (ToolchainError, KeyError) as e:
+        if given is not None:
+            return given, 0, 0
         # assume registers do not limit occupancy: the most a thread may use at full residency
         h = isamod.load(arch).header
         regs = h.registers_per_sm // h.max_threads_per_sm
         warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed {regs} "
                                  f"(registers do not limit occupancy) — pass registers= / --regs")
-        return regs
+        return regs, 0, 0
 
 
 def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,
@@ -211,7 +215,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     def walk(p, specs):
         try:
             follow(p, specs, trip=trip, cap=(4,), hot_loop=hot.id if hot else None,
-                   budget=budget, warnings={})
+                   budget=budget, warnings={}, nested=True)
         except PtxgenError:
             pass                        # what was recorded before the budget ran out counts
     for w in range(min(ACCESS_PILOT_WARPS, warps)):
@@ -273,7 +277,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         from ..reorder import schedule_kernel
         kernel = schedule_kernel(kernel, isa=table)
     prog = compile_kernel(kernel, table)
-    regs = registers if registers is not None else _registers(module, kernel, arch, warnings)
+    regs, spill_loads, spill_stores = _registers(module, kernel, arch, warnings, registers)
+    add_spills(prog, table, spill_loads, spill_stores)
     smem = kernel.static_shared_bytes + int(shared_bytes)
     from ..analysis.occupancy import occupancy
     occ = occupancy(threads, int(regs), smem, arch)

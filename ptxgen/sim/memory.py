@@ -227,9 +227,11 @@ class SmMemory:
 
     def shared(self, t, st, latency, atomic=False):
         """A shared access: its bank wavefronts hold the SM's shared-memory port (128 bytes
-        each); an atomic's wavefront takes several cycles (read, modify, write)."""
+        each); an atomic's wavefront takes several cycles (read, modify, write) when other
+        warps use the same words (the fitting part's block-wide histogram), one pass when the
+        words are the warp's own (privatised: the pilot saw no word shared between warps)."""
         acc = self.cfg.access.get(st.index)
         nbytes = acc.bytes if acc is not None else st.bytes
-        if atomic:
+        if atomic and not (acc is not None and acc.private):
             nbytes *= self.cfg.shared_atomic_cycles
         return self.servers["SHARED"].request(t, nbytes) + latency

@@ -29,6 +29,7 @@ from ..errors import PtxgenError
 from ..ir.values import Reg
 from .program import BRANCH, EXIT
 from .values import value_getter, evaluator
+from ..ir import types as T
 from ..ir.types import u64 as U64
 
 
@@ -58,6 +59,10 @@ class PathPlan:
         control = {d for i in prog.slice for d in prog.instrs[i].defs}
         self.free_regs = frozenset(d for i in active_slice for d in prog.instrs[i].defs
                                    if d not in control)
+        # where a loop leaves depends only on the registers its own branches read (and what
+        # they are computed from): the key of `exits`, loop state → iterations left
+        self.loop_regs = {lp.id: _loop_control(prog, lp) for lp in prog.loops}
+        self.exits = {}
         record = set(record)
         for blk in prog.blocks:
             ev = []
@@ -67,7 +72,12 @@ class PathPlan:
                     from .access import memory_operand
                     getter = value_getter(memory_operand(st.instr), U64, prog.reg_index, env)
                     ev.append((2, getter, (i, st.guard_id, st.instr.guard_negated)))
-                if i in active_slice:
+                if i in active_slice and _ballot(st.instr):
+                    # a warp-wide vote: its mask comes from every lane (kind 3)
+                    ins = st.instr
+                    ev.append((3, value_getter(ins.operands[1], T.pred, prog.reg_index, env),
+                               prog.reg_index[ins.operands[0]]))
+                elif i in active_slice:
                     fn = evaluator(st, prog.reg_index, env)
                     if fn is not None:
                         ev.append((0, fn, None))
@@ -117,12 +127,15 @@ class _Walker:
                         a(vals[lane], specs[lane])
                 self.steps += 1
             elif kind == 2:
+                # (a guard the pilot cannot know counts as true: guarded bodies run)
                 i, g, neg = c
                 execs = plan.records.setdefault(i, {}).setdefault(plan.record_warp, [])
                 if len(execs) < 2:
                     execs.append([a(vals[lane], specs[lane]) if active[lane] and (
-                        g < 0 or (vals[lane][g] is not None and bool(vals[lane][g]) != neg))
+                        g < 0 or vals[lane][g] is None or bool(vals[lane][g]) != neg)
                         else None for lane in lanes])
+            elif kind == 3:
+                self.ballot(a, c)
             else:
                 neg, bit = c
                 if not any(active[lane] and (vals[lane][a] is None or
@@ -176,6 +189,23 @@ class _Walker:
                 self.best.setdefault(lid, 0)
         return b + plan.nb * mask, nxt, taken
 
+    def ballot(self, pred, dest):
+        """vote.ballot: bit k of the mask is lane k's predicate, for walks that follow every
+        lane (else unknown); a predicate the walker cannot know counts as true, as guarded
+        bodies run. Inactive lanes contribute 0."""
+        lanes, vals, specs = self.lanes, self.vals, self.specs
+        every = len(specs) > 1 and all(s.get("laneid") == k for k, s in enumerate(specs))
+        mask = 0
+        if every:
+            for lane in lanes:
+                if self.active[lane]:
+                    v = pred(vals[lane], specs[lane])
+                    if v is None or v:
+                        mask |= 1 << lane
+        for lane in lanes:
+            if self.active[lane]:
+                vals[lane][dest] = mask if every else None
+
     # -- fast-forward of a loop whose state advances by the same step every iteration ---------
     def state(self):
         return ([list(v) for v in self.vals], list(self.iters))
@@ -186,11 +216,12 @@ class _Walker:
 
     def probe(self, lp, st, budget=20000):
         """From state st at lp's header: does the next iteration come back (True), leave the
-        loop (False), or neither within the budget (None)? The walker is left unchanged."""
+        loop (False), or neither within the budget (None)? The walker is left unchanged.
+        Loops nested in lp are fast-forwarded on the way (only control matters here)."""
         saved = (self.state(), list(self.active), list(self.wait_at), dict(self.best),
                  self.steps)
         self.set_state(st)
-        b, result = self.plan.start_block[lp.header], None
+        b, result, nested = self.plan.start_block[lp.header], None, {}
         try:
             for _ in range(budget):
                 _e, b, taken = self.step(b)
@@ -200,10 +231,76 @@ class _Walker:
                 if lp.id in taken:
                     result = True
                     break
+                for lid in taken:
+                    self.skip_nested(lid, nested, self.plan.free_regs)
         finally:
             st0, self.active, self.wait_at, self.best, self.steps = saved
             self.set_state(st0)
         return result
+
+
+    def skip_nested(self, lid, recent, free):
+        """At a back-edge of loop lid (not the sampled one): once three consecutive iterations
+        of this entry move by a constant step, jump to the loop's last iteration, as the hot
+        loop does. `recent` keeps the states per loop; registers in `free` may go stale.
+        Returns the iterations jumped over."""
+        if not all(self.active) or any(w is not None for w in self.wait_at):
+            recent.pop(lid, None)
+            return 0
+        st = self.state()
+        rec = (recent.get(lid, []) + [st])[-3:]
+        if any(b[1][lid] != a[1][lid] + 1 for a, b in zip(rec, rec[1:])):
+            rec = [st]                  # a new entry into the loop: start again
+        recent[lid] = rec
+        if len(rec) < 3:
+            return 0
+        step = _affine(rec, free)
+        if step is None:
+            return 0
+        lp = self.prog.loops[lid]
+        regs, plan = self.plan.loop_regs[lid], self.plan
+        key = (lid, tuple(tuple(v[r] for r in regs) for v in st[0]),
+               tuple(tuple(d[r] for r in regs) for d in step), self.trip)
+        if self.trip is not None or None in key[1][0] or any(None in k for k in key[1]):
+            key += (tuple(st[1]),)      # a trip-count decision reads the iteration counters
+        n = plan.exits.get(key)
+        if n is None:
+            n = plan.exits[key] = _skippable(self, lp, st, step)
+        if n:
+            self.set_state(_advance(st, step, n, lid))
+            self.best[lid] = max(self.best.get(lid, 0), self.iters[lid])
+        recent[lid] = []
+        return n
+
+
+def _ballot(ins):
+    return ins.opcode == "vote" and "ballot" in ins.mods and len(ins.operands) >= 2 and \
+        isinstance(ins.operands[0], Reg)
+
+
+def _loop_control(prog, lp):
+    """Registers whose values decide lp's control flow: the backward closure of the guards of
+    its branches and exits (and brx indices) over every definition in the program."""
+    needed = set()
+    for i in range(lp.header, lp.end + 1):
+        st = prog.instrs[i]
+        if st.kind in (BRANCH, EXIT):
+            if st.guard_id >= 0:
+                needed.add(st.guard_id)
+            if i in prog.tables and isinstance(st.instr.operands[0], Reg):
+                needed.add(prog.reg_index[st.instr.operands[0]])
+    by_def = {}
+    for st in prog.instrs:
+        for d in st.defs:
+            by_def.setdefault(d, []).append(st)
+    work = list(needed)
+    while work:
+        for st in by_def.get(work.pop(), ()):
+            for u in st.uses:
+                if u not in needed:
+                    needed.add(u)
+                    work.append(u)
+    return tuple(sorted(needed))
 
 
 def _affine(states, free=frozenset()):
@@ -289,12 +386,15 @@ def _equality_exit(walker, lp, st, step, tries=16):
     return 0
 
 
-def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None):
+def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None,
+           nested=False):
     """The WarpPath of one warp whose representative lanes have special registers `specs`.
     `cap` (an int or a tuple of them) is how many iterations of loop `hot_loop` the trace
     keeps; one pass gives the trace of every cap (WarpPath.samples). Iterations beyond every
     cap are only counted: once the loop state moves by a constant step per iteration, the
-    remaining count is found by probing single iterations ahead, not by running them all."""
+    remaining count is found by probing single iterations ahead, not by running them all.
+    `nested`: other loops are fast-forwarded the same way (every register must then move by a
+    constant step), for walks that only record addresses and need no complete trace."""
     prog = plan.prog
     walker = _Walker(plan, specs, trip, warnings, budget)
     caps = (cap,) if isinstance(cap, int) or cap is None else tuple(cap)
@@ -304,9 +404,14 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
     skipped = [0 for _ in caps]
     hot = prog.loops[hot_loop] if hot_loop is not None else None
     recent = []                     # loop states at the last back-edges beyond every cap
+    inner = {}                      # the same for other loops (with `nested`)
     b = 0
     while b is not None:
         e, nxt, taken = walker.step(b)
+        if nested:
+            for lid in taken:
+                if hot is None or lid != hot.id:
+                    walker.skip_nested(lid, inner, frozenset())
         for k in ncaps:
             (traces[k] if held[k] is None else held[k]).append(e)
         if hot is not None and hot.id in taken:

@@ -38,6 +38,8 @@ class StaticInstr:
     queued: bool = False        # an async tensor op: waits in its pipe's queue, not the warp
     free: bool = False          # folded by ptxas into a neighbour (ptxgen.sim.fold): no issue
     alt: tuple = None           # (unit, interval) of a second pipe that can take it instead
+    extra: tuple = ()           # ((count, unit, interval), …): SASS instructions ptxas adds
+                                # around it (a range fix-up, register spills), no PTX of their own
 
 
 @dataclass
@@ -125,6 +127,36 @@ def _either_pipe(ins, info, table):
         ins.type.name in ("s32", "u32") and info is table.ops.get("IALU") and "IMAD" in table.ops
 
 
+def _range_fixup(ins, table):
+    """SASS instructions ptxas adds around an f32 `.approx` special function without `.ftz`
+    (the opcode table's @sfu rows; isa memory_model.ptxas_sfu_range_fixup_instructions)."""
+    n = (table.memory_model or {}).get("ptxas_sfu_range_fixup_instructions")
+    if not n or "FMUL" not in table.ops or ins.row is None or ins.row.timing != "@sfu":
+        return 0
+    t = ins.type
+    return int(n) if "approx" in ins.mods and "ftz" not in ins.mods and t is not None and \
+        t.name == "f32" else 0
+
+
+def add_spills(prog, table, load_bytes, store_bytes):
+    """ptxas's register spills (its -v report: bytes of local loads and stores per thread) as
+    local-memory instructions spread evenly over the program's issuing instructions: where
+    ptxas puts them is not known, so each static instruction carries an equal share (a loop's
+    instructions then spill as often as they run). One 4-byte LDL/STL per 4 bytes."""
+    issuing = [st for st in prog.instrs if not st.free]
+    if not issuing or not (load_bytes or store_bytes):
+        return
+    units = prog.units
+    add = []
+    for nbytes, cls in ((load_bytes, "LDL"), (store_bytes, "STL")):
+        info = table.ops.get(cls)
+        if nbytes and info is not None:
+            add.append((nbytes / 4 / len(issuing), units.index(info.unit),
+                        float(info.issue_interval)))
+    for st in issuing:
+        st.extra = tuple(st.extra) + tuple(add)
+
+
 def _access_bytes(ins, warp_size):
     t = ins.type
     size = t.nbytes if t is not None else 4
@@ -175,6 +207,13 @@ def compile_kernel(kernel, table):
             # it to whichever of the two frees first, at that pipe's integer-add rate
             imad = table.ops["IMAD"]
             st.alt = (units.index(imad.unit), float(imad.issue_interval))
+        fix = _range_fixup(ins, table)
+        if fix:
+            # ptxas's denormal-range fix-up around the MUFU: FP32 instructions that take the
+            # scheduler's issue slots and the FMA pipe, in the MUFU's dependency chain
+            fm = table.ops["FMUL"]
+            st.extra = ((fix, units.index(fm.unit), float(fm.issue_interval)),)
+            st.latency += fix * float(fm.latency)
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:

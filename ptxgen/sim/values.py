@@ -134,6 +134,9 @@ def _arith(op, mods, t):
         return lambda a, b: (abs(a) // abs(b)) * (1 if (a >= 0) == (b >= 0) else -1) if b else None
     if op == "rem":
         return lambda a, b: (abs(a) % abs(b)) * (1 if a >= 0 else -1) if b and not fl else None
+    if op == "popc" and t is not None:
+        mask = (1 << t.bits) - 1
+        return lambda a: bin(a & mask).count("1")
     if op == "min":
         return min
     if op == "max":
