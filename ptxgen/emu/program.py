@@ -24,7 +24,6 @@ from .values import FLOAT_OF_WIDTH, STORAGE, UNSIGNED, const, convert, literal_b
 NORMAL, BRANCH, BARRIER, EXIT, WAIT = range(5)   # WAIT: may hold lanes (mbarrier.py)
 
 
-
 class Unsupported(Exception):
     """Raised by a semantics builder: the instruction cannot be emulated (message says why)."""
 
