@@ -48,21 +48,21 @@ VARIANTS = {"serial": lambda D: AttentionSchedule(overlap=False),
 SMALL = [(1, 2, 77, 64), (1, 3, 201, 128), (2, 1, 130, 64)]
 
 
-def emulator_agreement(rng):
+def emulator_agreement(rng, arch=ARCH, shapes=SMALL):
     """Small odd shapes, causal and not, on the GPU and the emulator from the same inputs."""
     from ptxgen.emu import run_operator
     rows = []
-    for B, H, S, D in SMALL:
+    for B, H, S, D in shapes:
         for causal in (False, True):
             op = Attention("bf16", causal=causal)
             shape = op.shape(B=B, H=H, S=S, D=D)
             seed = int(rng.integers(2 ** 31))
             try:
                 gpu = op.make_inputs(shape, np.random.default_rng(seed))
-                run_steps(op, shape, load_steps(op, shape, op.build(shape, ARCH), ARCH), gpu,
-                          ARCH)
+                run_steps(op, shape, load_steps(op, shape, op.build(shape, arch), arch), gpu,
+                          arch)
                 emu = op.make_inputs(shape, np.random.default_rng(seed))
-                run_operator(op, shape, emu, ARCH)
+                run_operator(op, shape, emu, arch)
             except Exception as e:                                  # report, keep going
                 rows.append(dict(shape=(B, H, S, D), causal=causal,
                                  error=f"{type(e).__name__}: {e}"[:300]))
@@ -70,6 +70,7 @@ def emulator_agreement(rng):
             rows.append(dict(shape=(B, H, S, D), causal=causal, gpu_ok=op.check(shape, gpu)[0],
                              emu_ok=op.check(shape, emu)[0],
                              o_bit_equal=float((gpu["O"] == emu["O"]).mean()),
+                             lse_bit_equal=float((gpu["LSE"] == emu["LSE"]).mean()),
                              max_o_diff=float(np.max(np.abs(op.values(gpu["O"]) -
                                                             op.values(emu["O"]))))))
     return rows

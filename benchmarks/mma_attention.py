@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ptxgen.ops.attention import Attention                                   # noqa: E402
-from ptxgen.runtime import load_steps, run_steps, time_calls                 # noqa: E402
+from ptxgen.runtime import time_calls                                         # noqa: E402
 from ptxgen.schedule.mma_attention import MmaAttentionSchedule               # noqa: E402
 
 CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
@@ -36,28 +36,11 @@ SM90A = "sm_90a"
 
 
 def small_checks(arch, rng):
-    from ptxgen.emu import run_operator
-    rows = []
-    for B, H, S, D in SMALL:
-        for causal in (False, True):
-            op = Attention("bf16", causal=causal)
-            shape = op.shape(B=B, H=H, S=S, D=D)
-            seed = int(rng.integers(2 ** 31))
-            try:
-                gpu = op.make_inputs(shape, np.random.default_rng(seed))
-                run_steps(op, shape, load_steps(op, shape, op.build(shape, arch), arch), gpu,
-                          arch)
-                emu = op.make_inputs(shape, np.random.default_rng(seed))
-                run_operator(op, shape, emu, arch)
-                row = dict(shape=(B, H, S, D), causal=causal, gpu_ok=op.check(shape, gpu)[0],
-                           emu_ok=op.check(shape, emu)[0],
-                           o_bit_equal=float((gpu["O"] == emu["O"]).mean()),
-                           lse_bit_equal=float((gpu["LSE"] == emu["LSE"]).mean()))
-            except Exception as e:                                  # report, keep going
-                row = dict(shape=(B, H, S, D), causal=causal,
-                           error=f"{type(e).__name__}: {e}"[:300])
-            rows.append(row)
-            print("small", row, flush=True)
+    """attention.py's emulator agreement on this script's small shapes, for `arch`."""
+    from attention import emulator_agreement
+    rows = emulator_agreement(rng, arch, SMALL)
+    for row in rows:
+        print("small", row, flush=True)
     return rows
 
 
