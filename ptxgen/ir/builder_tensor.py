@@ -307,18 +307,18 @@ class TensorOps:
                 "bulk_group")
         return self.emit(Instr("cp", mods, (TensorCoords(tmap, coords), _addr(src))))
 
-    def tensor_map_address(self, tmap):
+    def tensor_map_address(self, tmap, name="tmap"):
         """A tensor map operand as a 64-bit register: a kernel parameter (its name, a Sym or a
         Param from tensor_map_param) becomes its generic address, `mov.u64 %p, param;
         cvta.param.u64 %rd, %p` (the __grid_constant__ form: the ISA takes the map's generic
         address, and the parameter's own .param address faulted on the H200 as a misaligned
-        address on 2026-12-01); a register is used as it is."""
+        address on 2026-12-01); a register is used as it is. `name`: the register's name."""
         if isinstance(tmap, Reg):
             return tmap
-        name = tmap if isinstance(tmap, str) else tmap.name
-        self.kernel.param(name)                     # KeyError naming the kernel when absent
-        a = self._op("mov", ("u64",), T.u64, (Sym(name),), name="pmap")
-        return self._op("cvta", ("param", "u64"), T.u64, (a,), name="tmap")
+        param = tmap if isinstance(tmap, str) else tmap.name
+        self.kernel.param(param)                    # KeyError naming the kernel when absent
+        a = self._op("mov", ("u64",), T.u64, (Sym(param),), name="pmap")
+        return self._op("cvta", ("param", "u64"), T.u64, (a,), name=name)
 
     def _coords(self, coords):
         coords = tuple(self.operand(c, T.s32) if not isinstance(c, Reg) else c for c in coords)

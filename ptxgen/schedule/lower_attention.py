@@ -29,7 +29,7 @@ Keys and rows past S: the 2-D maps read the next head's rows there (zeros past t
 those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
 are computed and not stored.
 """
-from ..ir import Addr, Builder, Module, Param, Sym, ptr
+from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import tensor_map_param
 from .attention import COL_BLOCK
@@ -120,16 +120,12 @@ class _Lowering(OnlineSoftmax):
             b.mov(0, type=T.u32, out=stage)
             b.xor(phase, 1, out=phase)
 
-    def map_address(self, param):
-        """A tensor map parameter's generic address (cvta.param, as the GEMM's producer)."""
-        b = self.b
-        a = b._op("mov", ("u64",), T.u64, (Sym(param),), name="pmap")
-        return b._op("cvta", ("param", "u64"), T.u64, (a,), name="map")
 
     # -- producer -----------------------------------------------------------------------------
     def producer(self):
         b, s, D = self.b, self.s, self.D
-        qmap, kmap, vmap = (self.map_address(p) for p in ("Q_map", "K_map", "V_map"))
+        qmap, kmap, vmap = (self.b.tensor_map_address(p, name="map")
+                            for p in ("Q_map", "K_map", "V_map"))
         b.mbarrier_arrive_expect_tx(self.bars, s.q_bytes(D))
         qrow = b.add(self.row0, self.q0, name="qrow")
         for h in range(self.hblocks):

@@ -39,7 +39,7 @@ row, so that column's tiles are stored from the fragments.
 import contextlib
 
 from ..errors import ScheduleError
-from ..ir import Addr, Builder, Imm, Module, Param, Sym, ptr
+from ..ir import Addr, Builder, Imm, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
@@ -187,7 +187,7 @@ class _Lowering(PairStores, RowStores):
     def producer(self):
         b, s = self.b, self.s
         # the tensor maps' generic addresses (cvta.param: the form checked on the H200)
-        maps = [self.map_address(p) for p in ("A_map", "B_map")]
+        maps = [self.b.tensor_map_address(p, name="map") for p in ("A_map", "B_map")]
         b_rows = s.BN // s.cluster_m                 # B rows this CTA loads (and multicasts)
         if s.cluster_m > 1:
             mask = b.const((1 << s.cluster_m) - 1, T.u16, name="mask")
@@ -225,12 +225,6 @@ class _Lowering(PairStores, RowStores):
                                         tmap, (b.add(r0, j * MN_BOX, name="rj"), kc), full,
                                         multicast_mask=mask)
 
-    def map_address(self, param):
-        """A tensor map parameter's generic address (cvta.param: the form checked on the
-        H200)."""
-        b = self.b
-        a = b._op("mov", ("u64",), T.u64, (Sym(param),), name="pmap")
-        return b._op("cvta", ("param", "u64"), T.u64, (a,), name="map")
 
     # -- consumers ------------------------------------------------------------------------------
     def consumer(self, cw, t):
@@ -250,7 +244,7 @@ class _Lowering(PairStores, RowStores):
             if not (self.a_major and self.b_major) else {}
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
         if self.staged in TMA_C_STORES:
-            self.cmap = self.map_address("C_map")
+            self.cmap = self.b.tensor_map_address("C_map", name="map")
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         prev = b.const(0, T.u32, name="prev")
         acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
