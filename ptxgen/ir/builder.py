@@ -463,6 +463,11 @@ VECTOR_SPECIALS = ("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", 
                    "cluster_nctaid")
 
 
+def pow2_exponent(n):
+    """k for n = 2**k: the shift that multiplies or divides by a power-of-two tile size."""
+    return n.bit_length() - 1
+
+
 def special_register(name):
     """The Special for `name` ('tid.x' or '%tid.x'), checked against the registers ptxgen
     knows."""

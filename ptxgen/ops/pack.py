@@ -12,6 +12,7 @@ loop (ops/matmul.py); the tensor-core matmul to give its tensor maps 16-byte ali
 """
 import numpy as np
 
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Param, ptr
 from ..ir.values import Vec
 from ..ir import types as T
@@ -42,7 +43,7 @@ def add_pad_copy(module, elem=T.f32):
     done = b.new_label("done")
     b.branch(done, b.setp("ge", idx, total))
     r = b.div(idx, chunks, name="r")
-    c = b.shl(b.sub(idx, b.mul(r, chunks, name="rc"), name="cq"), _log2(per_chunk), name="c")
+    c = b.shl(b.sub(idx, b.mul(r, chunks, name="rc"), name="cq"), pow2_exponent(per_chunk), name="c")
     row_ok = b.setp("lt", r, rows)
     base = b.element_addr(src, b.mad(r, cols, b.cvt(T.u64, c, name="c64"), mode="wide",
                                      type=T.u32, name="si"), elem.nbytes)
@@ -62,10 +63,6 @@ def add_pad_copy(module, elem=T.f32):
     b.label(done)
     b.ret()
     return module
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 def padded(n, multiple=4):

@@ -38,6 +38,7 @@ import numpy as np
 from .. import isa
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..schedule.raster import grouped_tile
@@ -228,10 +229,6 @@ def _plus(b, r, k):
 
 
 # -- vec=4 -------------------------------------------------------------------------------------
-def _log2(x):
-    return x.bit_length() - 1
-
-
 def _build_vec4(op, shape, arch):
     """The float4 kernel (see the module docstring). Thread (lane, w) of warp w owns chunk
     slots j = 0..J-1 of each tile: x rows r0 + 4(rb0 + j*S) + lane/8, columns
@@ -256,7 +253,7 @@ def _build_vec4(op, shape, arch):
     q4 = b.shr(lane, 3, name="q4")                      # row within a 4-row block
     l8 = b.and_(lane, 7, name="l8")                     # 16-byte chunk within 32 columns
     h = b.and_(w, H - 1, name="h") if H > 1 else 0
-    rb0 = b.shr(w, _log2(H), name="rb0") if H > 1 else w
+    rb0 = b.shr(w, pow2_exponent(H), name="rb0") if H > 1 else w
     tile_x, tile_y = _tile_ids(b, op, M, N)
     c0 = b.mul(tile_x, TS * TL, name="c0")
     r0 = b.mul(tile_y, TS, name="r0")

@@ -19,6 +19,7 @@ the shape the kernel is specialized for).
 """
 import contextlib
 
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Imm, Vec
 from ..ir import types as T
 from ..ir.instr import Instr
@@ -27,10 +28,6 @@ from .tc_matmul import OUT_BYTES, SWIZZLE_BYTES, WGMMA_M
 ROWS_PER_WARP = 16         # rows of a 64-row wgmma block one warp's fragments (and stmatrix) hold
 PAIRS_PER_STEP = 32        # one pair per lane: 64 elements of a row per warp instruction
 FULL_MASK = 0xFFFFFFFF
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 class RowStores:
@@ -59,15 +56,15 @@ class RowStores:
         ob = OUT_BYTES[self.out]
         box_cols = SWIZZLE_BYTES // ob
         lane = b.and_(t, 31, name="lane")
-        wrow = b.shl(b.shr(t, 5), _log2(ROWS_PER_WARP), name="wrow")   # the warp's first row
+        wrow = b.shl(b.shr(t, 5), pow2_exponent(ROWS_PER_WARP), name="wrow")   # the warp's first row
         rbase = b.mad(wrow, SWIZZLE_BYTES, region, name="rbase")
         two_l = b.shl(lane, 1, name="twol")
 
         def unswizzled(c):
             """Shared address of element c (a register) of the warp's first row before the
             swizzle: its box, then its byte in the box row."""
-            x = b.shl(b.and_(c, box_cols - 1), _log2(ob))
-            return b.add(rbase, b.mad(b.shr(c, _log2(box_cols)), box_bytes, x), name="sel")
+            x = b.shl(b.and_(c, box_cols - 1), pow2_exponent(ob))
+            return b.add(rbase, b.mad(b.shr(c, pow2_exponent(box_cols)), box_bytes, x), name="sel")
 
         odd = not self.even_n
         bases = {0: unswizzled(two_l)}           # pair of elements 2L, 2L+1 (one 16-byte chunk)

@@ -29,6 +29,7 @@ Keys and rows past S: the 2-D maps read the next head's rows there (zeros past t
 those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
 are computed and not stored.
 """
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import tensor_map_param
@@ -37,10 +38,6 @@ from .attention_softmax import NEG_INF, OnlineSoftmax
 from .tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
 
 WGMMA_K = 16
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
@@ -67,7 +64,7 @@ class _Lowering(OnlineSoftmax):
     def run(self):
         b, s = self.b, self.s
         tid = b.special("tid.x")
-        wg = b.shr(tid, _log2(WARPGROUP), name="wg")
+        wg = b.shr(tid, pow2_exponent(WARPGROUP), name="wg")
         raw = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES))
         self.base = b.and_(b.add(raw, SWIZZLE_ATOM_BYTES - 1), -SWIZZLE_ATOM_BYTES & 0xFFFFFFFF,
                            name="base")

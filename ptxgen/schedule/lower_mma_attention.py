@@ -29,6 +29,7 @@ Per warp and key block (PTX ISA 9.0, 9.7.14.5.8 fragments, 9.7.14.4 ldmatrix):
 Causal: the CTA loads key blocks up to its last row; a warp computes those up to its own last
 row (a warp-uniform branch; the loads and bar.syncs stay CTA-wide).
 """
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from .attention import COL_BLOCK
@@ -38,10 +39,6 @@ from .mma_matmul import CHUNK, MMA_M, MMA_N
 
 MMA_K = 16
 SWIZZLE_ALIGN = 128      # shared rows start on bank 0: the XOR swizzle's bank groups hold
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
@@ -71,12 +68,12 @@ class _Lowering(OnlineSoftmax):
         warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
         self.S, self.c = b.param("S"), b.param("scale_log2")
         self.base = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ALIGN))
-        nq = b.shr(b.add(self.S, s.BM - 1), _log2(s.BM), name="nq")
-        q0 = b.shl(b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk"), _log2(s.BM),
+        nq = b.shr(b.add(self.S, s.BM - 1), pow2_exponent(s.BM), name="nq")
+        q0 = b.shl(b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk"), pow2_exponent(s.BM),
                    name="q0")
         self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")     # head's first row
         keys = b.min(self.S, b.add(q0, s.BM), name="keys") if self.causal else self.S
-        nkb = b.shr(b.add(keys, s.BN - 1), _log2(s.BN), name="nkb")
+        nkb = b.shr(b.add(keys, s.BN - 1), pow2_exponent(s.BN), name="nkb")
         self.first = b.mad(warp, MMA_M, q0, name="first")
         self.tq = b.and_(lane, 3, name="tq")
         row_lo = b.add(self.first, b.shr(lane, 2), name="rlo")
@@ -84,7 +81,7 @@ class _Lowering(OnlineSoftmax):
         own = nkb
         if self.causal:                      # key blocks up to this warp's last row
             own = b.min(self.S, b.add(self.first, MMA_M), name="ownkeys")
-            own = b.shr(b.add(own, s.BN - 1), _log2(s.BN), name="own")
+            own = b.shr(b.add(own, s.BN - 1), pow2_exponent(s.BN), name="own")
 
         self.loader_setup(tid)
         self.load_rows("Q", q0, s.BM, [(self.q_src, 0)])
@@ -121,7 +118,7 @@ class _Lowering(OnlineSoftmax):
     def loader_setup(self, tid):
         b = self.b
         chunk = b.and_(tid, self.cpr - 1, name="chunk")
-        self.lrow = b.shr(tid, _log2(self.cpr), name="lrow")
+        self.lrow = b.shr(tid, pow2_exponent(self.cpr), name="lrow")
         # rows of one pass are a multiple of 8 apart: the same swizzle for all of them
         swz = b.xor(chunk, b.and_(self.lrow, 7), name="lswz")
         self.lds = b.add(self.base, b.mad(self.lrow, self.RB, b.shl(swz, 4)), name="lds")
@@ -149,7 +146,7 @@ class _Lowering(OnlineSoftmax):
     def load_kv(self, kb, slot):
         s = self.s
         tile = s.BN * self.RB
-        self.load_rows("kv", self.b.shl(kb, _log2(s.BN), name="k0"), s.BN,
+        self.load_rows("kv", self.b.shl(kb, pow2_exponent(s.BN), name="k0"), s.BN,
                        [(self.k_src, 0), (self.v_src, tile)], slot)
 
     # -- fragments -----------------------------------------------------------------------------
@@ -187,7 +184,7 @@ class _Lowering(OnlineSoftmax):
                     acc = self.sacc[4 * nt: 4 * nt + 4]
                     b.mma_sync("m16n8k16", qf, d[2 * half: 2 * half + 2],
                                self.zero if kk == 0 else acc, ab=self.dtype, out=acc)
-        alphas, p = self.statistics(b.shl(kb, _log2(s.BN), name="n0"))
+        alphas, p = self.statistics(b.shl(kb, pow2_exponent(s.BN), name="n0"))
         self.rescale(alphas)
         pk = self.packed(p)
         for dp, voff in enumerate(self.v_off):

@@ -31,6 +31,7 @@ k8 fragments a0..a3 = (g, t), (g+8, t), (g, t+4), (g+8, t+4), b0, b1 = (t, g), (
 same four (two) 8x8 b16 matrices.
 """
 from ..errors import ScheduleError
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from .mma_matmul import CHUNK, MMA_K_BYTES, MMA_M, MMA_N, MMA_SHAPE, WARP
@@ -41,10 +42,6 @@ from .tc_matmul import ELEM_BYTES, OUT_BYTES, SWIZZLE_BYTES
 
 IN_TYPE = {"bf16": T.b16, "f16": T.f16, "tf32": T.f32}
 ROW_CHUNKS = SWIZZLE_BYTES // CHUNK          # 16-byte chunks in one 128-byte tile row
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
@@ -83,16 +80,16 @@ class _Lowering(PairStores):
         if s.group_m:
             pm, pn = grouped_tile(b, self.M, self.N, s.BM, s.BN, s.group_m)
         else:
-            tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
+            tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
             ctaid = b.special("ctaid.x")
             pm = b.div(ctaid, tn, name="pid_m")
             pn = b.sub(ctaid, b.mul(pm, tn), name="pid_n")
-        self.m0 = b.shl(pm, _log2(s.BM), name="m0")
-        self.n0 = b.shl(pn, _log2(s.BN), name="n0")
-        kblocks = b.shr(b.add(self.K, s.BK - 1), _log2(s.BK), name="kblocks")
+        self.m0 = b.shl(pm, pow2_exponent(s.BM), name="m0")
+        self.n0 = b.shl(pn, pow2_exponent(s.BN), name="n0")
+        kblocks = b.shr(b.add(self.K, s.BK - 1), pow2_exponent(s.BK), name="kblocks")
         self.loader_setup(tid)
         warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, WARP - 1, name="lane")
-        wm = b.shr(warp, _log2(s.warps_n), name="wm")
+        wm = b.shr(warp, pow2_exponent(s.warps_n), name="wm")
         wn = b.and_(warp, s.warps_n - 1, name="wn")
         self.fragment_setup(lane, wm, wn)
         acc = [[b.zeros(4) for _ in range(s.WN // MMA_N)] for _ in range(s.WM // MMA_M)]
@@ -108,7 +105,7 @@ class _Lowering(PairStores):
         and its shared offset in slot 0; chunk = tid % 8, rows tid/8 + i * threads/8."""
         b, s = self.b, self.s
         self.chunk = b.and_(tid, ROW_CHUNKS - 1, name="chunk")
-        row0 = b.shr(tid, _log2(ROW_CHUNKS), name="lrow")
+        row0 = b.shr(tid, pow2_exponent(ROW_CHUNKS), name="lrow")
         self.pass_rows = s.threads // ROW_CHUNKS
         # rows of one pass are a multiple of 8 apart: the swizzle (row & 7) is the same
         swz = b.xor(self.chunk, b.and_(row0, 7), name="lswz")
@@ -125,13 +122,13 @@ class _Lowering(PairStores):
                 addrs.append(b.add(ptr_, b.mul(r, ld_bytes, mode="wide", type=T.u32),
                                    type=T.u64, name=f"g{op}"))
             self.rows[op] = addrs
-        self.chunk_elem = b.shl(self.chunk, _log2(self.per_chunk), name="celem")
+        self.chunk_elem = b.shl(self.chunk, pow2_exponent(self.per_chunk), name="celem")
         self.k_last = b.sub(self.K, self.per_chunk, name="klast")
 
     def load_step(self, kb, slot):
         """cp.async of K step kb into the slot at byte offset `slot` (registers)."""
         b, s = self.b, self.s
-        kcol = b.add(b.shl(kb, _log2(s.BK)), self.chunk_elem, name="kcol")
+        kcol = b.add(b.shl(kb, pow2_exponent(s.BK)), self.chunk_elem, name="kcol")
         size = b.selp(CHUNK, 0, b.setp("lt", kcol, self.K), type=T.u32, name="ssize")
         koff = b.cvt(T.u64, b.mul(b.min(kcol, self.k_last), self.elem, name="kb8"), name="koff")
         dst = b.add(b.add(self.base, slot), self.lds_off, name="ldst")

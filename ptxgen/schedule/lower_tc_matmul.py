@@ -39,6 +39,7 @@ row, so that column's tiles are stored from the fragments.
 import contextlib
 
 from ..errors import ScheduleError
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Imm, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import cluster_dims, tensor_map_param
@@ -48,10 +49,6 @@ from .c_stores import PairStores
 from .raster import grouped_tile
 from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
                         TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
@@ -95,7 +92,7 @@ class _Lowering(PairStores, RowStores):
     def run(self):
         b, s = self.b, self.s
         tid = b.special("tid.x")
-        wg = b.shr(tid, _log2(WARPGROUP), name="wg")
+        wg = b.shr(tid, pow2_exponent(WARPGROUP), name="wg")
         smem = b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES)
         raw = b.address_of(smem)
         # the swizzle pattern is a function of address bits 4-9: slots start on 1024 bytes
@@ -117,11 +114,11 @@ class _Lowering(PairStores, RowStores):
         else:
             b.bar_sync(0)
         self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
-        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), _log2(s.BM * s.cluster_m),
+        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), pow2_exponent(s.BM * s.cluster_m),
                    name="tiles_m")
-        tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
+        tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
         self.ntiles = b.mul(tm, tn, name="ntiles")          # cluster tiles: cluster_m x BM rows
-        self.kblocks = b.shr(b.add(self.K, s.BK - 1), _log2(s.BK), name="kblocks")
+        self.kblocks = b.shr(b.add(self.K, s.BK - 1), pow2_exponent(s.BK), name="kblocks")
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
         b.setmaxnreg(s.producer_regs, inc=False)
@@ -161,13 +158,13 @@ class _Lowering(PairStores, RowStores):
         if s.group_m:
             pm, pn = grouped_tile(b, self.M, self.N, rows, s.BN, s.group_m, pid=tile)
         else:
-            tn = b.shr(b.add(self.N, s.BN - 1), _log2(s.BN), name="tiles_n")
+            tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
             pm = b.div(tile, tn, name="pid_m")
             pn = b.sub(tile, b.mul(pm, tn), name="pid_n")
-        m0 = b.shl(pm, _log2(rows), name="m0")
+        m0 = b.shl(pm, pow2_exponent(rows), name="m0")
         if s.cluster_m > 1:
             m0 = b.mad(self.rank, s.BM, m0, name="m0")
-        return m0, b.shl(pn, _log2(s.BN), name="n0")
+        return m0, b.shl(pn, pow2_exponent(s.BN), name="n0")
 
     def advance(self, stage, phase):
         b = self.b
@@ -205,7 +202,7 @@ class _Lowering(PairStores, RowStores):
                 # the whole slot arrives here: this CTA's A, its B rows and the peers' B rows
                 b.mbarrier_arrive_expect_tx(full, self.stage_bytes)
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
-                kc = b.shl(kb, _log2(s.BK), name="kc")
+                kc = b.shl(kb, pow2_exponent(s.BK), name="kc")
                 self.load(dst, maps[0], kc, m0, s.BM, self.a_major, full)
                 self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, n0, b_rows,
                           self.b_major, full, mask)

@@ -29,13 +29,10 @@ given the shape.
 import contextlib
 from dataclasses import dataclass
 
+from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from .raster import grouped_tile
-
-
-def _log2(x):
-    return x.bit_length() - 1
 
 
 @dataclass(frozen=True)
@@ -116,12 +113,12 @@ class _Lowering:
             pid_m, pid_n = grouped_tile(b, self.M, self.N, s.BM, s.BN, s.group_m)
         else:
             pid_n, pid_m = b.special("ctaid.x"), b.special("ctaid.y")
-        return b.shl(pid_m, _log2(s.BM), name="bm0"), b.shl(pid_n, _log2(s.BN), name="bn0")
+        return b.shl(pid_m, pow2_exponent(s.BM), name="bm0"), b.shl(pid_n, pow2_exponent(s.BN), name="bn0")
 
     def _k_tiles(self):
         s, b = self.s, self.b
         km1 = b.sub(self.K, 1, name="km1")
-        self.tiles_m1 = b.shr(km1, _log2(s.BK), name="ntiles")       # whole tiles after tile 0
+        self.tiles_m1 = b.shr(km1, pow2_exponent(s.BK), name="ntiles")       # whole tiles after tile 0
         self.kfirst = b.add(b.and_(km1, s.BK - 1), 1, name="kfirst")
         self.kzero = b.sub(s.BK, self.kfirst, type=T.u32, name="kzero")  # tile-0 k below this: 0
 
@@ -129,9 +126,9 @@ class _Lowering:
         """First row and column of this thread's TM x TN tile inside the block tile."""
         s, b = self.s, self.b
         warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
-        wm = b.shr(warp, _log2(s.warps_n), name="wm")
+        wm = b.shr(warp, pow2_exponent(s.warps_n), name="wm")
         wn = b.and_(warp, s.warps_n - 1, name="wn")
-        lm = b.shr(lane, _log2(s.lanes_n), name="lm")
+        lm = b.shr(lane, pow2_exponent(s.lanes_n), name="lm")
         ln = b.and_(lane, s.lanes_n - 1, name="ln")
         return (b.mad(wm, s.WM, b.mul(lm, self.vs), name="mthr"),
                 b.mad(wn, s.WN, b.mul(ln, self.vs), name="nthr"))
@@ -158,12 +155,12 @@ class _Lowering:
             # 4-float groups along K, g per row per instruction (conflict-free transposed stores)
             g, rows, na = s.a_slots()
             per_row = s.BK // 4 // g
-            ar = b.shr(self.tid, _log2(g), name="ar")
+            ar = b.shr(self.tid, pow2_exponent(g), name="ar")
             ak = b.shl(b.and_(self.tid, g - 1), 2, name="ak")
             place = [(rows * (i // per_row), 4 * g * (i % per_row), 0) for i in range(na)]
         else:
             ek, lanes_k, rows = s.a_scalar_slots()
-            ar = b.shr(self.tid, _log2(lanes_k), name="ar")
+            ar = b.shr(self.tid, pow2_exponent(lanes_k), name="ar")
             ak = b.and_(self.tid, lanes_k - 1, name="ak")
             # a thread's ek elements lie lanes_k apart: each instruction reads whole 4*lanes_k
             # byte row pieces and its transposed stores stay in distinct banks
@@ -192,7 +189,7 @@ class _Lowering:
         if self.vb == 4:
             rows_b, nb = s.b_slots()
             lanes = s.BN // 4
-            bk = b.shr(self.tid, _log2(lanes), name="bk")
+            bk = b.shr(self.tid, pow2_exponent(lanes), name="bk")
             bn = b.shl(b.and_(self.tid, lanes - 1), 2, name="bn")
             # a 4-column group is all in or all out (N % 4 == 0), or with a padded ldb reads
             # columns up to N rounded up to 4: clamp its start to the last such group
@@ -206,7 +203,7 @@ class _Lowering:
                             for i in range(nb)]
         else:
             lanes, rows_b = s.b_scalar_slots()
-            bk = b.shr(self.tid, _log2(lanes), name="bk")
+            bk = b.shr(self.tid, pow2_exponent(lanes), name="bk")
             bn = b.and_(self.tid, lanes - 1, name="bn")
             nlast = b.sub(self.N, 1, name="nlast")
             cols = [b.min(b.add(self.bn0, b.add(bn, j * lanes)), nlast, name="bcol")
@@ -214,7 +211,7 @@ class _Lowering:
             self.b_loads = [_Load(j, i, 0, 1, rows_b * i, (4 * (rows_b * i * self.b_ld +
                                                                  j * lanes),))
                             for j in range(len(cols)) for i in range(s.BK // rows_b)]
-        self.b_step = b.shl(self.ldb, _log2(s.BK), name="bstep")       # one tile of rows
+        self.b_step = b.shl(self.ldb, pow2_exponent(s.BK), name="bstep")       # one tile of rows
         self.b_rows = b.mul(self.ldb, rows_b, name="brows")           # one load's rows
         krow = b.add(bk, self.kfirst, name="bkrow")
         self.b_off = [b.mad(krow, self.ldb, c, name="b_off") for c in cols]
@@ -540,9 +537,9 @@ class _Lowering:
         bm0, bn0 = self._tile_origin()
         tid = b.special("tid.x")
         warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
-        wm = b.shr(warp, _log2(s.warps_n), name="wm")
+        wm = b.shr(warp, pow2_exponent(s.warps_n), name="wm")
         wn = b.and_(warp, s.warps_n - 1, name="wn")
-        lm = b.shr(lane, _log2(s.lanes_n), name="lm")
+        lm = b.shr(lane, pow2_exponent(s.lanes_n), name="lm")
         ln = b.and_(lane, s.lanes_n - 1, name="ln")
         pitch = s.WN + 1
         slice_bytes = s.lanes_m * pitch * 4

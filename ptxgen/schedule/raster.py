@@ -6,10 +6,7 @@ about group tall instead of one long tile row: for a matmul they share B's colum
 transpose their reads and writes both form long runs. Used by lower_matmul (group_m) and the
 transpose operator (group).
 """
-
-
-def _log2(x):
-    return x.bit_length() - 1
+from ..ir.builder import pow2_exponent
 
 
 def grouped_tile(b, rows, cols, tile_rows, tile_cols, group, pid=None):
@@ -18,8 +15,8 @@ def grouped_tile(b, rows, cols, tile_rows, tile_cols, group, pid=None):
     the last band of tile rows may be shorter. pid: a tile number register to place instead
     of ctaid.x (a persistent kernel's current tile)."""
     pid = pid if pid is not None else b.special("ctaid.x")
-    tiles_n = b.shr(b.add(cols, tile_cols - 1), _log2(tile_cols), name="tiles_n")
-    tiles_m = b.shr(b.add(rows, tile_rows - 1), _log2(tile_rows), name="tiles_m")
+    tiles_n = b.shr(b.add(cols, tile_cols - 1), pow2_exponent(tile_cols), name="tiles_n")
+    tiles_m = b.shr(b.add(rows, tile_rows - 1), pow2_exponent(tile_rows), name="tiles_m")
     width = b.mul(tiles_n, group, name="gw")                    # CTAs per band
     band = b.div(pid, width, name="grp")
     first = b.mul(band, group, name="gfirst")
