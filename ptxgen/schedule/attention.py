@@ -22,7 +22,8 @@ from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from .. import arch as archmod
 from ..errors import ScheduleError
 from .matmul import target_limits
-from .tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
+from .tc_matmul import (SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M,
+                        check_register_split)
 
 HEAD_DIMS = (64, 128)
 DTYPES = ("bf16", "f16")
@@ -105,14 +106,7 @@ class AttentionSchedule:
         if need > lim["max_shared_per_block"]:
             bad(f"Q and {self.stages} K/V stages need {need} bytes of shared memory, more than "
                 f"{lim['max_shared_per_block']} per block")
-        for name in ("producer_regs", "consumer_regs"):
-            v = getattr(self, name)
-            if not (24 <= v <= 256 and v % 8 == 0):
-                bad(f"{name}={v} must be a multiple of 8 from 24 to 256 (setmaxnreg)")
-        total = WARPGROUP * (self.producer_regs + self.consumers * self.consumer_regs)
-        if total > lim["regs_per_sm"]:
-            bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
-                f"the SM's {lim['regs_per_sm']}")
+        check_register_split(self, lim, bad)
         # S accumulators, O accumulators and P packed to 16 bits, per consumer thread (with
         # overlap, S(n) and P(n-1) are live together)
         live = self.BN // 2 + D // 2 + self.BN // 4

@@ -49,6 +49,20 @@ def _pow2(x):
     return isinstance(x, int) and x > 0 and x & (x - 1) == 0
 
 
+def check_register_split(s, lim, bad):
+    """The setmaxnreg split of a warp-specialized schedule `s` (one producer warpgroup and
+    s.consumers consumer warpgroups; producer_regs, consumer_regs): each count a multiple of 8
+    from 24 to 256, all of them within the SM's register file (lim: target_limits)."""
+    for name in ("producer_regs", "consumer_regs"):
+        v = getattr(s, name)
+        if not (24 <= v <= 256 and v % 8 == 0):
+            bad(f"{name}={v} must be a multiple of 8 from 24 to 256 (setmaxnreg)")
+    total = WARPGROUP * (s.producer_regs + s.consumers * s.consumer_regs)
+    if total > lim["regs_per_sm"]:
+        bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
+            f"the SM's {lim['regs_per_sm']}")
+
+
 @dataclass(frozen=True)
 class TcMatmulSchedule:
     """One sm_90a tensor-core GEMM schedule (frozen, hashable; str gives a short name)."""
@@ -227,14 +241,7 @@ class TcMatmulSchedule:
             bad(f"{self.stages} stages{'' if self.epilogue == 'direct' else ' and the C tile'} "
                 f"need {need} bytes of shared memory, more than "
                 f"{lim['max_shared_per_block']} per block")
-        for name in ("producer_regs", "consumer_regs"):
-            v = getattr(self, name)
-            if not (24 <= v <= 256 and v % 8 == 0):
-                bad(f"{name}={v} must be a multiple of 8 from 24 to 256 (setmaxnreg)")
-        total = WARPGROUP * (self.producer_regs + self.consumers * self.consumer_regs)
-        if total > lim["regs_per_sm"]:
-            bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
-                f"the SM's {lim['regs_per_sm']}")
+        check_register_split(self, lim, bad)
         if self.acc_regs + 24 > self.consumer_regs:
             bad(f"{self.acc_regs} accumulators per thread do not fit consumer_regs="
                 f"{self.consumer_regs}")
