@@ -9,9 +9,10 @@ strides...; Triton drops integer arguments equal to 1 and appends two scratch po
 ptxgen.sim predicts the kernel's device time with the register count the driver reported.
 The prediction's `device_us` is compared with the held-batch GPU time (no launch overhead);
 the launch overhead of each path is reported apart. MAPE is given for the fitting part, the
-held-out part, the second held-out group (held2) and the third (held3: evaluated once, after the
-model is frozen) separately (the split is the data file's, fixed before any fitting);
---hide held3 keeps a group unseen while the model is being changed.
+held-out part, the second held-out group (held2), the third (held3: evaluated once, after the
+model is frozen) and the fourth (held4, built blind the same way) separately (the split is the
+data file's, fixed before any fitting); --hide held4 keeps a group unseen while the model is
+being changed.
 """
 import argparse
 import json
@@ -128,7 +129,7 @@ def summarize(cases, preds):
                          single_launch_us=c.get("single_launch_us"),
                          predicted_time_us=p["time_us"]))
     out = {}
-    for part in ("fit", "held", "held2", "held3", "all"):
+    for part in ("fit", "held", "held2", "held3", "held4", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]

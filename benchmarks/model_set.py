@@ -13,8 +13,9 @@ of one launch on an idle stream minus the same kernel's held-batch GPU time.
 
 The split into a fitting part and a held-out part is fixed here, before any model change, by
 kernel family: the model may be fitted on `fit` cases only; `held` cases only report. Two later
-held-out groups of new kinds followed: held2 (below) and held3 (model_set_held3.py: its cases
-were never simulated before the model was frozen; model_eval.py reports each group apart).
+held-out groups of new kinds followed: held2 (below), held3 (model_set_held3.py: its cases
+were never simulated before the model was frozen) and held4 (model_set_held4.py, built the same
+blind way); model_eval.py reports each group apart.
 """
 import json
 import os
@@ -28,6 +29,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import model_set_held3 as H3  # noqa: E402
+import model_set_held4 as H4  # noqa: E402
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -41,11 +43,14 @@ HELD2_FAMILIES = {"transpose_naive", "warp_reduce", "spmv_csr", "row_scan", "bit
 # The third held-out group (model_set_held3.py): kinds of kernel added after every error of the
 # three groups above had been seen; evaluated once, after the model is frozen.
 HELD3_FAMILIES = H3.FAMILIES
+# The fourth (model_set_held4.py): new kinds again, none simulated before the lead's one look.
+HELD4_FAMILIES = H4.FAMILIES
 
 
 def _case(family, source, size, **kw):
     split = ("held" if family in HELD_FAMILIES else "held2" if family in HELD2_FAMILIES
-             else "held3" if family in HELD3_FAMILIES else "fit")
+             else "held3" if family in HELD3_FAMILIES else "held4" if family in HELD4_FAMILIES
+             else "fit")
     return dict(family=family, source=source, size=size, split=split, **kw)
 
 
@@ -100,6 +105,7 @@ def cases():
                      kernel="atomic_add"))
     out += held2_cases()
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
+    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"
     return out
@@ -175,9 +181,10 @@ class Gpu:
         return {"scalar": a, "dtype": "float32" if isinstance(a, float) else "int"}
 
     def numba(self, family):
+        import model_set_held4_numba as N4
         import model_set_numba as N
         if family not in self.numba_kernels:
-            fn, sig = N.KERNELS[family]
+            fn, sig = N4.KERNELS[family] if family in HELD4_FAMILIES else N.KERNELS[family]
             k = self.cuda.jit(sig)(fn)
             try:
                 ptx = k.inspect_asm(k.signatures[0])
@@ -299,6 +306,8 @@ def _setup_numba(g, c):
         args, grid, block, check, inits = _setup_held2(g, c)
     elif fam in HELD3_FAMILIES:
         args, grid, block, check, inits = H3.numba_case(g, c)
+    elif fam in HELD4_FAMILIES:
+        args, grid, block, check, inits = H4.numba_case(g, c)
     else:
         raise KeyError(fam)
     if fam in ("hist_shared", "hist_global"):
@@ -381,7 +390,7 @@ def _setup_triton(g, c):
     import model_set_triton as T
     torch = g.torch
     fam = c["family"]
-    check = None
+    check, inits = None, {}
     if fam == "triton_add":
         n = c["n"]
         x, y, o = g.randn(n), g.randn(n), g.empty(n)
@@ -423,6 +432,10 @@ def _setup_triton(g, c):
     elif fam in HELD3_FAMILIES:
         kname, args, kw, grid, check = H3.triton_case(g, c)
         kern = getattr(T, kname)
+    elif fam in HELD4_FAMILIES:
+        import model_set_held4_triton as T4
+        kname, args, kw, grid, check, inits = H4.triton_case(g, c)
+        kern = getattr(T4, kname)
     else:
         r, cc = c["rows"], c["cols"]
         x, y = g.randn(r, cc), g.empty(r, cc)
@@ -440,7 +453,8 @@ def _setup_triton(g, c):
         kern[grid](*args, **kw)
     block = [32 * int(md.num_warps), 1, 1]
     rec = dict(ptx=ck.asm["ptx"], entry=_entry_name(ck.asm["ptx"]), grid=list(grid),
-               block=block, shared=int(md.shared), args=[g.desc(a) for a in args],
+               block=block, shared=int(md.shared),
+               args=[g.desc(a, inits.get(i)) for i, a in enumerate(args)],
                constexprs={k: v for k, v in kw.items() if k.isupper()},
                num_stages=kw.get("num_stages"), path="triton")
     try:
@@ -523,7 +537,7 @@ def collect(path):
                 triton=triton.__version__, numba=numba.__version__,
                 timing="ptxgen.runtime.timing held batches, median of 5 (all 5 kept)",
                 held_families=sorted(HELD_FAMILIES), held2_families=sorted(HELD2_FAMILIES),
-                held3_families=sorted(HELD3_FAMILIES),
+                held3_families=sorted(HELD3_FAMILIES), held4_families=sorted(HELD4_FAMILIES),
                 command="python benchmarks/model_set.py "
                 "collect $OUT/model_set.json")
     try:
@@ -577,4 +591,5 @@ if __name__ == "__main__":
         print(f"{c['split']:5s} {c['source']:7s} {c['name']}")
     print(len(cases()), "cases,", sum(c["split"] == "held" for c in cases()), "held out,",
           sum(c["split"] == "held2" for c in cases()), "in the second held-out group,",
-          sum(c["split"] == "held3" for c in cases()), "in the third")
+          sum(c["split"] == "held3" for c in cases()), "in the third,",
+          sum(c["split"] == "held4" for c in cases()), "in the fourth")

@@ -214,23 +214,29 @@ def triton_case(g, c):
     return kern, args, kw, grid, check
 
 
-# -- CPU checks (tests/test_model_set.py) ----------------------------------------------------
-def compile_triton(c):
+# -- CPU checks (tests/test_model_set.py); model_set_held4.py passes its own case builders ----
+TRITON_TYPES = {"float32": "fp32", "int32": "i32", "float64": "fp64"}
+
+
+def compile_triton(c, case_fn=triton_case, kernels="model_set_triton"):
     """Triton's compiled kernel of case c for sm_90 without a GPU, specialised as Triton's JIT
-    specialises a launch with these arguments (pointers and ints divisible by 16 marked so)."""
+    specialises a launch with these arguments (pointers and ints divisible by 16 marked so);
+    case_fn builds the case, `kernels` is the module its kernel name is in."""
+    import importlib
     import inspect
 
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    import model_set_triton as T
-    kname, args, kw, grid, _check = triton_case(HostArrays(), c)
-    kern = getattr(T, kname)
+    kname, args, kw = case_fn(HostArrays(), c)[:3]
+    kern = getattr(importlib.import_module(kernels), kname)
     sig, attrs = {}, {}
     for i, (name, a) in enumerate(zip(inspect.signature(kern.fn).parameters, args)):
         if isinstance(a, np.ndarray):
-            sig[name], attrs[(i,)] = "*fp32", [["tt.divisibility", 16]]
+            sig[name], attrs[(i,)] = "*" + TRITON_TYPES[str(a.dtype)], [["tt.divisibility", 16]]
+        elif isinstance(a, float):
+            sig[name] = "fp32"
         else:
             assert a != 1, "Triton specialises ints equal to 1 away"
             sig[name] = "i32"
@@ -243,14 +249,14 @@ def compile_triton(c):
                           options={"num_warps": kw.get("num_warps", 4)})
 
 
-def save_triton_small(path):
+def save_triton_small(path, case_list=cases, small_fn=small, compile_fn=compile_triton):
     """The small cases' PTX and launch metadata (needs Triton, no GPU), for the CPU test."""
     import json
     out = {}
-    for fam, src, _size, kw in cases():
+    for fam, src, _size, kw in case_list():
         if src == "triton" and fam not in out:
-            c = small(dict(family=fam, **kw))
-            ck = compile_triton(c)
+            c = small_fn(dict(family=fam, **kw))
+            ck = compile_fn(c)
             out[fam] = dict(case=c, ptx=ck.asm["ptx"], entry=ck.name,
                             shared=int(ck.metadata.shared), warps=int(ck.metadata.num_warps),
                             triton=__import__("triton").__version__)
@@ -258,24 +264,24 @@ def save_triton_small(path):
         json.dump(out, f, indent=1)
 
 
-def emulate_numba(c, ptx):
+def emulate_numba(c, ptx, case_fn=numba_case):
     """Run a Numba case on ptxgen's emulator (Numba's array ABI); its check's result."""
     from ptxgen.emu import numba_array_args
     from ptxgen.parse import parse_ptx
     g = HostArrays(1)
-    args, grid, block, check, _inits = numba_case(g, c)
+    args, grid, block, check, _inits = case_fn(g, c)
     flat = []
     for a in args:
         flat += numba_array_args(a) if isinstance(a, np.ndarray) else [a]
     return _emulate(parse_ptx(ptx), None, grid, block, flat, 0, check)
 
 
-def emulate_triton(saved):
+def emulate_triton(saved, case_fn=triton_case):
     """Run a saved small Triton case on ptxgen's emulator: the non-constexpr arguments, then
     Triton 3.6's two scratch pointers (null: these kernels need none)."""
     from ptxgen.parse import parse_ptx
     g = HostArrays(2)
-    _kname, args, _kw, grid, check = triton_case(g, saved["case"])
+    _kname, args, _kw, grid, check = case_fn(g, saved["case"])[:5]
     return _emulate(parse_ptx(saved["ptx"]), saved["entry"], grid, 32 * saved["warps"],
                     args + [0, 0], saved["shared"], check)
 
