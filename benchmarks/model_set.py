@@ -213,11 +213,13 @@ def setup(g, c):
     from ptxgen.parse import parse_ptx
     from ptxgen.runtime.driver import bound_launch, load_kernel
     kname = c.get("kernel", fam)
-    text, entry = P.KERNELS[kname]
+    text, entry = H4.ptx_kernel(fam) if fam in HELD4_FAMILIES else P.KERNELS[kname]
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
-    check = None
-    if kname == "copy_v4":
+    check, inits = None, {}
+    if fam in HELD4_FAMILIES:
+        args, grid, block, check, inits = H4.ptx_case(g, c)
+    elif kname == "copy_v4":
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
         check = lambda: float((y - x).norm() / x.norm())  # noqa: E731
@@ -235,7 +237,8 @@ def setup(g, c):
     raw = [np.uint64(a.data_ptr()) if hasattr(a, "data_ptr") else a for a in args]
     go = bound_launch(k, grid, block, raw)
     rec = dict(ptx=text, entry=entry, grid=list(grid), block=list(block), shared=0,
-               args=[g.desc(a.item() if isinstance(a, np.generic) else a) for a in args],
+               args=[g.desc(a.item() if isinstance(a, np.generic) else a, inits.get(i))
+                     for i, a in enumerate(args)],
                path="cuda.core", registers=k.registers)
     return go, rec, check
 

@@ -14,14 +14,15 @@ boundary may legitimately differ from numpy's: FMA contraction).
 import numpy as np
 
 import model_set_held3 as H3
-from model_set_held3 import _rel
+from model_set_held3 import HostArrays, _rel
 
 NUMBA_FAMILIES = {"radix_digits", "gemv_colmajor", "inv4x4_batch", "fft_radix2", "ell_spmv",
                   "maxpool3x3s2", "bilinear_resize", "kmeans_assign", "f64_rk4", "hash_bits",
                   "mandelbrot"}
 TRITON_FAMILIES = {"triton_rmsnorm", "triton_gelu", "triton_argmax", "triton_embbag",
                    "triton_logsumexp"}
-FAMILIES = NUMBA_FAMILIES | TRITON_FAMILIES
+PTX_FAMILIES = {"ptx_dp4a_dot", "ptx_xorshift"}     # built with ptxgen's Builder
+FAMILIES = NUMBA_FAMILIES | TRITON_FAMILIES | PTX_FAMILIES
 # the largest check result a correct kernel gives (fractions of wrong labels where not 1e-5)
 TOLERANCE = {"mandelbrot": 2e-2, "kmeans_assign": 1e-3, "triton_argmax": 1e-3}
 
@@ -63,6 +64,11 @@ def cases():
                     dict(bags=b, L=l, V=v, D=d)))
     for r, k in ((4096, 10_000), (100_000, 200)):
         out.append(("triton_logsumexp", "triton", f"{r}x{k}", dict(rows=r, cols=k)))
+    for r, kw in ((1_000_003, 64), (200_000, 512)):
+        out.append(("ptx_dp4a_dot", "ptx", f"rows={r} bytes={4 * kw}", dict(rows=r, kw=kw)))
+    for blocks, per in ((1000, 111), (5000, 250)):
+        out.append(("ptx_xorshift", "ptx", f"threads={blocks * 256} per={per}",
+                    dict(blocks=blocks, per=per)))
     return out
 
 
@@ -78,7 +84,8 @@ def small(c):
               "triton_rmsnorm": dict(rows=20, cols=300), "triton_gelu": dict(n=3000),
               "triton_argmax": dict(rows=20, cols=300),
               "triton_embbag": dict(bags=10, L=7, V=50, D=96),
-              "triton_logsumexp": dict(rows=20, cols=300)}[fam])
+              "triton_logsumexp": dict(rows=20, cols=300),
+              "ptx_dp4a_dot": dict(rows=300, kw=9), "ptx_xorshift": dict(blocks=3, per=7)}[fam])
     return c
 
 
@@ -331,6 +338,48 @@ def triton_case(g, c):
     return kern, args, kw, grid, check, inits
 
 
+def ptx_kernel(fam):
+    """(PTX text, entry) of a held4 PTX family."""
+    import model_set_held4_ptx as P
+    return P.KERNELS[fam]()
+
+
+def ptx_case(g, c):
+    """(args in the kernel's parameter order, grid, block, check, {argument index: init}) of a
+    held4 PTX case; scalars as numpy scalars of the parameter's type."""
+    fam = c["family"]
+    if fam == "ptx_dp4a_dot":
+        r, kw = c["rows"], c["kw"]
+        db = g.randint(-2 ** 31, 2 ** 31, kw * r).reshape(kw, r)
+        q, out = g.randint(-2 ** 31, 2 ** 31, kw), _int_out(g, r)
+        args, grid = [np.uint32(r), np.uint32(kw), db, q, out], ((r + 255) // 256,)
+
+        def check():                      # the first 4096 vectors, exactly (int64 numpy)
+            k = min(r, 4096)
+            v = np.ascontiguousarray(g.host(db[:, :k]).T).view(np.int8).astype(np.int64)
+            qq = np.ascontiguousarray(g.host(q)).view(np.int8).astype(np.int64)
+            return _wrong(g.host(out[:k]), (v @ qq).astype(np.int32))
+        return args, grid, (256,), check, {}
+    if fam == "ptx_xorshift":
+        threads, per = c["blocks"] * 256, c["per"]
+        out = g.empty(per, threads)
+        args, grid = [np.uint32(per), out], (c["blocks"],)
+
+        def check():                      # every number of the first 4096 threads, exactly
+            k = min(threads, 4096)
+            x = (np.arange(k, dtype=np.uint32) * np.uint32(0x9E3779B9)
+                 + np.uint32(0x6A09E667))
+            ref = np.empty((per, k), np.float32)
+            for j in range(per):
+                x ^= x << np.uint32(13)
+                x ^= x >> np.uint32(17)
+                x ^= x << np.uint32(5)
+                ref[j] = (x >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24)
+            return _wrong(g.host(out[:, :k]), ref)
+        return args, grid, (256,), check, {}
+    raise KeyError(fam)
+
+
 # -- CPU checks (tests/test_model_set.py): held3's, with this group's case builders -------------
 def compile_triton(c):
     """Triton's compiled kernel of case c for sm_90 without a GPU (as held3 compiles)."""
@@ -345,6 +394,14 @@ def save_triton_small(path):
 def emulate_numba(c, ptx):
     """Run a small Numba case on ptxgen's emulator; its check's result."""
     return H3.emulate_numba(c, ptx, numba_case)
+
+
+def emulate_ptx(c):
+    """Run a small PTX case on ptxgen's emulator; its check's result."""
+    from ptxgen.parse import parse_ptx
+    text, entry = ptx_kernel(c["family"])
+    args, grid, block, check, _inits = ptx_case(HostArrays(3), c)
+    return H3._emulate(parse_ptx(text), entry, grid, block, args, 0, check)
 
 
 def emulate_triton(saved):

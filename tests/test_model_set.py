@@ -122,6 +122,18 @@ def test_held_triton_kernels_compile_and_are_right(split):
             assert ".entry" in H.compile_triton(dict(family=fam, **kw)).asm["ptx"]
 
 
+@pytest.mark.parametrize("split,fam,case", _small("held4", "ptx"),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_held4_ptx_kernel_assembles_and_is_right(split, fam, case):
+    """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
+    emulator with the collect's launch at a small size (exact integer or float results)."""
+    from ptxgen.toolchain import assemble, have_tool
+    H = _module(split)
+    if have_tool("ptxas"):
+        assert assemble(H.ptx_kernel(fam)[0], "sm_90").cubin
+    assert H.emulate_ptx(case) == 0.0
+
+
 class _TorchHost:
     """model_set.Gpu's array interface on CPU torch tensors: the GPU collect's own argument
     and check code (torch slicing, dtypes) without a GPU."""
@@ -149,7 +161,8 @@ class _TorchHost:
         return a.cpu().numpy()
 
 
-@pytest.mark.parametrize("split,fam,case", _small("held4", "numba") + _small("held4", "triton"),
+@pytest.mark.parametrize("split,fam,case", _small("held4", "numba") + _small("held4", "triton")
+                         + _small("held4", "ptx"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held4_gpu_side_arguments_and_checks(split, fam, case):
     """The torch path the GPU collect takes (its checks slice torch tensors) gives the same
@@ -169,6 +182,11 @@ def test_held4_gpu_side_arguments_and_checks(split, fam, case):
         for a in args:
             flat += numba_array_args(a.numpy()) if hasattr(a, "numpy") else [a]
         err = _emulate(parse_ptx(ptx), None, grid, block, flat, 0, check)
+    elif fam in H.PTX_FAMILIES:
+        args, grid, block, check, _inits = H.ptx_case(g, case)
+        text, entry = H.ptx_kernel(fam)
+        flat = [a.numpy() if hasattr(a, "numpy") else a for a in args]
+        err = _emulate(parse_ptx(text), entry, grid, block, flat, 0, check)
     else:
         with open(os.path.join(ROOT, "tests", "data", "model_set_held4_triton.json")) as f:
             s = json.load(f)[fam]
