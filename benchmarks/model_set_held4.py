@@ -3,13 +3,15 @@
 Kinds of kernel in none of the other parts (fit, held, held2, held3; tests/test_model_set.py
 checks it), built blind: no case of this group was simulated, or sized by a prediction, before
 the lead's one evaluation. Sizes come from a bytes/FLOPs estimate (H200: ~4 TB/s DRAM, ~67
-TFLOP/s fp32, ~34 TFLOP/s fp64, 132 SMs), from ~10 us to a few ms. As in model_set_held3.py each
-case's arguments, launch and correctness check are written once against the small array
-interface `g` (model_set.Gpu on the GPU, held3's HostArrays on the CPU), so the CPU test runs
-the very same launch at a small size on ptxgen's emulator. Checks compare with float64 (or exact
-integer) numpy references over a slice; the result is the relative error, or for outputs that
-are labels or counts the fraction of wrong ones (mandelbrot's fp32 orbits near the set's
-boundary may legitimately differ from numpy's: FMA contraction).
+TFLOP/s fp32, ~34 TFLOP/s fp64, 132 SMs), from ~10 us to a few ms. Kernels: Numba
+(model_set_held4_numba.py), Triton (model_set_held4_triton.py) and PTX made with ptxgen's
+Builder (model_set_held4_ptx.py). As in model_set_held3.py each case's arguments, launch and
+correctness check are written once against the small array interface `g` (model_set.Gpu on
+the GPU, held3's HostArrays on the CPU), so the CPU test runs the very same launch at a small
+size on ptxgen's emulator. Checks compare with float64 (or exact integer) numpy references
+over a slice; the result is the relative error, or for outputs that are labels, hashes or
+counts the fraction of wrong ones (mandelbrot's fp32 orbits near the set's boundary may
+legitimately differ from numpy's: FMA contraction).
 """
 import numpy as np
 

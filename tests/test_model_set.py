@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -195,3 +196,44 @@ def test_held4_gpu_side_arguments_and_checks(split, fam, case):
         err = _emulate(parse_ptx(s["ptx"]), s["entry"], grid, 32 * s["warps"], flat,
                        s["shared"], check)
     assert err <= H.TOLERANCE.get(fam, 1e-5)
+
+
+def _desc(a, init=None):
+    """model_set.Gpu.desc of a numpy argument (what the collect records)."""
+    if isinstance(a, np.ndarray):
+        return dict(array=list(a.shape), dtype=str(a.dtype), **({"init": init} if init else {}))
+    a = a.item() if isinstance(a, np.generic) else a
+    return {"scalar": a, "dtype": "float32" if isinstance(a, float) else "int"}
+
+
+@pytest.mark.parametrize("split,fam,case", _small("held4", "numba") + _small("held4", "triton")
+                         + _small("held4", "ptx"), ids=lambda v: v if isinstance(v, str) else "")
+def test_held4_arguments_fit_the_kernels_parameters(split, fam, case):
+    """model_eval lays out each case's recorded arguments in its PTX's parameter order (Numba's
+    array ABI, Triton's dropped ints and scratch pointers) without a mismatch; only the layout
+    is built here, nothing is simulated (held4 stays blind)."""
+    import model_eval
+    from ptxgen.parse import parse_ptx
+    H = _module(split)
+    g = H.HostArrays(4)
+    if fam in H.NUMBA_FAMILIES:
+        cuda = pytest.importorskip("numba.cuda")
+        import model_set_held4_numba as N4
+        args, _grid, _block, _check, inits = H.numba_case(g, case)
+        text, entry, source = cuda.compile_ptx(*N4.KERNELS[fam], cc=(9, 0))[0], None, "numba"
+    elif fam in H.PTX_FAMILIES:
+        args, _grid, _block, _check, inits = H.ptx_case(g, case)
+        (text, entry), source = H.ptx_kernel(fam), "ptx"
+    else:
+        with open(os.path.join(ROOT, "tests", "data", "model_set_held4_triton.json")) as f:
+            s = json.load(f)[fam]
+        _k, args, _kw, _grid, _check, inits = H.triton_case(g, s["case"])
+        text, entry, source = s["ptx"], s["entry"], "triton"
+    module = parse_ptx(text)
+    kernel = module.kernel(entry) if entry else module.entries[0]
+    rec = dict(name=fam, source=source, args=[_desc(a, inits.get(i)) for i, a in enumerate(args)])
+    laid = model_eval.sim_args(rec, kernel.params)
+    assert len(laid) == len(kernel.params)
+    for i, init in inits.items():                 # index arrays: values the model can redraw
+        drawn = model_eval.pointer(rec["args"][i])
+        assert isinstance(drawn, np.ndarray) and drawn.size == np.asarray(args[i]).size
