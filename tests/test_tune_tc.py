@@ -210,3 +210,18 @@ def test_cli_tunes_several_shapes_and_rejects_a_bad_one(tmp_path):
                             *bad], capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode != 0 and "Traceback" not in r.stderr, bad
         assert ("MxNxK" in r.stderr or "positive" in r.stderr or "--dtype" in r.stderr), bad
+
+
+def test_round_two_tries_the_cluster_pair_before_stages_and_raster():
+    """The winning class's variants in moves from the winner: 2-CTA clusters with no group in
+    flight is one move, and the cluster moves come before the raster and the stages."""
+    win = TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3)
+    same = [s for s in T.tc_space(ARCH, "bf16").points
+            if T.key_of(s, T.SIM_FIELDS) == T.key_of(win, T.SIM_FIELDS) and s != win]
+    order = sorted(same, key=lambda s: T.round_two_key(s, win))
+    first = order[:3]
+    assert {(s.cluster_m, s.inflight) for s in first} == {(2, 0), (2, 1), (1, 0)}
+    assert all((s.stages, s.group_m) == (win.stages, win.group_m) for s in first)
+    assert (order[3].group_m, order[3].stages) == (0, 3)           # then the raster
+    assert order[4].stages == 2 and order[4].group_m == win.group_m
+    assert T.round_two_key(order[5], win)[0] == 2                   # then two moves

@@ -13,9 +13,10 @@ model can tell apart).
     -> GPU (budget trials)         round 1: the baseline (the operator's default schedule) and
                                    per class, best predicted first, the variant nearest the
                                    baseline; round 2: the untimed variants of the class that
-                                   measured fastest (stages, inflight, clusters, raster),
-                                   nearest the winner first. Each trial: correctness on a small
-                                   shape of the same alignment class, then time.
+                                   measured fastest (clusters with inflight, raster, stages:
+                                   tc_space.round_two_key), fewest moves from the winner
+                                   first. Each trial: correctness on a small shape of the
+                                   same alignment class, then time.
 
 The fastest correct point goes to the tune cache (operator "tc_matmul_<dtype>").
 """
@@ -87,8 +88,8 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
             timed = {p.schedule for p in rep.trials}
             same = [p for p in points.values() if p.schedule not in timed and
                     keys.sim(p.schedule) == keys.sim(win.schedule)]
-            more = sorted(same, key=lambda p: (T.distance(p.schedule, win.schedule),
-                                               str(p.schedule)))[:budget - len(rep.trials)]
+            more = sorted(same, key=lambda p: T.round_two_key(p.schedule, win.schedule))[
+                :budget - len(rep.trials)]
             rep.trials += more
             measure(gpu, more, bar)
         good = sorted((p for p in rep.trials if p.ms), key=lambda p: p.ms)
