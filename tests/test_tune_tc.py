@@ -17,6 +17,18 @@ ARCH = "sm_90a"
 needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
 
 
+@pytest.fixture(autouse=True)
+def no_tune_caches(tmp_path, monkeypatch):
+    """Neither the user's nor the shipped tune cache: `auto` is default_tc_schedule here
+    unless a test stores an entry (tests/test_tc_tune_cache.py reads the shipped one)."""
+    from ptxgen.schedule import tuned as cachemod
+    from ptxgen.tune import ptxas_cache
+    ptxas_dir = ptxas_cache.cache_dir()                  # keep assembling from the disk cache
+    monkeypatch.setattr(ptxas_cache, "cache_dir", lambda: ptxas_dir)
+    monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path / "user"))
+    monkeypatch.setattr(cachemod, "PACKAGE_DIR", tmp_path / "package")
+
+
 def test_space_counts_and_shared_memory_rule():
     sp = T.tc_space(ARCH, "bf16")
     assert sp.raw == 240 and len(sp) + sum(sp.rejected.values()) == sp.raw
@@ -86,18 +98,25 @@ def test_layout_of_a_dataclass_key():
     assert dataclasses.replace(k, stages=3, group_m=0) == s
 
 
-def test_auto_schedule_reads_the_tune_cache(tmp_path, monkeypatch):
-    from ptxgen.ops.tc_matmul import TcMatmul
+def test_auto_schedule_reads_the_tune_cache():
+    from ptxgen.ops.tc_matmul import TcMatmul, default_tc_schedule
     from ptxgen.schedule import tuned as cachemod
-    monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path))
     shape = dict(M=4096, N=4096, K=4096)
     default = TcMatmul("bf16", "bf16").schedule_for(shape)
+    assert default == default_tc_schedule(shape)
     best = TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=2)
     assert best != default
     cachemod.store(cachemod.user_path("tc_matmul_bf16", ARCH), "tc_matmul_bf16", ARCH,
-                   cachemod.shape_class(shape), {"schedule": best.to_dict()})
+                   cachemod.tc_shape_class(shape, ARCH), {"schedule": best.to_dict()})
     assert TcMatmul("bf16", "bf16").schedule_for(shape) == best
-    assert TcMatmul("f16", "bf16").schedule_for(shape) == default       # another dtype's file
+    assert TcMatmul("f16", "bf16").schedule_for(shape) == best          # bf16's, no f16 entry
+    assert TcMatmul("bf16", "f32").schedule_for(shape) == default       # another C class
+    tf32 = TcMatmul("tf32", "f32").schedule_for(shape)
+    assert tf32 == default.for_dtype("tf32") and tf32.BK == 32           # no fallback
+    f16 = TcMatmulSchedule(epilogue="tma", stages=2)
+    cachemod.store(cachemod.user_path("tc_matmul_f16", ARCH), "tc_matmul_f16", ARCH,
+                   cachemod.tc_shape_class(shape, ARCH, "f16"), {"schedule": f16.to_dict()})
+    assert TcMatmul("f16", "bf16").schedule_for(shape) == f16           # its own first
 
 
 class FakeTcGpu:
@@ -129,7 +148,6 @@ def test_gpu_rounds_time_the_winning_class_and_cache_it(monkeypatch, tmp_path):
     from ptxgen.tune import tc
     monkeypatch.setattr(ptxgen.runtime, "gpu_available", lambda: True)
     monkeypatch.setattr(tc, "TcGpuTrials", FakeTcGpu)
-    monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path))
     FakeTcGpu.calls = []
     shape = dict(M=4095, N=4097, K=4093)
     base = dict(BM=256, BN=128, wgmma_n=128, epilogue="tma")
@@ -144,5 +162,66 @@ def test_gpu_rounds_time_the_winning_class_and_cache_it(monkeypatch, tmp_path):
     assert rep.best.schedule.BM == 256 and rep.best.schedule.cluster_m == 2
     auto = TcMatmul("bf16", "bf16").schedule_for(shape)      # the cache is read back
     assert auto == rep.best.schedule
-    entry = json.loads(open(rep.cache_path).read())["entries"][cachemod.shape_class(shape)]
+    entry = json.loads(open(rep.cache_path).read())["entries"][
+        cachemod.tc_shape_class(shape, ARCH)]
     assert entry["valid_points"] == 6 and entry["baseline"]["name"] == str(rep.trials[0].schedule)
+
+
+@needs_ptxas
+def test_a_static_plan_replaces_ptxas_and_the_simulator(monkeypatch):
+    """A GPU run given the plan of a dry run times the same round 1 without assembling or
+    simulating anything; a plan of another shape is a one-line error."""
+    import ptxgen.runtime
+    from ptxgen.tune import tc
+    shape = dict(M=4096, N=4097, K=4096)
+    space = T.TcSpace([TcMatmulSchedule(**kw) for kw in (
+        dict(stages=3, epilogue="tma"), dict(stages=3, epilogue="tma", cluster_m=2),
+        dict(BM=256, BN=128, wgmma_n=128, stages=3, epilogue="tma"),
+        dict(BM=256, BN=128, wgmma_n=128, stages=3, epilogue="tma", cluster_m=2,
+             inflight=0))])
+    dry = tune_tc_matmul(shape, ARCH, budget=4, dry_run=True, jobs=1, progress=False,
+                         space=space)
+    plan = json.loads(json.dumps(dry.plan))
+    assert len(plan["points"]) == 4 and plan["shape"] == shape
+
+    def no_static(job):
+        raise AssertionError(f"ran {job[0]} despite the plan")
+    monkeypatch.setattr(T, "run_job", no_static)
+    monkeypatch.setattr(ptxgen.runtime, "gpu_available", lambda: True)
+    monkeypatch.setattr(tc, "TcGpuTrials", FakeTcGpu)
+    rep = tune_tc_matmul(shape, ARCH, budget=4, jobs=1, progress=False, plan=plan)
+    assert [p.schedule for p in rep.trials[:len(dry.trials)]] == \
+        [p.schedule for p in dry.trials]
+    assert [p.predicted_us for p in rep.simulated] == [p.predicted_us for p in dry.simulated]
+    assert rep.best.schedule.BM == 256 and rep.best.schedule.cluster_m == 2
+    assert "static plan" in rep.to_text()
+    with pytest.raises(PtxgenError, match="static plan is for"):
+        tune_tc_matmul(dict(shape, K=4093), ARCH, budget=4, dry_run=True, plan=plan)
+
+
+def test_cli_tunes_several_shapes_and_rejects_a_bad_one(tmp_path):
+    """--shapes: one report per shape and the winners' table last; a malformed shape or a
+    plan of the SGEMM is a one-line error."""
+    from ptxgen.cli.tune import shape_list
+    assert shape_list("4096x4097x4093,128x8192X8192") == [
+        dict(M=4096, N=4097, K=4093), dict(M=128, N=8192, K=8192)]
+    for bad in (["--shapes", "4096x4096"], ["--shapes", "4096x0x4"], ["--plan", "p.json"]):
+        r = subprocess.run([sys.executable, "-m", "ptxgen", "tune", "matmul", "--dry-run",
+                            *bad], capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, bad
+        assert ("MxNxK" in r.stderr or "positive" in r.stderr or "--dtype" in r.stderr), bad
+
+
+def test_round_two_tries_the_cluster_pair_before_stages_and_raster():
+    """The winning class's variants in moves from the winner: 2-CTA clusters with no group in
+    flight is one move, and the cluster moves come before the raster and the stages."""
+    win = TcMatmulSchedule(BM=256, BN=128, wgmma_n=128, epilogue="tma", stages=3)
+    same = [s for s in T.tc_space(ARCH, "bf16").points
+            if T.key_of(s, T.SIM_FIELDS) == T.key_of(win, T.SIM_FIELDS) and s != win]
+    order = sorted(same, key=lambda s: T.round_two_key(s, win))
+    first = order[:3]
+    assert {(s.cluster_m, s.inflight) for s in first} == {(2, 0), (2, 1), (1, 0)}
+    assert all((s.stages, s.group_m) == (win.stages, win.group_m) for s in first)
+    assert (order[3].group_m, order[3].stages) == (0, 3)           # then the raster
+    assert order[4].stages == 2 and order[4].group_m == win.group_m
+    assert T.round_two_key(order[5], win)[0] == 2                   # then two moves

@@ -1,19 +1,24 @@
-"""ptxgen tune matmul --M --N --K [--dtype bf16|f16|tf32 [--out-dtype]] [--arch] [--budget N]
-[--dry-run] [--jobs J] [--cache FILE] [--json] [--no-progress]
+"""ptxgen tune matmul --M --N --K | --shapes MxNxK,... [--dtype bf16|f16|tf32 [--out-dtype]]
+[--arch] [--budget N] [--dry-run] [--plan FILE] [--jobs J] [--cache FILE] [--json]
+[--no-progress]
 
 Without --dtype: the FP32 SGEMM space (tune/space.py); with it, the sm_90a tensor-core GEMM's
-(tune/tc_space.py, target sm_90a).
+(tune/tc_space.py, target sm_90a). --shapes tunes several shapes in one process (one GPU
+context, one table of winners last). --plan (tensor-core GEMM): a dry run writes each shape's
+static stages (ptxas, occupancy, simulator) to FILE, a GPU run reads them from it, so a
+machine with a GPU spends its time on the trials alone.
 
 ptxgen tune attention --B --H --S --D [--dtype bf16|f16] [--causal] --dry-run [--top K]: the
 AttentionSchedule space pruned by the static models and ranked by the simulator (no GPU
 rounds yet: benchmarks/attention.py --ranked K times the top K)."""
+import argparse
 import json
 import sys
 
 from .. import arch as archmod
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
-from .common import positive_int
+from .common import positive_int, read_text, write_text
 
 
 def add_parser(sub):
@@ -26,6 +31,11 @@ def add_parser(sub):
     for name, default in (("B", 4), ("H", 32), ("S", 4096), ("D", 128)):
         p.add_argument(f"--{name}", type=positive_int, default=default,
                        help=f"attention: default {default}")
+    p.add_argument("--shapes", type=shape_list, default=None, metavar="MxNxK,...",
+                   help="matmul: tune each of these shapes (instead of --M --N --K)")
+    p.add_argument("--plan", metavar="FILE.json",
+                   help="matmul --dtype: with --dry-run, write the static stages' results "
+                        "here; without, take them from here for the shapes it holds")
     p.add_argument("--dtype", choices=("bf16", "f16", "tf32"), default=None,
                    help="matmul: tune the tensor-core GEMM for these inputs (target sm_90a); "
                         "attention: its inputs (bf16 or f16, default bf16)")
@@ -52,6 +62,21 @@ def add_parser(sub):
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     return p
+
+
+def shape_list(text):
+    """'4096x4096x4096,128x8192x8192' -> [{M, N, K}, ...]."""
+    out = []
+    for item in text.split(","):
+        dims = item.strip().lower().split("x")
+        if len(dims) != 3:
+            raise argparse.ArgumentTypeError(f"--shapes: {item!r} is not MxNxK")
+        out.append(dict(zip("MNK", (positive_int(d) for d in dims))))
+    return out
+
+
+def plan_key(shape, dtype, out):
+    return f"{dtype}/{out}/{shape['M']}x{shape['N']}x{shape['K']}"
 
 
 def run_attention(args):
@@ -99,20 +124,68 @@ def run(args):
                           f"{args.budget}")
     if args.sample < 4:
         raise PtxgenError(f"--sample must be at least 4, got {args.sample}")
-    shape = {"M": args.M, "N": args.N, "K": args.K}
-    if args.dtype:
-        if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
-            raise PtxgenError(f"tune matmul --dtype: the tensor-core GEMM needs --arch "
-                              f"{DEFAULT_ARCH_SPECIFIC_TARGET}, not {arch}")
-        rep = tune_tc_matmul(shape, arch, dtype=args.dtype, out=args.out_dtype,
-                             budget=args.budget, dry_run=args.dry_run, jobs=args.jobs,
-                             sample=args.sample, progress=not args.no_progress,
-                             cache_path=args.cache, cluster=args.cluster)
-    else:
-        rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
-                          jobs=args.jobs, sample=args.sample, progress=not args.no_progress,
-                          cache_path=args.cache, cluster=args.cluster)
-    return _show(rep, args)
+    shapes = args.shapes or [{"M": args.M, "N": args.N, "K": args.K}]
+    if args.dtype and archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
+        raise PtxgenError(f"tune matmul --dtype: the tensor-core GEMM needs --arch "
+                          f"{DEFAULT_ARCH_SPECIFIC_TARGET}, not {arch}")
+    if args.plan and not args.dtype:
+        raise PtxgenError("tune matmul --plan: only the tensor-core GEMM (--dtype) keeps plans")
+    plans = _read_plans(args.plan) if args.plan and not args.dry_run else {}
+    reps = []
+    for shape in shapes:
+        if args.dtype:
+            key = plan_key(shape, args.dtype, args.out_dtype)
+            rep = tune_tc_matmul(shape, arch, dtype=args.dtype, out=args.out_dtype,
+                                 budget=args.budget, dry_run=args.dry_run, jobs=args.jobs,
+                                 sample=args.sample, progress=not args.no_progress,
+                                 cache_path=args.cache, cluster=args.cluster,
+                                 plan=plans.get(key))
+            plans[key] = rep.plan
+        else:
+            rep = tune_matmul(shape, arch=arch, budget=args.budget, dry_run=args.dry_run,
+                              jobs=args.jobs, sample=args.sample,
+                              progress=not args.no_progress, cache_path=args.cache,
+                              cluster=args.cluster)
+        reps.append(rep)
+        if not args.json:
+            print(rep.to_text(), flush=True)
+    if args.plan and args.dry_run:
+        write_text(args.plan, json.dumps({"format": 1, "plans": plans}, indent=1) + "\n")
+    if args.json:
+        json.dump(reps[0].to_dict() if len(reps) == 1 else [r.to_dict() for r in reps],
+                  sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif len(reps) > 1:
+        print(winners_table(reps))
+    return 0
+
+
+def _read_plans(path):
+    try:
+        data = json.loads(read_text(path))
+        return dict(data["plans"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise PtxgenError(f"--plan {path}: not a plan file written by `ptxgen tune --dry-run "
+                          f"--plan` ({e})") from None
+
+
+def winners_table(reps):
+    """One line per tuned shape: its class, the baseline and the winner (ms, TFLOP/s)."""
+    lines = [f"{'shape':17} {'class':26} {'baseline':38} {'ms':>8} {'best':38} {'ms':>8} "
+             f"{'TFLOP/s':>8} {'x base':>6}"]
+    for r in reps:
+        d = r.to_dict()
+        base, best = d["baseline"] or {}, d["best"] or {}
+        dims = "x".join(str(r.shape[k]) for k in "MNK")
+
+        def ms(p):
+            return f"{p['ms']:8.4f}" if p.get("ms") else f"{'-':>8}"
+        tf = f"{best['tflops']:8.1f}" if best.get("tflops") else f"{'-':>8}"
+        sp = d.get("speedup_vs_baseline")
+        lines.append(f"{dims:17} {r.shape_class:26} {base.get('name', '-'):38} {ms(base)} "
+                     f"{best.get('name', '-'):38} {ms(best)} {tf} "
+                     f"{f'{sp:6.3f}' if sp else '-':>6}")
+    return "\n".join(lines)
 
 
 def _show(rep, args):

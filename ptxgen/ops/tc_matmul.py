@@ -127,7 +127,8 @@ class TcMatmul(Operator):
         if self._sm80:
             return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
-            return tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype) or \
+            return tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype,
+                                     self.out) or \
                 default_tc_schedule(shape).for_dtype(self.dtype)
         return self.schedule
 

@@ -8,13 +8,40 @@ Two places are read, the user's first:
                                               $XDG_CACHE_HOME) written by `ptxgen tune`
     ptxgen/tune/cache/matmul_sm_90.json       shipped with the package, from GPU runs of
                                               benchmarks/tune_matmul.py (committed)
+    ptxgen/tune/cache/tc_matmul_bf16_sm_90a.json   the tensor-core GEMM's, from `ptxgen tune
+                                              matmul --dtype bf16 --shapes ...` (committed)
 
 PTXGEN_TUNE=off makes every lookup miss (builds then use the default schedule).
 
-A shape class groups shapes that want the same schedule: M, N and K each rounded to the
-nearest power of two (M and N from 4096 up, K from 2048 up, are one bucket: the grid is many
-waves deep and the k loop dominates), plus the alignment that picks the kernel's global access
-widths (K % 4, N % 4, N % 2).
+A shape class groups shapes that want the same schedule. The FP32 SGEMM's (shape_class): M, N
+and K each rounded to the nearest power of two (M and N from 4096 up, K from 2048 up, are one
+bucket: the grid is many waves deep and the k loop dominates), plus the alignment that picks
+the kernel's global access widths (K % 4, N % 4, N % 2).
+
+The sm_90a tensor-core GEMM's (tc_shape_class) is finer, because its persistent CTAs walk the
+tiles in rounds ("waves") of one tile per SM, and the winner moves with that count where
+SGEMM's buckets see one class (H200, 2026-12-01, docs/PERF.md): in run 4, at 4096^3 (512 tiles
+of 128x256 on 132 SMs: 4 waves) one CTA per cluster with the TMA-store epilogue won (0.964x
+cuBLAS, 2-CTA clusters 0.888x), at 8192^3 (16 waves) 2-CTA clusters (0.996x against 0.908x);
+4096x4097x4096 has 5 waves of 128x256 but 4 of 256x128 tiles and wants the turned tile (1.13x
+the 128x256 one in the tuning run), 128x8192x8192 (a quarter wave) 128x128 tiles (2.6x the
+128x256 one). The tuning run ("Tensor-core tune cache" there) then found 128x256 with no wgmma
+group in flight within 1.4 % of both run-4 winners at 4096^3 and 8192^3 alike: the split by
+waves costs one tune per class and keeps classes apart that can differ. So the class is
+    waves     ceil(tiles / SMs) with the default 128x256 tile, exact up to 8 (the tail round's
+              share and the cluster crossover fall there), then up to 16, 32, 64 and 64+
+              (deep grids behave alike: 6144^3's 9 waves and 8192^3's 16 both took the
+              2-CTA clusters, 0.940x and 0.996x); under one wave the quarters of a wave
+              filled ("q1" .. "q4": a grid that leaves most SMs idle wants smaller tiles)
+    turned    the same count with 256x128 tiles where it differs ("w5t4": a ragged N or M
+              whose last tile column or row costs a round that turning the tile saves)
+    K         the nearest power of two, 64 .. 8192+ (the k loop's length against the
+              epilogue's fixed cost: 6144 goes with 8192)
+    alignment whether K and N rows are 16-byte aligned in the input and C types ("a8x8" for
+              bf16, "a1x1" neither): an unaligned K pads both operands by copies, an unaligned
+              N stores C by rows instead of TMA — different code
+    C type    "cbf16" or "cf32" (an f32 C's staged tile leaves room for fewer stages)
+The SM count is the target's (isa), like default_tc_schedule's.
 """
 import json
 import math
@@ -22,6 +49,8 @@ import os
 import warnings
 from pathlib import Path
 
+from .. import isa
+from ..arch import base_arch
 from ..errors import PtxgenError, ScheduleError
 
 FORMAT = 1
@@ -41,6 +70,37 @@ def shape_class(shape):
     na = next(w for w in (4, 2, 1) if shape["N"] % w == 0)
     parts.append(f"a{ka}x{na}")
     return "_".join(parts)
+
+
+_TC_K = (6, 13)                               # log2 of K's first and last bucket
+_TC_WAVES_EXACT = 8                           # exact wave counts up to this, then up to 16, 32..
+_TC_WAVES_TOP = 64
+
+
+def _waves(shape, bm, bn, sms):
+    tiles = -(-shape["M"] // bm) * -(-shape["N"] // bn)
+    if tiles < sms:
+        return f"q{-(-4 * tiles // sms)}"
+    w = -(-tiles // sms)
+    if w <= _TC_WAVES_EXACT:
+        return f"w{w}"
+    if w > _TC_WAVES_TOP:
+        return f"w{_TC_WAVES_TOP}+"
+    return f"w{2 ** math.ceil(math.log2(w))}"
+
+
+def tc_shape_class(shape, arch, dtype="bf16", out="bf16"):
+    """The tensor-core GEMM's class (module docstring): 'w4_k4096_a8x8_cbf16' for 4096^3 bf16
+    with a bf16 C on sm_90a, 'w5t4_k4096_a8x1_cbf16' for 4096x4097x4096."""
+    from .tc_matmul import ELEM_BYTES, OUT_BYTES
+    sms = isa.sm_count(base_arch(arch))
+    wide, turned = _waves(shape, 128, 256, sms), _waves(shape, 256, 128, sms)
+    e = min(max(round(math.log2(shape["K"])), _TC_K[0]), _TC_K[1])
+    per_in, per_out = 16 // ELEM_BYTES[dtype], 16 // OUT_BYTES[out]
+    ka = per_in if shape["K"] % per_in == 0 else 1
+    na = per_out if shape["N"] % per_out == 0 else 1
+    return (f"{wide}{'' if turned == wide else 't' + turned.lstrip('w')}_k{2 ** e}"
+            f"{'+' if e == _TC_K[1] else ''}_a{ka}x{na}_c{out}")
 
 
 def file_name(operator, arch):
@@ -94,11 +154,12 @@ def load_entries(path):
     return entries
 
 
-def lookup(operator, arch, shape, paths=None):
-    """(entry, path) of the first cache holding `shape`'s class, else (None, None)."""
+def lookup(operator, arch, shape, paths=None, cls=None):
+    """(entry, path) of the first cache holding `shape`'s class (`cls`, default the SGEMM's
+    shape_class), else (None, None)."""
     if not enabled():
         return None, None
-    cls = shape_class(shape)
+    cls = cls or shape_class(shape)
     for path in paths or (user_path(operator, arch), package_path(operator, arch)):
         entry = load_entries(path).get(cls)
         if entry is not None:
@@ -115,23 +176,36 @@ def tuned_matmul_schedule(arch, shape, paths=None):
                    lambda d: MatmulSchedule.from_dict(d).validate(arch, shape))
 
 
-def tuned_tc_schedule(arch, shape, dtype, paths=None):
-    """The cached TcMatmulSchedule (`ptxgen tune matmul --dtype`) for `shape`'s class, valid
-    for `dtype`, or None (an unusable entry warns and is skipped)."""
+# f16 reads bf16's entries where it has none of its own: the same element size, so the same
+# tiles, shared memory, tensor maps and code but for the wgmma type, and the same tensor-core
+# rate (ptxgen f16 at 0.96-0.99x its bf16 figure per shape in PERF.md's same-run table).
+TC_FALLBACK = {"f16": "bf16"}
+
+
+def tuned_tc_schedule(arch, shape, dtype, out="bf16", paths=None):
+    """The cached TcMatmulSchedule (`ptxgen tune matmul --dtype`) for `shape`'s tc_shape_class,
+    valid for `dtype`, or None (an unusable entry warns and is skipped). An f16 lookup falls
+    back to bf16's entry (TC_FALLBACK)."""
     from .tc_matmul import TcMatmulSchedule
-    return _cached(f"tc_matmul_{dtype}", arch, shape, paths,
-                   lambda d: TcMatmulSchedule.from_dict(d).validate(arch, dtype))
+    cls = tc_shape_class(shape, arch, dtype, out)
+    def make(d):
+        return TcMatmulSchedule.from_dict(d).validate(arch, dtype)
+    for dt in filter(None, (dtype, TC_FALLBACK.get(dtype))):
+        s = _cached(f"tc_matmul_{dt}", arch, shape, paths, make, cls)
+        if s is not None:
+            return s
+    return None
 
 
-def _cached(operator, arch, shape, paths, make):
-    entry, path = lookup(operator, arch, shape, paths)
+def _cached(operator, arch, shape, paths, make, cls=None):
+    entry, path = lookup(operator, arch, shape, paths, cls)
     if entry is None:
         return None
     try:
         return make(entry["schedule"])
     except (KeyError, TypeError, ScheduleError) as e:
-        warnings.warn(f"tune cache {path}: entry {shape_class(shape)} unusable ({e}); using "
-                      f"the default schedule", stacklevel=3)
+        warnings.warn(f"tune cache {path}: entry {cls or shape_class(shape)} unusable ({e}); "
+                      f"using the default schedule", stacklevel=3)
         return None
 
 

@@ -13,9 +13,10 @@ model can tell apart).
     -> GPU (budget trials)         round 1: the baseline (the operator's default schedule) and
                                    per class, best predicted first, the variant nearest the
                                    baseline; round 2: the untimed variants of the class that
-                                   measured fastest (stages, inflight, clusters, raster),
-                                   nearest the winner first. Each trial: correctness on a small
-                                   shape of the same alignment class, then time.
+                                   measured fastest (clusters with inflight, raster, stages:
+                                   tc_space.round_two_key), fewest moves from the winner
+                                   first. Each trial: correctness on a small shape of the
+                                   same alignment class, then time.
 
 The fastest correct point goes to the tune cache (operator "tc_matmul_<dtype>").
 """
@@ -35,31 +36,38 @@ def cache_operator(dtype):
 
 def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=False, jobs=None,
                    sample=16, progress=True, cache_path=None, write_cache=True, seed=0,
-                   cluster=None, space=None):
+                   cluster=None, space=None, plan=None):
     """Search the tensor-core GEMM space for `shape` on `arch` (sm_90a); returns a TuneReport.
-    dry_run: the static stages only. space: a TcSpace to search instead of the full one."""
+    dry_run: the static stages only. space: a TcSpace to search instead of the full one.
+    plan: the static stages' result of an earlier (dry) run for the same shape (rep.plan,
+    see static_plan), used instead of running ptxas and the simulator again: a GPU machine's
+    time then goes to the trials alone."""
     from ..ops.tc_matmul import TcMatmul
     if not isinstance(budget, int) or budget < 2:
         raise PtxgenError(f"tune: budget must be an integer >= 2 (the baseline and at least "
                           f"one candidate), got {budget!r}")
     TcMatmul(dtype, out)                                   # one-line errors for bad types
     t0 = time.perf_counter()
-    rep = TuneReport(f"matmul --dtype {dtype}", arch, dict(shape), cachemod.shape_class(shape),
-                     budget, dry_run)
+    rep = TuneReport(f"matmul --dtype {dtype}", arch, dict(shape),
+                     cachemod.tc_shape_class(shape, arch, dtype, out), budget, dry_run)
     if not dry_run:
         from ..runtime import gpu_available
         if not gpu_available():
             raise PtxgenError("tune: no CUDA GPU is available (use --dry-run to prune with the "
                               "static models only)")
-    space = space if space is not None else T.tc_space(arch, dtype)
-    rep.exhaustive = len(space.points)
-    rep.stages.append({"stage": "validate", "kept": len(space.points),
-                       "dropped": dict(space.rejected.most_common())})
-    ex = executor(jobs, cluster)
-    try:
-        points = _static(rep, space.points, ex, dtype, out, sample, progress)
-    finally:
-        ex.close()
+    if plan is not None:
+        points = _from_plan(rep, plan, dtype, out)
+    else:
+        space = space if space is not None else T.tc_space(arch, dtype)
+        rep.exhaustive = len(space.points)
+        rep.stages.append({"stage": "validate", "kept": len(space.points),
+                           "dropped": dict(space.rejected.most_common())})
+        ex = executor(jobs, cluster)
+        try:
+            points = _static(rep, space.points, ex, dtype, out, sample, progress)
+        finally:
+            ex.close()
+    rep.plan = static_plan(rep, points, dtype, out)
     base = TcMatmul(dtype, out).schedule_for(shape)
     first = budget - budget // 3
     keys = Keys(out, shape)
@@ -80,8 +88,8 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
             timed = {p.schedule for p in rep.trials}
             same = [p for p in points.values() if p.schedule not in timed and
                     keys.sim(p.schedule) == keys.sim(win.schedule)]
-            more = sorted(same, key=lambda p: (T.distance(p.schedule, win.schedule),
-                                               str(p.schedule)))[:budget - len(rep.trials)]
+            more = sorted(same, key=lambda p: T.round_two_key(p.schedule, win.schedule))[
+                :budget - len(rep.trials)]
             rep.trials += more
             measure(gpu, more, bar)
         good = sorted((p for p in rep.trials if p.ms), key=lambda p: p.ms)
@@ -97,6 +105,37 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
         rep.cache_path = str(cachemod.store(path, cache_operator(dtype), arch,
                                             rep.shape_class, cache_entry(rep, bp)))
     return rep
+
+
+_PLAN_FIELDS = ("registers", "ctas_per_sm", "bound_us", "predicted_us", "launch_us")
+
+
+def static_plan(rep, points, dtype, out):
+    """The static stages' result as JSON data: what a later run for the same shape, arch and
+    types takes instead of assembling and simulating again (`ptxgen tune --plan`)."""
+    return {"arch": rep.arch, "shape": rep.shape, "dtype": dtype, "out": out,
+            "exhaustive": rep.exhaustive, "stages": rep.stages,
+            "points": [dict({f: getattr(p, f) for f in _PLAN_FIELDS},
+                            schedule=p.schedule.to_dict()) for p in points.values()]}
+
+
+def _from_plan(rep, plan, dtype, out):
+    """{schedule: Point} of a static_plan made for this very search; a plan of another shape,
+    arch or type is a one-line error."""
+    from ..schedule.tc_matmul import TcMatmulSchedule
+    want = {"arch": rep.arch, "shape": rep.shape, "dtype": dtype, "out": out}
+    got = {k: plan.get(k) for k in want}
+    if got != want:
+        raise PtxgenError(f"tune: the static plan is for {got}, not {want}")
+    rep.exhaustive = plan["exhaustive"]
+    rep.stages.extend(plan["stages"])
+    rep.stages[-1] = dict(rep.stages[-1], note=rep.stages[-1].get("note", "") +
+                          " (from the static plan of an earlier run)")
+    points = {}
+    for d in plan["points"]:
+        s = TcMatmulSchedule.from_dict(d["schedule"])
+        points[s] = Point(s, **{f: d[f] for f in _PLAN_FIELDS})
+    return points
 
 
 def _static(rep, scheds, ex, dtype, out, sample, progress):

@@ -151,3 +151,20 @@ def distance(s, base):
     return sum(getattr(s, f.name) != getattr(base, f.name) for f in dataclasses.fields(s))
 
 
+
+
+# Round 2 (the winning simulation class's untimed variants) in moves from the winner, a move
+# being one field except clusters and inflight, which move together: multicast B paid only
+# with no wgmma group in flight (H200, PERF.md run 4: x2 0.850x / 0.872x cuBLAS, x2f0 0.890x /
+# 0.965x at 4096^3 / 8192^3). Among as many moves: clusters first, then the raster, then the
+# stages (the one field shared memory already limits: 2 stages were 22-59 % slower than 3 in
+# every class where the tuning run timed both, docs/PERF.md "Tensor-core tune cache"). The
+# first search's plain field distance with name order timed the stages and raster moves first
+# and at budget 8 never reached a cluster or inflight move; in this order, at budget 10,
+# inflight 0 won in every class (+1-8 % over the old default).
+MOVES = (("cluster_m", "inflight"), ("group_m",), ("stages",))
+
+
+def round_two_key(s, win):
+    moved = [any(getattr(s, f) != getattr(win, f) for f in m) for m in MOVES]
+    return sum(moved), [not m for m in moved], str(s)

@@ -85,6 +85,7 @@ class TuneReport:
     cache_path: str = None
     device: str = None
     seconds: dict = field(default_factory=dict)
+    plan: dict = None                               # the static stages' result (tc.py)
 
     @property
     def gpu_trials(self):
