@@ -340,7 +340,6 @@ def fuzz(count, seed=1, workers=None, timeout=20.0, crash_dir=None, progress=Tru
     ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
     current = ctx.Array("q", [-1] * workers, lock=False)
     results = ctx.Queue()
-    started = {}
     procs = {}
 
     def launch(wid, start):

@@ -272,7 +272,6 @@ class Gen:
                    for x in xs)
 
     def fresh(self, t):
-        b = self.b
         how = self.pick(["const", "load", "cvt"] if t != T.pred else ["setp"])
         if how == "setp":
             return self.new_setp()
