@@ -36,12 +36,14 @@ TIMING_KEYS = ("launch_overhead_us", "sustained_clock_mhz")
 # overhead of the other launch paths (launch_overhead_us is ptxgen's runtime, cuda.core)
 TIMING_OPTIONAL = ("kernel_gap_us", "launch_overhead_numba_us", "launch_overhead_triton_us")
 # optional [memory_model]: facts the simulator's memory model uses beyond latency and bandwidth,
-# and what the target's ptxas makes of PTX (the simulator issues PTX, the GPU ptxas's SASS)
+# what the target's ptxas makes of PTX (the simulator issues PTX, the GPU ptxas's SASS), and
+# how soon the block scheduler refills a CTA's slots
 MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "atomic_same_address_ns",
                      "shared_atomic_cycles_per_wavefront", "atomic_op_ns",
                      "atomic_interleave_bytes", "l2_partial_write_bytes",
                      "dram_random_sector_bytes", "tma_bytes_per_cycle_per_sm",
-                     "ptxas_unroll_max_instructions", "ptxas_sfu_range_fixup_instructions")
+                     "ptxas_unroll_max_instructions", "ptxas_sfu_range_fixup_instructions",
+                     "cta_relaunch_cycles")
 
 
 @dataclass(frozen=True)

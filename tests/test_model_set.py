@@ -29,7 +29,7 @@ CHECKS = {
     "hist_shared n=16777216": ("shared atomics on data-dependent bins", 0.16),
     "atomic_one n=1048576": ("one address: a warp's lanes one after another", 0.06),
     "atomic_spread n=4194304": ("atomics spread over the atomic units", 0.12),
-    "scatter n=4194304": ("partial-sector stores: a read-modify-write in L2", 0.06),
+    "scatter n=4194304": ("partial-sector stores: a read-modify-write in L2", 0.07),
     "scatter n=16777216": ("scattered stores beyond what L2 keeps: random DRAM sectors", 0.05),
     "triton_add n=16777216": ("Triton's parameters, vector loads", 0.08),
 }

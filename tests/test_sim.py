@@ -399,3 +399,68 @@ def test_tensor_map_operators_simulate():
     small = simulate_operator(op, op.shape(M=256, N=256, K=256), arch="sm_90a")
     big = simulate_operator(op, op.shape(M=1024, N=1024, K=1024), arch="sm_90a")
     assert 0 < small.device_us < big.device_us
+
+
+# warps 3 and 7 of each CTA (sub-partition 3) run a long integer loop after a load, the others
+# only the load: the busiest sub-partition's ALU is what each further wave costs once CTAs start
+# in the slots of those that end, not the whole span of a wave started in step
+UNEVEN = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry uneven(.param .u64 src, .param .u32 n)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<16>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [src];
+  ld.param.u32 %r9, [n];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mad.lo.s32 %r3, %r2, 256, %r1;
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r4, [%rd3];
+  shr.u32 %r5, %r1, 5;
+  and.b32 %r6, %r5, 3;
+  setp.ne.u32 %p1, %r6, 3;
+  @%p1 bra DONE;
+  mov.u32 %r7, 0;
+LOOP:
+  xor.b32 %r10, %r4, %r7;
+  xor.b32 %r11, %r4, %r10;
+  xor.b32 %r12, %r7, %r11;
+  xor.b32 %r13, %r12, %r10;
+  xor.b32 %r14, %r13, %r11;
+  xor.b32 %r4, %r14, %r12;
+  add.s32 %r7, %r7, 1;
+  setp.lt.u32 %p2, %r7, %r9;
+  @%p2 bra LOOP;
+  st.global.u32 [%rd3], %r4;
+DONE:
+  ret;
+}
+"""
+
+
+def test_further_waves_overlap_the_ramps_of_uneven_ctas(monkeypatch):
+    from ptxgen.parse import parse_ptx
+    k = parse_ptx(UNEVEN).kernels[0]
+    table = isa.load("sm_90")
+    per_wave = table.header.sm_count * 8        # 8 CTAs of 256 threads per SM
+    trips = 50
+
+    def cycles(waves):
+        r = simulate(k, (per_wave * waves,), (256,), args=[None, trips], registers=16,
+                     level="L2")
+        return r.cycles
+
+    one = cycles(1)
+    steady = (cycles(4) - one) / 3
+    assert steady < 0.92 * one
+    # sub-partition 3's ALU work (its 16 warps x trips x 6 xor) still bounds each wave
+    alu = 16 * trips * 6 * table.ops["IALU"].issue_interval
+    assert 0.97 * alu < steady < one
+    # in step (a target without the relaunch figure): each further wave costs a whole wave
+    monkeypatch.delitem(table.memory_model, "cta_relaunch_cycles")
+    assert (cycles(4) - cycles(1)) / 3 == pytest.approx(cycles(1), rel=1e-3)

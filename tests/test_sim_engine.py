@@ -138,3 +138,30 @@ def test_register_spills_become_local_memory_issues(monkeypatch):
                         (32, 1024, 512))
     spilled = simulate(k, (132 * 8,), (256,), args=[0, 64], registers=32).device_us
     assert spilled > 1.5 * base
+
+
+def test_a_further_cta_starts_in_the_slots_of_the_one_that_ends():
+    k = parse_ptx(PTX).kernels[0]
+    prog = compile_kernel(k, TABLE)
+    relaunch = TABLE.memory_model["cta_relaunch_cycles"]
+    # CTA 0: one warp, one pass; CTA 1: three warps (slots 1-3), three passes; CTAs 2 and 3
+    # wait for free slots
+    traces = [[[0]], [[0, 0, 0]] * 3, [[0]] * 3, [[0]]]
+
+    def run(resident):
+        sm = Sm(prog, traces, TABLE, memmod.SmMemory(memmod.memory_config(TABLE, 132)),
+                resident=resident)
+        return sm, sm.run()
+
+    sm, r = run(2)
+    ends = {c: max(w.finish for w in sm.warps if w.cta == c) for c in range(4)}
+    assert ends[0] < ends[1] < ends[0] + relaunch
+    # CTA 2 takes the slot CTA 0 left (sub-partition 0) for all its warps, the relaunch
+    # time after CTA 0 ended; CTA 3 takes CTA 1's slots once CTA 1 has ended
+    assert {w.sched for w in sm.warps if w.cta == 2} == {0}
+    assert {w.sched for w in sm.warps if w.cta == 3} == {1}
+    assert ends[0] + relaunch < ends[2] < ends[3] and ends[1] + relaunch < ends[3]
+    # every CTA resident at once (the default) runs them together: much sooner, same work
+    _, together = run(None)
+    assert together.cycles + relaunch < r.cycles
+    assert r.issued == together.issued

@@ -91,3 +91,49 @@ def test_inner_loop_exit_is_found_once_per_entry_state():
     # every tile enters the inner loop in the same control state: one search, then a lookup
     # 64 iterations from 255 down by 4: three seen, 60 jumped over, the last one walked
     assert len(plan.exits) == 1 and list(plan.exits.values()) == [60]
+
+
+# `if (lane == 0) smem[warp] = x;` then code every lane runs, laid out as LLVM writes it: the
+# lanes that take the branch wait at THEN, which comes after the other lanes' jump to JOIN
+IF_THEN_AFTER_JOIN = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry iflane(.param .u64 out)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<8>;
+  .shared .align 4 .b8 buf[64];
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %laneid;
+  setp.eq.s32 %p1, %r2, 0;
+  @%p1 bra THEN;
+  bra.uni JOIN;
+THEN:
+  shr.u32 %r3, %r1, 5;
+  st.shared.u32 [buf], %r3;
+JOIN:
+  bar.sync 0;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r1;
+  ret;
+}
+"""
+
+
+def test_divergent_if_reconverges_at_the_join():
+    prog = compile_kernel(parse_ptx(IF_THEN_AFTER_JOIN).kernels[0], TABLE)
+    plan = PathPlan(prog, Env({"out": 1 << 40}, {"buf": 0}))
+    specs = _lane_specs(0, (1, 1, 1), (64, 1, 1), 1, 32, 132, 0, TABLE)
+    p = follow(plan, specs)
+    nb = len(prog.blocks)
+    ran = [prog.instrs[i].instr.opcode for e in p.trace
+           for i in range(prog.blocks[e % nb].start, prog.blocks[e % nb].end)]
+    # lane 0's THEN runs once, between the others' jump and the join; the code after the
+    # join (barrier, global store) runs once for the whole warp, not once per side
+    assert ran.count("st") == 2 and ran.count("bar") == 1 and ran.count("ret") == 1
+    blocks = [e % nb for e in p.trace]
+    assert blocks == sorted(blocks) and len(set(blocks)) == len(blocks)

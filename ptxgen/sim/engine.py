@@ -10,6 +10,8 @@ integer or the FMA pipe, as ptxas spreads them: StaticInstr.alt), and it is not 
 barrier; instructions ptxas folds away (StaticInstr.free) take no issue slot. bar.sync
 releases the warps waiting at a barrier once every live warp of the CTA (or the thread count
 the instruction names) has arrived; bar.arrive counts without waiting.
+Given more CTAs than the SM holds (`resident`), each further CTA starts in the warp slots
+(sub-partitions) of the next CTA that ends, as the block scheduler refills them.
 
 Time jumps straight to the next cycle in which anything can issue, so idle stretches (a memory
 latency) cost nothing. Stall accounting is per warp, by intervals: from one issue to the next a
@@ -88,10 +90,12 @@ def _async_copy(memory, w, st, role, t, nxt):
     return nxt
 
 
-def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
+def run_sm(prog, cta_traces, table, memory, trace_warps=0, max_events=4000, resident=None):
     """Simulate one SM running the CTAs whose warps follow `cta_traces` (a list per CTA of a
-    list per warp of path traces) from cycle 0 until the last warp exits."""
-    return Sm(prog, cta_traces, table, memory, trace_warps, max_events).run()
+    list per warp of path traces) from cycle 0 until the last warp exits. `resident`: how many
+    CTAs the SM holds at once (default: all of them); each further CTA starts in the warp slots
+    of the next CTA that ends, isa memory_model.cta_relaunch_cycles after it ended."""
+    return Sm(prog, cta_traces, table, memory, trace_warps, max_events, resident).run()
 
 
 class Sm:
@@ -100,7 +104,8 @@ class Sm:
     instruction does to the scoreboard and the memory system), `schedule` (when a warp can
     issue next, and the stall that costs), `arrive`/`release` (barriers), `finish`."""
 
-    def __init__(self, prog, cta_traces, table, memory, trace_warps=0, max_events=4000):
+    def __init__(self, prog, cta_traces, table, memory, trace_warps=0, max_events=4000,
+                 resident=None):
         h = table.header
         self.prog, self.memory, self.max_events = prog, memory, max_events
         self.nsched = h.schedulers_per_sm
@@ -115,17 +120,25 @@ class Sm:
         self.roles = async_roles(prog)
         self.shared_atoms = shared_atomics(prog)
         self.warps, self.ctas, self.cta_first = [], [], []
+        n = len(cta_traces) if resident is None else min(resident, len(cta_traces))
+        self.pending = list(range(len(cta_traces)))[n:]      # CTAs waiting for a free slot
+        self.slots = {}                                      # CTA → its warps' slots
+        self.cta_traces = cta_traces
+        self.relaunch = float((table.memory_model or {}).get("cta_relaunch_cycles") or 0.0)
         for c, traces in enumerate(cta_traces):
             self.ctas.append(_Cta(len(traces)))
             self.cta_first.append(len(self.warps))
             for tr in traces:
                 wid = len(self.warps)
+                if c < n:
+                    self.slots.setdefault(c, []).append(wid)
                 w = _Warp(wid, c, wid % self.nsched, tr, prog.nregs)
                 if wid < trace_warps:
                     w.events = []
                 self.warps.append(w)
         # each scheduler's live warps, oldest first (a warp's age is its position on the SM)
-        self.queues = [[w for w in self.warps if w.sched == s] for s in range(self.nsched)]
+        self.queues = [[w for w in self.warps if w.sched == s and w.cta < n]
+                       for s in range(self.nsched)]
         self.last = [None] * self.nsched
         self.held = [0.0] * self.nsched      # a scheduler issuing ptxas's extra SASS
         self.unit_free = [[0.0] * nunits for _ in range(self.nsched)]
@@ -204,6 +217,23 @@ class Sm:
         for bid, (n, _waiting, count) in list(cta.bars.items()):
             if n and n >= (count or cta.live):
                 self.release(cta, bid, now)
+        if not cta.live and self.pending:
+            self.start_cta(self.pending.pop(0), self.slots.pop(w.cta), now + 1 + self.relaunch)
+
+    def start_cta(self, c, slots, now):
+        """CTA c takes the warp slots (and so the sub-partitions) of a CTA that has just ended;
+        its warps are the youngest on the SM."""
+        first = self.cta_first[c]
+        self.slots[c] = slots
+        for k, w in enumerate(self.warps[first:first + len(self.cta_traces[c])]):
+            w.sched = slots[k % len(slots)] % self.nsched
+            self.queues[w.sched].append(w)
+            w.cursor = now
+            if self.load_block(w) and self.skip_free(w):
+                self.schedule(w, now)
+            else:
+                self.finish(w, now - 1)
+                self.live -= 1
 
     # -- barriers -------------------------------------------------------------------------------
     def arrive(self, w, st, now):
@@ -359,6 +389,8 @@ class Sm:
     def run(self):
         self.live = len(self.warps)
         for w in self.warps:
+            if w.cta in self.pending:
+                continue
             if self.load_block(w) and self.skip_free(w):
                 self.schedule(w, 0.0)
             else:

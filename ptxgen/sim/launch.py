@@ -372,8 +372,18 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             sm = run_sm(prog, traces, table, mem,
                         trace_warps=trace_warps if not results and not k else 0)
             sims.append((sm, max(skipped, default=0)))
+        again = None
+        if count > 1 and "cta_relaunch_cycles" in (table.memory_model or {}):
+            # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
+            # warp slots, so the sub-partitions stay busy while a CTA's last warps finish
+            # (a CTA whose last warp runs the longest loop); what a second set of the
+            # same CTAs adds to the run is the steady-state share of each further wave
+            traces = runs[0][0]
+            mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
+                                                       resident, access))
+            again = run_sm(prog, traces + traces, table, mem, resident=len(traces)).cycles
         results.append(_extrapolate(name, count, len(cta_ids), active, sims[0],
-                                    sims[1] if len(sims) > 1 else None))
+                                    sims[1] if len(sims) > 1 else None, again))
 
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
@@ -403,13 +413,14 @@ def _slowest(plan, prog, specs, candidates, trip, budget, warnings):
     return best[1], best[2]
 
 
-def _extrapolate(name, count, ctas, active, big, small):
+def _extrapolate(name, count, ctas, active, big, small, again=None):
     """One wave's counters with the sampled-out loop iterations added back.
 
     `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
     `sample // 2` iterations of the sampled loop. Their difference is what the extra iterations
     cost (every interaction between warps included), so each counter is extended linearly by the
-    iterations `big` left out."""
+    iterations `big` left out. `again`: the cycles of `big`'s CTAs run twice, the second set
+    starting as the first ends (the steady state of further waves; None: the wave's finish)."""
     sm, skipped = big
     scale, period = 0.0, 0.0
     if small is not None and small[1] > skipped:
@@ -425,10 +436,13 @@ def _extrapolate(name, count, ctas, active, big, small):
     busy = {k: ext(v, lo.busy.get(k, 0.0)) for k, v in sm.busy.items()}
     finish = max(sm.finish, ext(sm.finish, lo.finish))
     cycles = max(sm.cycles, ext(sm.cycles, lo.cycles))
+    # what each further wave adds: a second set of the CTAs behind the first (plus the loop
+    # iterations the sample left out), else the wave's own span (waves in lockstep)
+    span = finish if again is None else again - sm.cycles + (cycles - sm.cycles)
     return WaveResult(
         name=name, count=count, ctas=ctas, active_sms=active,
         cycles=cycles, sampled_cycles=sm.cycles, period=period,
-        steady=min(cycles, max([finish] + list(busy.values()))), busy=busy, finish=finish,
+        steady=min(cycles, max([span] + list(busy.values()))), busy=busy, finish=finish,
         skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
         unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
         stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},

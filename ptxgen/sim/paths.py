@@ -176,6 +176,18 @@ class _Walker:
             nxt = plan.start_block[min(pending)]
         elif nxt >= plan.nb:
             return b + plan.nb * mask, None, ()
+        else:
+            # the active lanes jump past a point where other lanes wait (an if/else laid out
+            # as `@p bra THEN; bra JOIN; THEN: …; JOIN:`): the hardware runs the waiting side
+            # up to the join before going on (SASS: BSSY/BSYNC around both sides), so the
+            # lowest waiting point runs first and the active lanes wait where they were going
+            start = prog.blocks[nxt].start
+            pending = [w for w in wait_at if w is not None and w < start]
+            if pending and back is None:
+                for lane in lanes:
+                    if active[lane]:
+                        active[lane], wait_at[lane] = False, start
+                nxt = plan.start_block[min(pending)]
         # loop bookkeeping: back-edges count iterations, other entries into a header reset it
         taken = []
         for lid in plan.headed.get(nxt, ()):
