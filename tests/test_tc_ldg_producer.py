@@ -76,7 +76,10 @@ def test_turned_tiles_and_an_explicit_schedule():
 def test_auto_picks_a_cluster_1_schedule_and_pads_with_a_cluster_schedule():
     op = TcMatmul("bf16", "bf16", k_pack="ldg")
     s = op.schedule_for(op.shape(M=8192, N=8192, K=8189))
-    assert s.cluster_m == 1 and s.producer_regs + s.consumers * s.consumer_regs <= 512
+    assert s.cluster_m == 1
+    r = ldg_schedule(s)                               # the register split the lowering runs
+    assert r.producer_regs > s.producer_regs and r.consumer_regs < s.consumer_regs
+    assert r.producer_regs + r.consumers * r.consumer_regs <= 512
     x2 = TcMatmul("bf16", "bf16", TcMatmulSchedule(cluster_m=2))      # k_pack auto
     shape = x2.shape(M=256, N=256, K=77)
     assert x2.ldg(shape) == (False, False) and len(x2.packed(shape)) == 2
@@ -94,6 +97,9 @@ def test_cluster_schedule_with_ldg_is_a_one_line_error():
 def test_batch_follows_the_producer_registers():
     assert batch_for(TMA_128x256, 128, 256) == 8
     assert batch_for(TcMatmulSchedule(), 128, 256) == 1
+    ptx = emit_module(TcMatmul("bf16", "bf16", TcMatmulSchedule(), k_pack="ldg").build(
+        dict(M=256, N=256, K=77), ARCH))
+    assert "setmaxnreg.dec.sync.aligned.u32 104" in ptx
 
 
 @pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")

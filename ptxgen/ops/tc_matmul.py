@@ -28,7 +28,6 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
-from ..schedule.tc_ldg_producer import ldg_schedule
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
@@ -142,9 +141,12 @@ class TcMatmul(Operator):
         if self._sm80:
             return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
-            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype) or \
-                default_tc_schedule(shape).for_dtype(self.dtype)
-            return ldg_schedule(s) if self._ldg_wanted(shape) else s
+            tuned = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype)
+            if tuned and self.k_pack != "ldg":
+                return tuned        # k_pack "auto" takes the ld.global producer if it can (ldg)
+            s = tuned or default_tc_schedule(shape).for_dtype(self.dtype)
+            # no TMA multicast of B with the ld.global producer (its registers: lower_tc_matmul)
+            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) else s
         return self.schedule
 
     def _ldg_wanted(self, shape):
@@ -161,11 +163,12 @@ class TcMatmul(Operator):
 
     def ldg(self, shape):
         """(A, B): loaded by the producer's ld.global (tc_ldg_producer.py) instead of a pad
-        copy and TMA: misaligned K-major operands when _ldg_wanted, and (an explicit
-        schedule under k_pack="auto") the schedule takes it (cluster_m == 1)."""
+        copy and TMA: misaligned K-major operands when _ldg_wanted and, under k_pack="auto",
+        the schedule (given, tuned or default) takes it (cluster_m == 1; "ldg" with a cluster
+        schedule is lower_tc_matmul's one-line error)."""
         if self._sm80 or not self._ldg_wanted(shape):
             return (False, False)
-        if self.schedule != "auto" and self.k_pack == "auto" and self.schedule.cluster_m != 1:
+        if self.k_pack == "auto" and self.schedule_for(shape).cluster_m != 1:
             return (False, False)
         return self._misaligned_k_major(shape)
 

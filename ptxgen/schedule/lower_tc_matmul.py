@@ -47,7 +47,7 @@ from ..ir.instr import Instr
 from .c_row_stores import RowStores
 from .c_stores import PairStores
 from .raster import grouped_tile
-from .tc_ldg_producer import LdgProducer, check_ldg
+from .tc_ldg_producer import LdgProducer, check_ldg, ldg_schedule
 from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
                         TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
@@ -56,6 +56,8 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
           b_major=True, ldg=(False, False)):
     s.validate(arch, dtype)
     check_ldg(s, ldg)
+    if any(ldg):                # the producer's share raised for its loads in flight
+        s = ldg_schedule(s)
     if (ldg[0] and not a_major) or (ldg[1] and not b_major):
         raise ScheduleError("tc_matmul: the ld.global producer loads K-major operands only "
                             "(row-major A, column-major B)")

@@ -21,7 +21,8 @@ box at 128 bytes a row, 16-byte chunk l/2 XORed with the row's index mod 8 (= h:
 start on 1024 bytes), so every thread's address is a fixed offset plus 1024 per pass.
 
 Loads are issued `batch` passes at a time (4 registers each, all in flight) before the first is
-shifted and stored: the producer's setmaxnreg share bounds the batch (batch_for).
+shifted and stored: the producer's setmaxnreg share bounds the batch (batch_for); the lowering
+raises that share to LDG_PRODUCER_REGS (ldg_schedule), taking it from the consumers.
 
 Edges: the fast path reads up to 8 bytes past a row's k-block (the second word): inside the array
 whenever a later row exists or 8 bytes of the row remain. In edge tiles (rows past M or N) it
@@ -241,9 +242,10 @@ LDG_PRODUCER_REGS = LDG_BASE_REGS + 4 * MAX_BATCH
 
 
 def ldg_schedule(s):
-    """Schedule `s` made fit for the ld.global producer: one CTA per cluster (no multicast),
-    the producer's register share raised to LDG_PRODUCER_REGS and the consumers' lowered to
-    what is left of the register file (multiples of 8)."""
+    """Schedule `s` as the lowering runs it with the ld.global producer: one CTA per cluster
+    (no multicast), the producer's register share raised to LDG_PRODUCER_REGS and the
+    consumers' lowered to what is left of the register file (multiples of 8). The operator's
+    schedule_for only sets cluster_m (the tuner's schedules keep their identity)."""
     import dataclasses
     from .matmul import target_limits
     from ..arch import DEFAULT_TARGET
