@@ -1,6 +1,7 @@
-"""The sm_90a GEMM's ld.global producer for K-major operands whose rows are not 16-byte aligned
-(schedule/tc_ldg_producer.py, TcMatmul k_pack="ldg"): on the CPU emulator against float64 and
-bit for bit against the pad-copy path, ptxas without spills, and on the GPU."""
+"""The sm_90a GEMM's cp.async producer for K-major operands whose rows are not 16-byte aligned
+(schedule/tc_ldg_producer.py, TcMatmul k_pack="ldg"): on the CPU emulator (racecheck on)
+against float64 and bit for bit against the pad-copy path, ptxas without spills, and on the
+GPU."""
 import numpy as np
 import pytest
 
@@ -9,7 +10,7 @@ from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
 from ptxgen.errors import PtxgenError, ScheduleError
 from ptxgen.ops.tc_matmul import TcMatmul
-from ptxgen.schedule.tc_ldg_producer import batch_for, ldg_schedule
+from ptxgen.schedule.tc_ldg_producer import LDG_PRODUCER_REGS, ldg_schedule
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule, lower_tc_matmul
 
 ARCH = "sm_90a"
@@ -35,9 +36,9 @@ def _assert_float64(op, shape, arrays):
 @pytest.mark.parametrize("M, N, K", [(67, 45, 37), (70, 131, 93), (129, 257, 129),
                                      (260, 300, 190), (5, 30, 3)])
 def test_ldg_producer_matches_float64_and_the_pad_path_bit_for_bit(dtype, M, N, K):
-    """K < 64 (only the tail k-block), K = 64k + 1 (the block before the tail ends within 8
-    bytes of the last row), full and edge tiles: the slots hold what TMA would have put there,
-    so C equals the pad-copy path's bit for bit."""
+    """K < 64 (only the tail k-block), K = 64k + 1 (the tail k-block holds one element), odd K
+    (every other row shifted in shared memory), full and edge tiles: the slots hold what TMA
+    would have put there, so C equals the pad-copy path's bit for bit."""
     ldg, pad = TcMatmul(dtype, "f32", k_pack="ldg"), TcMatmul(dtype, "f32", k_pack="pad")
     shape = ldg.shape(M=M, N=N, K=K)
     assert ldg.ldg(shape) == (True, True) and pad.ldg(shape) == (False, False)
@@ -67,6 +68,22 @@ def test_one_operand_by_ldg_the_other_by_tma(dtype, kw, ldg):
     _assert_float64(op, shape, _run(op, shape, 7))
 
 
+def test_small_tiles_walked_by_few_persistent_ctas():
+    """64-row tiles (16 rows a producer warp: the side words of fewer rows than lanes), two
+    CTAs walking 9 tiles each through a 3-slot ring: the one-k-block lag wraps the ring and
+    crosses tiles."""
+    from ptxgen.emu import emulate
+    op = TcMatmul("bf16", "f32", TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1,
+                                                  stages=3, group_m=2), k_pack="ldg")
+    shape = op.shape(M=150, N=190, K=101)
+    arrays = op.make_inputs(shape, np.random.default_rng(5))
+    m = op.build(shape, ARCH)
+    (step,) = op.steps(shape, ARCH, 2)
+    L = step.launch
+    emulate(m, step.kernel, L.grid, L.block, *step.args(arrays), shared_bytes=L.shared_bytes)
+    _assert_float64(op, shape, arrays)
+
+
 def test_turned_tiles_and_an_explicit_schedule():
     op = TcMatmul("bf16", "f32", TURNED, k_pack="ldg")
     shape = op.shape(M=300, N=140, K=139)
@@ -85,41 +102,43 @@ def test_auto_picks_a_cluster_1_schedule_and_pads_with_a_cluster_schedule():
     assert x2.ldg(shape) == (False, False) and len(x2.packed(shape)) == 2
 
 
-def test_cluster_schedule_with_ldg_is_a_one_line_error():
-    with pytest.raises(ScheduleError, match="cluster_m=1") as e:
-        lower_tc_matmul(TcMatmulSchedule(cluster_m=2), ARCH, dict(M=256, N=256, K=77),
-                        ldg=(True, True))
+@pytest.mark.parametrize("schedule, words", [(TcMatmulSchedule(cluster_m=2), "cluster_m=1"),
+                                              (TcMatmulSchedule(stages=2), "stages >= 3")])
+def test_schedules_the_producer_cannot_take_are_one_line_errors(schedule, words):
+    with pytest.raises(ScheduleError, match=words) as e:
+        lower_tc_matmul(schedule, ARCH, dict(M=256, N=256, K=77), ldg=(True, True))
     assert "\n" not in str(e.value)
+    auto = TcMatmul("bf16", "bf16", schedule)               # k_pack auto: pad copies instead
+    assert auto.ldg(dict(M=256, N=256, K=77)) == (False, False)
     with pytest.raises(PtxgenError, match="k_pack"):
         TcMatmul("bf16", k_pack="tma")
 
 
-def test_batch_follows_the_producer_registers():
-    assert batch_for(TMA_128x256, 128, 256) == 8
-    assert batch_for(TcMatmulSchedule(), 128, 256) == 1
-    ptx = emit_module(TcMatmul("bf16", "bf16", TcMatmulSchedule(), k_pack="ldg").build(
-        dict(M=256, N=256, K=77), ARCH))
-    assert "setmaxnreg.dec.sync.aligned.u32 104" in ptx
+def test_producer_register_share_and_side_buffer():
+    op = TcMatmul("bf16", "bf16", TcMatmulSchedule(), k_pack="ldg")
+    shape = dict(M=256, N=256, K=77)
+    ptx = emit_module(op.build(shape, ARCH))
+    assert f"setmaxnreg.dec.sync.aligned.u32 {LDG_PRODUCER_REGS}" in ptx
+    assert "cp.async.ca.shared.global" in ptx and "cp.async.wait_group 1" in ptx
+    pad = TcMatmul("bf16", "bf16", TcMatmulSchedule(), k_pack="pad")
+    # side words: 4 bytes per tile row of A and B per stage
+    assert op.launch(shape).shared_bytes - pad.launch(shape).shared_bytes == 4 * 4 * (128 + 256)
 
 
 @pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 @pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
-def test_ptxas_no_spills_and_loads_in_flight(dtype, M, N, K):
-    """No spills, and ptxas keeps a batch of 8-byte loads in flight (at a tight producer
-    share it sank each load to its use: tc_ldg_producer.LDG_BASE_REGS)."""
-    import re
+def test_ptxas_no_spills_and_copies_without_registers(dtype, M, N, K):
+    """No spills; the tile is copied by LDGSTS (cp.async), one row per instruction."""
     op = TcMatmul(dtype, "bf16" if dtype != "tf32" else "f32")
     shape = op.shape(M=M, N=N, K=K)
     assert op.ldg(shape) == (True, True)
     r = toolchain.assemble(emit_module(op.build(shape, ARCH)), ARCH)
     res = r.resources["tc_matmul"]
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack_bytes == 0
-    run = best = 0
-    for o in re.findall(r"\b(LDG\.E\.64|SEL)\b", toolchain.disassemble(r.cubin)):
-        run = run + 1 if o.startswith("LDG") else 0
-        best = max(best, run)
-    assert best >= 12                 # 6 or more passes' loads issued before the first use
+    sass = toolchain.disassemble(r.cubin)
+    # (128 + 256) rows / 4 warps per k-block, plain and with src-sizes: at least 2 x 96
+    assert sass.count("LDGSTS") >= 2 * 96 and "LDG.E" not in sass
 
 
 # -- on the GPU ------------------------------------------------------------------------------

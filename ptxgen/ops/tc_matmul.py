@@ -28,6 +28,7 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
+from ..schedule.tc_ldg_producer import side_bytes
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
@@ -164,11 +165,12 @@ class TcMatmul(Operator):
     def ldg(self, shape):
         """(A, B): loaded by the producer's ld.global (tc_ldg_producer.py) instead of a pad
         copy and TMA: misaligned K-major operands when _ldg_wanted and, under k_pack="auto",
-        the schedule (given, tuned or default) takes it (cluster_m == 1; "ldg" with a cluster
-        schedule is lower_tc_matmul's one-line error)."""
+        the schedule (given, tuned or default) takes it (cluster_m == 1, stages >= 3; "ldg"
+        with another schedule is lower_tc_matmul's one-line error)."""
         if self._sm80 or not self._ldg_wanted(shape):
             return (False, False)
-        if self.k_pack == "auto" and self.schedule_for(shape).cluster_m != 1:
+        s = self.schedule_for(shape)
+        if self.k_pack == "auto" and (s.cluster_m != 1 or s.stages < 3):
             return (False, False)
         return self._misaligned_k_major(shape)
 
@@ -244,7 +246,8 @@ class TcMatmul(Operator):
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
         staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out))
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) +
+                      side_bytes(s, self.ldg(shape)))
 
     def _np_in(self):
         return {"bf16": np.uint16, "f16": np.float16, "tf32": np.float32}[self.dtype]

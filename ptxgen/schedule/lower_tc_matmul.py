@@ -47,7 +47,7 @@ from ..ir.instr import Instr
 from .c_row_stores import RowStores
 from .c_stores import PairStores
 from .raster import grouped_tile
-from .tc_ldg_producer import LdgProducer, check_ldg, ldg_schedule
+from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
 from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
                         TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
@@ -56,7 +56,7 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
           b_major=True, ldg=(False, False)):
     s.validate(arch, dtype)
     check_ldg(s, ldg)
-    if any(ldg):                # the producer's share raised for its loads in flight
+    if any(ldg):                # the producer's register share for its addresses
         s = ldg_schedule(s)
     if (ldg[0] and not a_major) or (ldg[1] and not b_major):
         raise ScheduleError("tc_matmul: the ld.global producer loads K-major operands only "
@@ -92,7 +92,9 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
 class _Lowering(PairStores, RowStores, LdgProducer):
     def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
-        self.ldg = tuple(ldg)           # (A, B) loaded by the producer's threads (ld.global)
+        self.ldg = tuple(ldg)           # (A, B) copied by the producer's threads (cp.async)
+        # 16-bit rows at odd K: every other row starts 2 bytes off a 4-byte boundary
+        self.k_odd = ELEM_BYTES[dtype] == 2 and shape["K"] % 2 == 1
         self.a_major, self.b_major = a_major, b_major
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
@@ -112,10 +114,12 @@ class _Lowering(PairStores, RowStores, LdgProducer):
         self.a_bytes = s.a_stage_bytes(self.elem)
         self.cbuf = b.add(self.base, s.stages * self.stage_bytes, name="cbuf")
         self.bars = b.add(self.cbuf, s.c_stage_bytes(self.staged, self.out), name="bars")
+        if any(self.ldg):               # the cp.async producer's side words (after the barriers)
+            self.side = b.add(self.bars, 16 * s.stages, name="side")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
                 b.mbarrier_init(Addr(self.bars, 8 * st),
-                                self.ldg_full_arrivals() if any(self.ldg) else 1)
+                                ldg_full_arrivals(self.ldg) if any(self.ldg) else 1)
                 # a slot is free once every consumer of every CTA it was multicast to is done
                 b.mbarrier_init(Addr(self.bars, 8 * (s.stages + st)), s.consumers * s.cluster_m)
             b.fence_mbarrier_init()
