@@ -200,7 +200,8 @@ def bench(sname, variants, rng, sms, impls, rows):
         for vname in (variants if impl == "ptxgen" else [None]):
             if vname in LAYOUTS and dtype == "tf32":       # tf32 wgmma has no transpose
                 continue
-            if vname in K_PACK and K % (16 // (4 if dtype == "tf32" else 2)) == 0:
+            pack, _, sname_v = (vname or "").rpartition(":")   # "ldg:n128": k_pack, schedule
+            if (vname in K_PACK or pack) and K % (16 // (4 if dtype == "tf32" else 2)) == 0:
                 continue                                   # aligned K: nothing to choose
             C = torch.full((M, N), float("nan"), device="cuda",
                            dtype=getattr(torch, TORCH_OUT[out]))
@@ -215,6 +216,9 @@ def bench(sname, variants, rng, sms, impls, rows):
                 else:
                     if vname in LAYOUTS or vname in K_PACK:
                         op = TcMatmul(dtype, out, "auto", **{**LAYOUTS, **K_PACK}[vname])
+                    elif pack:
+                        op = TcMatmul(dtype, out, VARIANTS[sname_v].for_dtype(dtype),
+                                      **K_PACK[pack])
                     else:
                         sched = VARIANTS[vname]
                         op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
@@ -293,7 +297,9 @@ def main():
     p.add_argument("--variants", default="auto",
                    help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice, operand "
                         "layouts (LAYOUTS: brow, acol, acolbrow; auto schedule) or how "
-                        "misaligned K-major operands are loaded (K_PACK: pad, ldg)")
+                        "misaligned K-major operands are loaded (K_PACK: pad, ldg), or "
+                        "K_PACK:VARIANT (e.g. ldg:n128: that schedule with the cp.async "
+                        "producer)")
     p.add_argument("--dtypes", default="bf16,f16,tf32")
     p.add_argument("--impls", default="cublas,ptxgen,triton",
                    help="implementations to time (cuBLAS is each ratio's reference)")

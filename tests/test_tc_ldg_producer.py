@@ -62,7 +62,7 @@ def test_every_row_misalignment_with_large_tiles(K):
     ("bf16", dict(a_layout="col"), (False, True)),     # At by TMA, Bt by ld.global
     ("f16", dict(b_layout="row"), (True, False))])     # A by ld.global, B by TMA
 def test_one_operand_by_ldg_the_other_by_tma(dtype, kw, ldg):
-    op = TcMatmul(dtype, "bf16", **kw)
+    op = TcMatmul(dtype, "bf16", k_pack="ldg", **kw)
     shape = op.shape(M=128, N=192, K=77)
     assert op.ldg(shape) == ldg and not op.packed(shape)
     _assert_float64(op, shape, _run(op, shape, 7))
@@ -130,7 +130,7 @@ def test_producer_register_share_and_side_buffer():
 @pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
 def test_ptxas_no_spills_and_copies_without_registers(dtype, M, N, K):
     """No spills; the tile is copied by LDGSTS (cp.async), one row per instruction."""
-    op = TcMatmul(dtype, "bf16" if dtype != "tf32" else "f32")
+    op = TcMatmul(dtype, "bf16" if dtype != "tf32" else "f32", k_pack="ldg")
     shape = op.shape(M=M, N=N, K=K)
     assert op.ldg(shape) == (True, True)
     r = toolchain.assemble(emit_module(op.build(shape, ARCH)), ARCH)
@@ -181,7 +181,7 @@ def test_gpu_ldg_every_misalignment(K, schedule):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kw", [dict(a_layout="col"), dict(b_layout="row")])
 def test_gpu_ldg_one_operand(kw):
-    op = TcMatmul("bf16", "f32", **kw)
+    op = TcMatmul("bf16", "f32", k_pack="ldg", **kw)
     shape = op.shape(M=256, N=384, K=301)
     assert sum(op.ldg(shape)) == 1
     _assert_float64(op, shape, _gpu_arrays(op, shape, 11))

@@ -46,8 +46,8 @@ K_PACKS = ("auto", "pad", "ldg")
 
 
 def LDG_RULE(shape, dtype):
-    """k_pack="auto": the ld.global producer instead of pad copies (provisional: always)."""
-    return True
+    """k_pack="auto": the cp.async producer instead of pad copies (provisional: never)."""
+    return False
 
 
 def default_tc_schedule(shape, sm_count=None):
