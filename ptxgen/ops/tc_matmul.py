@@ -10,7 +10,9 @@ arrays: the tensor cores read their top 19 bits (sign, exponent, 10 fraction bit
 a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
 ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand whose
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
-copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16).
+copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
+with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
+memory (schedule/tc_ldg_producer.py; slower on the H200 so far: LDG_RULE).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -46,7 +48,13 @@ K_PACKS = ("auto", "pad", "ldg")
 
 
 def LDG_RULE(shape, dtype):
-    """k_pack="auto": the cp.async producer instead of pad copies (provisional: never)."""
+    """k_pack="auto": whether the producer's cp.async copies (schedule/tc_ldg_producer.py)
+    replace the pad copies. Never, as measured on the H200 on 2026-12-01 (docs/PERF.md, "Odd K
+    without pad copies"): bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with it (four
+    schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against
+    630.6, 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against
+    714.1, tf32 4096x4096x4093 at 214.4 against 320.2: pad copies win at every measured shape.
+    k_pack="ldg" still selects it."""
     return False
 
 
