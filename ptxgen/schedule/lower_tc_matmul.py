@@ -12,6 +12,9 @@ consumer warpgroups through an mbarrier ring.
                "rows_st" (rows not 16-byte aligned: the threads copy the staged tile with
                st.global, c_row_stores.py)
         C:     M x N row-major, f32 or bf16
+    With ldg=(A, B) (K-major rows not 16-byte aligned, odd K), that operand's map is replaced by
+    a raw pointer ("A" / "B", rows K elements apart) and the whole producer warpgroup copies it
+    with cp.async (tc_ldg_producer.py; cluster_m=1, stages >= 3).
 
 K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
 N-major one lands as columns of 64-element-wide swizzle atoms and is read with the transpose bit.
