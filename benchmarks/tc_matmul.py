@@ -62,11 +62,15 @@ VARIANTS = {
 # (K x N, N-major boxes, wgmma trans-b), column-major A (At, K x M), both
 LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
            "acolbrow": dict(a_layout="col", b_layout="row")}
+# the operator's auto schedule with misaligned K-major operands (K % 8, tf32 K % 4) pad-copied
+# then loaded by TMA, or loaded by the producer's ld.global (schedule/tc_ldg_producer.py)
+K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg")}
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
          "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
          "oddm": (4095, 4096, 4096), "llm1": (16384, 4096, 4096), "llm2": (4096, 14336, 4096),
-         "llm3": (128, 8192, 8192)}
+         "llm3": (128, 8192, 8192), "oddk8": (8192, 8192, 8189), "oddk2": (4096, 4096, 4094)}
+NEAR = {"oddk8": "8192"}       # an odd shape's nearest multiple, where it is not "4096"
 
 
 def resident_ctas(op, shape, kern, sms):
@@ -196,6 +200,9 @@ def bench(sname, variants, rng, sms, impls, rows):
         for vname in (variants if impl == "ptxgen" else [None]):
             if vname in LAYOUTS and dtype == "tf32":       # tf32 wgmma has no transpose
                 continue
+            pack, _, sname_v = (vname or "").rpartition(":")   # "ldg:n128": k_pack, schedule
+            if (vname in K_PACK or pack) and K % (16 // (4 if dtype == "tf32" else 2)) == 0:
+                continue                                   # aligned K: nothing to choose
             C = torch.full((M, N), float("nan"), device="cuda",
                            dtype=getattr(torch, TORCH_OUT[out]))
             row = dict(shape=sname, impl=impl if vname in (None, "auto") else f"ptxgen-{vname}",
@@ -207,14 +214,18 @@ def bench(sname, variants, rng, sms, impls, rows):
                 elif impl == "triton":
                     go = base.triton_bf16(A, Bt, C)
                 else:
-                    if vname in LAYOUTS:
-                        op = TcMatmul(dtype, out, "auto", **LAYOUTS[vname])
+                    if vname in LAYOUTS or vname in K_PACK:
+                        op = TcMatmul(dtype, out, "auto", **{**LAYOUTS, **K_PACK}[vname])
+                    elif pack:
+                        op = TcMatmul(dtype, out, VARIANTS[sname_v].for_dtype(dtype),
+                                      **K_PACK[pack])
                     else:
                         sched = VARIANTS[vname]
                         op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
                     go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)),
+                                 ldg=op.ldg(shape),
                                  c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own
                         extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)
@@ -241,13 +252,13 @@ def bench(sname, variants, rng, sms, impls, rows):
     return rows
 
 
-def against_multiple(rows, near="4096"):
-    """Issue 13's odd-shape measure: each odd shape's TFLOP/s over the `near` shape's (the
-    nearest multiple) in this run, per implementation, and the best ptxgen row over the best
-    ptxgen row there."""
+def against_multiple(rows, default_near="4096"):
+    """Issue 13's odd-shape measure: each odd shape's TFLOP/s over its nearest multiple's
+    (NEAR, else default_near) in this run, per implementation, and the best ptxgen row over the
+    best ptxgen row there."""
     def ok(r):
         return "tflops" in r and r.get("ok", True) is not False
-    base = {(r["impl"], r["dtype"]): r["tflops"] for r in rows if r["shape"] == near and ok(r)}
+    base = {(r["shape"], r["impl"], r["dtype"]): r["tflops"] for r in rows if ok(r)}
     best = {}
     for r in rows:
         if ok(r) and r["impl"].startswith("ptxgen"):
@@ -255,10 +266,12 @@ def against_multiple(rows, near="4096"):
             best[key] = max(best.get(key, 0.0), r["tflops"])
     out = []
     for r in rows:
-        if r["shape"].startswith("odd") and ok(r) and (r["impl"], r["dtype"]) in base:
+        near = NEAR.get(r["shape"], default_near)
+        if r["shape"].startswith("odd") and ok(r) and (near, r["impl"], r["dtype"]) in base:
             out.append(f"{r['shape']:6} {r['impl']:10} {r['dtype']:5} {r['tflops']:8.1f} TFLOP/s "
-                       f"= {r['tflops'] / base[(r['impl'], r['dtype'])]:.3f} of {near}'s")
+                       f"= {r['tflops'] / base[(near, r['impl'], r['dtype'])]:.3f} of {near}'s")
     for (shape, dt), tf in sorted(best.items()):
+        near = NEAR.get(shape, default_near)
         if shape.startswith("odd") and (near, dt) in best:
             pad = max((r.get("pad_ms") or 0.0 for r in rows if r["shape"] == shape), default=0)
             out.append(f"{shape:6} best ptxgen {dt}: {tf / best[(near, dt)]:.3f} of {near}'s "
@@ -282,8 +295,11 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="4096,8192,odd")
     p.add_argument("--variants", default="auto",
-                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice, or operand "
-                        "layouts (LAYOUTS: brow, acol, acolbrow; auto schedule)")
+                   help="ptxgen schedules (VARIANTS), 'auto' = the operator's choice, operand "
+                        "layouts (LAYOUTS: brow, acol, acolbrow; auto schedule) or how "
+                        "misaligned K-major operands are loaded (K_PACK: pad, ldg), or "
+                        "K_PACK:VARIANT (e.g. ldg:n128: that schedule with the cp.async "
+                        "producer)")
     p.add_argument("--dtypes", default="bf16,f16,tf32")
     p.add_argument("--impls", default="cublas,ptxgen,triton",
                    help="implementations to time (cuBLAS is each ratio's reference)")

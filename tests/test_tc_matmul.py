@@ -374,7 +374,7 @@ def test_pad_copy_b16_copies_and_zero_fills_on_emulator(rows, cols):
 
 
 def test_k_not_multiple_of_8_pads_operands_in_steps():
-    op = TcMatmul()
+    op = TcMatmul(k_pack="pad")
     shape = op.shape(M=67, N=45, K=41)
     m = op.build(shape, ARCH)
     steps = op.steps(shape, ARCH)

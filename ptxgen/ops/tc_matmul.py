@@ -10,7 +10,9 @@ arrays: the tensor cores read their top 19 bits (sign, exponent, 10 fraction bit
 a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
 ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand whose
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
-copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16).
+copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
+with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
+memory (schedule/tc_ldg_producer.py; slower on the H200 so far: LDG_RULE).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -28,6 +30,7 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
+from ..schedule.tc_ldg_producer import side_bytes
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
@@ -38,6 +41,21 @@ F32_ULP = 2.0 ** -23
 BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
 MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps' element type
+# How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
+# copy, then TMA), "ldg" (the producer warpgroup's ld.global, schedule/tc_ldg_producer.py) or
+# "auto" (LDG_RULE). M-/N-major misaligned operands are always pad-copied.
+K_PACKS = ("auto", "pad", "ldg")
+
+
+def LDG_RULE(shape, dtype):
+    """k_pack="auto": whether the producer's cp.async copies (schedule/tc_ldg_producer.py)
+    replace the pad copies. Never, as measured on the H200 on 2026-12-01 (docs/PERF.md, "Odd K
+    without pad copies"): bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with it (four
+    schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against
+    630.6, 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against
+    714.1, tf32 4096x4096x4093 at 214.4 against 320.2: pad copies win at every measured shape.
+    k_pack="ldg" still selects it."""
+    return False
 
 
 def default_tc_schedule(shape, sm_count=None):
@@ -82,7 +100,8 @@ class TcMatmul(Operator):
     shape_names = ("M", "N", "K")
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
-    def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col"):
+    def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
+                 k_pack="auto"):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
                               f"tensor-core path, got {dtype!r}")
@@ -98,8 +117,12 @@ class TcMatmul(Operator):
             if dtype == "tf32" and v != k_major:
                 raise PtxgenError(f"matmul: tf32 wgmma reads K-major operands only (no "
                                   f"transpose): {what} must be {k_major!r} for tf32")
+        if k_pack not in K_PACKS:
+            raise PtxgenError(f"matmul: k_pack must be one of {', '.join(K_PACKS)}, got "
+                              f"{k_pack!r}")
         self.dtype, self.out = dtype, out
         self.schedule = schedule
+        self.k_pack = k_pack
         self.a_layout, self.b_layout = a_layout, b_layout
         self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
         self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
@@ -127,10 +150,38 @@ class TcMatmul(Operator):
         if self._sm80:
             return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
-            return tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype,
-                                     self.out) or \
-                default_tc_schedule(shape).for_dtype(self.dtype)
+            tuned = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype,
+                                      self.out)
+            if tuned and self.k_pack != "ldg":
+                return tuned        # k_pack "auto" takes the ld.global producer if it can (ldg)
+            s = tuned or default_tc_schedule(shape).for_dtype(self.dtype)
+            # no TMA multicast of B with the ld.global producer (its registers: lower_tc_matmul)
+            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) else s
         return self.schedule
+
+    def _ldg_wanted(self, shape):
+        """Whether misaligned K-major operands should come by the ld.global producer (before a
+        schedule is known): k_pack "ldg", or "auto" where LDG_RULE holds."""
+        if self.k_pack == "pad" or not any(self._misaligned_k_major(shape)):
+            return False
+        return self.k_pack == "ldg" or LDG_RULE(shape, self.dtype)
+
+    def _misaligned_k_major(self, shape):
+        """(A, B): K-major and rows not 16-byte aligned (K % 8, tf32 K % 4)."""
+        return tuple(name in ("A", "Bt") and cols % self._per16 != 0
+                     for name, _, cols in self.operands(shape))
+
+    def ldg(self, shape):
+        """(A, B): loaded by the producer's ld.global (tc_ldg_producer.py) instead of a pad
+        copy and TMA: misaligned K-major operands when _ldg_wanted and, under k_pack="auto",
+        the schedule (given, tuned or default) takes it (cluster_m == 1, stages >= 3; "ldg"
+        with another schedule is lower_tc_matmul's one-line error)."""
+        if self._sm80 or not self._ldg_wanted(shape):
+            return (False, False)
+        s = self.schedule_for(shape)
+        if self.k_pack == "auto" and (s.cluster_m != 1 or s.stages < 3):
+            return (False, False)
+        return self._misaligned_k_major(shape)
 
     def kernel_name(self):
         return "tc_matmul"
@@ -149,7 +200,9 @@ class TcMatmul(Operator):
     def packed(self, shape):
         """The operands first copied into zero-padded arrays of 16-byte aligned rows (cols
         rounded up to 8 16-bit or 4 tf32 elements: tensor maps need 16-byte row strides)."""
-        return [o for o in self.operands(shape) if o[2] % self._per16]
+        ldg = self.ldg(shape)
+        return [o for o, by_ldg in zip(self.operands(shape), ldg)
+                if o[2] % self._per16 and not by_ldg]
 
     def packs(self, shape):
         return bool(self.packed(shape))
@@ -162,7 +215,7 @@ class TcMatmul(Operator):
             return self._sm80.build(shape, arch)
         m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype, out=self.out,
                             name=self.kernel_name(), a_major=self.a_layout == "row",
-                            b_major=self.b_layout == "col")
+                            b_major=self.b_layout == "col", ldg=self.ldg(shape))
         if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
@@ -202,7 +255,8 @@ class TcMatmul(Operator):
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
         staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out))
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) +
+                      side_bytes(s, self.ldg(shape)))
 
     def _np_in(self):
         return {"bf16": np.uint16, "f16": np.float16, "tf32": np.float32}[self.dtype]
@@ -230,10 +284,12 @@ class TcMatmul(Operator):
         (a, _, _), (b, _, _) = self.operands(shape)
         a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
         dt = MAP_DTYPE[self.dtype]
-        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes)
-        maps = [TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
+        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes);
+        # operands the producer loads with ld.global: the array itself (rows K apart)
+        ldg = self.ldg(shape)
+        maps = [a_arr if ldg[0] else TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
                 TiledMap(a_arr, dt, s.BK, MN_BOX),
-                TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
+                b_arr if ldg[1] else TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
                 TiledMap(b_arr, dt, s.BK, MN_BOX)]
         kind = s.c_store(self.out, shape["M"], shape["N"])
         cols = SWIZZLE_BYTES // OUT_BYTES[self.out]       # a box row: 128 bytes of C

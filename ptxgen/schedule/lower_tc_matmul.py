@@ -12,6 +12,9 @@ consumer warpgroups through an mbarrier ring.
                "rows_st" (rows not 16-byte aligned: the threads copy the staged tile with
                st.global, c_row_stores.py)
         C:     M x N row-major, f32 or bf16
+    With ldg=(A, B) (K-major rows not 16-byte aligned, odd K), that operand's map is replaced by
+    a raw pointer ("A" / "B", rows K elements apart) and the whole producer warpgroup copies it
+    with cp.async (tc_ldg_producer.py; cluster_m=1, stages >= 3).
 
 K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
 N-major one lands as columns of 64-element-wide swizzle atoms and is read with the transpose bit.
@@ -47,13 +50,20 @@ from ..ir.instr import Instr
 from .c_row_stores import RowStores
 from .c_stores import PairStores
 from .raster import grouped_tile
+from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
 from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
                         TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
-          b_major=True):
+          b_major=True, ldg=(False, False)):
     s.validate(arch, dtype)
+    check_ldg(s, ldg)
+    if any(ldg):                # the producer's register share for its addresses
+        s = ldg_schedule(s)
+    if (ldg[0] and not a_major) or (ldg[1] and not b_major):
+        raise ScheduleError("tc_matmul: the ld.global producer loads K-major operands only "
+                            "(row-major A, column-major B)")
     if out not in ("f32", "bf16"):
         raise ScheduleError(f"tc_matmul: output type must be f32 or bf16, got {out!r}")
     if not (a_major and b_major):
@@ -67,8 +77,10 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     m = Module(target=arch)
     out_t = T.TYPES[out]
     staged = s.c_store(out, shape["M"], shape["N"])
+    in_t = T.f32 if dtype == "tf32" else T.b16
     k = m.add_kernel(name, [
-        tensor_map_param("A_map"), tensor_map_param("B_map")] +
+        Param(p, T.u64, ptr(in_t)) if on else tensor_map_param(p + "_map")
+        for p, on in zip(("A", "B"), ldg)] +
         ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
@@ -76,13 +88,16 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major).run()
+    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg).run()
     return m
 
 
-class _Lowering(PairStores, RowStores):
-    def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True):
+class _Lowering(PairStores, RowStores, LdgProducer):
+    def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
+        self.ldg = tuple(ldg)           # (A, B) copied by the producer's threads (cp.async)
+        # 16-bit rows at odd K: every other row starts 2 bytes off a 4-byte boundary
+        self.k_odd = ELEM_BYTES[dtype] == 2 and shape["K"] % 2 == 1
         self.a_major, self.b_major = a_major, b_major
         self.elem = ELEM_BYTES[dtype]
         self.even_n = shape["N"] % 2 == 0      # C rows hold whole pairs: 2-element stores
@@ -102,9 +117,12 @@ class _Lowering(PairStores, RowStores):
         self.a_bytes = s.a_stage_bytes(self.elem)
         self.cbuf = b.add(self.base, s.stages * self.stage_bytes, name="cbuf")
         self.bars = b.add(self.cbuf, s.c_stage_bytes(self.staged, self.out), name="bars")
+        if any(self.ldg):               # the cp.async producer's side words (after the barriers)
+            self.side = b.add(self.bars, 16 * s.stages, name="side")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
-                b.mbarrier_init(Addr(self.bars, 8 * st), 1)
+                b.mbarrier_init(Addr(self.bars, 8 * st),
+                                ldg_full_arrivals(self.ldg) if any(self.ldg) else 1)
                 # a slot is free once every consumer of every CTA it was multicast to is done
                 b.mbarrier_init(Addr(self.bars, 8 * (s.stages + st)), s.consumers * s.cluster_m)
             b.fence_mbarrier_init()
@@ -122,8 +140,11 @@ class _Lowering(PairStores, RowStores):
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
         b.setmaxnreg(s.producer_regs, inc=False)
-        b.branch(end, b.setp("ne", tid, 0))
-        self.producer()
+        if any(self.ldg):               # the whole warpgroup loads (tc_ldg_producer.py)
+            self.ldg_producer(tid)
+        else:
+            b.branch(end, b.setp("ne", tid, 0))
+            self.producer()
         b.branch(end)
         b.label(consumer)
         b.setmaxnreg(s.consumer_regs, inc=True)
