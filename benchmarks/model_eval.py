@@ -52,6 +52,8 @@ def pointer(d):
         lens = rng.integers(init["low"], init["high"], size=n - 1)   # held within the arrays
         off = np.concatenate([[0], np.cumsum(lens)])                 # the run recorded
         return np.minimum(off, init.get("total", off[-1])).astype(dt)
+    if init["kind"] == "randn":             # values that steer branches (an early exit)
+        return rng.standard_normal(n, dtype=np.float32).astype(dt)
     if init["kind"] == "randperm":
         return rng.permutation(n).astype(dt)
     if init["kind"] == "arange":

@@ -11,7 +11,8 @@ tensors on the GPU, held3's HostArrays' numpy arrays on the CPU), so the CPU tes
 same launch at a small size on ptxgen's emulator. New here: 8- and 16-bit data (uint8 images,
 float16 vectors) and index arrays whose values the simulator must redraw to see the kernel's
 addresses: CSR row offsets (init kind "offsets": a scan of random row lengths) and sorted
-arrays (init "sorted"), which model_eval.pointer draws. Checks compare with float64 (or exact
+arrays (init "sorted"), and normal data whose values decide an early exit (init "randn"),
+which model_eval.pointer draws. Checks compare with float64 (or exact
 integer) numpy references over a slice; for labels, indices and counts the result is the
 fraction of wrong ones; for dropout, the fraction of elements neither dropped nor scaled
 right, or 1 where the kept fraction is off by more than five standard deviations.
@@ -49,7 +50,7 @@ def cases():
         out.append(("dgemm_tiled", "numba", f"{m}x{k}x{n}", dict(m=m, k=k, n=n)))
     for n, taps in ((4_000_037, 127), (50_000_021, 31)):
         out.append(("conv1d_smem", "numba", f"n={n} taps={taps}", dict(n=n, taps=taps)))
-    for r, k, th in ((200_000, 3000, 2.5), (50_000, 5000, 3.5)):
+    for r, k, th in ((100_000, 1200, 2.5), (20_000, 6000, 3.5)):
         out.append(("find_first_vote", "numba", f"{r}x{k} thresh={th}",
                     dict(rows=r, cols=k, thresh=th)))
     for n, nb in ((10_000_019, 1000), (30_000_001, 100_003)):
@@ -221,6 +222,7 @@ def numba_case(g, c):
         r, k, th = c["rows"], c["cols"], c["thresh"]
         x, out = g.randn(r, k), _int_out(g, r)
         args, grid, block = [x, out, th], ((r * 32 + 255) // 256,), (256,)
+        inits = {0: dict(kind="randn")}   # the values decide where each warp stops
 
         def check():                      # wrong indices among the first 4096 rows
             above = g.host(x[:4096]) > np.float32(th)

@@ -252,8 +252,9 @@ def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
 
 
 def test_index_arrays_the_model_redraws():
-    """model_eval.pointer's draws for held5's index arrays: CSR offsets are a non-decreasing
-    scan from 0 held within the recorded nonzeros, sorted draws are sorted and in range."""
+    """model_eval.pointer's draws for held5's arrays: CSR offsets are a non-decreasing scan
+    from 0 held within the recorded nonzeros, sorted draws are sorted and in range, normal
+    data is float32 of unit spread."""
     import model_eval
     off = model_eval.pointer(dict(array=[1001], dtype="int32",
                                   init=dict(kind="offsets", low=0, high=9, total=3500)))
@@ -262,3 +263,5 @@ def test_index_arrays_the_model_redraws():
     s = model_eval.pointer(dict(array=[5000], dtype="int32",
                                 init=dict(kind="randint", low=-7, high=100, sorted=True)))
     assert np.all(np.diff(s) >= 0) and s[0] >= -7 and s[-1] < 100 and s.dtype == np.int32
+    x = model_eval.pointer(dict(array=[300, 70], dtype="float32", init=dict(kind="randn")))
+    assert x.dtype == np.float32 and x.size == 21000 and abs(x.std() - 1) < 0.05
