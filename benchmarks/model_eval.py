@@ -10,9 +10,9 @@ ptxgen.sim predicts the kernel's device time with the register count the driver 
 The prediction's `device_us` is compared with the held-batch GPU time (no launch overhead);
 the launch overhead of each path is reported apart. MAPE is given for the fitting part, the
 held-out part, the second held-out group (held2), the third (held3: evaluated once, after the
-model is frozen) and the fourth (held4, built blind the same way) separately (the split is the
-data file's, fixed before any fitting); --hide held4 keeps a group unseen while the model is
-being changed.
+model is frozen), the fourth and the fifth (held4, held5, built blind the same way) separately
+(the split is the data file's, fixed before any fitting); --hide held5 keeps a group unseen
+while the model is being changed.
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8}
+ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "float16": 2, "uint8": 1}
 
 
 class Pointer:
@@ -46,7 +46,14 @@ def pointer(d):
     n, dt = int(np.prod(d["array"])), np.dtype(d["dtype"])
     rng = np.random.default_rng(0)
     if init["kind"] == "randint":
-        return rng.integers(init["low"], init["high"], size=n).astype(dt)
+        v = rng.integers(init["low"], init["high"], size=n)
+        return (np.sort(v) if init.get("sorted") else v).astype(dt)
+    if init["kind"] == "offsets":           # CSR row offsets: a scan of random row lengths,
+        lens = rng.integers(init["low"], init["high"], size=n - 1)   # held within the arrays
+        off = np.concatenate([[0], np.cumsum(lens)])                 # the run recorded
+        return np.minimum(off, init.get("total", off[-1])).astype(dt)
+    if init["kind"] == "randn":             # values that steer branches (an early exit)
+        return rng.standard_normal(n, dtype=np.float32).astype(dt)
     if init["kind"] == "randperm":
         return rng.permutation(n).astype(dt)
     if init["kind"] == "arange":
@@ -129,7 +136,7 @@ def summarize(cases, preds):
                          single_launch_us=c.get("single_launch_us"),
                          predicted_time_us=p["time_us"]))
     out = {}
-    for part in ("fit", "held", "held2", "held3", "held4", "all"):
+    for part in ("fit", "held", "held2", "held3", "held4", "held5", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]
