@@ -100,3 +100,19 @@ def test_cta_sample_spreads_over_both_axes_of_a_2d_grid():
     # columns in every eighth of the width (evenly spaced ids gave 1, 3, …, 15 only)
     assert sorted(c * 8 // 47 for c in cols) == list(range(8))
     assert all(0 <= i < 47 * 112 for i in ids)
+
+
+def test_a_store_writing_one_lane_per_sector_pays_the_read_modify_write_each_time():
+    """Sixteen scalar stores per thread, one lane (4 bytes) per sector each (store_lanes k=16,
+    Numba's row of 16 floats per thread): eight stores fill each sector, but every one costs
+    L2 the read-modify-write (measured: ~96 bytes a sector and store); DRAM takes each sector
+    once."""
+    sixteen = "\n".join(f"  st.global.f32 [%rd3+{4 * k}], %f1;" for k in range(16))
+    text = QUAD.replace("mul.wide.u32 %rd2, %r4, 16;", "mul.wide.u32 %rd2, %r4, 64;")
+    seen, thin = _accesses(text.replace("STORES", sixteen), (132 * 64,), (256,), [Arr()])
+    sts = [a for t, a in seen.items() if t.startswith("st.global")]
+    assert len(sts) == 16 and all(a.partial_sectors == 32 and a.l2_sectors == 32 for a in sts)
+    assert sorted(a.merged for a in sts) == [0.0, 0.0] + [1.0] * 14
+    # four times the bytes of the k = 4 kernel above, and each store a read-modify-write
+    _, four = _accesses(QUAD.replace("STORES", SCALAR), (132 * 64,), (256,), [Arr()])
+    assert thin.device_us > 10 * four.device_us

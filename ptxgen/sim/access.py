@@ -50,7 +50,8 @@ class Access:
     partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
                                 # into the sector it holds: a read-modify-write there)
     merged: float = 0.0         # stores: fraction of its sectors an earlier store of the
-                                # block wrote in the same warp (merged with it: no more cost)
+                                # block wrote in the same warp (merged with it: no more DRAM)
+    l2_sectors: int = -1        # stores: sectors L2 takes from this execution (-1: all)
     dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
                                 # CTA writes too (L2 merges those before they leave for DRAM)
     dram_miss: float = 0.0      # data-dependent scattered addresses over a region larger than
@@ -309,7 +310,8 @@ def analyze(prog, table, records, warps_per_cta):
             if groups is None:
                 groups = store_groups(prog, records, sector)
             done = written.setdefault((blk, w), set())
-            store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done)
+            store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done,
+                          int(mm.get("l2_partial_write_min_bytes", 0)))
         if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
             # scattered lanes: L2 holds the part of the region they spread over it can keep
             addrs = [x for w in live for x in rec[w][0] if x is not None]
@@ -360,23 +362,29 @@ def store_groups(prog, records, sector):
     return {k: {s: len(b) for s, b in v.items()} for k, v in out.items()}
 
 
-def store_sectors(acc, rec, live, size, sector, group=None, done=None):
+def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes=0):
     """A global store's partial sectors (per warp execution) and, over the CTA's recorded
     warps, the fraction of its sectors no earlier warp wrote (the rest merge in L2).
 
     The warp's stores of one block are one write stream (`group`: bytes per sector over all of
     them; `done`: sectors earlier ones wrote, updated here): a sector that they fill together
     is partial for none of them, and one an earlier store already wrote merges with it before
-    it costs L2 or DRAM anything more (`merged`). On the H200, GELU over 10^8 floats with four
-    scalar stores per 16-byte group runs at DRAM speed, as four full-sector vector stores would:
-    pricing each as a partial-sector read-modify-write made it L2-bound at 3.7x the time."""
+    it costs L2 or DRAM anything more (`merged`). Except a *thin* sector, into which the
+    instruction writes fewer than `min_bytes` (one lane's 4-byte word): that one costs L2 the
+    read-modify-write every time. Measured on the H200 (fitting part, store_lanes): four scalar
+    stores filling sectors two lanes at a time take the time of whole-sector stores, sixteen
+    filling them one lane at a time ~96 bytes of L2 per sector and store (scatter: 106)."""
     if not live:
         return
     w0 = written_bytes(rec[live[0]][0], size, sector)
+    acc.l2_sectors = len(w0)
     if group is not None and done is not None:
+        thin = {s for s, b in w0.items() if b < min_bytes}
         new = [s for s in w0 if s not in done]
         acc.merged = 1.0 - len(new) / len(w0) if w0 else 0.0
-        acc.partial_sectors = sum(1 for s in new if group.get(s, 0) < sector)
+        fresh = [s for s in new if s not in thin]
+        acc.l2_sectors = len(thin) + len(fresh)
+        acc.partial_sectors = len(thin) + sum(1 for s in fresh if group.get(s, 0) < sector)
         done.update(w0)
     else:
         acc.partial_sectors = sum(1 for b in w0.values() if b < sector)

@@ -187,9 +187,11 @@ class SmMemory:
         data stay on chip."""
         acc = self.cfg.access.get(st.index)
         nbytes = acc.bytes if acc is not None else st.bytes
+        l2 = nbytes
+        if acc is not None and acc.l2_sectors >= 0:
+            l2 = acc.l2_sectors * self.cfg.sector_bytes     # merged sectors: taken already
         if acc is not None and acc.merged:
             nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
-        l2 = nbytes
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
             l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
         self.servers["L2"].request(t, l2)
