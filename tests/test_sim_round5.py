@@ -116,3 +116,65 @@ def test_a_store_writing_one_lane_per_sector_pays_the_read_modify_write_each_tim
     # four times the bytes of the k = 4 kernel above, and each store a read-modify-write
     _, four = _accesses(QUAD.replace("STORES", SCALAR), (132 * 64,), (256,), [Arr()])
     assert thin.device_us > 10 * four.device_us
+
+
+# a row loop like the dp4a kernel's: top-tested, counted by k, two loads per trip
+ROWLOOP = HEAD + """.visible .entry rowloop(.param .u32 rows, .param .u32 kw, .param .u64 db,
+  .param .u64 out)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<10>;
+  ld.param.u32 %r1, [rows];
+  ld.param.u32 %r2, [kw];
+  ld.param.u64 %rd1, [db];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %tid.x;
+  mad.lo.u32 %r6, %r3, %r4, %r5;
+  mov.u32 %r7, 0;
+  mov.u32 %r8, 0;
+LOOP:
+  setp.ge.u32 %p1, %r8, %r2;
+  @%p1 bra DONE;
+  mad.lo.u32 %r9, %r8, %r1, %r6;
+  mul.wide.u32 %rd3, %r9, 4;
+  add.u64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r10, [%rd4];
+  EXIT_TEST
+  add.u32 %r7, %r7, %r10;
+  add.u32 %r8, %r8, 1;
+  bra.uni LOOP;
+DONE:
+  mul.wide.u32 %rd5, %r6, 4;
+  add.u64 %rd6, %rd2, %rd5;
+  st.global.u32 [%rd6], %r7;
+  ret;
+}
+"""
+
+
+def test_loads_of_a_loop_ptxas_unrolls_are_in_flight_together():
+    from ptxgen import isa
+    from ptxgen.parse import parse_ptx
+    from ptxgen.sim import simulate
+    from ptxgen.sim.program import LDG, compile_kernel
+    table = isa.load("sm_90")
+    factor = table.memory_model["ptxas_unroll_factor"]
+    counted = ROWLOOP.replace("EXIT_TEST", "")
+    # a second exit that tests loaded data: ptxas cannot unroll it with the loads hoisted
+    searched = ROWLOOP.replace("EXIT_TEST", "setp.eq.u32 %p2, %r10, 0;\n  @%p2 bra DONE;")
+    for text, want in ((counted, factor), (searched, 1)):
+        k = parse_ptx(text).kernel("rowloop")
+        prog = compile_kernel(k, table)
+        assert [st.unroll for st in prog.instrs if st.kind == LDG] == [want]
+    # few warps (latency-bound): four trips' loads in flight make the walk several times faster
+    # (the searched loop's loaded values are unknown: both run 256 trips)
+    m1, m2 = parse_ptx(counted), parse_ptx(searched)
+    args = [132 * 64, 256, Arr(), Arr()]
+    fast = simulate(m1.kernel("rowloop"), (132,), (64,), args=args, module=m1, registers=32,
+                    trip=256)
+    slow = simulate(m2.kernel("rowloop"), (132,), (64,), args=args, module=m2, registers=32,
+                    trip=256)
+    assert slow.device_us > 2.5 * fast.device_us

@@ -160,7 +160,8 @@ class SmMemory:
         if level == "DRAM":
             # the line also passes through L2 on its way to the SM
             done = max(done, self.servers["L2"].request(t, nbytes))
-        return done + self.cfg.latencies[level]
+        # in a loop ptxas unrolls, `unroll` iterations' loads wait for one latency together
+        return done + self.cfg.latencies[level] / st.unroll
 
     def _scattered(self, t, st, acc, nbytes):
         """A load whose lanes scatter over a region larger than L2 keeps: its own share of
