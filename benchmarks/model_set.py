@@ -106,6 +106,10 @@ def cases():
     out.append(_case("atomic_one", "ptx", "n=1048576", n=1 << 20, mask=0, kernel="atomic_add"))
     out.append(_case("atomic_spread", "ptx", "n=4194304", n=1 << 22, mask=4095,
                      kernel="atomic_add"))
+    for k in (1, 4, 16):                # partial-sector stores a warp completes (branch sim5)
+        for mib in (16, 512):
+            out.append(_case("store_lanes", "ptx", f"k={k} {mib}MiB", k=k,
+                             n=mib * MB // (4 * k), kernel=f"store_lanes{k}"))
     out += held2_cases()
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]
@@ -235,6 +239,11 @@ def setup(g, c):
     elif kname == "fma_chain":
         out = g.empty(132 * 8 * 256)
         args, grid, block = [out, np.uint32(c["iters"])], (132 * 8,), (256,)
+    elif fam == "store_lanes":
+        out = g.zeros(c["n"] * c["k"], integer=True)
+        args, grid, block = [out, np.uint32(c["n"])], (c["n"] // 256,), (256,)
+        want = torch.arange(c["n"], device="cuda", dtype=torch.int32)[:, None]
+        check = lambda: float((out.view(-1, c["k"]) != want).sum())  # noqa: E731
     elif kname == "smem_stride":
         out = g.empty(132 * 8 * 256)
         args, grid, block = [out, np.uint32(1024), np.uint32(c["stride"])], (132 * 8,), (256,)
@@ -543,7 +552,8 @@ def launch_paths(g):
     return out
 
 
-def collect(path):
+def collect(path, only=None):
+    """Measure every case (only: those whose name contains it, launch paths skipped)."""
     g = Gpu()
     np, torch = g.np, g.torch
     import numba
@@ -569,10 +579,10 @@ def collect(path):
         meta["nvidia_smi"] = repr(e)
     data = dict(meta=meta, launch={}, cases=[])
     try:
-        data["launch"] = launch_paths(g)
+        data["launch"] = {} if only else launch_paths(g)
     except Exception:
         data["launch_error"] = traceback.format_exc()[-2000:]
-    for c in cases():
+    for c in (c for c in cases() if not only or only in c["name"]):
         rec = dict(c)
         t0 = time.perf_counter()
         try:
@@ -607,8 +617,8 @@ def collect(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "collect":
-        sys.exit(collect(sys.argv[2]))
+    if len(sys.argv) in (3, 5) and sys.argv[1] == "collect":    # [--only SUBSTRING]
+        sys.exit(collect(sys.argv[2], sys.argv[4] if len(sys.argv) == 5 else None))
     for c in cases():
         print(f"{c['split']:5s} {c['source']:7s} {c['name']}")
     print(len(cases()), "cases,", sum(c["split"] == "held" for c in cases()), "held out,",

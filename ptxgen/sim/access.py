@@ -49,6 +49,9 @@ class Access:
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
     partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
                                 # into the sector it holds: a read-modify-write there)
+    merged: float = 0.0         # stores: fraction of its sectors an earlier store of the
+                                # block wrote in the same warp (merged with it: no more DRAM)
+    l2_sectors: int = -1        # stores: sectors L2 takes from this execution (-1: all)
     dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
                                 # CTA writes too (L2 merges those before they leave for DRAM)
     dram_miss: float = 0.0      # data-dependent scattered addresses over a region larger than
@@ -221,6 +224,7 @@ def analyze(prog, table, records, warps_per_cta):
     random_wf = None
     seen = {}                           # block → sector sets of its earlier global loads
     cta_seen = {}                       # block → {warp: its sectors, "all": every warp's}
+    groups, written = None, {}          # stores: (block, warp) → bytes per sector, sectors so far
     out = {}
     for i in memory_instrs(prog):
         st = prog.instrs[i]
@@ -301,7 +305,13 @@ def analyze(prog, table, records, warps_per_cta):
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:
-            store_sectors(acc, rec, live, size, sector)
+            w = live[0] if live else None
+            blk = prog.block_of[i]
+            if groups is None:
+                groups = store_groups(prog, records, sector)
+            done = written.setdefault((blk, w), set())
+            store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done,
+                          int(mm.get("l2_partial_write_min_bytes", 0)))
         if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
             # scattered lanes: L2 holds the part of the region they spread over it can keep
             addrs = [x for w in live for x in rec[w][0] if x is not None]
@@ -328,13 +338,56 @@ def written_bytes(addrs, size, sector):
     return out
 
 
-def store_sectors(acc, rec, live, size, sector):
+def store_groups(prog, records, sector):
+    """{(block, warp): {sector: bytes written}} over all of a block's global stores in one
+    recorded warp's first execution: scalar stores whose lanes are 16 bytes apart (Triton's
+    `st.global.b32` ×4 when it cannot prove 16-byte alignment; SASS: four STG.E at +0x0..+0xc)
+    together fill the sectors each of them writes only part of."""
+    out = {}
+    for st in prog.instrs:
+        if st.kind != STG:
+            continue
+        a = memory_operand(st.instr)
+        if a is None:
+            continue
+        size = lane_bytes(st.instr)
+        for w, ex in records.get(st.index, {}).items():
+            if w >= SAMPLED_WARP or not ex:
+                continue
+            g = out.setdefault((prog.block_of[st.index], w), {})
+            for x in ex[0]:
+                if x is not None:
+                    for b in range(x, x + size):
+                        g.setdefault(b // sector, set()).add(b)
+    return {k: {s: len(b) for s, b in v.items()} for k, v in out.items()}
+
+
+def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes=0):
     """A global store's partial sectors (per warp execution) and, over the CTA's recorded
-    warps, the fraction of its sectors no earlier warp wrote (the rest merge in L2)."""
+    warps, the fraction of its sectors no earlier warp wrote (the rest merge in L2).
+
+    The warp's stores of one block are one write stream (`group`: bytes per sector over all of
+    them; `done`: sectors earlier ones wrote, updated here): a sector that they fill together
+    is partial for none of them, and one an earlier store already wrote merges with it before
+    it costs L2 or DRAM anything more (`merged`). Except a *thin* sector, into which the
+    instruction writes fewer than `min_bytes` (one lane's 4-byte word): that one costs L2 the
+    read-modify-write every time. Measured on the H200 (fitting part, store_lanes): four scalar
+    stores filling sectors two lanes at a time take the time of whole-sector stores, sixteen
+    filling them one lane at a time ~96 bytes of L2 per sector and store (scatter: 106)."""
     if not live:
         return
     w0 = written_bytes(rec[live[0]][0], size, sector)
-    acc.partial_sectors = sum(1 for b in w0.values() if b < sector)
+    acc.l2_sectors = len(w0)
+    if group is not None and done is not None:
+        thin = {s for s, b in w0.items() if b < min_bytes}
+        new = [s for s in w0 if s not in done]
+        acc.merged = 1.0 - len(new) / len(w0) if w0 else 0.0
+        fresh = [s for s in new if s not in thin]
+        acc.l2_sectors = len(thin) + len(fresh)
+        acc.partial_sectors = len(thin) + sum(1 for s in fresh if group.get(s, 0) < sector)
+        done.update(w0)
+    else:
+        acc.partial_sectors = sum(1 for b in w0.values() if b < sector)
     have, new, asked = set(), 0, 0
     for w in live:
         s = set(written_bytes(rec[w][0], size, sector))

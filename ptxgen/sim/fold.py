@@ -21,6 +21,7 @@ fitting part worse (9.07 % against 8.91 % MAPE with the other rules, docs/MODEL.
 from ..ir.values import Imm, Reg
 
 _I32 = ("s32", "u32", "b32")
+_INT = _I32 + ("s64", "u64", "b64")
 
 
 def _typed(ins, opcode, types):
@@ -98,4 +99,35 @@ def unrolled_control(instrs, loops, limit):
                 and instrs[i].operands[0] in tested]
         if len(step) == 1:
             out |= {cmp[0], step[0]}
+    return out
+
+
+def unrolled_loops(instrs, loops, limit):
+    """The innermost loops (`loops`: (first, last) instruction indices) ptxas unrolls with the
+    iterations' loads issued together: at most `limit` instructions, no barrier or exit, one
+    conditional branch (the exit test, at the top of a rotated loop or at its back edge) whose
+    setp compares a 32- or 64-bit register the loop steps by a constant. SASS of such loops
+    (ptxas 13.0 -O3, sm_90): a dp4a row loop (top-tested, 32-bit counter) and Triton's
+    embedding-bag loop (64-bit counter) both become 4 copies whose 8 LDG issue before the
+    first use, so four iterations' loads are in flight per warp."""
+    out = []
+    for head, end in loops:
+        if end - head + 1 > limit or any(h != head and head <= h <= end and e <= end
+                                         for h, e in loops):
+            continue
+        body = range(head, end + 1)
+        if any(instrs[i].row.effect in ("exit", "barrier") for i in body):
+            continue
+        conds = [i for i in body if instrs[i].row.effect == "branch"
+                 and instrs[i].guard is not None]
+        if len(conds) != 1:
+            continue
+        cmp = [i for i in body if instrs[conds[0]].guard in instrs[i].defs()]
+        if len(cmp) != 1 or instrs[cmp[0]].opcode != "setp":
+            continue
+        tested = instrs[cmp[0]].operands[1:]
+        if any(_typed(instrs[i], "add", _INT) and isinstance(instrs[i].operands[2], Imm)
+               and instrs[i].operands[0] == instrs[i].operands[1]
+               and instrs[i].operands[0] in tested for i in body):
+            out.append((head, end))
     return out

@@ -172,6 +172,29 @@ def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, tabl
     return specs
 
 
+def _van_der_corput(k):
+    """k's binary digits mirrored behind the point: 0, 1/2, 1/4, 3/4, 1/8, … (each prefix of
+    the sequence spreads evenly over [0, 1))."""
+    v, d = 0.0, 0.5
+    while k:
+        v, k, d = v + d * (k & 1), k >> 1, d / 2
+    return v
+
+
+def spread_ctas(span, gx, n):
+    """n CTA ids standing for the first `span` CTAs of a grid `gx` CTAs wide. A 1-D grid: the
+    middles of n equal parts. A grid with rows (gy·gz > 1): a Hammersley set over (column,
+    row): row k in the middle of the k-th of n bands of rows, column at the van der Corput
+    point of k. Ids evenly spaced in a 2-D grid fall on a few columns (Mandelbrot 1000×1500,
+    47 CTAs per row: columns 1, 3, …, 15, the left third of the image, whose pixels escape at
+    once: −91 %), where the work of an image-like grid varies over both axes."""
+    if span <= gx or gx <= 1:
+        return [(2 * k + 1) * span // (2 * n) for k in range(n)]
+    rows = span // gx
+    return [((2 * k + 1) * rows // (2 * n)) * gx + int((_van_der_corput(k) + 0.5 / n) * gx) % gx
+            for k in range(n)]
+
+
 def _hot_loop(prog, pilot, sample):
     """The outermost loop that runs more than `sample` iterations in one entry, or None."""
     cands = [prog.loops[lid] for lid, n in pilot.loop_iters.items() if n > sample]
@@ -307,7 +330,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         # spread parts of the grid, not its start (a stencil's first plane or rows are all
         # boundary, whose threads do nothing)
         span = full * S * per_sm
-        ids = [(2 * k + 1) * span // (2 * per_sm) for k in range(per_sm)]
+        ids = spread_ctas(span, grid[0], per_sm)
         if full == 1:
             # every CTA is resident at once (a persistent grid): the wave lasts as long as
             # its slowest CTA, not its typical one; the CTAs the block scheduler gives SM 0

@@ -160,7 +160,8 @@ class SmMemory:
         if level == "DRAM":
             # the line also passes through L2 on its way to the SM
             done = max(done, self.servers["L2"].request(t, nbytes))
-        return done + self.cfg.latencies[level]
+        # in a loop ptxas unrolls, `unroll` iterations' loads wait for one latency together
+        return done + self.cfg.latencies[level] / st.unroll
 
     def _scattered(self, t, st, acc, nbytes):
         """A load whose lanes scatter over a region larger than L2 keeps: its own share of
@@ -188,6 +189,10 @@ class SmMemory:
         acc = self.cfg.access.get(st.index)
         nbytes = acc.bytes if acc is not None else st.bytes
         l2 = nbytes
+        if acc is not None and acc.l2_sectors >= 0:
+            l2 = acc.l2_sectors * self.cfg.sector_bytes     # merged sectors: taken already
+        if acc is not None and acc.merged:
+            nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
             l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
         self.servers["L2"].request(t, l2)

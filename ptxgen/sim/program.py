@@ -11,7 +11,7 @@ from ..errors import PtxgenError
 from ..ir.instr import Instr, Label
 from ..ir.opcodes import FLOP_MODELS
 from ..ir.values import Imm, Reg
-from .fold import folded, unrolled_control
+from .fold import folded, unrolled_control, unrolled_loops
 
 _BRANCHTARGETS = re.compile(r"^\s*\.branchtargets\s+(.*?);?\s*$", re.S)
 
@@ -37,6 +37,8 @@ class StaticInstr:
     barrier: tuple = None       # (id, threads or 0 for the whole CTA, waits) of bar/barrier
     queued: bool = False        # an async tensor op: waits in its pipe's queue, not the warp
     free: bool = False          # folded by ptxas into a neighbour (ptxgen.sim.fold): no issue
+    unroll: int = 1             # global loads of a loop ptxas unrolls: iterations whose loads
+                                # are in flight together (each waits 1/unroll of the latency)
     alt: tuple = None           # (unit, interval) of a second pipe that can take it instead
     extra: tuple = ()           # ((count, unit, interval), …): SASS instructions ptxas adds
                                 # around it (a range fix-up, register spills), no PTX of their own
@@ -265,6 +267,13 @@ def compile_kernel(kernel, table):
     if limit:
         for i in unrolled_control(instrs, [(lp.header, lp.end) for lp in loops], limit):
             statics[i].free = True
+    mm = table.memory_model or {}
+    if mm.get("ptxas_unroll_loads_max_instructions") and mm.get("ptxas_unroll_factor"):
+        for head, end in unrolled_loops(instrs, [(lp.header, lp.end) for lp in loops],
+                                        mm["ptxas_unroll_loads_max_instructions"]):
+            for i in range(head, end + 1):
+                if statics[i].kind == LDG:
+                    statics[i].unroll = mm["ptxas_unroll_factor"]
     loop_of = [-1] * n
     for lp in sorted(loops, key=lambda lp: lp.end - lp.header, reverse=True):
         for i in range(lp.header, lp.end + 1):

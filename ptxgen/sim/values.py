@@ -168,13 +168,18 @@ def evaluator(st, reg_index, env):
     if not defs:
         return None
     dst_t = ins.dests[0].type if ins.dests and isinstance(ins.dests[0], Reg) else t
+    # Triton writes every load through inline asm as `ld.global.b32 { %r7 }, [...]`: a vector
+    # of one register is that register (an index array read so stays known: a gather's rows)
+    one = ins.dests and isinstance(ins.dests[0], Vec) and len(ins.dests[0].items) == 1
+    if one and isinstance(ins.dests[0].items[0], Reg):
+        dst_t = ins.dests[0].items[0].type
     srcs = ins.sources
     compute = None
     if op == "ld" and ins.space == "param":
         c = _param_load(ins, env)
         compute = lambda vals, spec: (c,)
     elif op in ("ld", "ldu") and env.memory and ins.space in (None, "global", "generic") and \
-            len(srcs) == 1 and isinstance(srcs[0], Addr) and not isinstance(ins.dests[0], Vec):
+            len(srcs) == 1 and isinstance(srcs[0], Addr) and (one or not isinstance(ins.dests[0], Vec)):
         # a load from an array whose values the caller gave (an index array): the value
         ga = value_getter(srcs[0], T.u64, reg_index, env)
         compute = lambda vals, spec: (convert(env.read(ga(vals, spec), t), dst_t),)
