@@ -10,9 +10,9 @@ ptxgen.sim predicts the kernel's device time with the register count the driver 
 The prediction's `device_us` is compared with the held-batch GPU time (no launch overhead);
 the launch overhead of each path is reported apart. MAPE is given for the fitting part, the
 held-out part, the second held-out group (held2), the third (held3: evaluated once, after the
-model is frozen), the fourth and the fifth (held4, held5, built blind the same way) separately
-(the split is the data file's, fixed before any fitting); --hide held5 keeps a group unseen
-while the model is being changed.
+model is frozen), the fourth, fifth and sixth (held4 .. held6, built blind the same way)
+separately (the split is the data file's, fixed before any fitting); --hide held6 keeps a
+group unseen while the model is being changed.
 """
 import argparse
 import json
@@ -26,7 +26,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "float16": 2, "uint8": 1}
+ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "float16": 2, "uint8": 1,
+            "int8": 1}
 
 
 class Pointer:
@@ -136,7 +137,7 @@ def summarize(cases, preds):
                          single_launch_us=c.get("single_launch_us"),
                          predicted_time_us=p["time_us"]))
     out = {}
-    for part in ("fit", "held", "held2", "held3", "held4", "held5", "all"):
+    for part in ("fit", "held", "held2", "held3", "held4", "held5", "held6", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]

@@ -14,8 +14,9 @@ of one launch on an idle stream minus the same kernel's held-batch GPU time.
 The split into a fitting part and a held-out part is fixed here, before any model change, by
 kernel family: the model may be fitted on `fit` cases only; `held` cases only report. Two later
 held-out groups of new kinds followed: held2 (below), held3 (model_set_held3.py: its cases
-were never simulated before the model was frozen) and held4 and held5 (model_set_held4.py,
-model_set_held5.py, built the same blind way); model_eval.py reports each group apart.
+were never simulated before the model was frozen) and held4, held5 and held6
+(model_set_held4.py .. model_set_held6.py, built the same blind way); model_eval.py reports each
+group apart.
 """
 import json
 import os
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import model_set_held3 as H3  # noqa: E402
 import model_set_held4 as H4  # noqa: E402
 import model_set_held5 as H5  # noqa: E402
+import model_set_held6 as H6  # noqa: E402
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -48,12 +50,14 @@ HELD3_FAMILIES = H3.FAMILIES
 HELD4_FAMILIES = H4.FAMILIES
 # The fifth (model_set_held5.py): new kinds again, built blind as held4.
 HELD5_FAMILIES = H5.FAMILIES
+HELD6_FAMILIES = H6.FAMILIES     # the sixth (model_set_held6.py), built blind as held4
 
 
 def _case(family, source, size, **kw):
     split = ("held" if family in HELD_FAMILIES else "held2" if family in HELD2_FAMILIES
              else "held3" if family in HELD3_FAMILIES else "held4" if family in HELD4_FAMILIES
-             else "held5" if family in HELD5_FAMILIES else "fit")
+             else "held5" if family in HELD5_FAMILIES
+             else "held6" if family in HELD6_FAMILIES else "fit")
     return dict(family=family, source=source, size=size, split=split, **kw)
 
 
@@ -114,6 +118,7 @@ def cases():
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H5.cases()]
+    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H6.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"
     return out
@@ -191,10 +196,12 @@ class Gpu:
     def numba(self, family):
         import model_set_held4_numba as N4
         import model_set_held5_numba as N5
+        import model_set_held6_numba as N6
         import model_set_numba as N
         if family not in self.numba_kernels:
             fn, sig = (N4.KERNELS[family] if family in HELD4_FAMILIES else N5.KERNELS[family]
-                       if family in HELD5_FAMILIES else N.KERNELS[family])
+                       if family in HELD5_FAMILIES else N6.KERNELS[family]
+                       if family in HELD6_FAMILIES else N.KERNELS[family])
             k = self.cuda.jit(sig)(fn)
             try:
                 ptx = k.inspect_asm(k.signatures[0])
@@ -224,7 +231,8 @@ def setup(g, c):
     from ptxgen.runtime.driver import bound_launch, load_kernel
     kname = c.get("kernel", fam)
     text, entry = (H4.ptx_kernel(fam) if fam in HELD4_FAMILIES else H5.ptx_kernel(fam)
-                   if fam in HELD5_FAMILIES else P.KERNELS[kname])
+                   if fam in HELD5_FAMILIES else H6.ptx_kernel(fam) if fam in HELD6_FAMILIES
+                   else P.KERNELS[kname])
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
     check, inits = None, {}
@@ -232,6 +240,8 @@ def setup(g, c):
         args, grid, block, check, inits = H4.ptx_case(g, c)
     elif fam in HELD5_FAMILIES:
         args, grid, block, check, inits = H5.ptx_case(g, c)
+    elif fam in HELD6_FAMILIES:
+        args, grid, block, check, inits = H6.ptx_case(g, c)
     elif kname == "copy_v4":
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
@@ -331,6 +341,8 @@ def _setup_numba(g, c):
         args, grid, block, check, inits = H4.numba_case(g, c)
     elif fam in HELD5_FAMILIES:
         args, grid, block, check, inits = H5.numba_case(g, c)
+    elif fam in HELD6_FAMILIES:
+        args, grid, block, check, inits = H6.numba_case(g, c)
     else:
         raise KeyError(fam)
     if fam in ("hist_shared", "hist_global"):
@@ -463,6 +475,10 @@ def _setup_triton(g, c):
         import model_set_held5_triton as T5
         kname, args, kw, grid, check, inits = H5.triton_case(g, c)
         kern = getattr(T5, kname)
+    elif fam in HELD6_FAMILIES:
+        import model_set_held6_triton as T6
+        kname, args, kw, grid, check, inits = H6.triton_case(g, c)
+        kern = getattr(T6, kname)
     else:
         r, cc = c["rows"], c["cols"]
         x, y = g.randn(r, cc), g.empty(r, cc)
@@ -566,7 +582,7 @@ def collect(path, only=None):
                 timing="ptxgen.runtime.timing held batches, median of 5 (all 5 kept)",
                 held_families=sorted(HELD_FAMILIES), held2_families=sorted(HELD2_FAMILIES),
                 held3_families=sorted(HELD3_FAMILIES), held4_families=sorted(HELD4_FAMILIES),
-                held5_families=sorted(HELD5_FAMILIES),
+                held5_families=sorted(HELD5_FAMILIES), held6_families=sorted(HELD6_FAMILIES),
                 command="python benchmarks/model_set.py "
                 "collect $OUT/model_set.json")
     try:
@@ -625,4 +641,5 @@ if __name__ == "__main__":
           sum(c["split"] == "held2" for c in cases()), "in the second held-out group,",
           sum(c["split"] == "held3" for c in cases()), "in the third,",
           sum(c["split"] == "held4" for c in cases()), "in the fourth,",
-          sum(c["split"] == "held5" for c in cases()), "in the fifth")
+          sum(c["split"] == "held5" for c in cases()), "in the fifth,",
+          sum(c["split"] == "held6" for c in cases()), "in the sixth")

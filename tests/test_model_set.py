@@ -58,7 +58,8 @@ def test_the_split_was_fixed_before_fitting(cases):
 # -- the third, fourth and fifth held-out groups: built blind (no simulation of their cases
 # before the model is frozen)
 @pytest.mark.parametrize("split,min_cases,min_kinds",
-                         [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12)])
+                         [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12),
+                          ("held6", 20, 10)])
 def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds):
     import model_set
     fams = {}
@@ -80,14 +81,16 @@ def _module(split):
     import model_set_held3 as H3
     import model_set_held4 as H4
     import model_set_held5 as H5
-    return {"held3": H3, "held4": H4, "held5": H5}[split]
+    import model_set_held6 as H6
+    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6}[split]
 
 
 def _numba_kernels(split):
     import model_set_held4_numba as N4
     import model_set_held5_numba as N5
+    import model_set_held6_numba as N6
     import model_set_numba as N
-    return {"held4": N4, "held5": N5}.get(split, N).KERNELS
+    return {"held4": N4, "held5": N5, "held6": N6}.get(split, N).KERNELS
 
 
 def _saved_triton(split, fam):
@@ -104,7 +107,7 @@ def _small(split, source):
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
-                         + _small("held5", "numba"), ids=lambda v: v if isinstance(v, str) else "")
+                         + _small("held5", "numba") + _small("held6", "numba"), ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
     collect makes (same argument builder), at a small size, against a float64 reference."""
@@ -116,7 +119,7 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     assert H.emulate_numba(case, ptx) <= getattr(H, "TOLERANCE", {}).get(fam, 1e-5)
 
 
-@pytest.mark.parametrize("split", ["held3", "held4", "held5"])
+@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6"])
 def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
@@ -135,8 +138,8 @@ def test_held_triton_kernels_compile_and_are_right(split):
             assert ".entry" in H.compile_triton(dict(family=fam, **kw)).asm["ptx"]
 
 
-@pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx"),
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
+                         + _small("held6", "ptx"), ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
     emulator with the collect's launch at a small size (exact integer or float results)."""
@@ -147,7 +150,7 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     assert H.emulate_ptx(case) <= getattr(H, "TOLERANCE", {}).get(fam, 0.0)
 
 
-_GROUPS = [_small(split, source) for split in ("held4", "held5")
+_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6")
            for source in ("numba", "triton", "ptx")]
 
 
@@ -224,7 +227,7 @@ def _desc(a, init=None):
 def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
     """model_eval lays out each case's recorded arguments in its PTX's parameter order (Numba's
     array ABI, Triton's dropped ints and scratch pointers) without a mismatch; only the layout
-    is built here, nothing is simulated (held4 and held5 stay blind)."""
+    is built here, nothing is simulated (held4 .. held6 stay blind)."""
     import model_eval
     from ptxgen.parse import parse_ptx
     H = _module(split)
