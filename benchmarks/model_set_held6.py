@@ -38,7 +38,7 @@ ADAM = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, bc1=1 - 0.9 ** 7, bc2=1 -
 def cases():
     """(family, source, size label, parameters) of every held6 case, two sizes per family."""
     out = []
-    for r, k in ((3001, 777), (20_011, 4099)):
+    for r, k in ((7001, 1531), (20_011, 4099)):
         out.append(("quant_int8_rows", "numba", f"{r}x{k}", dict(rows=r, cols=k)))
     for g8 in (3_000_017, 40_000_003):
         out.append(("sort8_network", "numba", f"n={8 * g8}", dict(n=8 * g8)))
@@ -46,7 +46,7 @@ def cases():
         out.append(("newton_cubic", "numba", f"n={n} s={s:g}", dict(n=n, s=s)))
     for n in (10_000_019, 100_000_007):
         out.append(("complex_mac", "numba", f"n={n}", dict(n=n)))
-    for r, k in ((11_011, 4160), (50_021, 16_000)):
+    for r, k in ((22_013, 4160), (50_021, 16_000)):
         out.append(("int4_gemv", "numba", f"{r}x{k}", dict(rows=r, cols=k)))
     for seq, batch, heads in ((1999, 3, 12), (4093, 7, 40)):
         out.append(("triton_rope", "triton", f"{batch}x{seq} heads={heads}",
