@@ -107,7 +107,8 @@ def _small(split, source):
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
-                         + _small("held5", "numba") + _small("held6", "numba"), ids=lambda v: v if isinstance(v, str) else "")
+                         + _small("held5", "numba") + _small("held6", "numba"),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
     collect makes (same argument builder), at a small size, against a float64 reference."""
