@@ -100,3 +100,18 @@ def test_tc_gemm_tma_epilogue_deep_grid_simulates():
     assert "error" not in r, r["error"]
     # no faster than whole rounds of tiles at the tensor cores' peak
     assert r["us"] > tc_space.bound_us(s, shape, "sm_90a")
+
+
+def test_a_barrier_id_that_changes_between_executions_is_warned_about():
+    # every warp alternates between barriers 1 and 2 from one trip to the next
+    ptx = PTX.replace("bar.sync %r3, 128;",
+                      "and.b32 %r6, %r5, 1;\n  add.u32 %r3, %r6, 1;\n  bar.sync %r3, 256;")
+    k = parse_ptx(ptx).kernels[0]
+    prog = compile_kernel(k, TABLE)
+    warnings = {}
+    p = follow(PathPlan(prog, Env({"out": 1 << 40}, {}, [])),
+               _lane_specs(0, (1, 1, 1), (256, 1, 1), 5, 32, 132, 0, TABLE), warnings=warnings)
+    (bar,) = named_barriers(prog)
+    assert p.trace.barriers[bar] == (1, None)         # the first execution's
+    (text,) = warnings.values()
+    assert f"instruction {bar}" in text and "barrier 1 in" in text and "and 2 later" in text

@@ -237,10 +237,14 @@ class _Walker:
             return                      # not known: the barrier the program text gives
         first = self.barriers.setdefault(i, got)
         if first != got and self.warnings is not None:
+            def name(v):
+                return " of ".join(f"{x}" + (" threads" if k else "") for k, x in
+                                   enumerate(v) if x is not None) or "?"
             self.warnings.setdefault(
                 f"barrier at instruction {i}",
-                f"bar at instruction {i} names barrier {first} in a warp's first execution "
-                f"and {got} later; the simulator keeps the first")
+                f"bar at instruction {i} (line {self.prog.instrs[i].instr.line}) names barrier "
+                f"{name(first)} in a warp's first execution and {name(got)} later; the "
+                f"simulator keeps the first")
 
     def ballot(self, pred, dest):
         """vote.ballot: bit k of the mask is lane k's predicate, for walks that follow every
