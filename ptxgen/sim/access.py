@@ -27,6 +27,7 @@ import numpy as np
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
+from .paths import backward_closure
 
 
 SAMPLED_WARP = 1 << 20          # record keys from here on: warps sampled across the grid
@@ -105,21 +106,7 @@ def address_slice(prog, indices):
         a = memory_operand(prog.instrs[i].instr)
         if isinstance(a.base, Reg):
             needed.add(prog.reg_index[a.base])
-    by_def = {}
-    for st in prog.instrs:
-        for d in st.defs:
-            by_def.setdefault(d, []).append(st.index)
-    chosen, work = set(prog.slice), list(needed)
-    while work:
-        r = work.pop()
-        for i in by_def.get(r, ()):
-            if i not in chosen:
-                chosen.add(i)
-                for u in prog.instrs[i].uses:
-                    if u not in needed:
-                        needed.add(u)
-                        work.append(u)
-    return chosen
+    return backward_closure(prog, prog.slice, needed)[0]
 
 
 def tainted(prog, sources):

@@ -9,7 +9,9 @@ no other instruction within the issue interval (a 32-bit integer add may take ei
 integer or the FMA pipe, as ptxas spreads them: StaticInstr.alt), and it is not waiting at a
 barrier; instructions ptxas folds away (StaticInstr.free) take no issue slot. bar.sync
 releases the warps waiting at a barrier once every live warp of the CTA (or the thread count
-the instruction names) has arrived; bar.arrive counts without waiting.
+the instruction names) has arrived; bar.arrive counts without waiting. A barrier id or count
+in a register is the value the warp's path resolved (paths.Trace.barriers), so the warpgroups
+of `bar.sync %id, 128` each wait at a barrier of their own.
 Given more CTAs than the SM holds (`resident`), each further CTA starts in the warp slots
 (sub-partitions) of the next CTA that ends, as the block scheduler refills them.
 
@@ -32,7 +34,8 @@ _INF = float("inf")
 
 class _Warp:
     __slots__ = ("wid", "cta", "sched", "trace", "ti", "pc", "end", "mask", "regs", "memreg",
-                 "ready", "cursor", "done", "finish", "events", "copies", "groups", "piped")
+                 "ready", "cursor", "done", "finish", "events", "copies", "groups", "piped",
+                 "named")
 
     def __init__(self, wid, cta, sched, trace, nregs):
         self.wid, self.cta, self.sched, self.trace = wid, cta, sched, trace
@@ -44,6 +47,8 @@ class _Warp:
         self.events = None
         self.copies, self.groups = 0.0, []     # cp.async: the open group's and committed ends
         self.piped = {}             # register → arrival of the async tensor op that wrote it
+        # bar index → (id, thread count) its path resolved from registers (None: as written)
+        self.named = getattr(trace, "barriers", None) or {}
 
 
 class _Cta:
@@ -238,6 +243,10 @@ class Sm:
     # -- barriers -------------------------------------------------------------------------------
     def arrive(self, w, st, now):
         bid, threads, waits = st.barrier
+        named = w.named.get(st.index)
+        if named is not None:
+            bid = bid if named[0] is None else named[0]
+            threads = threads if named[1] is None else named[1]
         cta = self.ctas[w.cta]
         n, waiting, count = cta.bars.get(bid) or (0, [], -(-threads // self.warp_size))
         if waits:

@@ -15,7 +15,11 @@ values: parameters, special registers, constants. Branches follow the lanes:
 With `trip` given, every loop's exit test and back-edge follow it, known values or not.
 
 The trace of a warp is a list of ints: block id + n_blocks * mask, where mask has a bit set for
-each guarded memory instruction of the block whose guard is false in every active lane.
+each guarded memory instruction of the block whose guard is false in every active lane. A named
+barrier whose id or thread count is a register (`bar.sync %r, 128`: one barrier per warpgroup)
+is resolved per warp: the registers it reads join the slice, and the trace (a `Trace`) carries
+the values the warp's first execution named (`Trace.barriers`), for the engine to synchronize
+only the warps that name the same barrier.
 
 Loops can be sampled: the hottest loop keeps its first `cap` iterations in the trace and the rest
 are counted in `skipped`, for the simulator to extrapolate from the steady state it measures.
@@ -26,11 +30,17 @@ running single probe iterations from extrapolated states (exponential, then bina
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
-from ..ir.values import Reg
+from ..ir.values import Imm, Reg
 from .program import BRANCH, EXIT
 from .values import value_getter, evaluator
 from ..ir import types as T
 from ..ir.types import u64 as U64
+
+
+class Trace(list):
+    """A warp's blocks (see above) and `barriers`: bar instruction index → (id, thread count)
+    the warp named in registers (None where that operand is an immediate)."""
+    barriers = {}
 
 
 @dataclass
@@ -53,7 +63,13 @@ class PathPlan:
         nb = len(prog.blocks)
         self.events = []
         self.records, self.record_warp = {}, 0
+        # named barriers with register operands: resolved on the control walk only
+        self.named = named_barriers(prog) if slice_ is None else {}
         active_slice = prog.slice if slice_ is None else slice_
+        if self.named:
+            active_slice = backward_closure(prog, active_slice, {
+                prog.reg_index[o] for ops in self.named.values() for o in ops
+                if isinstance(o, Reg)})[0]
         # registers only addresses need (not control): the fast-forward may leave them stale,
         # since only the first executions are recorded
         control = {d for i in prog.slice for d in prog.instrs[i].defs}
@@ -81,6 +97,10 @@ class PathPlan:
                     fn = evaluator(st, prog.reg_index, env)
                     if fn is not None:
                         ev.append((0, fn, None))
+                if i in self.named:
+                    ev.append((4, [None if o is None else
+                                   value_getter(o, T.u32, prog.reg_index, env)
+                                   for o in self.named[i]], i))
                 if st.guard_bit >= 0:
                     ev.append((1, prog.reg_index[st.instr.guard],
                                (st.instr.guard_negated, st.guard_bit)))
@@ -109,6 +129,7 @@ class _Walker:
         self.iters = [0] * len(prog.loops)
         self.best = {}
         self.steps = 0
+        self.barriers = {}              # bar index → (id, count) named in registers
 
     def step(self, b):
         """Run block b: (trace entry, next block or None at the end, loop ids whose back-edge
@@ -136,6 +157,8 @@ class _Walker:
                         else None for lane in lanes])
             elif kind == 3:
                 self.ballot(a, c)
+            elif kind == 4:
+                self.named_barrier(a, c)
             else:
                 neg, bit = c
                 if not any(active[lane] and (vals[lane][a] is None or
@@ -200,6 +223,28 @@ class _Walker:
                 self.iters[lid] = 0
                 self.best.setdefault(lid, 0)
         return b + plan.nb * mask, nxt, taken
+
+    def named_barrier(self, getters, i):
+        """bar with its id or thread count in registers: the values of the first active lane
+        (they are warp-uniform in valid PTX), kept from the warp's first execution; a warp that
+        names another barrier later is warned about (the first is kept)."""
+        lane = next((lane for lane in self.lanes if self.active[lane]), None)
+        if lane is None:
+            return
+        got = tuple(None if g is None else g(self.vals[lane], self.specs[lane])
+                    for g in getters)
+        if any(v is None for v, g in zip(got, getters) if g is not None):
+            return                      # not known: the barrier the program text gives
+        first = self.barriers.setdefault(i, got)
+        if first != got and self.warnings is not None:
+            def name(v):
+                return " of ".join(f"{x}" + (" threads" if k else "") for k, x in
+                                   enumerate(v) if x is not None) or "?"
+            self.warnings.setdefault(
+                f"barrier at instruction {i}",
+                f"bar at instruction {i} (line {self.prog.instrs[i].instr.line}) names barrier "
+                f"{name(first)} in a warp's first execution and {name(got)} later; the "
+                f"simulator keeps the first")
 
     def ballot(self, pred, dest):
         """vote.ballot: bit k of the mask is lane k's predicate, for walks that follow every
@@ -285,6 +330,43 @@ class _Walker:
         return n
 
 
+def named_barriers(prog):
+    """bar/barrier instructions (the engine's BAR kind) whose id or thread count is a register:
+    index → (id operand, count operand or None), an operand None where it is an immediate or
+    absent (program.py's `_barrier` reads those)."""
+    out = {}
+    for st in prog.instrs:
+        if st.barrier is None:
+            continue
+        ops = [o for o in st.instr.operands if isinstance(o, (Imm, Reg))]
+        if st.instr.mods and st.instr.mods[0] == "red":
+            ops = ops[1:-1]             # bar.red d, a{, b}, {!}c: destination and predicate
+        ops = (ops + [None, None])[:2]
+        if any(isinstance(o, Reg) for o in ops):
+            out[st.index] = tuple(o if isinstance(o, Reg) else None for o in ops)
+    return out
+
+
+def backward_closure(prog, chosen, needed):
+    """(`chosen` widened by every instruction the registers `needed` depend on, those
+    registers with every register they are computed from)."""
+    chosen, needed = set(chosen), set(needed)
+    by_def = {}
+    for st in prog.instrs:
+        for d in st.defs:
+            by_def.setdefault(d, []).append(st.index)
+    work = list(needed)
+    while work:
+        for i in by_def.get(work.pop(), ()):
+            if i not in chosen:
+                chosen.add(i)
+                for u in prog.instrs[i].uses:
+                    if u not in needed:
+                        needed.add(u)
+                        work.append(u)
+    return chosen, needed
+
+
 def _ballot(ins):
     return ins.opcode == "vote" and "ballot" in ins.mods and len(ins.operands) >= 2 and \
         isinstance(ins.operands[0], Reg)
@@ -301,18 +383,7 @@ def _loop_control(prog, lp):
                 needed.add(st.guard_id)
             if i in prog.tables and isinstance(st.instr.operands[0], Reg):
                 needed.add(prog.reg_index[st.instr.operands[0]])
-    by_def = {}
-    for st in prog.instrs:
-        for d in st.defs:
-            by_def.setdefault(d, []).append(st)
-    work = list(needed)
-    while work:
-        for st in by_def.get(work.pop(), ()):
-            for u in st.uses:
-                if u not in needed:
-                    needed.add(u)
-                    work.append(u)
-    return tuple(sorted(needed))
+    return tuple(sorted(backward_closure(prog, (), needed)[1]))
 
 
 def _affine(states, free=frozenset()):
@@ -411,7 +482,7 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
     walker = _Walker(plan, specs, trip, warnings, budget)
     caps = (cap,) if isinstance(cap, int) or cap is None else tuple(cap)
     ncaps = range(len(caps))
-    traces = [[] for _ in caps]
+    traces = [Trace() for _ in caps]
     held = [None for _ in caps]     # per cap: the current sampled-out iteration's blocks
     skipped = [0 for _ in caps]
     hot = prog.loops[hot_loop] if hot_loop is not None else None
@@ -458,6 +529,8 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
     for k in ncaps:
         if held[k]:
             traces[k].extend(held[k])
+        if walker.barriers:
+            traces[k].barriers = walker.barriers
     return WarpPath(traces[0], skipped[0], walker.steps, walker.best,
                     list(zip(traces, skipped)))
 
