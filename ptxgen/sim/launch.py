@@ -148,6 +148,20 @@ def _registers(module, kernel, arch, warnings, given=None):
         return regs, 0, 0
 
 
+def _data_exits(prog, plan):
+    """Loops whose way out depends on a value loaded inside them (a search that stops at the
+    first hit): the fast-forward would read a run of misses as a constant state and probe for
+    the exit by bisection, which assumes a loop that has left stays left — so they are walked
+    (their loads give values only where the caller gave the array's contents)."""
+    out = set()
+    for lp in prog.loops:
+        ctrl = set(plan.loop_regs[lp.id])
+        if any(prog.instrs[i].kind == LDG and ctrl.intersection(prog.instrs[i].defs)
+               for i in range(lp.header, lp.end + 1)):
+            out.add(lp.id)
+    return out
+
+
 def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,
                 every_lane=False):
     """Special registers of the first and last thread of one warp of one CTA (every_lane:
@@ -313,6 +327,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     pvals = _param_values(kernel, args)
     env = Env(pvals, _symbols(kernel, module), _memory_of(kernel, args, pvals))
     plan = PathPlan(prog, env)
+    plan.no_skip |= _data_exits(prog, plan)
     S, ws = h.sm_count, h.warp_size
     n_ctas = grid[0] * grid[1] * grid[2]
     warps_per_cta = -(-threads // ws)
@@ -320,8 +335,14 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if footprint is None:
         footprint = _footprint_of(args)
 
+    # a warp-wide vote in the control slice (a ballot-driven early exit) needs every lane's
+    # predicate: two lanes give an unknown mask, and the loop would follow the default trip
+    # count (one) instead of the data
+    votes = plan.votes
+
     def specs(cta, w):
-        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table)
+        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table,
+                           every_lane=votes)
 
     waves = []
     pilot = None
@@ -406,7 +427,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                                                        resident, access))
             again = run_sm(prog, traces + traces, table, mem, resident=len(traces)).cycles
         results.append(_extrapolate(name, count, len(cta_ids), active, sims[0],
-                                    sims[1] if len(sims) > 1 else None, again))
+                                    sims[1] if len(sims) > 1 else None, again,
+                                    _cta_balance(prog, runs, warps_per_cta),
+                                    h.schedulers_per_sm))
 
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
@@ -436,14 +459,36 @@ def _slowest(plan, prog, specs, candidates, trip, budget, warnings):
     return best[1], best[2]
 
 
-def _extrapolate(name, count, ctas, active, big, small, again=None):
+def _cta_balance(prog, runs, warps_per_cta):
+    """The mean CTA's work over the slowest CTA's, in instructions its slowest warp issues
+    along its whole path (the sampled trace plus the left-out iterations, each costing what
+    the two samples' difference says one costs). 1 when every CTA does the same work."""
+    (tr0, sk0), small = runs[0], (runs[1] if len(runs) > 1 else None)
+    n0 = [_path_instructions(prog, t) for cta in tr0 for t in cta]
+    body = []
+    if small is not None and small[0]:
+        n1 = [_path_instructions(prog, t) for cta in small[0] for t in cta]
+        body = [(a - b) / (s1 - s0) for a, b, s0, s1 in zip(n0, n1, sk0, small[1]) if s1 > s0]
+    per_iter = sum(body) / len(body) if body else 0.0
+    full = [n + k * per_iter for n, k in zip(n0, sk0)]
+    ctas = [max(full[k:k + warps_per_cta]) for k in range(0, len(full), warps_per_cta)]
+    return sum(ctas) / len(ctas) / max(ctas) if ctas and max(ctas) > 0 else 1.0
+
+
+def _extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0, nsched=1):
     """One wave's counters with the sampled-out loop iterations added back.
 
     `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
     `sample // 2` iterations of the sampled loop. Their difference is what the extra iterations
     cost (every interaction between warps included), so each counter is extended linearly by the
     iterations `big` left out. `again`: the cycles of `big`'s CTAs run twice, the second set
-    starting as the first ends (the steady state of further waves; None: the wave's finish)."""
+    starting as the first ends (the steady state of further waves; None: the wave's finish).
+    `balance`: the mean CTA's work over the slowest's (_cta_balance): CTAs that leave a loop
+    after different trip counts (a data-dependent exit) free their slots at different times, and
+    the block scheduler refills each as it frees, so a further wave costs the mean CTA's span,
+    not the slowest one's (which holds one slot, not the whole SM) — but no less than the
+    wave's issue and pipe work per scheduler (`nsched`), which no refill shortens (a
+    compute-bound wave's `again` already is a work-conserving figure)."""
     sm, skipped = big
     scale, period = 0.0, 0.0
     if small is not None and small[1] > skipped:
@@ -462,12 +507,15 @@ def _extrapolate(name, count, ctas, active, big, small, again=None):
     # what each further wave adds: a second set of the CTAs behind the first (plus the loop
     # iterations the sample left out), else the wave's own span (waves in lockstep)
     span = finish if again is None else again - sm.cycles + (cycles - sm.cycles)
+    issued = ext(sm.issued, lo.issued)
+    unit_busy = [ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)]
+    if again is not None and balance < 1.0:
+        span = again - sm.cycles + (cycles - sm.cycles) * balance
     return WaveResult(
         name=name, count=count, ctas=ctas, active_sms=active,
         cycles=cycles, sampled_cycles=sm.cycles, period=period,
         steady=min(cycles, max([span] + list(busy.values()))), busy=busy, finish=finish,
-        skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
-        unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
+        skipped=skipped if scale else 0, issued=issued, unit_busy=unit_busy,
         stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},
         warp_cycles=ext(sm.warp_cycles, lo.warp_cycles),
         loads={k: ext(v, lo.loads[k]) for k, v in sm.loads.items()},

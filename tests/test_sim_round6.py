@@ -1,0 +1,103 @@
+"""Round 6 of the simulator on kernels it was not written for (issue 14, branch sim6): a warp's
+ballot-driven early exit follows the data, further waves cost the mean CTA's left-out loop
+trips, the path walk's type conversions, and the benchmark harness's independent draws."""
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from ptxgen.parse import parse_ptx
+from ptxgen.sim import simulate
+from ptxgen.sim import launch
+from ptxgen.sim.values import convert, converter
+from ptxgen.ir import types as T
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+
+FIND = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry find(.param .u64 x, .param .u64 out)
+{
+  .reg .pred %p<4>; .reg .b32 %r<10>; .reg .b64 %rd<10>; .reg .f32 %f<2>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r2, %tid.x;
+  and.b32 %r3, %r2, 31;
+  mov.u32 %r4, 0;
+LOOP:
+  add.u32 %r5, %r4, %r3;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  setp.gt.f32 %p2, %f1, 0f3F000000;
+  vote.sync.ballot.b32 %r6, %p2, -1;
+  setp.eq.s32 %p3, %r6, 0;
+  add.u32 %r4, %r4, 32;
+  @%p3 bra LOOP;
+  st.global.u32 [%rd2], %r4;
+  ret;
+}
+"""
+
+
+def _find_instructions(hit):
+    """Warp instructions of one warp scanning 32 columns a step until a lane sees a value
+    above 0.5 (at column `hit`)."""
+    module = parse_ptx(FIND)
+    x = np.zeros(32 * 64, dtype=np.float32)
+    x[hit] = 1.0
+    rep = simulate(module.kernel("find"), (1, 1, 1), (32, 1, 1), module=module,
+                   args=[x, np.zeros(1, dtype=np.int32)])
+    return rep.to_dict()["details"]["warp_instructions"]
+
+
+def test_ballot_early_exit_follows_the_data():
+    # the exit depends on a ballot over all 32 lanes' loaded values: with two lanes followed
+    # the mask was unknown and the loop ran once whatever the data; and past the sampled 16
+    # trips the fast-forward read the misses as a steady state and bisected for an exit that
+    # is not monotone (it found the array's end, 64 trips)
+    n0, n1, n2 = (_find_instructions(k * 32 + 5) for k in (0, 1, 2))
+    per_step = n1 - n0
+    assert n2 - n1 == per_step and per_step >= 8          # 9 PTX instructions a trip
+    assert _find_instructions(40 * 32 + 17) == n0 + 40 * per_step
+
+
+def test_converter_matches_the_wrap_rules():
+    for t, v, want in [(T.u32, -1, 0xFFFFFFFF), (T.s32, 0x80000000, -0x80000000),
+                       (T.s64, 5, 5), (T.u8, 300, 44), (T.s32, 2.9, 2), (T.u32, float("nan"), None),
+                       (T.pred, 3, True), (T.f32, 2, 2.0), (T.s32, None, None)]:
+        assert converter(t)(v) == want and convert(v, t) == want
+
+
+def test_further_waves_pay_the_mean_ctas_left_out_trips():
+    # a wave whose sampled loop left out 8 trips in its slowest CTA but 2 on average: with
+    # slots refilled as CTAs end, a further wave adds the mean CTA's trips, not the slowest's
+    def sm(cycles, skipped):
+        return (SimpleNamespace(cycles=cycles, finish=cycles, busy={}, issued=100,
+                                unit_busy=[10.0], stalls={}, warp_cycles=1.0, loads={},
+                                bytes={}, events=[]), skipped)
+    big, small = sm(1000.0, 8), sm(600.0, 16)          # 50 cycles a trip
+    lockstep = launch._extrapolate("full", 4, 8, 132, big, small, again=1900.0)
+    refill = launch._extrapolate("full", 4, 8, 132, big, small, again=1900.0, balance=0.25)
+    assert lockstep.steady == pytest.approx(900 + 400)
+    assert refill.steady == pytest.approx(900 + 100)
+    assert refill.cycles == lockstep.cycles == pytest.approx(1400)
+
+
+def test_harness_draws_each_array_of_a_case_independently():
+    import model_eval
+    sorted_draw = dict(kind="randint", low=0, high=2 ** 31 - 1, sorted=True)
+    case = dict(name="merge", source="ptx",
+                args=[dict(array=[1000], dtype="int32", init=sorted_draw),
+                      dict(array=[1000], dtype="int32", init=sorted_draw),
+                      dict(array=[2000], dtype="int32")])
+    a, b, out = model_eval.sim_args(case, [None] * 3)
+    assert not np.array_equal(a, b) and np.all(np.diff(b) >= 0)
+    # the first array a case draws is what a fresh seed-0 draw gives (one-array cases keep
+    # their predictions)
+    assert np.array_equal(a, model_eval.pointer(case["args"][0]))
+    assert isinstance(out, model_eval.Pointer)
