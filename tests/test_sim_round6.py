@@ -101,3 +101,41 @@ def test_harness_draws_each_array_of_a_case_independently():
     # their predictions)
     assert np.array_equal(a, model_eval.pointer(case["args"][0]))
     assert isinstance(out, model_eval.Pointer)
+
+
+DIV = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u32 a, .param .u32 b, .param .u32 c, .param .u64 o)
+{
+  .reg .b32 %r<12>; .reg .b64 %rd<4>;
+  ld.param.u32 %r1, [a]; ld.param.u32 %r2, [b]; ld.param.u32 %r9, [c];
+  ld.param.u64 %rd1, [o];
+  mov.u32 %r5, %tid.x;
+  add.u32 %r1, %r1, %r5;
+  div.u32 %r3, %r1, %r2;
+  rem.u32 %r4, %r1, %r2;
+  rem.u32 %r6, %r4, %r9;
+  div.u32 %r7, %r1, 7;
+  st.global.u32 [%rd1], %r3;
+  ret;
+}
+"""
+
+
+def test_integer_division_costs_ptxas_sass():
+    # SASS (ptxas 13.0): a reciprocal per divisor register, shared by the div and rem by it,
+    # then a short correction per div/rem; an immediate divisor is left as it was
+    from ptxgen import isa
+    from ptxgen.sim.program import compile_kernel
+    table = isa.load("sm_90")
+    mm = table.memory_model
+    prog = compile_kernel(parse_ptx(DIV).kernel("k"), table)
+    extra = {st.instr.opcode + str(k): sum(n for n, _, _ in st.extra)
+             for k, st in enumerate(prog.instrs) if st.instr.opcode in ("div", "rem")}
+    rcp, per = mm["ptxas_int_reciprocal_instructions"], mm["ptxas_int_divide_instructions"]
+    first, again = rcp + per - 1, per - 1
+    assert list(extra.values()) == [first, again, first, 0]
+    div = next(st for st in prog.instrs if st.instr.opcode == "div")
+    assert div.latency == pytest.approx(table.ops["IMAD"].latency * per)
