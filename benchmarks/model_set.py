@@ -111,6 +111,8 @@ def cases():
             u = "" if b == 4 else f" u{8 * b}"
             out.append(_case("store_lanes", "ptx", f"k={k}{u} {mib}MiB", k=k, b=b,
                              n=mib * MB // (b * k), kernel=f"store_lanes{k}{u.replace(' ', '_')}"))
+    for n in (1 << 20, 1 << 22):        # scattered L2 loads (branch sim6)
+        out.append(_case("gather_hash", "ptx", f"n={n} table=4MiB", n=n, mask=(1 << 20) - 1))
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]
@@ -211,6 +213,14 @@ def setup(g, c):
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
         check = lambda: float((y - x).norm() / x.norm())  # noqa: E731
+    elif kname == "gather_hash":
+        table, out = g.randn(c["mask"] + 1), g.empty(c["n"])
+        args, grid, block = [table, out, np.uint32(c["n"]), np.uint32(c["mask"])], \
+            (c["n"] // 256,), (256,)
+
+        def check():
+            ref = P.gather_hash_ref(g.host(table).astype(np.float64), c["n"], c["mask"])
+            return float(np.abs(g.host(out) - ref).max() / np.abs(ref).max())
     elif kname == "fma_chain":
         out = g.empty(132 * 8 * 256)
         args, grid, block = [out, np.uint32(c["iters"])], (132 * 8,), (256,)
