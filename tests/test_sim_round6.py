@@ -161,3 +161,71 @@ def test_new_fitting_kernels_are_right_on_the_emulator():
             check="error")
     assert np.array_equal(words.reshape(n, 8), np.repeat(np.arange(n, dtype=np.uint16)[:, None],
                                                          8, axis=1))
+
+
+TWO_PASS = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry two_pass(.param .u64 x, .param .u64 out, .param .u32 len)
+{
+  .reg .pred %p<3>; .reg .b32 %r<10>; .reg .b64 %rd<8>; .reg .f32 %f<4>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd2, [out];
+  ld.param.u32 %r1, [len];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %tid.x;
+  mul.lo.u32 %r4, %r2, %r1;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r5, %r3;
+ONE:
+  add.u32 %r6, %r4, %r5;
+  mul.wide.u32 %rd3, %r6, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f2, [%rd4];
+  max.f32 %f1, %f1, %f2;
+  add.u32 %r5, %r5, 256;
+  setp.lt.u32 %p1, %r5, %r1;
+  @%p1 bra ONE;
+  mov.u32 %r5, %r3;
+TWO:
+  add.u32 %r6, %r4, %r5;
+  mul.wide.u32 %rd3, %r6, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f2, [%rd4];
+  sub.f32 %f3, %f2, %f1;
+  add.f32 %f1, %f1, %f3;
+  add.u32 %r5, %r5, 256;
+  setp.lt.u32 %p2, %r5, %r1;
+  @%p2 bra TWO;
+  mul.wide.u32 %rd5, %r2, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  st.global.f32 [%rd6], %f1;
+  ret;
+}
+"""
+
+
+def _dram_fraction(text, row_floats, rows):
+    module = parse_ptx(text)
+    rep = simulate(module.kernel("two_pass"), (rows, 1, 1), (256, 1, 1), module=module,
+                   args=[object(), object(), row_floats],      # (pointers: synthetic addresses)
+                   footprint=4 * row_floats * rows + 4 * rows)
+    return rep.to_dict()["details"]["memory_model"]["dram_fraction"]
+
+
+def test_rows_read_twice_come_from_dram_when_the_ctas_in_flight_exceed_l2():
+    # both launches stream 1 GB (more than L2) and read each row twice, in two loops; with
+    # 4 KB rows the CTAs in flight hold ~4 MB and the second pass hits L2 (half the loads
+    # from DRAM), with 256 KB rows they hold far more than L2 keeps and it comes from DRAM
+    # as the first did (triton_xent 4096x32003)
+    assert _dram_fraction(TWO_PASS, 1024, 1 << 18) == pytest.approx(0.5, abs=0.05)
+    assert _dram_fraction(TWO_PASS, 65536, 1 << 12) > 0.9
+    # the second loop reading another array (`out`'s address: the simulator does not check
+    # bounds) is no second pass: the rule stays out, as for a GEMM's panels that other CTAs
+    # share (the footprint's reuse rule alone)
+    second = "add.s64 %rd4, %rd1, %rd3;\n  ld.global.f32 %f2, [%rd4];\n  sub.f32"
+    other = TWO_PASS.replace(second, "add.s64 %rd7, %rd2, %rd3;\n  ld.global.f32 %f2, [%rd7];\n"
+                                     "  sub.f32")
+    assert other != TWO_PASS
+    assert _dram_fraction(other, 65536, 1 << 12) == pytest.approx(0.5, abs=0.05)

@@ -27,7 +27,7 @@ from ..names import display_name
 from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, run_sm
-from .levels import memory_level
+from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
 from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
 from .result import SimReport, WaveResult
@@ -246,7 +246,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     across the grid (a fixed seed: the same sample on every run)."""
     idx = access_mod.memory_instrs(prog)
     if not idx:
-        return {}
+        return {}, False
     plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
 
     def walk(p, specs):
@@ -273,7 +273,30 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     for i in access_mod.vector_merges(prog, plan.records):
         st = prog.instrs[i]
         st.kind, st.latency, st.interval = ALU, lds, 0.0
-    return access_mod.analyze(prog, table, plan.records, warps)
+    sector = int((table.memory_model or {}).get("sector_bytes", 0))
+    return access_mod.analyze(prog, table, plan.records, warps), \
+        bool(sector) and _passes(prog, plan.records, sector)
+
+
+def _passes(prog, records, sector):
+    """True when global loads in two different loops read the same sectors in the recorded
+    warps of the first CTA: the CTA reads its data again in a later pass (a two-pass row
+    kernel: max, then sum), so what it reads between the two stands between a byte's first
+    read and its second."""
+    where = {}
+    for i, rec in records.items():
+        if prog.instrs[i].kind != LDG:
+            continue
+        loops = [lp for lp in prog.loops if lp.contains(i)]
+        if not loops:
+            continue
+        lid = min(loops, key=lambda lp: lp.end - lp.header).id       # the innermost
+        got = where.setdefault(lid, set())
+        for w, execs in rec.items():
+            if w < access_mod.SAMPLED_WARP:
+                got.update(a // sector for ex in execs for a in ex if a is not None)
+    sets = list(where.values())
+    return any(a & b for k, a in enumerate(sets) for b in sets[k + 1:])
 
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
@@ -367,7 +390,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget,
                        warnings=warnings)
     hot = _hot_loop(prog, pilot, sample)
-    access = _access_pilot(
+    access, passes = _access_pilot(
         prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
             cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True),
         warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
@@ -380,6 +403,11 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         # write (first touches); everything else they ask for was fetched before and hits L2
         read_fp = footprint - written if footprint > written else footprint
         dram_fraction = min(1.0, read_fp / requested)
+        # ... unless the CTA reads its own part again in a later pass and the CTAs in flight
+        # read more than L2 keeps in between: then the second pass comes from DRAM as well
+        in_flight = read_fp / n_ctas * min(n_ctas, S * per_sm)
+        if passes and in_flight > l2_keep_bytes(table):
+            dram_fraction += (1.0 - dram_fraction) * (1.0 - l2_keep_bytes(table) / in_flight)
     # repeated launches find a small footprint in L2 (ptxgen.sim.levels: the assumption the
     # roofline and the tuner share); a larger one streams, and the reuse model above applies
     resident = memory_level(table, footprint, cache) == "L2"
