@@ -10,7 +10,7 @@ import pytest
 
 from ptxgen.parse import parse_ptx
 from ptxgen.sim import simulate
-from ptxgen.sim import launch
+from ptxgen.sim import waves
 from ptxgen.sim.values import convert, converter
 from ptxgen.ir import types as T
 
@@ -81,8 +81,8 @@ def test_further_waves_pay_the_mean_ctas_left_out_trips():
                                 unit_busy=[10.0], stalls={}, warp_cycles=1.0, loads={},
                                 bytes={}, events=[]), skipped)
     big, small = sm(1000.0, 8), sm(600.0, 16)          # 50 cycles a trip
-    lockstep = launch._extrapolate("full", 4, 8, 132, big, small, again=1900.0)
-    refill = launch._extrapolate("full", 4, 8, 132, big, small, again=1900.0, balance=0.25)
+    lockstep = waves.extrapolate("full", 4, 8, 132, big, small, again=1900.0)
+    refill = waves.extrapolate("full", 4, 8, 132, big, small, again=1900.0, balance=0.25)
     assert lockstep.steady == pytest.approx(900 + 400)
     assert refill.steady == pytest.approx(900 + 100)
     assert refill.cycles == lockstep.cycles == pytest.approx(1400)

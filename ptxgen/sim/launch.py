@@ -30,8 +30,9 @@ from .engine import STALLS, run_sm
 from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
 from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
-from .result import SimReport, WaveResult
+from .result import SimReport
 from .values import Env
+from .waves import cta_balance, extrapolate, path_instructions
 
 # the access pilot follows 32 lanes; the first executions of each memory instruction are what
 # it needs, so it stops after this many slice steps (later instructions keep default costs)
@@ -454,10 +455,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                        resident, access))
             again = run_sm(prog, traces + traces, table, mem, resident=len(traces)).cycles
-        results.append(_extrapolate(name, count, len(cta_ids), active, sims[0],
+        results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
                                     sims[1] if len(sims) > 1 else None, again,
-                                    _cta_balance(prog, runs, warps_per_cta),
-                                    h.schedulers_per_sm))
+                                    cta_balance(prog, runs, warps_per_cta)))
 
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
@@ -469,85 +469,16 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         path_steps=steps, trace_events=results[0].events if results else [])
 
 
-def _path_instructions(prog, trace):
-    """Instructions one warp issues along a whole (unsampled) trace."""
-    nb = len(prog.blocks)
-    return sum(prog.blocks[e % nb].end - prog.blocks[e % nb].start for e in trace)
-
-
 def _slowest(plan, prog, specs, candidates, trip, budget, warnings):
     """(pilot path, CTA ids) of the candidate CTA sets whose first CTA's first warp issues the
     most instructions (the earlier candidate on a tie)."""
     best = None
     for ids in candidates:
         p = follow(plan, specs(ids[0], 0), trip=trip, budget=budget, warnings=warnings)
-        n = _path_instructions(prog, p.trace)
+        n = path_instructions(prog, p.trace)
         if best is None or n > best[0]:
             best = (n, p, ids)
     return best[1], best[2]
-
-
-def _cta_balance(prog, runs, warps_per_cta):
-    """The mean CTA's work over the slowest CTA's, in instructions its slowest warp issues
-    along its whole path (the sampled trace plus the left-out iterations, each costing what
-    the two samples' difference says one costs). 1 when every CTA does the same work."""
-    (tr0, sk0), small = runs[0], (runs[1] if len(runs) > 1 else None)
-    n0 = [_path_instructions(prog, t) for cta in tr0 for t in cta]
-    body = []
-    if small is not None and small[0]:
-        n1 = [_path_instructions(prog, t) for cta in small[0] for t in cta]
-        body = [(a - b) / (s1 - s0) for a, b, s0, s1 in zip(n0, n1, sk0, small[1]) if s1 > s0]
-    per_iter = sum(body) / len(body) if body else 0.0
-    full = [n + k * per_iter for n, k in zip(n0, sk0)]
-    ctas = [max(full[k:k + warps_per_cta]) for k in range(0, len(full), warps_per_cta)]
-    return sum(ctas) / len(ctas) / max(ctas) if ctas and max(ctas) > 0 else 1.0
-
-
-def _extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0, nsched=1):
-    """One wave's counters with the sampled-out loop iterations added back.
-
-    `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
-    `sample // 2` iterations of the sampled loop. Their difference is what the extra iterations
-    cost (every interaction between warps included), so each counter is extended linearly by the
-    iterations `big` left out. `again`: the cycles of `big`'s CTAs run twice, the second set
-    starting as the first ends (the steady state of further waves; None: the wave's finish).
-    `balance`: the mean CTA's work over the slowest's (_cta_balance): CTAs that leave a loop
-    after different trip counts (a data-dependent exit) free their slots at different times, and
-    the block scheduler refills each as it frees, so a further wave costs the mean CTA's span,
-    not the slowest one's (which holds one slot, not the whole SM) — but no less than the
-    wave's issue and pipe work per scheduler (`nsched`), which no refill shortens (a
-    compute-bound wave's `again` already is a work-conserving figure)."""
-    sm, skipped = big
-    scale, period = 0.0, 0.0
-    if small is not None and small[1] > skipped:
-        scale = skipped / (small[1] - skipped)
-        period = (sm.cycles - small[0].cycles) / (small[1] - skipped)
-
-    def ext(a, b):
-        # a counter the longer sample saw less of than the shorter (start-up or end effects
-        # of a small one) must not go negative
-        return max(0.0, a + (a - b) * scale)
-
-    lo = small[0] if small is not None else sm
-    busy = {k: ext(v, lo.busy.get(k, 0.0)) for k, v in sm.busy.items()}
-    finish = max(sm.finish, ext(sm.finish, lo.finish))
-    cycles = max(sm.cycles, ext(sm.cycles, lo.cycles))
-    # what each further wave adds: a second set of the CTAs behind the first (plus the loop
-    # iterations the sample left out), else the wave's own span (waves in lockstep)
-    span = finish if again is None else again - sm.cycles + (cycles - sm.cycles)
-    issued = ext(sm.issued, lo.issued)
-    unit_busy = [ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)]
-    if again is not None and balance < 1.0:
-        span = again - sm.cycles + (cycles - sm.cycles) * balance
-    return WaveResult(
-        name=name, count=count, ctas=ctas, active_sms=active,
-        cycles=cycles, sampled_cycles=sm.cycles, period=period,
-        steady=min(cycles, max([span] + list(busy.values()))), busy=busy, finish=finish,
-        skipped=skipped if scale else 0, issued=issued, unit_busy=unit_busy,
-        stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},
-        warp_cycles=ext(sm.warp_cycles, lo.warp_cycles),
-        loads={k: ext(v, lo.loads[k]) for k, v in sm.loads.items()},
-        bytes={k: ext(v, lo.bytes[k]) for k, v in sm.bytes.items()}, events=sm.events)
 
 
 def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
