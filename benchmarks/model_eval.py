@@ -37,15 +37,19 @@ class Pointer:
         self.what = what
 
 
-def pointer(d):
+def pointer(d, rng=None):
     """What the simulator gets for an array argument: the values themselves when the run
     recorded how they were drawn (`init`: index arrays, whose values steer addresses; drawn
-    again here with a fixed seed), else a placeholder."""
+    again here), else a placeholder. `rng` is the case's one generator (sim_args), so a case's
+    arrays are drawn independently, as the GPU run drew them: two sorted inputs of a merge
+    drawn each from a fresh seed 0 were the same array, and every binary search on the merge
+    diagonal ended in its middle. Without it a fresh seed-0 generator (the first array a case
+    draws is the same either way)."""
     init = d.get("init") if isinstance(d, dict) else None
     if not init:
         return Pointer(d)
     n, dt = int(np.prod(d["array"])), np.dtype(d["dtype"])
-    rng = np.random.default_rng(0)
+    rng = rng if rng is not None else np.random.default_rng(0)
     if init["kind"] == "randint":
         v = rng.integers(init["low"], init["high"], size=n)
         return (np.sort(v) if init.get("sorted") else v).astype(dt)
@@ -69,25 +73,26 @@ def _nbytes(d):
 def sim_args(case, params):
     """The case's argument values in the PTX parameter order."""
     src, out = case["source"], []
+    rng = np.random.default_rng(0)
     if src == "numba":
         for d in case["args"]:
             if "array" in d:
                 shape, isz = d["array"], ITEMSIZE[d["dtype"]]
                 strides = [isz * int(np.prod(shape[k + 1:])) for k in range(len(shape))]
-                out += [0, 0, int(np.prod(shape)), isz, pointer(d), *shape, *strides]
+                out += [0, 0, int(np.prod(shape)), isz, pointer(d, rng), *shape, *strides]
             else:
                 out.append(d["scalar"])
     elif src == "triton":
         for d in case["args"]:
             if "array" in d:
-                out.append(pointer(d))
+                out.append(pointer(d, rng))
             elif d["dtype"] == "int" and d["scalar"] == 1:
                 continue                    # Triton specialises integers equal to 1 away
             else:
                 out.append(d["scalar"])
         out += [Pointer("scratch")] * (len(params) - len(out))
     else:
-        out = [pointer(d) if "array" in d else d["scalar"] for d in case["args"]]
+        out = [pointer(d, rng) if "array" in d else d["scalar"] for d in case["args"]]
     if len(out) != len(params):
         raise ValueError(f"{case['name']}: {len(out)} arguments for {len(params)} parameters")
     return out

@@ -184,18 +184,25 @@ EMPTY = HEAD + """.visible .entry empty()
 
 
 
-def store_lanes(k):
-    """Thread i writes the k 4-byte words of out[k*i : k*i + k], each by its own scalar
+def store_lanes(k, b=4):
+    """Thread i writes the k b-byte words of out[k*i : k*i + k], each by its own scalar
     `st.global.u32` (what Triton writes when it cannot prove 16-byte alignment, and Numba for a
     row per thread): k = 1 whole sectors; k = 4 two lanes per sector, four stores fill it;
     k = 16 one lane per sector, eight stores fill it. How L2 and DRAM take partial-sector
-    stores that later stores of the same warp complete (fitting part, added in branch sim5)."""
-    stores = "\n".join(f"  st.global.u32 [%rd4+{4 * j}], %r6;" for j in range(k))
-    return HEAD + f""".visible .entry store_lanes{k}(.param .u64 out, .param .u32 n)
+    stores that later stores of the same warp complete (fitting part, added in branch sim5).
+    Branch sim6 added k = 8 (one lane and 4 bytes per sector and store, lanes 32 bytes apart)
+    and b = 2, k = 8 (`st.global.u16`: two lanes and 4 bytes per sector and store, lanes 16
+    bytes apart, as Triton's float16 stores without a proof of alignment)."""
+    src = "%r6" if b == 4 else "%h1"
+    stores = "\n".join(f"  st.global.u{8 * b} [%rd4+{b * j}], {src};" for j in range(k))
+    name = f"store_lanes{k}" + ("" if b == 4 else f"_u{8 * b}")
+    half = "" if b == 4 else "  .reg .b16 %h1;\n"
+    narrow = "" if b == 4 else "  cvt.u16.u32 %h1, %r6;\n"
+    return HEAD + f""".visible .entry {name}(.param .u64 out, .param .u32 n)
 {{
   .reg .pred %p<2>;
   .reg .b32 %r<8>;
-  .reg .b64 %rd<6>;
+{half}  .reg .b64 %rd<6>;
   ld.param.u64 %rd1, [out];
   ld.param.u32 %r1, [n];
   mov.u32 %r2, %ctaid.x;
@@ -204,8 +211,8 @@ def store_lanes(k):
   mad.lo.s32 %r6, %r2, %r3, %r4;
   setp.ge.u32 %p1, %r6, %r1;
   @%p1 bra DONE;
-  cvta.to.global.u64 %rd2, %rd1;
-  mul.wide.u32 %rd3, %r6, {4 * k};
+{narrow}  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.u32 %rd3, %r6, {b * k};
   add.s64 %rd4, %rd2, %rd3;
 {stores}
 DONE:
@@ -214,10 +221,68 @@ DONE:
 """
 
 
+def gather_hash(k=8):
+    """Thread i sums k floats of `table` at hashed places (h <- h * 0x9E3779B1 + 0x7F4A7C15,
+    index (h >> 7) & mask): lone 4-byte loads spread over the table, whose addresses follow from
+    the thread index alone (the simulator knows them). With a 4 MiB table every load is one
+    sector of L2: what scattered L2 loads cost against streaming ones (fitting part, added in
+    branch sim6 for pointer chasing's and gathers' misses; measured only once a device call is
+    made for it)."""
+    body = "\n".join("""  mad.lo.u32 %r5, %r5, -1640531535, 2135587861;
+  shr.u32 %r6, %r5, 7;
+  and.b32 %r6, %r6, %r2;
+  mul.wide.u32 %rd3, %r6, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  add.f32 %f2, %f2, %f1;""" for _ in range(k))
+    return HEAD + f""".visible .entry gather_hash(.param .u64 table, .param .u64 out,
+                                   .param .u32 n, .param .u32 mask)
+{{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .f32 %f<3>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [table];
+  ld.param.u64 %rd2, [out];
+  ld.param.u32 %r1, [n];
+  ld.param.u32 %r2, [mask];
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %tid.x;
+  mad.lo.s32 %r7, %r3, %r4, %r5;
+  setp.ge.u32 %p1, %r7, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r5, %r7;
+  mov.f32 %f2, 0f00000000;
+{body}
+  mul.wide.u32 %rd5, %r7, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  st.global.f32 [%rd6], %f2;
+DONE:
+  ret;
+}}
+"""
+
+
+def gather_hash_ref(table, n, mask, k=8):
+    """gather_hash's sums on the host (numpy arrays), for the check."""
+    import numpy as np
+    h = np.arange(n, dtype=np.uint32)
+    s = np.zeros(n, dtype=np.float64)
+    for _ in range(k):
+        h = h * np.uint32(0x9E3779B1) + np.uint32(0x7F4A7C15)
+        s += table[(h >> np.uint32(7)) & np.uint32(mask)]
+    return s
+
+
 # name: (PTX text, entry)
 KERNELS = {
-    **{f"store_lanes{k}": (store_lanes(k), f"store_lanes{k}") for k in (1, 4, 16)},
+    **{f"store_lanes{k}": (store_lanes(k), f"store_lanes{k}") for k in (1, 4, 8, 16)},
+    "store_lanes8_u16": (store_lanes(8, 2), "store_lanes8_u16"),
     "copy_v4": (COPY_V4, "copy_v4"),
+    "gather_hash": (gather_hash(), "gather_hash"),
     "fma_chain": (FMA_CHAIN, "fma_chain"),
     "smem_stride": (SMEM_STRIDE, "smem_stride"),
     "atomic_add": (ATOMIC_ADD, "atomic_add"),

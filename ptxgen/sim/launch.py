@@ -27,11 +27,12 @@ from ..names import display_name
 from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, run_sm
-from .levels import memory_level
+from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
 from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
-from .result import SimReport, WaveResult
+from .result import SimReport
 from .values import Env
+from .waves import cta_balance, extrapolate, path_instructions
 
 # the access pilot follows 32 lanes; the first executions of each memory instruction are what
 # it needs, so it stops after this many slice steps (later instructions keep default costs)
@@ -148,6 +149,20 @@ def _registers(module, kernel, arch, warnings, given=None):
         return regs, 0, 0
 
 
+def _data_exits(prog, plan):
+    """Loops whose way out depends on a value loaded inside them (a search that stops at the
+    first hit): the fast-forward would read a run of misses as a constant state and probe for
+    the exit by bisection, which assumes a loop that has left stays left — so they are walked
+    (their loads give values only where the caller gave the array's contents)."""
+    out = set()
+    for lp in prog.loops:
+        ctrl = set(plan.loop_regs[lp.id])
+        if any(prog.instrs[i].kind == LDG and ctrl.intersection(prog.instrs[i].defs)
+               for i in range(lp.header, lp.end + 1)):
+            out.add(lp.id)
+    return out
+
+
 def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,
                 every_lane=False):
     """Special registers of the first and last thread of one warp of one CTA (every_lane:
@@ -232,7 +247,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     across the grid (a fixed seed: the same sample on every run)."""
     idx = access_mod.memory_instrs(prog)
     if not idx:
-        return {}
+        return {}, False
     plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
 
     def walk(p, specs):
@@ -259,7 +274,30 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     for i in access_mod.vector_merges(prog, plan.records):
         st = prog.instrs[i]
         st.kind, st.latency, st.interval = ALU, lds, 0.0
-    return access_mod.analyze(prog, table, plan.records, warps)
+    sector = int((table.memory_model or {}).get("sector_bytes", 0))
+    return access_mod.analyze(prog, table, plan.records, warps), \
+        bool(sector) and _passes(prog, plan.records, sector)
+
+
+def _passes(prog, records, sector):
+    """True when global loads in two different loops read the same sectors in the recorded
+    warps of the first CTA: the CTA reads its data again in a later pass (a two-pass row
+    kernel: max, then sum), so what it reads between the two stands between a byte's first
+    read and its second."""
+    where = {}
+    for i, rec in records.items():
+        if prog.instrs[i].kind != LDG:
+            continue
+        loops = [lp for lp in prog.loops if lp.contains(i)]
+        if not loops:
+            continue
+        lid = min(loops, key=lambda lp: lp.end - lp.header).id       # the innermost
+        got = where.setdefault(lid, set())
+        for w, execs in rec.items():
+            if w < access_mod.SAMPLED_WARP:
+                got.update(a // sector for ex in execs for a in ex if a is not None)
+    sets = list(where.values())
+    return any(a & b for k, a in enumerate(sets) for b in sets[k + 1:])
 
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
@@ -313,6 +351,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     pvals = _param_values(kernel, args)
     env = Env(pvals, _symbols(kernel, module), _memory_of(kernel, args, pvals))
     plan = PathPlan(prog, env)
+    plan.no_skip |= _data_exits(prog, plan)
     S, ws = h.sm_count, h.warp_size
     n_ctas = grid[0] * grid[1] * grid[2]
     warps_per_cta = -(-threads // ws)
@@ -320,8 +359,14 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if footprint is None:
         footprint = _footprint_of(args)
 
+    # a warp-wide vote in the control slice (a ballot-driven early exit) needs every lane's
+    # predicate: two lanes give an unknown mask, and the loop would follow the default trip
+    # count (one) instead of the data
+    votes = plan.votes
+
     def specs(cta, w):
-        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table)
+        return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table,
+                           every_lane=votes)
 
     waves = []
     pilot = None
@@ -346,7 +391,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget,
                        warnings=warnings)
     hot = _hot_loop(prog, pilot, sample)
-    access = _access_pilot(
+    access, passes = _access_pilot(
         prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
             cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True),
         warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
@@ -359,6 +404,11 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         # write (first touches); everything else they ask for was fetched before and hits L2
         read_fp = footprint - written if footprint > written else footprint
         dram_fraction = min(1.0, read_fp / requested)
+        # ... unless the CTA reads its own part again in a later pass and the CTAs in flight
+        # read more than L2 keeps in between: then the second pass comes from DRAM as well
+        in_flight = read_fp / n_ctas * min(n_ctas, S * per_sm)
+        if passes and in_flight > l2_keep_bytes(table):
+            dram_fraction += (1.0 - dram_fraction) * (1.0 - l2_keep_bytes(table) / in_flight)
     # repeated launches find a small footprint in L2 (ptxgen.sim.levels: the assumption the
     # roofline and the tuner share); a larger one streams, and the reuse model above applies
     resident = memory_level(table, footprint, cache) == "L2"
@@ -405,8 +455,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                        resident, access))
             again = run_sm(prog, traces + traces, table, mem, resident=len(traces)).cycles
-        results.append(_extrapolate(name, count, len(cta_ids), active, sims[0],
-                                    sims[1] if len(sims) > 1 else None, again))
+        results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
+                                    sims[1] if len(sims) > 1 else None, again,
+                                    cta_balance(prog, runs, warps_per_cta)))
 
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
@@ -418,60 +469,16 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         path_steps=steps, trace_events=results[0].events if results else [])
 
 
-def _path_instructions(prog, trace):
-    """Instructions one warp issues along a whole (unsampled) trace."""
-    nb = len(prog.blocks)
-    return sum(prog.blocks[e % nb].end - prog.blocks[e % nb].start for e in trace)
-
-
 def _slowest(plan, prog, specs, candidates, trip, budget, warnings):
     """(pilot path, CTA ids) of the candidate CTA sets whose first CTA's first warp issues the
     most instructions (the earlier candidate on a tie)."""
     best = None
     for ids in candidates:
         p = follow(plan, specs(ids[0], 0), trip=trip, budget=budget, warnings=warnings)
-        n = _path_instructions(prog, p.trace)
+        n = path_instructions(prog, p.trace)
         if best is None or n > best[0]:
             best = (n, p, ids)
     return best[1], best[2]
-
-
-def _extrapolate(name, count, ctas, active, big, small, again=None):
-    """One wave's counters with the sampled-out loop iterations added back.
-
-    `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
-    `sample // 2` iterations of the sampled loop. Their difference is what the extra iterations
-    cost (every interaction between warps included), so each counter is extended linearly by the
-    iterations `big` left out. `again`: the cycles of `big`'s CTAs run twice, the second set
-    starting as the first ends (the steady state of further waves; None: the wave's finish)."""
-    sm, skipped = big
-    scale, period = 0.0, 0.0
-    if small is not None and small[1] > skipped:
-        scale = skipped / (small[1] - skipped)
-        period = (sm.cycles - small[0].cycles) / (small[1] - skipped)
-
-    def ext(a, b):
-        # a counter the longer sample saw less of than the shorter (start-up or end effects
-        # of a small one) must not go negative
-        return max(0.0, a + (a - b) * scale)
-
-    lo = small[0] if small is not None else sm
-    busy = {k: ext(v, lo.busy.get(k, 0.0)) for k, v in sm.busy.items()}
-    finish = max(sm.finish, ext(sm.finish, lo.finish))
-    cycles = max(sm.cycles, ext(sm.cycles, lo.cycles))
-    # what each further wave adds: a second set of the CTAs behind the first (plus the loop
-    # iterations the sample left out), else the wave's own span (waves in lockstep)
-    span = finish if again is None else again - sm.cycles + (cycles - sm.cycles)
-    return WaveResult(
-        name=name, count=count, ctas=ctas, active_sms=active,
-        cycles=cycles, sampled_cycles=sm.cycles, period=period,
-        steady=min(cycles, max([span] + list(busy.values()))), busy=busy, finish=finish,
-        skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
-        unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
-        stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},
-        warp_cycles=ext(sm.warp_cycles, lo.warp_cycles),
-        loads={k: ext(v, lo.loads[k]) for k, v in sm.loads.items()},
-        bytes={k: ext(v, lo.bytes[k]) for k, v in sm.bytes.items()}, events=sm.events)
 
 
 def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):

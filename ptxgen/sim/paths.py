@@ -105,6 +105,8 @@ class PathPlan:
                     ev.append((1, prog.reg_index[st.instr.guard],
                                (st.instr.guard_negated, st.guard_bit)))
             self.events.append(ev)
+        # a vote in the slice: its mask is known only to walks that follow every lane
+        self.votes = any(e[0] == 3 for ev in self.events for e in ev)
         self.nb = nb
         self.start_block = {blk.start: blk.id for blk in prog.blocks}
         # loops whose header starts each block
@@ -301,7 +303,8 @@ class _Walker:
         of this entry move by a constant step, jump to the loop's last iteration, as the hot
         loop does. `recent` keeps the states per loop; registers in `free` may go stale.
         Returns the iterations jumped over."""
-        if not all(self.active) or any(w is not None for w in self.wait_at):
+        if lid in self.plan.no_skip or not all(self.active) or \
+                any(w is not None for w in self.wait_at):
             recent.pop(lid, None)
             return 0
         st = self.state()

@@ -140,6 +140,43 @@ def _range_fixup(ins, table):
         t.name == "f32" else 0
 
 
+def _int_divide(st, ins, table, divisors):
+    """ptxas's SASS for an integer div/rem by a register (the opcode table's SFU/IMAD rows on
+    an integer type): a reciprocal of the divisor (I2F.U32.RP, MUFU.RCP, F2I.FTZ.U32.TRUNC and
+    integer refinement), computed once per divisor register and shared by every div/rem by it,
+    then a quotient/remainder correction per instruction (IMAD.HI, IMAD, ISETP, predicated
+    IADDs, SEL). isa memory_model.ptxas_int_reciprocal_instructions / _divide_instructions;
+    the two conversions and the MUFU go to the XU pipe (CONV, SFU), the rest half to the FMA
+    pipe (IMAD) and half to the ALU (IALU); the correction's chain adds to the latency. `divisors`: the
+    divisor registers seen so far (updated)."""
+    mm = table.memory_model or {}
+    rcp, per = mm.get("ptxas_int_reciprocal_instructions"), mm.get("ptxas_int_divide_instructions")
+    t = ins.type
+    if not (rcp and per) or ins.row is None or ins.row.timing != "SFU/IMAD" or t is None or \
+            not t.is_int or len(ins.sources) != 2 or not isinstance(ins.sources[1], Reg) or \
+            not all(k in table.ops for k in ("IMAD", "CONV", "SFU")):
+        return
+    units = list(table.units)
+    imad, conv, sfu = table.ops["IMAD"], table.ops["CONV"], table.ops["SFU"]
+    n_imad = int(per) - 1                       # the div/rem itself already issues as one IMAD
+    st.latency += n_imad * float(imad.latency)  # the correction chain, after the dividend
+    add = []
+    if ins.sources[1] not in divisors:
+        # the reciprocal costs issue slots and pipes but no latency in the dividend's
+        # chain: ptxas hoists it to where the divisor is known (divmod_roll's SASS computes
+        # all four at the top, their I2Fs and MUFUs interleaved)
+        divisors.add(ins.sources[1])
+        n_imad += int(rcp) - 3
+        add += [(2, units.index(conv.unit), float(conv.issue_interval)),
+                (1, units.index(sfu.unit), float(sfu.issue_interval))]
+    # the integer work splits about evenly between the pipes (div.u32's SASS: 9 IMAD /
+    # IMAD.HI / VIADD / HFMA2.MMA on the FMA pipe, 7 ISETP / IADD3 / LOP3 on the ALU pipe)
+    alu = table.ops.get("IALU", imad)
+    add += [(n_imad - n_imad // 2, units.index(imad.unit), float(imad.issue_interval)),
+            (n_imad // 2, units.index(alu.unit), float(alu.issue_interval))]
+    st.extra = tuple(st.extra) + tuple(add)
+
+
 def add_spills(prog, table, load_bytes, store_bytes):
     """ptxas's register spills (its -v report: bytes of local loads and stores per thread) as
     local-memory instructions spread evenly over the program's issuing instructions: where
@@ -193,6 +230,7 @@ def compile_kernel(kernel, table):
     units = list(table.units)
     warp = table.header.warp_size
     statics, targets, brx = [], {}, {}
+    divisors = set()
     for i, ins in enumerate(instrs):
         info = table.op_for(ins)
         kind = _kind(ins)
@@ -216,6 +254,7 @@ def compile_kernel(kernel, table):
             fm = table.ops["FMUL"]
             st.extra = ((fix, units.index(fm.unit), float(fm.issue_interval)),)
             st.latency += fix * float(fm.latency)
+        _int_divide(st, ins, table, divisors)
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:

@@ -18,21 +18,52 @@ def convert(v, t):
     """v read as a value of type t (ints wrap to width and signedness)."""
     if v is None or t is None:
         return v
-    if t.kind == "pred":
-        return bool(v)
-    if t.is_float:
-        try:
-            return float(v)
-        except (TypeError, ValueError, OverflowError):
-            return None
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return None
-        v = int(v)
-    v = int(v) & ((1 << t.bits) - 1)
-    if t.is_signed and v >> (t.bits - 1):
-        v -= 1 << t.bits
-    return v
+    return converter(t)(v)
+
+
+_CONVERTERS = {}
+
+
+def converter(t):
+    """convert(·, t) specialised once per type: the path walk converts every operand it
+    reads (millions of calls when every lane is followed), so the type's kind, width and
+    signedness are looked up here, not per value."""
+    f = _CONVERTERS.get(t)
+    if f is not None:
+        return f
+    if t is None:
+        def f(v):
+            return v
+    elif t.kind == "pred":
+        def f(v):
+            return None if v is None else bool(v)
+    elif t.is_float:
+        def f(v):
+            if v is None:
+                return None
+            try:
+                return float(v)
+            except (TypeError, ValueError, OverflowError):
+                return None
+    else:
+        mask, top, signed = (1 << t.bits) - 1, 1 << (t.bits - 1), t.is_signed
+        lo, hi = (-top, top - 1) if signed else (0, mask)
+
+        def f(v):
+            if v is None:
+                return None
+            if v.__class__ is int and lo <= v <= hi:
+                return v                     # already in range: nothing to wrap
+            if isinstance(v, float):
+                if math.isnan(v) or math.isinf(v):
+                    return None
+                v = int(v)
+            v = int(v) & mask
+            if signed and v & top:
+                v -= mask + 1
+            return v
+    _CONVERTERS[t] = f
+    return f
 
 
 _CMP = {
@@ -80,8 +111,8 @@ class Env:
 def value_getter(o, t, reg_index, env):
     """fn(vals, spec) → the operand's value read as type t."""
     if isinstance(o, Reg):
-        r = reg_index[o]
-        return lambda vals, spec: convert(vals[r], t)
+        r, conv = reg_index[o], converter(t)
+        return lambda vals, spec: conv(vals[r])
     if isinstance(o, Imm):
         c = convert(o.value, t)
         return lambda vals, spec: c
@@ -236,13 +267,14 @@ def evaluator(st, reg_index, env):
             if op == "mad" and wide and len(srcs) == 3:
                 ts[2] = dst_t
             getters = [value_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
+            conv_dst = converter(dst_t)
 
             def compute(vals, spec):
                 xs = [g(vals, spec) for g in getters]
                 if any(x is None for x in xs):
                     return (None,)
                 try:
-                    return (convert(f(*xs), dst_t),)
+                    return (conv_dst(f(*xs)),)
                 except (ArithmeticError, ValueError, TypeError):
                     return (None,)
 
