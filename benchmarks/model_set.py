@@ -500,7 +500,8 @@ def launch_paths(g):
 
 
 def collect(path, only=None):
-    """Measure every case (only: those whose name contains it, launch paths skipped)."""
+    """Measure every case (only: those whose name contains it, or whose split it names;
+    launch paths skipped)."""
     g = Gpu()
     np, torch = g.np, g.torch
     import numba
@@ -529,7 +530,7 @@ def collect(path, only=None):
         data["launch"] = {} if only else launch_paths(g)
     except Exception:
         data["launch_error"] = traceback.format_exc()[-2000:]
-    for c in (c for c in cases() if not only or only in c["name"]):
+    for c in (c for c in cases() if not only or only in c["name"] or only == c["split"]):
         rec = dict(c)
         t0 = time.perf_counter()
         try:
