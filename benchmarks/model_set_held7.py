@@ -24,7 +24,8 @@ from model_set_held4 import _double, _int_out, _pow2, _wrong
 from model_set_held5 import _cast, _xp
 
 NUMBA_FAMILIES = {"life_u8", "bsearch_keys", "rownorm_f64", "bitmap_dot"}
-TRITON_FAMILIES = {"triton_add_layernorm", "triton_l2dist", "triton_masked_mean"}
+TRITON_FAMILIES = {"triton_add_layernorm", "triton_l2dist", "triton_masked_mean",
+                   "triton_transpose_add"}
 PTX_FAMILIES = {"ptx_splitmix64", "ptx_tanh_ex2", "ptx_axpy_v2f64"}    # ptxgen's Builder
 FAMILIES = NUMBA_FAMILIES | TRITON_FAMILIES | PTX_FAMILIES
 # the largest check result a correct kernel gives where not exact (PTX cases default to 0):
@@ -53,6 +54,8 @@ def cases():
     for b, ln, d in ((64, 1000, 300), (96, 4001, 1000)):
         out.append(("triton_masked_mean", "triton", f"{b}x{ln}x{d}",
                     dict(batch=b, length=ln, dim=d)))
+    for r, k in ((1999, 1501), (12_007, 10_009)):
+        out.append(("triton_transpose_add", "triton", f"{r}x{k}", dict(rows=r, cols=k)))
     for n in (5_000_011, 300_000_007):
         out.append(("ptx_splitmix64", "ptx", f"n={n}", dict(n=n)))
     for n in (6_000_004, 200_000_012):
@@ -70,6 +73,7 @@ def small(c):
               "triton_add_layernorm": dict(rows=70, cols=300),
               "triton_l2dist": dict(n=90, m=67),
               "triton_masked_mean": dict(batch=5, length=45, dim=150),
+              "triton_transpose_add": dict(rows=90, cols=70),
               "ptx_splitmix64": dict(n=1999), "ptx_tanh_ex2": dict(n=2052),
               "ptx_axpy_v2f64": dict(n=2002)}[fam])
     return c
@@ -181,6 +185,16 @@ def triton_case(g, c):
             ref = np.stack([xh[i, :nh[i]].mean(0) for i in range(k)])
             return _rel(g.host(o[:k]), ref)
         return kern, args, kw, (b, (d + 127) // 128), check, inits
+    if fam == "triton_transpose_add":
+        r, k = c["rows"], c["cols"]
+        a, bt, o = g.randn(r, k), g.randn(k, r), g.empty(r, k)
+        kern, args = "transpose_add_kernel", [a, bt, o, r, k]
+        kw = dict(BR=64, BC=64, num_warps=4)
+
+        def check():                      # the first 80 rows (into the second row of tiles)
+            ref = _double(g.host(a[:80])) + _double(g.host(bt[:, :80])).T
+            return _rel(g.host(o[:80]), ref)
+        return kern, args, kw, ((r + 63) // 64, (k + 63) // 64), check, inits
     raise KeyError(fam)
 
 

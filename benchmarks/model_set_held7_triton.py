@@ -58,3 +58,17 @@ def masked_mean_kernel(x_ptr, len_ptr, o_ptr, L, D, BLOCK_L: tl.constexpr,
                     mask=(rows < n)[:, None] & (d < D)[None, :], other=0.0)
         acc += tl.sum(v, axis=0)
     tl.store(o_ptr + bi * D + d, acc / n.to(tl.float32), mask=d < D)
+
+
+@triton.jit
+def transpose_add_kernel(a_ptr, b_ptr, o_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr):
+    # o = a + b^T with a and o (R, C) and b (C, R), one BR x BC tile per program: a is read
+    # along rows, b across them (Triton turns the tile round through shared memory)
+    i = tl.program_id(0) * BR + tl.arange(0, BR)
+    j = tl.program_id(1) * BC + tl.arange(0, BC)
+    mask = (i < R)[:, None] & (j < C)[None, :]
+    rows = i.to(tl.int64)[:, None]
+    cols = j.to(tl.int64)[None, :]
+    a = tl.load(a_ptr + rows * C + cols, mask=mask)
+    b = tl.load(b_ptr + cols * R + rows, mask=mask)
+    tl.store(o_ptr + rows * C + cols, a + b, mask=mask)

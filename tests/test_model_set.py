@@ -298,6 +298,8 @@ def _held7_outputs(fam, args):
         return args[2], ((f8[0][:, None] - f8[1][None]) ** 2).sum(-1), (79, 0)
     if fam == "triton_masked_mean":
         return args[2], np.stack([f8[0][b, :n].mean(0) for b, n in enumerate(args[1])]), (3, 0)
+    if fam == "triton_transpose_add":
+        return args[2], f8[0] + f8[1].T, (79, 0)
     if fam == "ptx_splitmix64":
         return args[2], H7.splitmix_ref(len(args[2])).view(np.int64), 65535
     if fam == "ptx_tanh_ex2":
@@ -315,6 +317,7 @@ def test_held7_checks_on_outputs_past_their_slice(fam):
         "rownorm_f64": dict(rows=70, cols=50), "bitmap_dot": dict(words=70_000),
         "triton_add_layernorm": dict(rows=70, cols=50), "triton_l2dist": dict(n=90, m=30),
         "triton_masked_mean": dict(batch=6, length=20, dim=10),
+        "triton_transpose_add": dict(rows=90, cols=40),
         "ptx_splitmix64": dict(n=70_000), "ptx_tanh_ex2": dict(n=(1 << 20) + 8),
         "ptx_axpy_v2f64": dict(n=(1 << 20) + 6)}[fam])
     g = H7.HostArrays(5)
