@@ -11,8 +11,10 @@ a small size on ptxgen's emulator. New here: uint8 cellular automata, binary sea
 table and keys recorded as init "randint", sorted, so the model can redraw them), float64
 reductions, bitmaps that steer branches (init "randint"), data-dependent loop trip counts in
 Triton (masked_mean's lengths, init "randint"), 64-bit integer multiplies, SFU approximations
-(tanh.approx, ex2.approx) and the read-only ld.global.nc path on v2.f64. Checks compare with
-float64 (or exact integer) numpy references over a slice.
+(tanh.approx, ex2.approx), the read-only ld.global.nc path on v2.f64 and a transposed tile
+turned through shared memory (transpose_add). Checks compare with float64 (or exact integer)
+numpy references over a slice; tests/test_model_set.py also runs each check on an output larger
+than its slice (right values pass, one wrong value at the slice's far end fails).
 """
 from functools import partial
 
