@@ -143,7 +143,8 @@ def test_held_triton_kernels_compile_and_are_right(split):
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
-                         + _small("held6", "ptx") + _small("held7", "ptx"), ids=lambda v: v if isinstance(v, str) else "")
+                         + _small("held6", "ptx") + _small("held7", "ptx"),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
     emulator with the collect's launch at a small size (exact integer or float results)."""
