@@ -34,6 +34,7 @@ import model_set_held3 as H3  # noqa: E402
 import model_set_held4 as H4  # noqa: E402
 import model_set_held5 as H5  # noqa: E402
 import model_set_held6 as H6  # noqa: E402
+import model_set_held7 as H7  # noqa: E402
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -50,13 +51,15 @@ HELD4_FAMILIES = H4.FAMILIES
 # The fifth (model_set_held5.py): new kinds again, built blind as held4.
 HELD5_FAMILIES = H5.FAMILIES
 HELD6_FAMILIES = H6.FAMILIES     # the sixth (model_set_held6.py), built blind as held4
+HELD7_FAMILIES = H7.FAMILIES     # the seventh (model_set_held7.py), built blind as held4
 
 
 def _case(family, source, size, **kw):
     split = ("held" if family in HELD_FAMILIES else "held2" if family in HELD2_FAMILIES
              else "held3" if family in HELD3_FAMILIES else "held4" if family in HELD4_FAMILIES
              else "held5" if family in HELD5_FAMILIES
-             else "held6" if family in HELD6_FAMILIES else "fit")
+             else "held6" if family in HELD6_FAMILIES
+             else "held7" if family in HELD7_FAMILIES else "fit")
     return dict(family=family, source=source, size=size, split=split, **kw)
 
 
@@ -122,6 +125,7 @@ def cases():
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H5.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H6.cases()]
+    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H7.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"
     return out
@@ -174,11 +178,13 @@ class Gpu:
         import model_set_held4_numba as N4
         import model_set_held5_numba as N5
         import model_set_held6_numba as N6
+        import model_set_held7_numba as N7
         import model_set_numba as N
         if family not in self.numba_kernels:
             fn, sig = (N4.KERNELS[family] if family in HELD4_FAMILIES else N5.KERNELS[family]
                        if family in HELD5_FAMILIES else N6.KERNELS[family]
-                       if family in HELD6_FAMILIES else N.KERNELS[family])
+                       if family in HELD6_FAMILIES else N7.KERNELS[family]
+                       if family in HELD7_FAMILIES else N.KERNELS[family])
             k = self.cuda.jit(sig)(fn)
             try:
                 ptx = k.inspect_asm(k.signatures[0])
@@ -209,6 +215,7 @@ def setup(g, c):
     kname = c.get("kernel", fam)
     text, entry = (H4.ptx_kernel(fam) if fam in HELD4_FAMILIES else H5.ptx_kernel(fam)
                    if fam in HELD5_FAMILIES else H6.ptx_kernel(fam) if fam in HELD6_FAMILIES
+                   else H7.ptx_kernel(fam) if fam in HELD7_FAMILIES
                    else P.KERNELS[kname])
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
@@ -219,6 +226,8 @@ def setup(g, c):
         args, grid, block, check, inits = H5.ptx_case(g, c)
     elif fam in HELD6_FAMILIES:
         args, grid, block, check, inits = H6.ptx_case(g, c)
+    elif fam in HELD7_FAMILIES:
+        args, grid, block, check, inits = H7.ptx_case(g, c)
     elif kname == "copy_v4":
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
@@ -330,6 +339,8 @@ def _setup_numba(g, c):
         args, grid, block, check, inits = H5.numba_case(g, c)
     elif fam in HELD6_FAMILIES:
         args, grid, block, check, inits = H6.numba_case(g, c)
+    elif fam in HELD7_FAMILIES:
+        args, grid, block, check, inits = H7.numba_case(g, c)
     else:
         raise KeyError(fam)
     if fam in ("hist_shared", "hist_global"):
@@ -410,6 +421,10 @@ def _setup_triton(g, c):
         import model_set_held6_triton as T6
         kname, args, kw, grid, check, inits = H6.triton_case(g, c)
         kern = getattr(T6, kname)
+    elif fam in HELD7_FAMILIES:
+        import model_set_held7_triton as T7
+        kname, args, kw, grid, check, inits = H7.triton_case(g, c)
+        kern = getattr(T7, kname)
     else:
         r, cc = c["rows"], c["cols"]
         x, y = g.randn(r, cc), g.empty(r, cc)
@@ -515,6 +530,7 @@ def collect(path, only=None):
                 held_families=sorted(HELD_FAMILIES), held2_families=sorted(HELD2_FAMILIES),
                 held3_families=sorted(HELD3_FAMILIES), held4_families=sorted(HELD4_FAMILIES),
                 held5_families=sorted(HELD5_FAMILIES), held6_families=sorted(HELD6_FAMILIES),
+                held7_families=sorted(HELD7_FAMILIES),
                 command="python benchmarks/model_set.py "
                 "collect $OUT/model_set.json")
     try:
@@ -574,4 +590,5 @@ if __name__ == "__main__":
           sum(c["split"] == "held3" for c in cases()), "in the third,",
           sum(c["split"] == "held4" for c in cases()), "in the fourth,",
           sum(c["split"] == "held5" for c in cases()), "in the fifth,",
-          sum(c["split"] == "held6" for c in cases()), "in the sixth")
+          sum(c["split"] == "held6" for c in cases()), "in the sixth,",
+          sum(c["split"] == "held7" for c in cases()), "in the seventh")

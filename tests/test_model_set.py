@@ -59,7 +59,7 @@ def test_the_split_was_fixed_before_fitting(cases):
 # before the model is frozen)
 @pytest.mark.parametrize("split,min_cases,min_kinds",
                          [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12),
-                          ("held6", 20, 10)])
+                          ("held6", 20, 10), ("held7", 20, 10)])
 def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds):
     import model_set
     fams = {}
@@ -82,15 +82,17 @@ def _module(split):
     import model_set_held4 as H4
     import model_set_held5 as H5
     import model_set_held6 as H6
-    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6}[split]
+    import model_set_held7 as H7
+    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7}[split]
 
 
 def _numba_kernels(split):
     import model_set_held4_numba as N4
     import model_set_held5_numba as N5
     import model_set_held6_numba as N6
+    import model_set_held7_numba as N7
     import model_set_numba as N
-    return {"held4": N4, "held5": N5, "held6": N6}.get(split, N).KERNELS
+    return {"held4": N4, "held5": N5, "held6": N6, "held7": N7}.get(split, N).KERNELS
 
 
 def _saved_triton(split, fam):
@@ -107,7 +109,8 @@ def _small(split, source):
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
-                         + _small("held5", "numba") + _small("held6", "numba"),
+                         + _small("held5", "numba") + _small("held6", "numba")
+                         + _small("held7", "numba"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
@@ -120,7 +123,7 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     assert H.emulate_numba(case, ptx) <= getattr(H, "TOLERANCE", {}).get(fam, 1e-5)
 
 
-@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6"])
+@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7"])
 def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
@@ -140,7 +143,8 @@ def test_held_triton_kernels_compile_and_are_right(split):
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
-                         + _small("held6", "ptx"), ids=lambda v: v if isinstance(v, str) else "")
+                         + _small("held6", "ptx") + _small("held7", "ptx"),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
     emulator with the collect's launch at a small size (exact integer or float results)."""
@@ -151,7 +155,7 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     assert H.emulate_ptx(case) <= getattr(H, "TOLERANCE", {}).get(fam, 0.0)
 
 
-_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6")
+_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7")
            for source in ("numba", "triton", "ptx")]
 
 
@@ -228,7 +232,7 @@ def _desc(a, init=None):
 def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
     """model_eval lays out each case's recorded arguments in its PTX's parameter order (Numba's
     array ABI, Triton's dropped ints and scratch pointers) without a mismatch; only the layout
-    is built here, nothing is simulated (held4 .. held6 stay blind)."""
+    is built here, nothing is simulated (held4 .. held7 stay blind)."""
     import model_eval
     from ptxgen.parse import parse_ptx
     H = _module(split)
@@ -269,3 +273,63 @@ def test_index_arrays_the_model_redraws():
     assert np.all(np.diff(s) >= 0) and s[0] >= -7 and s[-1] < 100 and s.dtype == np.int32
     x = model_eval.pointer(dict(array=[300, 70], dtype="float32", init=dict(kind="randn")))
     assert x.dtype == np.float32 and x.size == 21000 and abs(x.std() - 1) < 0.05
+
+
+def _held7_outputs(fam, args):
+    """(output array, its right values, an index inside the check's slice) of a held7 case:
+    numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
+    import model_set_held7 as H7
+    f8 = [np.asarray(a, np.float64) if isinstance(a, np.ndarray) else a for a in args]
+    if fam == "life_u8":
+        return args[1], H7.life_ref(args[0]), (63, 5)
+    if fam == "bsearch_keys":
+        return args[2], np.searchsorted(args[0], args[1]), 65535
+    if fam == "rownorm_f64":
+        return args[1], f8[0] / np.sqrt((f8[0] ** 2).sum(1, keepdims=True)), (63, 0)
+    if fam == "bitmap_dot":
+        bits = (args[0].astype(np.int64)[:, None] >> np.arange(32)) & 1
+        return args[2], (bits * f8[1].reshape(-1, 32)).sum(1), 65535
+    if fam == "triton_add_layernorm":
+        h = f8[0] + f8[1]
+        args[4][:] = h
+        d = h - h.mean(1, keepdims=True)
+        return args[5], d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5) * f8[2] + f8[3], \
+            (63, 0)
+    if fam == "triton_l2dist":
+        return args[2], ((f8[0][:, None] - f8[1][None]) ** 2).sum(-1), (79, 0)
+    if fam == "triton_masked_mean":
+        return args[2], np.stack([f8[0][b, :n].mean(0) for b, n in enumerate(args[1])]), (3, 0)
+    if fam == "triton_transpose_add":
+        return args[2], f8[0] + f8[1].T, (79, 0)
+    if fam == "ptx_splitmix64":
+        return args[2], H7.splitmix_ref(len(args[2])).view(np.int64), 65535
+    if fam == "ptx_tanh_ex2":
+        return args[2], np.tanh(f8[1]) + np.exp2(f8[1]), (1 << 20) - 1
+    return args[4], args[1] * f8[2] + f8[3], (1 << 20) - 1            # ptx_axpy_v2f64
+
+
+@pytest.mark.parametrize("fam", sorted(__import__("model_set_held7").FAMILIES))
+def test_held7_checks_on_outputs_past_their_slice(fam):
+    """Each held7 check on a case larger than the slice it checks (the emulated sizes are
+    smaller): the right output passes, one wrong element at the slice's far end fails."""
+    import model_set_held7 as H7
+    c = dict(family=fam, **{
+        "life_u8": dict(m=80), "bsearch_keys": dict(table=5000, n=70_000),
+        "rownorm_f64": dict(rows=70, cols=50), "bitmap_dot": dict(words=70_000),
+        "triton_add_layernorm": dict(rows=70, cols=50), "triton_l2dist": dict(n=90, m=30),
+        "triton_masked_mean": dict(batch=6, length=20, dim=10),
+        "triton_transpose_add": dict(rows=90, cols=40),
+        "ptx_splitmix64": dict(n=70_000), "ptx_tanh_ex2": dict(n=(1 << 20) + 8),
+        "ptx_axpy_v2f64": dict(n=(1 << 20) + 6)}[fam])
+    g = H7.HostArrays(5)
+    if fam in H7.TRITON_FAMILIES:
+        _k, args, _kw, _grid, check, _inits = H7.triton_case(g, c)
+    else:
+        build = H7.numba_case if fam in H7.NUMBA_FAMILIES else H7.ptx_case
+        args, _grid, _block, check, _inits = build(g, c)
+    out, ref, at = _held7_outputs(fam, args)
+    out[...] = ref
+    tol = H7.TOLERANCE.get(fam, 1e-5)
+    assert check() <= tol
+    out[at] = out[at] + (100 if out.dtype.kind == "f" else 1)
+    assert check() > tol
