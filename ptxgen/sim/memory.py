@@ -57,6 +57,8 @@ class MemoryConfig:
     atomic_ns_rate: float = None        # ns of an atomic unit's time this SM gets per cycle
     same_address_ns: float = 0.0        # one address: one warp's atomic at a time, this long
     partial_write_bytes: float = 0.0    # L2 bytes a partial-sector store costs (0: a sector)
+    filled_thin_bytes: tuple = (0.0, 0.0)   # L2 bytes per thin sector the warp later completes
+                                        # and per line of them (0: partial_write_bytes each)
     random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
     sector_bytes: float = 32.0
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
@@ -88,6 +90,8 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time
     cfg.same_address_ns = mm.get("atomic_same_address_ns") or 0.0
     cfg.partial_write_bytes = mm.get("l2_partial_write_bytes") or 0.0
+    cfg.filled_thin_bytes = (mm.get("l2_filled_thin_sector_bytes") or 0.0,
+                             mm.get("l2_filled_thin_line_bytes") or 0.0)
     cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
     cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
@@ -194,7 +198,11 @@ class SmMemory:
         if acc is not None and acc.merged:
             nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
-            l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
+            per_sector, per_line = self.cfg.filled_thin_bytes
+            filled = acc.filled_thin if per_sector else 0
+            l2 += (acc.partial_sectors - filled) * (self.cfg.partial_write_bytes
+                                                    - self.cfg.sector_bytes)
+            l2 += filled * (per_sector - self.cfg.sector_bytes) + acc.filled_thin_lines * per_line
         self.servers["L2"].request(t, l2)
         if self.cfg.forced in ("L1", "L2"):
             return
