@@ -65,3 +65,28 @@ def test_more_lines_per_store_cost_more_at_the_same_thin_sector_count():
     import model_eval
     t = [model_eval.predict(_case(k, 4, 16))[0].device_us for k in (8, 16, 32)]
     assert t[0] < t[1] < t[2] and t[2] > 1.4 * t[0]
+
+
+def test_a_scattered_load_costs_l2_per_line_a_coalesced_one_per_sector():
+    from ptxgen.isa import load
+    from ptxgen.sim.memory import MemoryConfig, SmMemory
+    table = load("sm_90")
+    per_line = table.memory_model["l2_load_line_bytes"]
+    assert 32 < per_line < 128            # more than the sector it brings, less than a line
+    cfg = MemoryConfig({}, {})
+    cfg.load_line_bytes = per_line
+    mem = SmMemory.__new__(SmMemory)
+    mem.cfg = cfg
+    coalesced = Access(bytes=128, l1_bytes=128)          # one line, its four sectors
+    scattered = Access(bytes=32 * 32, l1_bytes=32 * 128)  # a lane per line
+    assert mem._l2_load_bytes(coalesced, 128) == 128
+    assert mem._l2_load_bytes(scattered, 32 * 32) == pytest.approx(32 * per_line)
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 22])
+def test_hashed_loads_from_a_table_in_l2_land_near_their_h200_times(n):
+    import model_eval
+    with open(FIT7.replace("fit7", "fit7g")) as f:
+        case = {c["name"]: c for c in json.load(f)["cases"]}[f"gather_hash n={n} table=4MiB"]
+    rep, _ = model_eval.predict(case)
+    assert abs(rep.device_us / case["gpu_us"] - 1) < 0.10, (rep.device_us, case["gpu_us"])
