@@ -112,14 +112,16 @@ def cases():
     out.append(_case("atomic_one", "ptx", "n=1048576", n=1 << 20, mask=0, kernel="atomic_add"))
     out.append(_case("atomic_spread", "ptx", "n=4194304", n=1 << 22, mask=4095,
                      kernel="atomic_add"))
-    # partial-sector stores a warp completes (branch sim5; k=8 and 2-byte words: sim6)
-    for k, b in ((1, 4), (4, 4), (8, 4), (16, 4), (8, 2)):
+    # partial-sector stores a warp completes (branch sim5; k=8 and 2-byte words: sim6;
+    # k=2, k=32 and k=16 u16: sim7)
+    for k, b in ((1, 4), (2, 4), (4, 4), (8, 4), (16, 4), (32, 4), (8, 2), (16, 2)):
         for mib in (16, 512):
             u = "" if b == 4 else f" u{8 * b}"
             out.append(_case("store_lanes", "ptx", f"k={k}{u} {mib}MiB", k=k, b=b,
                              n=mib * MB // (b * k), kernel=f"store_lanes{k}{u.replace(' ', '_')}"))
-    for n in (1 << 20, 1 << 22):        # scattered L2 loads (branch sim6)
-        out.append(_case("gather_hash", "ptx", f"n={n} table=4MiB", n=n, mask=(1 << 20) - 1))
+    for n, t in ((1 << 20, 4), (1 << 22, 4), (1 << 22, 256)):   # scattered loads (sim6, sim7)
+        out.append(_case("gather_hash", "ptx", f"n={n} table={t}MiB", n=n,
+                         mask=(t << 18) - 1))
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]

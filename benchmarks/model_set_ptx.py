@@ -192,7 +192,9 @@ def store_lanes(k, b=4):
     stores that later stores of the same warp complete (fitting part, added in branch sim5).
     Branch sim6 added k = 8 (one lane and 4 bytes per sector and store, lanes 32 bytes apart)
     and b = 2, k = 8 (`st.global.u16`: two lanes and 4 bytes per sector and store, lanes 16
-    bytes apart, as Triton's float16 stores without a proof of alignment)."""
+    bytes apart, as Triton's float16 stores without a proof of alignment). Branch sim7 added
+    k = 2 (16 bytes per sector and store), k = 32 (one lane per 128-byte line and store) and
+    b = 2, k = 16 (one lane and 2 bytes per sector and store)."""
     src = "%r6" if b == 4 else "%h1"
     stores = "\n".join(f"  st.global.u{8 * b} [%rd4+{b * j}], {src};" for j in range(k))
     name = f"store_lanes{k}" + ("" if b == 4 else f"_u{8 * b}")
@@ -279,8 +281,8 @@ def gather_hash_ref(table, n, mask, k=8):
 
 # name: (PTX text, entry)
 KERNELS = {
-    **{f"store_lanes{k}": (store_lanes(k), f"store_lanes{k}") for k in (1, 4, 8, 16)},
-    "store_lanes8_u16": (store_lanes(8, 2), "store_lanes8_u16"),
+    **{f"store_lanes{k}": (store_lanes(k), f"store_lanes{k}") for k in (1, 2, 4, 8, 16, 32)},
+    **{f"store_lanes{k}_u16": (store_lanes(k, 2), f"store_lanes{k}_u16") for k in (8, 16)},
     "copy_v4": (COPY_V4, "copy_v4"),
     "gather_hash": (gather_hash(), "gather_hash"),
     "fma_chain": (FMA_CHAIN, "fma_chain"),

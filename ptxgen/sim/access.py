@@ -50,6 +50,8 @@ class Access:
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
     partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
                                 # into the sector it holds: a read-modify-write there)
+    filled_thin: int = 0        # stores: of those, thin ones the warp's later stores complete
+    filled_thin_lines: int = 0  # stores: lines holding such sectors (one L2 request each)
     merged: float = 0.0         # stores: fraction of its sectors an earlier store of the
                                 # block wrote in the same warp (merged with it: no more DRAM)
     l2_sectors: int = -1        # stores: sectors L2 takes from this execution (-1: all)
@@ -298,7 +300,7 @@ def analyze(prog, table, records, warps_per_cta):
                 groups = store_groups(prog, records, sector)
             done = written.setdefault((blk, w), set())
             store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done,
-                          int(mm.get("l2_partial_write_min_bytes", 0)))
+                          int(mm.get("l2_partial_write_min_bytes", 0)), line or 4 * sector)
         if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
             # scattered lanes: L2 holds the part of the region they spread over it can keep
             addrs = [x for w in live for x in rec[w][0] if x is not None]
@@ -349,7 +351,8 @@ def store_groups(prog, records, sector):
     return {k: {s: len(b) for s, b in v.items()} for k, v in out.items()}
 
 
-def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes=0):
+def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes=0,
+                  line=128):
     """A global store's partial sectors (per warp execution) and, over the CTA's recorded
     warps, the fraction of its sectors no earlier warp wrote (the rest merge in L2).
 
@@ -360,7 +363,11 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     instruction writes fewer than `min_bytes` (one lane's 4-byte word): that one costs L2 the
     read-modify-write every time. Measured on the H200 (fitting part, store_lanes): four scalar
     stores filling sectors two lanes at a time take the time of whole-sector stores, sixteen
-    filling them one lane at a time ~96 bytes of L2 per sector and store (scatter: 106)."""
+    filling them one lane at a time ~96 bytes of L2 per sector and store (scatter: 106).
+    Branch sim7 measured more of them: a thin sector the warp's later stores complete costs
+    L2 per sector and per line of them (`filled_thin`, `filled_thin_lines`; lanes 32, 64 and
+    128 bytes apart take 1201, 1479 and 2101 us for the same 2^27 thin writes), one nothing
+    completes (scatter) the read-modify-write of l2_partial_write_bytes."""
     if not live:
         return
     w0 = written_bytes(rec[live[0]][0], size, sector)
@@ -372,6 +379,9 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
         fresh = [s for s in new if s not in thin]
         acc.l2_sectors = len(thin) + len(fresh)
         acc.partial_sectors = len(thin) + sum(1 for s in fresh if group.get(s, 0) < sector)
+        filled = [s for s in thin if group.get(s, 0) >= sector]
+        acc.filled_thin = len(filled)
+        acc.filled_thin_lines = len({s * sector // line for s in filled})
         done.update(w0)
     else:
         acc.partial_sectors = sum(1 for b in w0.values() if b < sector)

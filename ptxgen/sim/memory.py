@@ -57,7 +57,11 @@ class MemoryConfig:
     atomic_ns_rate: float = None        # ns of an atomic unit's time this SM gets per cycle
     same_address_ns: float = 0.0        # one address: one warp's atomic at a time, this long
     partial_write_bytes: float = 0.0    # L2 bytes a partial-sector store costs (0: a sector)
+    filled_thin_bytes: tuple = (0.0, 0.0)   # L2 bytes per thin sector the warp later completes
+                                        # and per line of them (0: partial_write_bytes each)
     random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
+    load_line_bytes: float = 0.0        # L2 bytes a global load costs at least per line (0: none)
+    line_bytes: float = 128.0
     sector_bytes: float = 32.0
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
@@ -88,7 +92,11 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time
     cfg.same_address_ns = mm.get("atomic_same_address_ns") or 0.0
     cfg.partial_write_bytes = mm.get("l2_partial_write_bytes") or 0.0
+    cfg.filled_thin_bytes = (mm.get("l2_filled_thin_sector_bytes") or 0.0,
+                             mm.get("l2_filled_thin_line_bytes") or 0.0)
     cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
+    cfg.load_line_bytes = mm.get("l2_load_line_bytes") or 0.0
+    cfg.line_bytes = mm.get("l1_line_bytes") or cfg.line_bytes
     cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
     if cfg.same_address_ns or cfg.atomic_op_ns:
@@ -156,12 +164,21 @@ class SmMemory:
             return self._scattered(t, st, acc, nbytes)
         level = self.global_level()
         self.loads[level] += 1
-        done = self.servers[level].request(t, nbytes)
+        l2 = self._l2_load_bytes(acc, nbytes)
+        done = self.servers[level].request(t, l2 if level == "L2" else nbytes)
         if level == "DRAM":
             # the line also passes through L2 on its way to the SM
-            done = max(done, self.servers["L2"].request(t, nbytes))
+            done = max(done, self.servers["L2"].request(t, l2))
         # in a loop ptxas unrolls, `unroll` iterations' loads wait for one latency together
         return done + self.cfg.latencies[level] / st.unroll
+
+    def _l2_load_bytes(self, acc, nbytes):
+        """L2 bytes of a load's request: its sectors, but no less than the per-line request
+        cost of the lines they lie in (a lane per line: scattered loads are request-bound)."""
+        if acc is None or not acc.l1_bytes or not self.cfg.load_line_bytes:
+            return nbytes
+        lines = acc.l1_bytes / self.cfg.line_bytes * (nbytes / max(acc.bytes, 1))
+        return max(nbytes, lines * self.cfg.load_line_bytes)
 
     def _scattered(self, t, st, acc, nbytes):
         """A load whose lanes scatter over a region larger than L2 keeps: its own share of
@@ -194,7 +211,11 @@ class SmMemory:
         if acc is not None and acc.merged:
             nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
-            l2 += acc.partial_sectors * (self.cfg.partial_write_bytes - self.cfg.sector_bytes)
+            per_sector, per_line = self.cfg.filled_thin_bytes
+            filled = acc.filled_thin if per_sector else 0
+            l2 += (acc.partial_sectors - filled) * (self.cfg.partial_write_bytes
+                                                    - self.cfg.sector_bytes)
+            l2 += filled * (per_sector - self.cfg.sector_bytes) + acc.filled_thin_lines * per_line
         self.servers["L2"].request(t, l2)
         if self.cfg.forced in ("L1", "L2"):
             return
