@@ -12,8 +12,8 @@ emulator. New here: an array of 12-byte structures read and written field by fie
 1 KiB lookup table indexed by bytes (lut_u8, init "randint"), a column-broadcast 2-D epilogue
 (triton_scale_bias_relu), two reductions in sequence over one row (triton_top2), three dot
 products in one pass (triton_cosine_rows), funnel-shift rotates (shf.l.wrap) in an add-xor-rotate
-chain on v4.u32 states (ptx_quarter_round) and cvt.rni float-to-int rounding with clamping
-(ptx_round_sat). Checks compare with float64 (or exact integer) numpy references over a slice;
+chain on v4.u32 states (ptx_quarter_round), cvt.rni float-to-int rounding with clamping
+(ptx_round_sat) and a histogram held in registers (bfe, setp/selp counts; ptx_byte_bins). Checks compare with float64 (or exact integer) numpy references over a slice;
 tests/test_model_set.py also runs each check on an output larger than its slice.
 """
 from functools import partial
@@ -27,7 +27,7 @@ from model_set_held5 import _cast
 
 NUMBA_FAMILIES = {"xform_points_aos", "box_rows_running", "lut_u8"}
 TRITON_FAMILIES = {"triton_scale_bias_relu", "triton_top2", "triton_cosine_rows"}
-PTX_FAMILIES = {"ptx_quarter_round", "ptx_round_sat"}     # ptxgen's Builder
+PTX_FAMILIES = {"ptx_quarter_round", "ptx_round_sat", "ptx_byte_bins"}   # ptxgen's Builder
 FAMILIES = NUMBA_FAMILIES | TRITON_FAMILIES | PTX_FAMILIES
 # the largest check result a correct kernel gives where not exact (PTX cases default to 0):
 # box_rows_running's float32 running sum drifts by a rounding per step over the row; lut_u8
@@ -54,6 +54,8 @@ def cases():
         out.append(("ptx_quarter_round", "ptx", f"states={n4}", dict(n4=n4)))
     for n in (5_000_011, 150_000_001):
         out.append(("ptx_round_sat", "ptx", f"n={n}", dict(n=n)))
+    for n4 in (2_000_003, 50_000_017):
+        out.append(("ptx_byte_bins", "ptx", f"groups={n4}", dict(n4=n4)))
     return out
 
 
@@ -63,7 +65,8 @@ def small(c):
     c.update({"xform_points_aos": dict(n=1999), "box_rows_running": dict(rows=70, cols=300),
               "lut_u8": dict(n=2001), "triton_scale_bias_relu": dict(rows=70, cols=300),
               "triton_top2": dict(rows=70, cols=300), "triton_cosine_rows": dict(rows=70, dim=300),
-              "ptx_quarter_round": dict(n4=999), "ptx_round_sat": dict(n=2001)}[fam])
+              "ptx_quarter_round": dict(n4=999), "ptx_round_sat": dict(n=2001),
+              "ptx_byte_bins": dict(n4=1001)}[fam])
     return c
 
 
@@ -179,6 +182,13 @@ def round_sat_ref(x):
     return np.clip(np.rint(v), -128, 127).astype(np.int32)
 
 
+def byte_bins_ref(w):
+    """ptx_byte_bins' result for int32 words w: per 16 bytes, the count of bytes in each of
+    [0, 64), [64, 128), [128, 192), [192, 256)."""
+    top = np.asarray(w, np.int32).view(np.uint8).reshape(-1, 16) >> 6
+    return (top[:, :, None] == np.arange(4)).sum(1).astype(np.int32).reshape(-1)
+
+
 def ptx_case(g, c):
     """(args in the kernel's parameter order, grid, block, check, {argument index: init}) of a
     held8 PTX case; scalars as numpy scalars of the parameter's type."""
@@ -200,6 +210,15 @@ def ptx_case(g, c):
         def check():                      # the first 2^20 elements, exactly
             k = 1 << 20
             return _wrong(g.host(y[:k]), round_sat_ref(g.host(x[:k])))
+        return args, grid, (256,), check, {}
+    if fam == "ptx_byte_bins":
+        n4 = c["n4"]
+        w, o = g.randint(-2 ** 31, 2 ** 31 - 1, 4 * n4), _int_out(g, 4 * n4)
+        args, grid = [np.uint32(n4), w, o], ((n4 + 255) // 256,)
+
+        def check():                      # the first 2^16 groups, exactly
+            k = 4 << 16
+            return _wrong(g.host(o[:k]), byte_bins_ref(g.host(w[:k])))
         return args, grid, (256,), check, {}
     raise KeyError(fam)
 

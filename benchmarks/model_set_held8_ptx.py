@@ -62,5 +62,32 @@ def round_sat():
     return _plain_pointers(emit_module(m)), "round_sat"
 
 
+def byte_bins():
+    """A 4-bin histogram of each thread's 16 bytes kept in registers: one ld.global.v4.u32, each
+    byte's top two bits taken by bfe.u32 and counted into four registers by setp/selp/add,
+    the four counts stored by one st.global.v4.u32; n4 is the number of 16-byte groups."""
+    m = Module(target="sm_90")
+    k = m.add_kernel("byte_bins", [Param("n4", T.u32), Param("w", T.u64, ptr(T.u32, align=16)),
+                                   Param("o", T.u64, ptr(T.u32, align=16))])
+    b = Builder(k)
+    n4, w, o = (b.param(p) for p in ("n4", "w", "o"))
+    i = b.global_index()
+    with b.if_(b.setp("lt", i, n4)):
+        words = b.ld("global", T.u32, b.element_addr(w, i, 16, name="wa"), vec=4, name="wv")
+        counts = [b.const(0, T.u32, name=f"c{j}") for j in range(4)]
+        for word in words:
+            for byte in range(4):
+                top = _op(b, "bfe", ("u32",), T.u32, word, Imm(8 * byte + 6, T.u32),
+                          Imm(2, T.u32))
+                for j in range(4):
+                    hit = b.selp(Imm(1, T.u32), Imm(0, T.u32), b.setp("eq", top, Imm(j, T.u32)),
+                                 type=T.u32)
+                    counts[j] = b.add(counts[j], hit, type=T.u32)
+        b.st("global", b.element_addr(o, i, 16, name="oa"), tuple(counts), type=T.u32)
+    b.ret()
+    return _plain_pointers(emit_module(m)), "byte_bins"
+
+
 # family: builder of (PTX text, entry)
-KERNELS = {"ptx_quarter_round": quarter_round, "ptx_round_sat": round_sat}
+KERNELS = {"ptx_quarter_round": quarter_round, "ptx_round_sat": round_sat,
+           "ptx_byte_bins": byte_bins}
