@@ -193,14 +193,15 @@ def ptx_case(g, c):
     """(args in the kernel's parameter order, grid, block, check, {argument index: init}) of a
     held8 PTX case; scalars as numpy scalars of the parameter's type."""
     fam = c["family"]
-    if fam == "ptx_quarter_round":
+    if fam in ("ptx_quarter_round", "ptx_byte_bins"):       # 16 random bytes a thread
         n4 = c["n4"]
-        s, o = g.randint(-2 ** 31, 2 ** 31 - 1, 4 * n4), _int_out(g, 4 * n4)
-        args, grid = [np.uint32(n4), s, o], ((n4 + 255) // 256,)
+        w, o = g.randint(-2 ** 31, 2 ** 31 - 1, 4 * n4), _int_out(g, 4 * n4)
+        args, grid = [np.uint32(n4), w, o], ((n4 + 255) // 256,)
+        ref = quarter_round_ref if fam == "ptx_quarter_round" else byte_bins_ref
 
-        def check():                      # the first 2^16 states, exactly
+        def check():                      # the first 2^16 threads' words, exactly
             k = 4 << 16
-            return _wrong(g.host(o[:k]), quarter_round_ref(g.host(s[:k])))
+            return _wrong(g.host(o[:k]), ref(g.host(w[:k])))
         return args, grid, (256,), check, {}
     if fam == "ptx_round_sat":
         n = c["n"]
@@ -210,15 +211,6 @@ def ptx_case(g, c):
         def check():                      # the first 2^20 elements, exactly
             k = 1 << 20
             return _wrong(g.host(y[:k]), round_sat_ref(g.host(x[:k])))
-        return args, grid, (256,), check, {}
-    if fam == "ptx_byte_bins":
-        n4 = c["n4"]
-        w, o = g.randint(-2 ** 31, 2 ** 31 - 1, 4 * n4), _int_out(g, 4 * n4)
-        args, grid = [np.uint32(n4), w, o], ((n4 + 255) // 256,)
-
-        def check():                      # the first 2^16 groups, exactly
-            k = 4 << 16
-            return _wrong(g.host(o[:k]), byte_bins_ref(g.host(w[:k])))
         return args, grid, (256,), check, {}
     raise KeyError(fam)
 
