@@ -14,9 +14,9 @@ of one launch on an idle stream minus the same kernel's held-batch GPU time.
 The split into a fitting part and a held-out part is fixed here, before any model change, by
 kernel family: the model may be fitted on `fit` cases only; `held` cases only report. Two later
 held-out groups of new kinds followed: held2 (below), held3 (model_set_held3.py: its cases
-were never simulated before the model was frozen) and held4, held5 and held6
-(model_set_held4.py .. model_set_held6.py, built the same blind way); model_eval.py reports each
-group apart.
+were never simulated before the model was frozen) and held4 .. held8
+(model_set_held4.py .. model_set_held8.py, built the same blind way: BLIND below); model_eval.py
+reports each group apart.
 """
 import json
 import os
@@ -35,6 +35,7 @@ import model_set_held4 as H4  # noqa: E402
 import model_set_held5 as H5  # noqa: E402
 import model_set_held6 as H6  # noqa: E402
 import model_set_held7 as H7  # noqa: E402
+import model_set_held8 as H8  # noqa: E402
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -52,14 +53,20 @@ HELD4_FAMILIES = H4.FAMILIES
 HELD5_FAMILIES = H5.FAMILIES
 HELD6_FAMILIES = H6.FAMILIES     # the sixth (model_set_held6.py), built blind as held4
 HELD7_FAMILIES = H7.FAMILIES     # the seventh (model_set_held7.py), built blind as held4
+HELD8_FAMILIES = H8.FAMILIES     # the eighth (model_set_held8.py), built blind as held4
+# The blind groups on one interface (numba_case / triton_case / ptx_case / ptx_kernel returning
+# argument inits; kernels in model_set_<split>_numba.py and _triton.py): split -> case module.
+BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8}
+
+
+def _blind(family):
+    """(split, case module) of a family of a blind group, or (None, None)."""
+    return next(((s, m) for s, m in BLIND.items() if family in m.FAMILIES), (None, None))
 
 
 def _case(family, source, size, **kw):
     split = ("held" if family in HELD_FAMILIES else "held2" if family in HELD2_FAMILIES
-             else "held3" if family in HELD3_FAMILIES else "held4" if family in HELD4_FAMILIES
-             else "held5" if family in HELD5_FAMILIES
-             else "held6" if family in HELD6_FAMILIES
-             else "held7" if family in HELD7_FAMILIES else "fit")
+             else "held3" if family in HELD3_FAMILIES else _blind(family)[0] or "fit")
     return dict(family=family, source=source, size=size, split=split, **kw)
 
 
@@ -124,10 +131,8 @@ def cases():
                          mask=(t << 18) - 1))
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H4.cases()]
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H5.cases()]
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H6.cases()]
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H7.cases()]
+    for H in BLIND.values():
+        out += [_case(fam, src, size, **kw) for fam, src, size, kw in H.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"
     return out
@@ -177,16 +182,12 @@ class Gpu:
         return {"scalar": a, "dtype": "float32" if isinstance(a, float) else "int"}
 
     def numba(self, family):
-        import model_set_held4_numba as N4
-        import model_set_held5_numba as N5
-        import model_set_held6_numba as N6
-        import model_set_held7_numba as N7
-        import model_set_numba as N
+        import importlib
+        split = _blind(family)[0]
         if family not in self.numba_kernels:
-            fn, sig = (N4.KERNELS[family] if family in HELD4_FAMILIES else N5.KERNELS[family]
-                       if family in HELD5_FAMILIES else N6.KERNELS[family]
-                       if family in HELD6_FAMILIES else N7.KERNELS[family]
-                       if family in HELD7_FAMILIES else N.KERNELS[family])
+            kernels = importlib.import_module(f"model_set_{split}_numba" if split
+                                              else "model_set_numba").KERNELS
+            fn, sig = kernels[family]
             k = self.cuda.jit(sig)(fn)
             try:
                 ptx = k.inspect_asm(k.signatures[0])
@@ -215,21 +216,13 @@ def setup(g, c):
     from ptxgen.parse import parse_ptx
     from ptxgen.runtime.driver import bound_launch, load_kernel
     kname = c.get("kernel", fam)
-    text, entry = (H4.ptx_kernel(fam) if fam in HELD4_FAMILIES else H5.ptx_kernel(fam)
-                   if fam in HELD5_FAMILIES else H6.ptx_kernel(fam) if fam in HELD6_FAMILIES
-                   else H7.ptx_kernel(fam) if fam in HELD7_FAMILIES
-                   else P.KERNELS[kname])
+    blind = _blind(fam)[1]
+    text, entry = blind.ptx_kernel(fam) if blind else P.KERNELS[kname]
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
     check, inits = None, {}
-    if fam in HELD4_FAMILIES:
-        args, grid, block, check, inits = H4.ptx_case(g, c)
-    elif fam in HELD5_FAMILIES:
-        args, grid, block, check, inits = H5.ptx_case(g, c)
-    elif fam in HELD6_FAMILIES:
-        args, grid, block, check, inits = H6.ptx_case(g, c)
-    elif fam in HELD7_FAMILIES:
-        args, grid, block, check, inits = H7.ptx_case(g, c)
+    if blind:
+        args, grid, block, check, inits = blind.ptx_case(g, c)
     elif kname == "copy_v4":
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
@@ -335,14 +328,8 @@ def _setup_numba(g, c):
         args, grid, block, check, inits = H2.numba_case(g, c)
     elif fam in HELD3_FAMILIES:
         args, grid, block, check, inits = H3.numba_case(g, c)
-    elif fam in HELD4_FAMILIES:
-        args, grid, block, check, inits = H4.numba_case(g, c)
-    elif fam in HELD5_FAMILIES:
-        args, grid, block, check, inits = H5.numba_case(g, c)
-    elif fam in HELD6_FAMILIES:
-        args, grid, block, check, inits = H6.numba_case(g, c)
-    elif fam in HELD7_FAMILIES:
-        args, grid, block, check, inits = H7.numba_case(g, c)
+    elif _blind(fam)[1]:
+        args, grid, block, check, inits = _blind(fam)[1].numba_case(g, c)
     else:
         raise KeyError(fam)
     if fam in ("hist_shared", "hist_global"):
@@ -411,22 +398,11 @@ def _setup_triton(g, c):
     elif fam in HELD3_FAMILIES:
         kname, args, kw, grid, check = H3.triton_case(g, c)
         kern = getattr(T, kname)
-    elif fam in HELD4_FAMILIES:
-        import model_set_held4_triton as T4
-        kname, args, kw, grid, check, inits = H4.triton_case(g, c)
-        kern = getattr(T4, kname)
-    elif fam in HELD5_FAMILIES:
-        import model_set_held5_triton as T5
-        kname, args, kw, grid, check, inits = H5.triton_case(g, c)
-        kern = getattr(T5, kname)
-    elif fam in HELD6_FAMILIES:
-        import model_set_held6_triton as T6
-        kname, args, kw, grid, check, inits = H6.triton_case(g, c)
-        kern = getattr(T6, kname)
-    elif fam in HELD7_FAMILIES:
-        import model_set_held7_triton as T7
-        kname, args, kw, grid, check, inits = H7.triton_case(g, c)
-        kern = getattr(T7, kname)
+    elif _blind(fam)[1]:
+        import importlib
+        split, H = _blind(fam)
+        kname, args, kw, grid, check, inits = H.triton_case(g, c)
+        kern = getattr(importlib.import_module(f"model_set_{split}_triton"), kname)
     else:
         r, cc = c["rows"], c["cols"]
         x, y = g.randn(r, cc), g.empty(r, cc)
@@ -532,7 +508,7 @@ def collect(path, only=None):
                 held_families=sorted(HELD_FAMILIES), held2_families=sorted(HELD2_FAMILIES),
                 held3_families=sorted(HELD3_FAMILIES), held4_families=sorted(HELD4_FAMILIES),
                 held5_families=sorted(HELD5_FAMILIES), held6_families=sorted(HELD6_FAMILIES),
-                held7_families=sorted(HELD7_FAMILIES),
+                held7_families=sorted(HELD7_FAMILIES), held8_families=sorted(HELD8_FAMILIES),
                 command="python benchmarks/model_set.py "
                 "collect $OUT/model_set.json")
     try:
@@ -593,4 +569,5 @@ if __name__ == "__main__":
           sum(c["split"] == "held4" for c in cases()), "in the fourth,",
           sum(c["split"] == "held5" for c in cases()), "in the fifth,",
           sum(c["split"] == "held6" for c in cases()), "in the sixth,",
-          sum(c["split"] == "held7" for c in cases()), "in the seventh")
+          sum(c["split"] == "held7" for c in cases()), "in the seventh,",
+          sum(c["split"] == "held8" for c in cases()), "in the eighth")

@@ -59,7 +59,7 @@ def test_the_split_was_fixed_before_fitting(cases):
 # before the model is frozen)
 @pytest.mark.parametrize("split,min_cases,min_kinds",
                          [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12),
-                          ("held6", 20, 10), ("held7", 20, 10)])
+                          ("held6", 20, 10), ("held7", 20, 10), ("held8", 18, 9)])
 def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds):
     import model_set
     fams = {}
@@ -83,7 +83,8 @@ def _module(split):
     import model_set_held5 as H5
     import model_set_held6 as H6
     import model_set_held7 as H7
-    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7}[split]
+    import model_set_held8 as H8
+    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8}[split]
 
 
 def _numba_kernels(split):
@@ -91,8 +92,10 @@ def _numba_kernels(split):
     import model_set_held5_numba as N5
     import model_set_held6_numba as N6
     import model_set_held7_numba as N7
+    import model_set_held8_numba as N8
     import model_set_numba as N
-    return {"held4": N4, "held5": N5, "held6": N6, "held7": N7}.get(split, N).KERNELS
+    return {"held4": N4, "held5": N5, "held6": N6, "held7": N7, "held8": N8}.get(split,
+                                                                              N).KERNELS
 
 
 def _saved_triton(split, fam):
@@ -110,7 +113,7 @@ def _small(split, source):
 
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
                          + _small("held5", "numba") + _small("held6", "numba")
-                         + _small("held7", "numba"),
+                         + _small("held7", "numba") + _small("held8", "numba"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
@@ -123,7 +126,7 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     assert H.emulate_numba(case, ptx) <= getattr(H, "TOLERANCE", {}).get(fam, 1e-5)
 
 
-@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7"])
+@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7", "held8"])
 def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
@@ -143,7 +146,8 @@ def test_held_triton_kernels_compile_and_are_right(split):
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
-                         + _small("held6", "ptx") + _small("held7", "ptx"),
+                         + _small("held6", "ptx") + _small("held7", "ptx")
+                         + _small("held8", "ptx"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
@@ -155,7 +159,7 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     assert H.emulate_ptx(case) <= getattr(H, "TOLERANCE", {}).get(fam, 0.0)
 
 
-_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7")
+_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7", "held8")
            for source in ("numba", "triton", "ptx")]
 
 
@@ -232,7 +236,7 @@ def _desc(a, init=None):
 def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
     """model_eval lays out each case's recorded arguments in its PTX's parameter order (Numba's
     array ABI, Triton's dropped ints and scratch pointers) without a mismatch; only the layout
-    is built here, nothing is simulated (held4 .. held7 stay blind)."""
+    is built here, nothing is simulated (held4 .. held8 stay blind)."""
     import model_eval
     from ptxgen.parse import parse_ptx
     H = _module(split)
@@ -321,15 +325,62 @@ def test_held7_checks_on_outputs_past_their_slice(fam):
         "triton_transpose_add": dict(rows=90, cols=40),
         "ptx_splitmix64": dict(n=70_000), "ptx_tanh_ex2": dict(n=(1 << 20) + 8),
         "ptx_axpy_v2f64": dict(n=(1 << 20) + 6)}[fam])
-    g = H7.HostArrays(5)
-    if fam in H7.TRITON_FAMILIES:
-        _k, args, _kw, _grid, check, _inits = H7.triton_case(g, c)
+    _check_past_slice(H7, c, _held7_outputs, H7.TOLERANCE.get(fam, 1e-5))
+
+
+def _check_past_slice(H, c, outputs, tol):
+    """Case c of group module H built on host arrays; `outputs` (family, args) gives the output
+    array, its right values and an index inside the check's slice: the right output passes the
+    check within tol, one wrong element at that index fails it."""
+    fam, g = c["family"], H.HostArrays(5)
+    if fam in H.TRITON_FAMILIES:
+        _k, args, _kw, _grid, check, _inits = H.triton_case(g, c)
     else:
-        build = H7.numba_case if fam in H7.NUMBA_FAMILIES else H7.ptx_case
+        build = H.numba_case if fam in H.NUMBA_FAMILIES else H.ptx_case
         args, _grid, _block, check, _inits = build(g, c)
-    out, ref, at = _held7_outputs(fam, args)
+    out, ref, at = outputs(fam, args)
     out[...] = ref
-    tol = H7.TOLERANCE.get(fam, 1e-5)
     assert check() <= tol
     out[at] = out[at] + (100 if out.dtype.kind == "f" else 1)
     assert check() > tol
+
+
+def _held8_outputs(fam, args):
+    """(output array, its right values, an index inside the check's slice) of a held8 case:
+    numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
+    import model_set_held8 as H8
+    import model_set_held8_numba as N8
+    f8 = [np.asarray(a, np.float64) if isinstance(a, np.ndarray) else a for a in args]
+    if fam == "xform_points_aos":
+        return args[2], f8[1] @ f8[0].T, (65535, 2)
+    if fam == "box_rows_running":
+        return args[1], H8.box_ref(args[0], N8.RADIUS), (159, 0)
+    if fam == "lut_u8":
+        return args[2], args[1][args[0].astype(np.int64)], (1 << 20) - 1
+    if fam == "triton_scale_bias_relu":
+        return args[3], np.maximum(f8[0] * f8[1] + f8[2], 0.0), (79, 0)
+    if fam == "triton_top2":
+        return args[1], np.sort(args[0], 1)[:, :-3:-1], (63, 1)
+    if fam == "triton_cosine_rows":
+        a, b = f8[0], f8[1]
+        return args[2], (a * b).sum(1) / np.sqrt((a * a).sum(1) * (b * b).sum(1)), 255
+    if fam == "ptx_quarter_round":
+        return args[2], H8.quarter_round_ref(args[1]), (4 << 16) - 1
+    if fam == "ptx_byte_bins":
+        return args[2], H8.byte_bins_ref(args[1]), (4 << 16) - 1
+    return args[2], H8.round_sat_ref(args[1]), (1 << 20) - 1            # ptx_round_sat
+
+
+@pytest.mark.parametrize("fam", sorted(__import__("model_set_held8").FAMILIES))
+def test_held8_checks_on_outputs_past_their_slice(fam):
+    """Each held8 check on a case larger than the slice it checks (the emulated sizes are
+    smaller): the right output passes, one wrong element at the slice's far end fails."""
+    import model_set_held8 as H8
+    c = dict(family=fam, **{
+        "xform_points_aos": dict(n=70_000), "box_rows_running": dict(rows=170, cols=40),
+        "lut_u8": dict(n=(1 << 20) + 9), "triton_scale_bias_relu": dict(rows=90, cols=50),
+        "triton_top2": dict(rows=70, cols=30), "triton_cosine_rows": dict(rows=300, dim=20),
+        "ptx_quarter_round": dict(n4=(1 << 16) + 7), "ptx_round_sat": dict(n=(1 << 20) + 5),
+        "ptx_byte_bins": dict(n4=(1 << 16) + 3)}[fam])
+    _check_past_slice(H8, c, _held8_outputs,
+                      H8.TOLERANCE.get(fam, 0.0 if fam in H8.PTX_FAMILIES else 1e-5))
