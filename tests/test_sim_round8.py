@@ -65,3 +65,36 @@ def test_the_l2_resident_binary_search_lands_near_its_h200_time():
                     if c["name"] == "bsearch_keys table=1000003 keys=4000037")
     rep, _ = model_eval.predict(case, launch_path=case["path"])
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.25
+
+
+def _div_kernel(op):
+    from ptxgen.parse import parse_ptx
+    ptx = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p){
+.reg .f32 %f<4>; .reg .b64 %rd<2>;
+ld.param.u64 %rd1, [p];
+ld.global.f32 %f1, [%rd1];
+ld.global.f32 %f2, [%rd1+4];
+""" + op + """ %f3, %f1, %f2;
+st.global.f32 [%rd1+8], %f3;
+ret;}
+"""
+    return parse_ptx(ptx).kernel("k")
+
+
+def test_ieee_f32_divide_costs_ptxas_fast_path_and_approx_does_not():
+    """div.rn.f32 is MUFU.RCP plus FCHK, five dependent FFMA and a branch in ptxas's SASS
+    (isa numbers measured with ptxas 13); div.approx.f32 is one MUFU: the IEEE one issues 7
+    more instructions and its result comes 5 FFMA latencies later."""
+    from ptxgen import isa
+    from ptxgen.sim.program import compile_kernel
+    table = isa.load("sm_90")
+    rn, ap = (next(st for st in compile_kernel(_div_kernel(op), table).instrs
+                   if st.instr.opcode == "div") for op in ("div.rn.f32", "div.approx.f32"))
+    mm = table.memory_model
+    assert sum(n for n, _, _ in rn.extra) - sum(n for n, _, _ in ap.extra) == \
+        mm["ptxas_f32_divide_ffma_instructions"] + mm["ptxas_f32_divide_other_instructions"]
+    fma = table.ops["FMA"].latency
+    assert abs(rn.latency - ap.latency - mm["ptxas_f32_divide_ffma_instructions"] * fma) < 1e-6
