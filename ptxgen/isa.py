@@ -47,7 +47,8 @@ MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "a
                      "ptxas_unroll_max_instructions", "ptxas_sfu_range_fixup_instructions",
                      "ptxas_unroll_factor", "ptxas_unroll_loads_max_instructions",
                      "cta_relaunch_cycles", "ptxas_int_reciprocal_instructions",
-                     "ptxas_int_divide_instructions")
+                     "ptxas_int_divide_instructions", "ptxas_f32_divide_ffma_instructions",
+                     "ptxas_f32_divide_other_instructions")
 
 
 @dataclass(frozen=True)

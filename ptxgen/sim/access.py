@@ -202,9 +202,39 @@ def _temporal_miss(a0, a1, sector):
     return min(1.0, d / sector)
 
 
-def analyze(prog, table, records, warps_per_cta):
+def _spreading(execs, size, sector):
+    """True when a warp's executions of a load touch many more sectors later than at first
+    (lanes that start together and part as the loop runs: a binary search's first probe is one
+    element for every lane, its last ones a line per lane)."""
+    n = [len(sectors(ex, size, sector)) for ex in execs]
+    return len(n) > 2 and n[0] > 0 and max(n) >= 2 * n[0]
+
+
+def _spread_cost(acc, by_warp, size, sector, line):
+    """Per-execution sectors and lines as the mean over every recorded execution, and the
+    L1 miss rate as the share of sectors no earlier recorded execution (of any recorded warp,
+    taken round by round: the warps run side by side) brought in."""
+    execs = [ex for w in by_warp for ex in by_warp[w]]
+    acc.bytes = int(round(sector * sum(len(sectors(ex, size, sector)) for ex in execs)
+                          / len(execs)))
+    if line:
+        acc.l1_bytes = int(round(line * sum(len(sectors(ex, size, line)) for ex in execs)
+                                 / len(execs)))
+    have, asked, new = set(), 0, 0
+    for k in range(max(len(v) for v in by_warp.values())):
+        for w in by_warp:
+            if k < len(by_warp[w]):
+                s = sectors(by_warp[w][k], size, sector)
+                asked += len(s)
+                new += len(s - have)
+                have |= s
+    acc.miss, acc.share = (new / asked if asked else 1.0), 1.0
+
+
+def analyze(prog, table, records, warps_per_cta, later=None):
     """{instruction index: Access} from the pilot's `records` ({index: {warp: [[address per
-    lane] per execution]}})."""
+    lane] per execution]}}); `later`: the same for the executions after those (loads whose
+    lanes spread out over a loop are priced over all of them)."""
     h, mm = table.header, table.memory_model or {}
     sector = int(mm.get("sector_bytes", 0)) or None
     banks, bank_bytes = h.shared_banks, h.shared_bank_bytes
@@ -291,6 +321,10 @@ def analyze(prog, table, records, warps_per_cta):
                     o = sectors(w1[0], size, sector)
                     f = len(o - s0) / len(o) if o else 1.0
                     acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
+            allx = {w: rec[w] + (later or {}).get(i, {}).get(w, []) for w in live}
+            if live and _spreading(allx[live[0]], size, sector):
+                _spread_cost(acc, allx, size, sector, line)
+                s0 = set(range(acc.bytes // sector))    # (its mean size, for the rule below)
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:

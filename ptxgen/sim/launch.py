@@ -275,7 +275,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
         st = prog.instrs[i]
         st.kind, st.latency, st.interval = ALU, lds, 0.0
     sector = int((table.memory_model or {}).get("sector_bytes", 0))
-    return access_mod.analyze(prog, table, plan.records, warps), \
+    return access_mod.analyze(prog, table, plan.records, warps, plan.later), \
         bool(sector) and _passes(prog, plan.records, sector)
 
 

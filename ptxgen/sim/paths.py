@@ -52,6 +52,9 @@ class WarpPath:
     samples: list = field(default_factory=list)      # [(trace, skipped)] for every cap
 
 
+LATER_EXECUTIONS = 30            # executions per warp recorded after the first two
+
+
 class PathPlan:
     """Per-block work of the path interpreter, built once per program and environment."""
 
@@ -63,6 +66,9 @@ class PathPlan:
         nb = len(prog.blocks)
         self.events = []
         self.records, self.record_warp = {}, 0
+        # executions after the first two (a loop whose lanes' addresses spread out as it runs:
+        # a binary search starts with every lane on one element)
+        self.later = {}
         # named barriers with register operands: resolved on the control walk only
         self.named = named_barriers(prog) if slice_ is None else {}
         active_slice = prog.slice if slice_ is None else slice_
@@ -153,10 +159,12 @@ class _Walker:
                 # (a guard the pilot cannot know counts as true: guarded bodies run)
                 i, g, neg = c
                 execs = plan.records.setdefault(i, {}).setdefault(plan.record_warp, [])
-                if len(execs) < 2:
-                    execs.append([a(vals[lane], specs[lane]) if active[lane] and (
+                more = plan.later.setdefault(i, {}).setdefault(plan.record_warp, [])
+                if len(execs) < 2 or len(more) < LATER_EXECUTIONS:
+                    ex = [a(vals[lane], specs[lane]) if active[lane] and (
                         g < 0 or vals[lane][g] is None or bool(vals[lane][g]) != neg)
-                        else None for lane in lanes])
+                        else None for lane in lanes]
+                    (execs if len(execs) < 2 else more).append(ex)
             elif kind == 3:
                 self.ballot(a, c)
             elif kind == 4:

@@ -177,6 +177,28 @@ def _int_divide(st, ins, table, divisors):
     st.extra = tuple(st.extra) + tuple(add)
 
 
+def _float_divide(st, ins, table):
+    """ptxas's SASS for an IEEE div.rn.f32 (the opcode table's SFU row on f32, which costs
+    the MUFU.RCP): its fast path adds FCHK, five dependent FFMA refining the reciprocal and the
+    quotient, and a predicated BRA around the out-of-line slow path (rarely taken: operands
+    outside the fast range). isa memory_model.ptxas_f32_divide_ffma_instructions /
+    _other_instructions; the FFMAs are in the quotient's dependency chain."""
+    mm = table.memory_model or {}
+    ffma, other = mm.get("ptxas_f32_divide_ffma_instructions"), \
+        mm.get("ptxas_f32_divide_other_instructions")
+    t = ins.type
+    if not (ffma and other) or ins.opcode != "div" or t is None or t.name != "f32" or \
+            "approx" in ins.mods or "full" in ins.mods or \
+            not all(k in table.ops for k in ("FMA", "IALU")):
+        return
+    units = list(table.units)
+    fma, alu = table.ops["FMA"], table.ops["IALU"]
+    st.latency += int(ffma) * float(fma.latency)
+    st.extra = tuple(st.extra) + (
+        (int(ffma), units.index(fma.unit), float(fma.issue_interval)),
+        (int(other), units.index(alu.unit), float(alu.issue_interval)))
+
+
 def add_spills(prog, table, load_bytes, store_bytes):
     """ptxas's register spills (its -v report: bytes of local loads and stores per thread) as
     local-memory instructions spread evenly over the program's issuing instructions: where
@@ -255,6 +277,7 @@ def compile_kernel(kernel, table):
             st.extra = ((fix, units.index(fm.unit), float(fm.issue_interval)),)
             st.latency += fix * float(fm.latency)
         _int_divide(st, ins, table, divisors)
+        _float_divide(st, ins, table)
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:
