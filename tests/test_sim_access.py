@@ -214,8 +214,8 @@ def _accesses(text, grid, block, args, sample=16):
     seen = {}
     orig = A.analyze
 
-    def spy(prog, table, records, warps):
-        out = orig(prog, table, records, warps)
+    def spy(prog, table, records, warps, later=None):
+        out = orig(prog, table, records, warps, later)
         seen.update({prog.instrs[i].text: a for i, a in out.items()})
         return out
     A.analyze = spy
