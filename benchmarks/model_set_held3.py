@@ -9,6 +9,8 @@ tests/test_model_set.py runs the very same launch at a small size on ptxgen's em
 Checks compare with float64 numpy references on the host, over a slice where the whole would
 cost more than the kernel (the result is the relative error, 0 for exact results).
 """
+from functools import partial
+
 import numpy as np
 
 NUMBA_FAMILIES = {"gemv_warp", "conv3x3_smem", "hist_warp_bytes", "poly_horner", "sfu_trig",
@@ -215,7 +217,7 @@ def triton_case(g, c):
 
 
 # -- CPU checks (tests/test_model_set.py); model_set_held4.py passes its own case builders ----
-TRITON_TYPES = {"float32": "fp32", "int32": "i32", "float64": "fp64"}
+TRITON_TYPES = {"float32": "fp32", "int32": "i32", "float64": "fp64", "float16": "fp16"}
 
 
 def compile_triton(c, case_fn=triton_case, kernels="model_set_triton"):
@@ -297,6 +299,37 @@ def _emulate(module, entry, grid, block, args, shared, check):
              for p, a in zip(k.params, args)]
     emulate(module, k.name, grid, block, *typed, shared_bytes=shared, check="error")
     return check()
+
+
+def _emulate_ptx_with(kernel_fn, case_fn, c):
+    """Run a small PTX case (kernel_fn's text, case_fn's launch) on ptxgen's emulator; its
+    check's result."""
+    from ptxgen.parse import parse_ptx
+    text, entry = kernel_fn(c["family"])
+    args, grid, block, check, _inits = case_fn(HostArrays(3), c)
+    return _emulate(parse_ptx(text), entry, grid, block, args, 0, check)
+
+
+def cpu_checks(name, case_list, small_fn, numba_fn, triton_fn, ptx_fn, kernel_fn):
+    """These CPU checks bound to the case builders of the blind group `name` (its Triton
+    kernels in model_set_<name>_triton.py): compile_triton (c -> compiled kernel for sm_90, no
+    GPU), save_triton_small (path), emulate_numba (c, ptx), emulate_triton (saved) and
+    emulate_ptx (c), each giving its check's result where it emulates."""
+    compile_fn = partial(compile_triton, case_fn=triton_fn, kernels=f"model_set_{name}_triton")
+    return (compile_fn,
+            partial(save_triton_small, case_list=case_list, small_fn=small_fn,
+                    compile_fn=compile_fn),
+            partial(emulate_numba, case_fn=numba_fn),
+            partial(emulate_triton, case_fn=triton_fn),
+            partial(_emulate_ptx_with, kernel_fn, ptx_fn))
+
+
+def save_triton_main(name, save_fn):
+    """A blind group's `python model_set_<name>.py save-triton FILE` (with Triton, no GPU)."""
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "save-triton":
+        sys.exit(f"usage: model_set_{name}.py save-triton tests/data/model_set_{name}_triton.json")
+    save_fn(sys.argv[2])
 
 
 if __name__ == "__main__":

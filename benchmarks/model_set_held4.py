@@ -16,7 +16,7 @@ legitimately differ from numpy's: FMA contraction).
 import numpy as np
 
 import model_set_held3 as H3
-from model_set_held3 import HostArrays, _rel
+from model_set_held3 import _rel
 
 NUMBA_FAMILIES = {"radix_digits", "gemv_colmajor", "inv4x4_batch", "fft_radix2", "ell_spmv",
                   "maxpool3x3s2", "bilinear_resize", "kmeans_assign", "f64_rk4", "hash_bits",
@@ -382,38 +382,9 @@ def ptx_case(g, c):
     raise KeyError(fam)
 
 
-# -- CPU checks (tests/test_model_set.py): held3's, with this group's case builders -------------
-def compile_triton(c):
-    """Triton's compiled kernel of case c for sm_90 without a GPU (as held3 compiles)."""
-    return H3.compile_triton(c, triton_case, "model_set_held4_triton")
-
-
-def save_triton_small(path):
-    """The small cases' PTX and launch metadata (needs Triton, no GPU), for the CPU test."""
-    H3.save_triton_small(path, cases, small, compile_triton)
-
-
-def emulate_numba(c, ptx):
-    """Run a small Numba case on ptxgen's emulator; its check's result."""
-    return H3.emulate_numba(c, ptx, numba_case)
-
-
-def emulate_ptx(c):
-    """Run a small PTX case on ptxgen's emulator; its check's result."""
-    from ptxgen.parse import parse_ptx
-    text, entry = ptx_kernel(c["family"])
-    args, grid, block, check, _inits = ptx_case(HostArrays(3), c)
-    return H3._emulate(parse_ptx(text), entry, grid, block, args, 0, check)
-
-
-def emulate_triton(saved):
-    """Run a saved small Triton case on ptxgen's emulator; its check's result."""
-    return H3.emulate_triton(saved, triton_case)
-
+# -- CPU checks (tests/test_model_set.py): held3's, bound to this group's case builders --------
+compile_triton, save_triton_small, emulate_numba, emulate_triton, emulate_ptx = H3.cpu_checks(
+    "held4", cases, small, numba_case, triton_case, ptx_case, ptx_kernel)
 
 if __name__ == "__main__":
-    import sys
-    if len(sys.argv) == 3 and sys.argv[1] == "save-triton":
-        save_triton_small(sys.argv[2])          # python with Triton (/work/tvenv), no GPU
-    else:
-        sys.exit("usage: model_set_held4.py save-triton tests/data/model_set_held4_triton.json")
+    H3.save_triton_main("held4", save_triton_small)      # python with Triton (/work/tvenv)

@@ -14,12 +14,10 @@ indices as "randint"). Checks compare with float64 (or exact integer) numpy refe
 slice; outputs the kernel accumulates into (red_scatter) are compared with the reference
 times the number of launches the sums show.
 """
-from functools import partial
-
 import numpy as np
 
 import model_set_held3 as H3
-from model_set_held3 import HostArrays, _rel
+from model_set_held3 import _rel
 from model_set_held4 import _double, _int_out, _pow2, _wrong
 from model_set_held5 import _cast, _xp
 
@@ -278,26 +276,8 @@ def ptx_case(g, c):
 
 
 # -- CPU checks (tests/test_model_set.py): held3's, bound to this group's case builders --------
-# Triton's compiled kernel of case c for sm_90 without a GPU (as held3 compiles)
-compile_triton = partial(H3.compile_triton, case_fn=triton_case,
-                         kernels="model_set_held6_triton")
-# the small cases' PTX and launch metadata (needs Triton, no GPU), for the CPU test
-save_triton_small = partial(H3.save_triton_small, case_list=cases, small_fn=small,
-                            compile_fn=compile_triton)
-emulate_numba = partial(H3.emulate_numba, case_fn=numba_case)    # (c, ptx) -> check result
-emulate_triton = partial(H3.emulate_triton, case_fn=triton_case)  # (saved) -> check result
-
-
-def emulate_ptx(c):
-    """Run a small PTX case on ptxgen's emulator; its check's result."""
-    from ptxgen.parse import parse_ptx
-    text, entry = ptx_kernel(c["family"])
-    args, grid, block, check, _inits = ptx_case(HostArrays(3), c)
-    return H3._emulate(parse_ptx(text), entry, grid, block, args, 0, check)
-
+compile_triton, save_triton_small, emulate_numba, emulate_triton, emulate_ptx = H3.cpu_checks(
+    "held6", cases, small, numba_case, triton_case, ptx_case, ptx_kernel)
 
 if __name__ == "__main__":
-    import sys
-    if len(sys.argv) != 3 or sys.argv[1] != "save-triton":
-        sys.exit("usage: model_set_held6.py save-triton tests/data/model_set_held6_triton.json")
-    save_triton_small(sys.argv[2])              # python with Triton (/work/tvenv), no GPU
+    H3.save_triton_main("held6", save_triton_small)      # python with Triton (/work/tvenv)

@@ -16,12 +16,10 @@ chain on v4.u32 states (ptx_quarter_round), cvt.rni float-to-int rounding with c
 (ptx_round_sat) and a histogram held in registers (bfe, setp/selp counts; ptx_byte_bins). Checks compare with float64 (or exact integer) numpy references over a slice;
 tests/test_model_set.py also runs each check on an output larger than its slice.
 """
-from functools import partial
-
 import numpy as np
 
 import model_set_held3 as H3
-from model_set_held3 import HostArrays, _rel
+from model_set_held3 import _rel
 from model_set_held4 import _double, _int_out, _pow2, _wrong
 from model_set_held5 import _cast
 
@@ -216,34 +214,8 @@ def ptx_case(g, c):
 
 
 # -- CPU checks (tests/test_model_set.py): held3's, bound to this group's case builders --------
-def _emulate_ptx_with(kernel_fn, case_fn, c):
-    """Run a small PTX case (kernel_fn's text, case_fn's launch) on ptxgen's emulator; its
-    check's result."""
-    from ptxgen.parse import parse_ptx
-    text, entry = kernel_fn(c["family"])
-    args, grid, block, check, _inits = case_fn(HostArrays(3), c)
-    return H3._emulate(parse_ptx(text), entry, grid, block, args, 0, check)
-
-
-def cpu_checks(name, case_list, small_fn, numba_fn, triton_fn, ptx_fn, kernel_fn):
-    """held3's CPU checks bound to the case builders of the blind group `name` (its Triton
-    kernels in model_set_<name>_triton.py): compile_triton (c -> compiled kernel for sm_90, no
-    GPU), save_triton_small (path), emulate_numba (c, ptx), emulate_triton (saved) and
-    emulate_ptx (c), each giving its check's result where it emulates."""
-    compile_fn = partial(H3.compile_triton, case_fn=triton_fn, kernels=f"model_set_{name}_triton")
-    return (compile_fn,
-            partial(H3.save_triton_small, case_list=case_list, small_fn=small_fn,
-                    compile_fn=compile_fn),
-            partial(H3.emulate_numba, case_fn=numba_fn),
-            partial(H3.emulate_triton, case_fn=triton_fn),
-            partial(_emulate_ptx_with, kernel_fn, ptx_fn))
-
-
-compile_triton, save_triton_small, emulate_numba, emulate_triton, emulate_ptx = cpu_checks(
+compile_triton, save_triton_small, emulate_numba, emulate_triton, emulate_ptx = H3.cpu_checks(
     "held8", cases, small, numba_case, triton_case, ptx_case, ptx_kernel)
 
 if __name__ == "__main__":
-    import sys
-    if len(sys.argv) != 3 or sys.argv[1] != "save-triton":
-        sys.exit("usage: model_set_held8.py save-triton tests/data/model_set_held8_triton.json")
-    save_triton_small(sys.argv[2])              # python with Triton (/work/tvenv), no GPU
+    H3.save_triton_main("held8", save_triton_small)      # python with Triton (/work/tvenv)

@@ -240,7 +240,8 @@ def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
     import model_eval
     from ptxgen.parse import parse_ptx
     H = _module(split)
-    g = H.HostArrays(4)
+    from model_set_held3 import HostArrays
+    g = HostArrays(4)
     if fam in H.NUMBA_FAMILIES:
         cuda = pytest.importorskip("numba.cuda")
         args, _grid, _block, _check, inits = H.numba_case(g, case)
@@ -332,7 +333,8 @@ def _check_past_slice(H, c, outputs, tol):
     """Case c of group module H built on host arrays; `outputs` (family, args) gives the output
     array, its right values and an index inside the check's slice: the right output passes the
     check within tol, one wrong element at that index fails it."""
-    fam, g = c["family"], H.HostArrays(5)
+    from model_set_held3 import HostArrays
+    fam, g = c["family"], HostArrays(5)
     if fam in H.TRITON_FAMILIES:
         _k, args, _kw, _grid, check, _inits = H.triton_case(g, c)
     else:
