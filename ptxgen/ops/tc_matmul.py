@@ -12,7 +12,7 @@ ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand 
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
 copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
-memory (schedule/tc_ldg_producer.py; slower on the H200 so far: LDG_RULE).
+memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -42,20 +42,13 @@ BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
 MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps' element type
 # How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
-# copy, then TMA), "ldg" (the producer warpgroup's ld.global, schedule/tc_ldg_producer.py) or
-# "auto" (LDG_RULE). M-/N-major misaligned operands are always pad-copied.
+# copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, schedule/tc_ldg_producer.py)
+# or "auto", the measured choice: pad copies. On the H200 (2026-12-01, docs/PERF.md, "Odd K
+# without pad copies") bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with "ldg" (four
+# schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against 630.6,
+# 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against 714.1, tf32
+# 4096x4096x4093 at 214.4 against 320.2. M-/N-major misaligned operands are always pad-copied.
 K_PACKS = ("auto", "pad", "ldg")
-
-
-def LDG_RULE(shape, dtype):
-    """k_pack="auto": whether the producer's cp.async copies (schedule/tc_ldg_producer.py)
-    replace the pad copies. Never, as measured on the H200 on 2026-12-01 (docs/PERF.md, "Odd K
-    without pad copies"): bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with it (four
-    schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against
-    630.6, 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against
-    714.1, tf32 4096x4096x4093 at 214.4 against 320.2: pad copies win at every measured shape.
-    k_pack="ldg" still selects it."""
-    return False
 
 
 def default_tc_schedule(shape, sm_count=None):
@@ -150,21 +143,16 @@ class TcMatmul(Operator):
         if self._sm80:
             return self._sm80.schedule_for(shape)
         if self.schedule == "auto":
-            tuned = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype,
-                                      self.out)
-            if tuned and self.k_pack != "ldg":
-                return tuned        # k_pack "auto" takes the ld.global producer if it can (ldg)
-            s = tuned or default_tc_schedule(shape).for_dtype(self.dtype)
+            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype, self.out) \
+                or default_tc_schedule(shape).for_dtype(self.dtype)
             # no TMA multicast of B with the ld.global producer (its registers: lower_tc_matmul)
             return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) else s
         return self.schedule
 
     def _ldg_wanted(self, shape):
-        """Whether misaligned K-major operands should come by the ld.global producer (before a
-        schedule is known): k_pack "ldg", or "auto" where LDG_RULE holds."""
-        if self.k_pack == "pad" or not any(self._misaligned_k_major(shape)):
-            return False
-        return self.k_pack == "ldg" or LDG_RULE(shape, self.dtype)
+        """Whether misaligned K-major operands come by the producer's cp.async copies:
+        k_pack "ldg" and some operand needs it."""
+        return self.k_pack == "ldg" and any(self._misaligned_k_major(shape))
 
     def _misaligned_k_major(self, shape):
         """(A, B): K-major and rows not 16-byte aligned (K % 8, tf32 K % 4)."""
@@ -172,14 +160,10 @@ class TcMatmul(Operator):
                      for name, _, cols in self.operands(shape))
 
     def ldg(self, shape):
-        """(A, B): loaded by the producer's ld.global (tc_ldg_producer.py) instead of a pad
-        copy and TMA: misaligned K-major operands when _ldg_wanted and, under k_pack="auto",
-        the schedule (given, tuned or default) takes it (cluster_m == 1, stages >= 3; "ldg"
-        with another schedule is lower_tc_matmul's one-line error)."""
+        """(A, B): loaded by the producer's cp.async copies (tc_ldg_producer.py) instead of a
+        pad copy and TMA (k_pack="ldg"; a schedule that cannot take it, clusters or < 3
+        stages, is lower_tc_matmul's one-line error)."""
         if self._sm80 or not self._ldg_wanted(shape):
-            return (False, False)
-        s = self.schedule_for(shape)
-        if self.k_pack == "auto" and (s.cluster_m != 1 or s.stages < 3):
             return (False, False)
         return self._misaligned_k_major(shape)
 

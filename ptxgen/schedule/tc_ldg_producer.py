@@ -25,7 +25,7 @@ K = 4094 (no shifts) against 631. ncu at K = 4093: L1 39 %, L2 16 %, DRAM 5 % of
 instructions issued per scheduler and cycle: neither a memory unit nor the issue rate is
 saturated, so the copy-to-arrival latency per k-block (one 4-byte cp.async per row and lane,
 the shift one k-block later, 3-4 stages) limits it. So the operator does not pick it
-(ops/tc_matmul.LDG_RULE); k_pack="ldg" selects it.
+(ops/tc_matmul.K_PACKS); k_pack="ldg" selects it.
 
 Work split: warp w of the producer copies the tile rows r = 4i + (w ^ (i & 1)), i < rows/4, one
 row per instruction: lane l the 4-byte word l of the row's k-block, read from the 4-byte aligned
