@@ -7,18 +7,19 @@ prediction, before the lead's one evaluation. Sizes come from a bytes/FLOPs esti
 Numba (model_set_held9_numba.py), Triton (model_set_held9_triton.py) and PTX made with ptxgen's
 Builder (model_set_held9_ptx.py); arguments, launch and check are written once against held3's
 array interface `g`, so the CPU test runs the very same launch at a small size on ptxgen's
-emulator. New here: a sequential solver per thread with divisions down and back up a column
-of an interleaved batch (tridiag_thomas), a dynamic-programming row in per-thread local memory
+emulator. New here: a sequential solver per thread with divisions down and back up a column of
+an interleaved batch (tridiag_thomas), a dynamic-programming row in per-thread local memory
 indexed at run time (edit_distance_local, its bytes recorded as init "randint"), scattered
-in-row writes of a bit-reversal permutation (bitrev_rows, brev), a Triton program looping
-twice over a long contiguous span (triton_group_norm), a fused loss forward and backward with
-one partial sum per program (triton_bce_fused), single-token decode attention with grouped
-queries (8 query heads on one KV head, tl.dot on float16 K/V caches, online softmax;
-triton_decode_gqa), popc over 64-byte records read by four 16-byte loads a thread
-(ptx_tanimoto), long chains of 32x32->64-bit multiplies and Barrett
-reductions (ptx_modinv_fermat) and a warp-shuffle (shfl.sync.up) segmented scan
-(ptx_seg_scan_warp). Checks compare with float64 (or exact integer) numpy references over a
-slice; tests/test_model_set.py also runs each check on an output larger than its slice.
+in-row writes of a bit-reversal permutation (bitrev_rows, brev), im2col's nine-fold copies with
+zero padding (im2col3x3), a Triton program looping twice over a long contiguous span
+(triton_group_norm), a fused loss forward and backward with one partial sum per program
+(triton_bce_fused), single-token decode attention with grouped queries (8 query heads on one KV
+head, tl.dot on float16 K/V caches, online softmax; triton_decode_gqa), popc over 64-byte
+records read by four 16-byte loads a thread (ptx_tanimoto), long chains of 32x32->64-bit
+multiplies and Barrett reductions (ptx_modinv_fermat) and a warp-shuffle (shfl.sync.up)
+segmented scan (ptx_seg_scan_warp). Checks compare with float64 (or exact integer) numpy
+references over a slice; tests/test_model_set.py also runs each check on an output larger than
+its slice.
 """
 import numpy as np
 
@@ -27,14 +28,15 @@ from model_set_held3 import _rel
 from model_set_held4 import _brev32, _double, _int_out, _wrong
 from model_set_held5 import _cast
 
-NUMBA_FAMILIES = {"tridiag_thomas", "edit_distance_local", "bitrev_rows"}
+NUMBA_FAMILIES = {"tridiag_thomas", "edit_distance_local", "bitrev_rows", "im2col3x3"}
 TRITON_FAMILIES = {"triton_group_norm", "triton_bce_fused", "triton_decode_gqa"}
 PTX_FAMILIES = {"ptx_tanimoto", "ptx_modinv_fermat", "ptx_seg_scan_warp"}  # ptxgen's Builder
 FAMILIES = NUMBA_FAMILIES | TRITON_FAMILIES | PTX_FAMILIES
 # the largest check result a correct kernel gives where not 1e-5 (PTX cases default to 0):
 # edit distances and permuted copies are exact; the warp scan adds in a tree order, not
 # numpy's sequential one; decode_gqa rounds its probabilities to float16 for the P V tl.dot
-TOLERANCE = {"edit_distance_local": 0.0, "bitrev_rows": 0.0, "ptx_seg_scan_warp": 1e-6,
+TOLERANCE = {"edit_distance_local": 0.0, "bitrev_rows": 0.0, "im2col3x3": 0.0,
+             "ptx_seg_scan_warp": 1e-6,
              "triton_decode_gqa": 1e-3}
 ALPHABET = 4           # edit_distance_local: bytes drawn from [0, ALPHABET) (DNA letters)
 EXTRA = 4              # edit_distance_local: the second strings are this much longer
@@ -53,6 +55,8 @@ def cases():
         out.append(("edit_distance_local", "numba", f"pairs={n} len={ln}", dict(n=n, l=ln)))
     for r, bits in ((3001, 12), (8191, 13)):
         out.append(("bitrev_rows", "numba", f"{r}x{1 << bits}", dict(rows=r, bits=bits)))
+    for ch, hw in ((64, 223), (128, 447)):
+        out.append(("im2col3x3", "numba", f"{ch}x{hw}x{hw}", dict(c=ch, h=hw, w=hw)))
     for nn, ch, hw in ((4, 320, 3969), (16, 640, 2025)):
         out.append(("triton_group_norm", "triton", f"{nn}x{ch}x{hw}",
                     dict(n=nn, c=ch, hw=hw, groups=32)))
@@ -73,7 +77,7 @@ def small(c):
     """The same case at a size the emulator runs in seconds (shapes not tile multiples)."""
     fam, c = c["family"], dict(c)
     c.update({"tridiag_thomas": dict(m=9, systems=301), "edit_distance_local": dict(n=301, l=9),
-              "bitrev_rows": dict(rows=5, bits=9),
+              "bitrev_rows": dict(rows=5, bits=9), "im2col3x3": dict(c=3, h=11, w=13),
               "triton_group_norm": dict(n=2, c=6, hw=700, groups=3),
               "triton_bce_fused": dict(n=3001), "triton_decode_gqa": dict(kvh=3, s=150),
               "ptx_tanimoto": dict(n=1001), "ptx_modinv_fermat": dict(n=301),
@@ -115,6 +119,15 @@ def bitrev_index(bits):
     return (_brev32(np.arange(1 << bits)) >> np.uint32(32 - bits)).astype(np.int64)
 
 
+def im2col_ref(img):
+    """The (C 9, H W) im2col matrix of a 3x3, stride-1, zero-padded convolution of img."""
+    img = np.asarray(img)
+    ch, h, w = img.shape
+    pad = np.pad(img, ((0, 0), (1, 1), (1, 1)))
+    return np.stack([pad[:, ky:ky + h, kx:kx + w] for ky in range(3) for kx in range(3)],
+                    1).reshape(ch * 9, h * w)
+
+
 def numba_case(g, c):
     """(args, grid, block, check, {argument index: init}) of a held9 Numba case."""
     fam, inits = c["family"], {}
@@ -148,6 +161,13 @@ def numba_case(g, c):
 
         def check():                      # the first 64 rows, exactly
             return _wrong(g.host(y[:64]), g.host(x[:64])[:, bitrev_index(bits)])
+    elif fam == "im2col3x3":
+        ch, h, w = c["c"], c["h"], c["w"]
+        img, cols = g.randn(ch, h, w), g.empty(ch * 9, h * w)
+        args, grid, block = [img, cols], ((ch * 9 * h * w + 255) // 256,), (256,)
+
+        def check():                      # the first 4 channels' 36 rows, exactly
+            return _wrong(g.host(cols[:36]), im2col_ref(g.host(img[:4])))
     else:
         raise KeyError(fam)
     return args, grid, block, check, inits

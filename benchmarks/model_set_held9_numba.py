@@ -4,7 +4,7 @@ Numba user would write them, not tuned. model_set.py compiles them on the GPU ma
 tests/test_model_set.py compiles them with compile_ptx and runs them on ptxgen's emulator at
 small sizes.
 """
-from numba import cuda, int32, uint32
+from numba import cuda, float32, int32, uint32
 
 ROW = 65           # edit_distance_local: its local DP row holds second strings up to ROW - 1
 
@@ -67,10 +67,33 @@ def bitrev_rows(x, y, bits):
         y[r, cuda.brev(j) >> uint32(32 - bits)] = x[r, j]
 
 
+def im2col3x3(img, cols):
+    # the im2col lowering of a 3x3, stride-1, zero-padded convolution of a (C, H, W) image:
+    # cols[c 9 + ky 3 + kx, y W + x] = img[c, y + ky - 1, x + kx - 1], one thread per output
+    # element (integer divisions by the run-time extents), each input read for nine outputs
+    i = cuda.grid(1)
+    h = img.shape[1]
+    w = img.shape[2]
+    hw = h * w
+    if i < cols.size:
+        row = i // hw
+        p = i - row * hw
+        c = row // 9
+        k = row - c * 9
+        py = p // w
+        y = py + k // 3 - 1
+        x = p - py * w + k % 3 - 1
+        v = float32(0.0)
+        if 0 <= y < h and 0 <= x < w:
+            v = img[c, y, x]
+        cols[row, p] = v
+
+
 # name: (function, Numba signature)
 KERNELS = {
     "tridiag_thomas": (tridiag_thomas, "void(float32[:,:], float32[:,:], float32[:,:], "
                                        "float32[:,:], float32[:,:], float32[:,:])"),
     "edit_distance_local": (edit_distance_local, "void(uint8[:,:], uint8[:,:], int32[:])"),
     "bitrev_rows": (bitrev_rows, "void(float32[:,:], float32[:,:], int32)"),
+    "im2col3x3": (im2col3x3, "void(float32[:,:,:], float32[:,:])"),
 }

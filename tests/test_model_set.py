@@ -405,6 +405,8 @@ def _held9_outputs(fam, args):
         return args[2], H9.edit_ref(args[0], args[1]), 4095
     if fam == "bitrev_rows":
         return args[1], args[0][:, H9.bitrev_index(args[2])], (63, 1)
+    if fam == "im2col3x3":
+        return args[1], H9.im2col_ref(args[0]), (35, 0)
     if fam == "triton_group_norm":
         return args[3], H9.group_norm_ref(args[0], args[1], args[2], args[6], args[7]), \
             (0, args[4] - 1, 0)
@@ -428,7 +430,7 @@ def test_held9_checks_on_outputs_past_their_slice(fam):
     import model_set_held9 as H9
     c = dict(family=fam, **{
         "tridiag_thomas": dict(m=7, systems=300), "edit_distance_local": dict(n=4100, l=5),
-        "bitrev_rows": dict(rows=70, bits=5),
+        "bitrev_rows": dict(rows=70, bits=5), "im2col3x3": dict(c=5, h=4, w=6),
         "triton_group_norm": dict(n=2, c=6, hw=10, groups=3),
         "triton_bce_fused": dict(n=(1 << 20) + 7),
         "triton_decode_gqa": dict(kvh=3, s=20),
