@@ -57,7 +57,7 @@ def _modmul(b, u, v):
 def modinv_fermat():
     """out[i] = a[i]^(PRIME-2) mod PRIME, the modular inverse by Fermat's little theorem (batch
     inversion in number-theoretic transforms): left-to-right square-and-multiply over the
-    exponent's 31 bits, unrolled (30 squares and 28 multiplies of Barrett reductions)."""
+    exponent's 31 bits, unrolled (30 squares and 29 multiplies, each a Barrett reduction)."""
     m = Module(target="sm_90")
     k = m.add_kernel("modinv_fermat", [Param("n", T.u32), Param("a", T.u64, ptr(T.u32)),
                                        Param("out", T.u64, ptr(T.u32))])
