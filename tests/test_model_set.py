@@ -59,7 +59,8 @@ def test_the_split_was_fixed_before_fitting(cases):
 # before the model is frozen)
 @pytest.mark.parametrize("split,min_cases,min_kinds",
                          [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12),
-                          ("held6", 20, 10), ("held7", 20, 10), ("held8", 18, 9)])
+                          ("held6", 20, 10), ("held7", 20, 10), ("held8", 18, 9),
+                          ("held9", 18, 9)])
 def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds):
     import model_set
     fams = {}
@@ -84,7 +85,9 @@ def _module(split):
     import model_set_held6 as H6
     import model_set_held7 as H7
     import model_set_held8 as H8
-    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8}[split]
+    import model_set_held9 as H9
+    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8,
+            "held9": H9}[split]
 
 
 def _numba_kernels(split):
@@ -93,9 +96,10 @@ def _numba_kernels(split):
     import model_set_held6_numba as N6
     import model_set_held7_numba as N7
     import model_set_held8_numba as N8
+    import model_set_held9_numba as N9
     import model_set_numba as N
-    return {"held4": N4, "held5": N5, "held6": N6, "held7": N7, "held8": N8}.get(split,
-                                                                              N).KERNELS
+    return {"held4": N4, "held5": N5, "held6": N6, "held7": N7, "held8": N8,
+            "held9": N9}.get(split, N).KERNELS
 
 
 def _saved_triton(split, fam):
@@ -113,7 +117,8 @@ def _small(split, source):
 
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
                          + _small("held5", "numba") + _small("held6", "numba")
-                         + _small("held7", "numba") + _small("held8", "numba"),
+                         + _small("held7", "numba") + _small("held8", "numba")
+                         + _small("held9", "numba"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
@@ -126,7 +131,8 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     assert H.emulate_numba(case, ptx) <= getattr(H, "TOLERANCE", {}).get(fam, 1e-5)
 
 
-@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7", "held8"])
+@pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7", "held8",
+                                   "held9"])
 def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
@@ -147,7 +153,7 @@ def test_held_triton_kernels_compile_and_are_right(split):
 
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
                          + _small("held6", "ptx") + _small("held7", "ptx")
-                         + _small("held8", "ptx"),
+                         + _small("held8", "ptx") + _small("held9", "ptx"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
@@ -159,7 +165,8 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     assert H.emulate_ptx(case) <= getattr(H, "TOLERANCE", {}).get(fam, 0.0)
 
 
-_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7", "held8")
+_GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7", "held8",
+                                                 "held9")
            for source in ("numba", "triton", "ptx")]
 
 
@@ -386,3 +393,48 @@ def test_held8_checks_on_outputs_past_their_slice(fam):
         "ptx_byte_bins": dict(n4=(1 << 16) + 3)}[fam])
     _check_past_slice(H8, c, _held8_outputs,
                       H8.TOLERANCE.get(fam, 0.0 if fam in H8.PTX_FAMILIES else 1e-5))
+
+
+def _held9_outputs(fam, args):
+    """(output array, its right values, an index inside the check's slice) of a held9 case:
+    numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
+    import model_set_held9 as H9
+    if fam == "tridiag_thomas":
+        return args[5], H9.thomas_ref(*args[:4]), (0, 255)
+    if fam == "edit_distance_local":
+        return args[2], H9.edit_ref(args[0], args[1]), 4095
+    if fam == "bitrev_rows":
+        return args[1], args[0][:, H9.bitrev_index(args[2])], (63, 1)
+    if fam == "im2col3x3":
+        return args[1], H9.im2col_ref(args[0]), (35, 0)
+    if fam == "triton_group_norm":
+        return args[3], H9.group_norm_ref(args[0], args[1], args[2], args[6], args[7]), \
+            (0, args[4] - 1, 0)
+    if fam == "triton_bce_fused":
+        grad, loss = H9.bce_ref(args[0], args[1])
+        args[3][:] = np.add.reduceat(loss, np.arange(0, args[4], 1024))
+        return args[2], grad * args[5], (1 << 20) - 1
+    if fam == "triton_decode_gqa":
+        return args[3], H9.attn_ref(args[0], args[1], args[2], H9.GROUP), (2 * H9.GROUP - 1, 0)
+    if fam == "ptx_tanimoto":
+        return args[3], H9.tanimoto_ref(args[1], args[2]), (1 << 16) - 1
+    if fam == "ptx_modinv_fermat":
+        return args[2], H9.modinv_ref(args[1]), (1 << 16) - 1
+    return args[3], H9.seg_scan_ref(args[1], args[2]), (1 << 20) - 1    # ptx_seg_scan_warp
+
+
+@pytest.mark.parametrize("fam", sorted(__import__("model_set_held9").FAMILIES))
+def test_held9_checks_on_outputs_past_their_slice(fam):
+    """Each held9 check on a case larger than the slice it checks (the emulated sizes are
+    smaller): the right output passes, one wrong element at the slice's far end fails."""
+    import model_set_held9 as H9
+    c = dict(family=fam, **{
+        "tridiag_thomas": dict(m=7, systems=300), "edit_distance_local": dict(n=4100, l=5),
+        "bitrev_rows": dict(rows=70, bits=5), "im2col3x3": dict(c=5, h=4, w=6),
+        "triton_group_norm": dict(n=2, c=6, hw=10, groups=3),
+        "triton_bce_fused": dict(n=(1 << 20) + 7),
+        "triton_decode_gqa": dict(kvh=3, s=20),
+        "ptx_tanimoto": dict(n=(1 << 16) + 5), "ptx_modinv_fermat": dict(n=(1 << 16) + 3),
+        "ptx_seg_scan_warp": dict(n=(1 << 20) + 9)}[fam])
+    _check_past_slice(H9, c, _held9_outputs,
+                      H9.TOLERANCE.get(fam, 0.0 if fam in H9.PTX_FAMILIES else 1e-5))
