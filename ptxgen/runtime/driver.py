@@ -10,11 +10,10 @@ import numpy as np
 
 from .. import isa
 from ..errors import LaunchError, PtxgenError
-from ..arrays import array_info, is_tensor
+from ..arrays import TiledMap, array_info, is_tensor
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
                             scalar_arg)
-from .tensormap import (TENSOR_MAP_BYTES, TiledMap, driver_launch, encode_tiled,
-                        needs_driver_launch)
+from .tensormap import TENSOR_MAP_BYTES, driver_launch, encode_tiled, needs_driver_launch
 
 
 def default_dynamic_shared_limit():

@@ -19,7 +19,7 @@ import ctypes
 
 import numpy as np
 
-from ..arrays import TENSOR_MAP_BYTES, TiledMap  # noqa: F401  (re-exported)
+from ..arrays import TENSOR_MAP_BYTES
 from ..errors import LaunchError
 
 
