@@ -23,15 +23,26 @@ from ..ir.values import Vec
 CHUNK = 16                      # bytes a lane writes: one st.global.v2.b64
 
 
-def copy_chunk(b, src, end, dst_row, r, c, rows, cols, elem_bytes):
+def copy_chunk(b, src, end, dst_row, r, c, rows, cols, elem_bytes, store_ok=None):
     """Emit the copy of chunk c (16 bytes) of padded row r: from row r, elements c*per .. of
     the rows x cols source at `src` (u64 generic/global address; `end` = src + rows*cols*elem)
-    to the 16-byte aligned address dst_row + 16*c. r, c, rows, cols: u32 registers."""
+    to the 16-byte aligned address dst_row + 16*c. r, c, rows, cols: u32 registers. A row
+    r >= rows writes zeros; store_ok (a predicate) skips the store where false."""
+    chunk_store(b, chunk_loads(b, src, end, r, c, rows, cols, elem_bytes), dst_row, c,
+                store_ok)
+
+
+def chunk_loads(b, src, end, r, c, rows, cols, elem_bytes, valid=None):
+    """The loads of copy_chunk (issued here, used by chunk_store): a caller that copies several
+    chunks issues all their loads first so they are in flight together. valid (a predicate):
+    where false nothing is loaded (the chunk is all zeros)."""
     per = CHUNK // elem_bytes
     # valid elements of this chunk: clamp(cols - c*per, 0, per), 0 for rows past `rows`
     left = b.sub(cols, b.mul(c, per, name="cp"), type=T.s32, name="left")
     n = b.min(b.max(left, 0, type=T.s32), per, type=T.s32, name="nval")
     b.selp(n, 0, b.setp("lt", r, rows, type=T.u32), type=T.u32, out=n)
+    if valid is not None:
+        b.selp(n, 0, valid, type=T.u32, out=n)
     nbytes = b.mul(n, elem_bytes, type=T.u32, name="nbytes")
     # source byte address of the chunk's first element (64-bit: rows*cols may pass 2^32)
     first = b.add(b.mul(r, cols, mode="wide", type=T.u32, name="rc"),
@@ -43,6 +54,13 @@ def copy_chunk(b, src, end, dst_row, r, c, rows, cols, elem_bytes):
     need1 = b.setp("gt", b.add(m, nbytes, name="mend"), CHUNK, type=T.u32, name="need1")
     words = (_block(b, a, src, end, need0, elem_bytes) +
              _block(b, b.add(a, CHUNK, type=T.u64, name="al1"), src, end, need1, elem_bytes))
+    return dict(words=words, m=m, nbytes=nbytes)
+
+
+def chunk_store(b, loaded, dst_row, c, store_ok=None):
+    """Shift the loaded blocks by the source's byte offset, zero the bytes past the valid
+    elements and store the 16 bytes at dst_row + 16*c."""
+    words, m, nbytes = loaded["words"], loaded["m"], loaded["nbytes"]
     d = [b.mov(Vec((words[2 * i], words[2 * i + 1])), type=T.b64, name="d") for i in range(4)]
     hi = b.setp("ge", m, 8, type=T.u32, name="hi8")
     e = [b.selp(d[i + 1], d[i], hi, type=T.b64, name="e") for i in range(3)]
@@ -59,8 +77,13 @@ def copy_chunk(b, src, end, dst_row, r, c, rows, cols, elem_bytes):
     keep1 = b.sub(b.shl(one, over, type=T.b64), 1, type=T.s64, name="k1")
     vals = [b.and_(out[0], keep0, type=T.b64, name="v"), b.and_(out[1], keep1, type=T.b64,
                                                              name="v")]
-    b.st("global", Addr(b.add(dst_row, b.cvt(T.u64, b.shl(c, 4, name="c16"), name="c64"),
-                              type=T.u64, name="dd")), vals, type=T.b64)
+    at = Addr(b.add(dst_row, b.cvt(T.u64, b.shl(c, 4, name="c16"), name="c64"), type=T.u64,
+                    name="dd"))
+    if store_ok is None:
+        b.st("global", at, vals, type=T.b64)
+        return
+    with b.predicated(store_ok):
+        b.st("global", at, vals, type=T.b64)
 
 
 def _block(b, x, src, end, need, elem_bytes):
