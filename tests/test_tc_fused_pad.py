@@ -193,3 +193,39 @@ def test_schedule_for_turns_clusters_off_for_fused():
     pad = TcMatmul("bf16", "bf16", k_pack="pad").schedule_for(shape)
     fused = TcMatmul("bf16", "bf16", k_pack="fused").schedule_for(shape)
     assert pad.cluster_m == 2 and fused == dataclasses.replace(pad, cluster_m=1)
+
+
+def _split_kernel(producer, consumer):
+    from ptxgen.ir import Builder, Module
+    m = Module(target=ARCH)
+    k = m.add_kernel("split", [])
+    k.directives += [".maxntid 384, 1, 1", ".maxnreg 168"]
+    b = Builder(k)
+    wg = b.shr(b.special("tid.x"), 7, name="wg")
+    cons = b.new_label("cons")
+    b.branch(cons, b.setp("ne", wg, 0))
+    b.setmaxnreg(producer, inc=False)
+    b.ret()
+    b.label(cons)
+    b.setmaxnreg(consumer, inc=True)
+    b.ret()
+    return m
+
+
+def test_register_split_beyond_the_ctas_allocation_is_caught():
+    """The first H200 run of the fused copy hung: producer 64 + 2 consumers x 224 registers per
+    128 threads need 512, the CTA holds 3 x 168 = 504 (.maxnreg 168 at 384 threads), so the
+    consumers' setmaxnreg.inc waited forever. The schedule check and the emulator say so."""
+    from ptxgen.errors import EmulationError
+    with pytest.raises(ScheduleError, match="wait forever"):
+        TcMatmulSchedule(producer_regs=64, consumer_regs=224).validate(ARCH)
+    TcMatmulSchedule(producer_regs=64, consumer_regs=216).validate(ARCH)
+    with pytest.raises(EmulationError, match="wait forever"):
+        emulate(_split_kernel(64, 224), "split", 2, 384)
+    emulate(_split_kernel(64, 216), "split", 2, 384)
+    op = TcMatmul("bf16", "bf16", k_pack="fused")
+    m = op.build(op.shape(M=4096, N=4096, K=4093), ARCH)
+    directives = " ".join(m.kernel("tc_matmul").directives)
+    assert ".maxnreg 168" in directives
+    ptx = emit_module(m, ARCH)
+    assert "setmaxnreg.dec.sync.aligned.u32 64" in ptx and "inc.sync.aligned.u32 216" in ptx

@@ -50,9 +50,10 @@ COPIER_WARPS = 3                # producer warps 1..3 (warp 0 holds the TMA thre
 COPIERS = 32 * COPIER_WARPS
 INFLIGHT = 2                    # 16-byte chunks per copier thread loaded before storing
 # the producer's setmaxnreg share per INFLIGHT, the least without spills (ptxas 13.0,
-# 4096x4096x4093 bf16, 128x256 tiles): 2 spilled 12 bytes at 56, none at 64; 3 spilled at 72;
-# 4 none at 80. The consumers get what is left (tc_ldg_producer.ldg_schedule): 224 at 56 and
-# 64, 216 at 80.
+# 4096x4096x4093 bf16, 128x256 tiles): 2 spilled 12 bytes at 56, none at 64. The consumers get
+# what is left of the CTA's 168 x 384 registers (tc_ldg_producer.ldg_schedule): 216 at 64
+# (224 at 56). A split needing more than the CTA holds hangs the consumers' setmaxnreg.inc: the
+# first H200 run of this mode (64 + 2 x 224) did.
 PRODUCER_REGS = {1: 56, 2: 64, 4: 80}
 
 

@@ -61,6 +61,14 @@ def check_register_split(s, lim, bad):
     if total > lim["regs_per_sm"]:
         bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
             f"the SM's {lim['regs_per_sm']}")
+    # setmaxnreg moves registers inside the CTA's allocation, entry_regs() per thread at
+    # launch: a split needing more makes the consumers' setmaxnreg.inc wait forever (a hang on
+    # the H200, 2026-12-01: 64 + 2 x 224 = 512 per 128 threads against 3 x 168 = 504)
+    held = s.entry_regs() * s.threads
+    if total > held:
+        bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
+            f"the {held} the CTA holds ({s.entry_regs()} per thread at entry): setmaxnreg.inc "
+            f"would wait forever")
 
 
 @dataclass(frozen=True)
