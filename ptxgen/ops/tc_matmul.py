@@ -12,7 +12,9 @@ ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand 
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
 copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
-memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS).
+memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS), or with
+k_pack="fused" pad-copied inside the GEMM kernel by the producer's idle warps while it runs
+(schedule/tc_fused_pad.py; not yet measured on the GPU).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the

@@ -25,14 +25,20 @@ ld.acquire.gpu of its flag until it reaches 3 (warps) x the launch's epoch, fenc
 epoch (launches so far) and an exit counter; every CTA's TMA thread reads the epoch first and
 counts itself out at the end (every chunk is waited for by some TMA thread, so by then every
 copy of the launch has landed); the last one out (atom acq_rel) zeroes the exit counter and
-bumps the epoch, so the next launch waits for 3 more per chunk. Timing loops launch many times on one workspace.
+bumps the epoch, so the next launch waits for 3 more per chunk (timing loops launch many times
+on one workspace).
 
 Residency: a TMA thread waits on chunks other CTAs copy, and copiers never wait on anything,
 so the kernel cannot hang as long as every CTA of the grid is resident at once: a persistent
-grid of at most one CTA per SM with one CTA per cluster (the operator checks the grid against
-the SM count and falls back to pad copies otherwise; ops/tc_matmul.py). The CPU emulator runs
-every CTA in one batch for a kernel with gpu-scope acquires (emu/program.py), and runs the
-copier warps, whose code comes first, before the TMA thread's spin.
+grid (at most one CTA per SM, and validate() guarantees one fits) with one CTA per cluster;
+the operator takes the fused copy only for such schedules and pad-copies otherwise
+(ops/tc_matmul.TcMatmul.fused). The CPU emulator runs every CTA in one batch for a kernel with
+gpu-scope acquires (emu/program.py), and runs the copier warps, whose code comes first, before
+the TMA thread's spin.
+
+Status (docs/PERF.md, "Odd K: a realigning pad copy, and the pad copy fused into the GEMM"):
+bit-equal to the pad path on the emulator; its first H200 run hung on a register split the CTA
+could not hold (fixed, now a ScheduleError and an emulator error); not yet measured on the GPU.
 """
 import numpy as np
 
@@ -50,18 +56,19 @@ COPIER_WARPS = 3                # producer warps 1..3 (warp 0 holds the TMA thre
 COPIERS = 32 * COPIER_WARPS
 INFLIGHT = 2                    # 16-byte chunks per copier thread loaded before storing
 # the producer's setmaxnreg share per INFLIGHT, the least without spills (ptxas 13.0,
-# 4096x4096x4093 bf16, 128x256 tiles): 2 spilled 12 bytes at 56, none at 64. The consumers get
-# what is left of the CTA's 168 x 384 registers (tc_ldg_producer.ldg_schedule): 216 at 64
-# (224 at 56). A split needing more than the CTA holds hangs the consumers' setmaxnreg.inc: the
-# first H200 run of this mode (64 + 2 x 224) did.
+# 4096x4096x4093, 4095x4097x4093, 8192x8192x8189 bf16): 2 spilled 12 bytes at 56, none at 64;
+# 4 none at 80. The consumers get what is left of the CTA's 168 x 384 registers
+# (tc_ldg_producer.ldg_schedule): 224 at 56, 216 at 64, 208 at 80. A split needing more than
+# the CTA holds hangs the consumers' setmaxnreg.inc: the first H200 run of this mode
+# (64 + 2 x 224) did.
 PRODUCER_REGS = {1: 56, 2: 64, 4: 80}
+FULL_MASK = 0xFFFFFFFF
 
 
 def producer_regs():
     """The producer's register share for the current INFLIGHT (read at lowering time, so an
     experiment may set INFLIGHT)."""
     return PRODUCER_REGS[INFLIGHT]
-FULL_MASK = 0xFFFFFFFF
 
 
 def check_fused(s, fused):
