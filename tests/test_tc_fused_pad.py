@@ -229,3 +229,24 @@ def test_register_split_beyond_the_ctas_allocation_is_caught():
     assert ".maxnreg 168" in directives
     ptx = emit_module(m, ARCH)
     assert "setmaxnreg.dec.sync.aligned.u32 64" in ptx and "inc.sync.aligned.u32 216" in ptx
+
+
+def test_a_chunk_never_copied_traps_instead_of_hanging():
+    """With no chunk order (nchunks 0) nothing is copied: the TMA thread's spin gives up after
+    SPIN_LIMIT_NS (globaltimer) and traps, a launch failure rather than a hang."""
+    from ptxgen.errors import EmulationError
+    op = TcMatmul("bf16", "bf16", k_pack="fused")
+    shape = op.shape(M=70, N=131, K=41)
+    arrays = dict(op.make_inputs(shape, np.random.default_rng()), **op.workspace_arrays(shape))
+    st = op.steps(shape, ARCH, 2)[-1]
+    args = st.args(arrays)
+    args[-1] = np.uint32(0)
+    old, tc_fused_pad.SPIN_LIMIT_NS = tc_fused_pad.SPIN_LIMIT_NS, 2 * 10 ** 7
+    try:
+        m = op.build(shape, ARCH)
+    finally:
+        tc_fused_pad.SPIN_LIMIT_NS = old
+    assert "2000000000" not in emit_module(m, ARCH)
+    with pytest.raises(EmulationError, match="trap"):
+        emulate(m, st.kernel, st.launch.grid, st.launch.block, *args,
+                shared_bytes=st.launch.shared_bytes, check="off")

@@ -29,7 +29,8 @@ bumps the epoch, so the next launch waits for 3 more per chunk (timing loops lau
 on one workspace).
 
 Residency: a TMA thread waits on chunks other CTAs copy, and copiers never wait on anything,
-so the kernel cannot hang as long as every CTA of the grid is resident at once: a persistent
+so the kernel cannot deadlock as long as every CTA of the grid is resident at once (else the
+spin traps after SPIN_LIMIT_NS of %globaltimer, a launch failure instead of a hang): a persistent
 grid (at most one CTA per SM, and validate() guarantees one fits) with one CTA per cluster;
 the operator takes the fused copy only for such schedules and pad-copies otherwise
 (ops/tc_matmul.TcMatmul.fused). The CPU emulator runs every CTA in one batch for a kernel with
@@ -63,6 +64,9 @@ INFLIGHT = 2                    # 16-byte chunks per copier thread loaded before
 # (64 + 2 x 224) did.
 PRODUCER_REGS = {1: 56, 2: 64, 4: 80}
 FULL_MASK = 0xFFFFFFFF
+# the longest a TMA thread waits for one chunk before it traps: a copy takes microseconds, so
+# seconds mean a CTA that is not resident (a GPU shared with other work) or a bug
+SPIN_LIMIT_NS = 2 * 10 ** 9
 
 
 def producer_regs():
@@ -175,6 +179,7 @@ class FusedPad:
             idx.append(b.add(i, self.base_b, name="fb") if self.base_b is not None else i)
         addrs = [b.element_addr(self.flags, b.add(i, HEADER_WORDS), 4, name="fl") for i in idx]
         spin, go = b.new_label("spin"), b.new_label("copied")
+        t0 = b.special("globaltimer")
         b.label(spin)
         ok = None
         for a in addrs:
@@ -183,6 +188,11 @@ class FusedPad:
             p = b.setp("ge", v, self.target, type=T.u32, name="cp")
             ok = p if ok is None else b.and_(ok, p, name="cp")
         b.branch(go, ok)
+        # never a hang: a chunk not copied within SPIN_LIMIT_NS means its copier's CTA was not
+        # resident (or a bug); trap, which the host sees as a launch failure
+        waited = b.sub(b.special("globaltimer"), t0, type=T.u64, name="waited")
+        with b.predicated(b.setp("gt", waited, SPIN_LIMIT_NS, type=T.u64, name="late")):
+            b.emit(Instr("trap"))
         b.emit(Instr("nanosleep", ("u32",), (Imm(64, T.u32),)))
         b.branch(spin)
         b.label(go)
