@@ -240,6 +240,8 @@ def bench(sname, variants, rng, sms, impls, rows):
                         fpad.INFLIGHT = DEFAULT_INFLIGHT
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)),
                                  ldg=op.ldg(shape), fused=op.fused(shape),
+                                 inflight=INFLIGHT.get(pack or vname, DEFAULT_INFLIGHT)
+                                 if any(op.fused(shape)) else None,
                                  c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own
                         extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)
