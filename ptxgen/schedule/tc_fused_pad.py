@@ -41,6 +41,8 @@ Status (docs/PERF.md, "Odd K: a realigning pad copy, and the pad copy fused into
 bit-equal to the pad path on the emulator; its first H200 run hung on a register split the CTA
 could not hold (fixed, now a ScheduleError and an emulator error); not yet measured on the GPU.
 """
+import functools
+
 import numpy as np
 
 from ..errors import ScheduleError
@@ -114,8 +116,14 @@ def chunk_table(s, shape, fused, grid):
     """(order, nflags): the chunk order as a (chunks, ENTRY_WORDS) uint32 array and the flag
     count, for schedule `s` (cluster_m 1, persistent), `shape` and a grid of `grid` CTAs:
     wave by wave of the tile raster the kernel walks (tile t on CTA t % grid), k-block by
-    k-block, each chunk where it is first needed."""
-    M, N, K = shape["M"], shape["N"], shape["K"]
+    k-block, each chunk where it is first needed. (A fresh array; the walk is cached: about a
+    second in Python at 16384^3, and the operator asks for it twice.)"""
+    order, nflags = _walk(s, shape["M"], shape["N"], shape["K"], tuple(fused), grid)
+    return order.copy(), nflags
+
+
+@functools.lru_cache(maxsize=16)
+def _walk(s, M, N, K, fused, grid):
     tm, tn = -(-M // s.BM), -(-N // s.BN)
     kbs = -(-K // s.BK)
     base_b = tm * kbs if fused[0] else 0
