@@ -27,6 +27,7 @@ from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E4
 from ptxgen.runtime import bound_launch, load_steps, time_calls     # noqa: E402
 from ptxgen.runtime.device import sm_count                            # noqa: E402
 from ptxgen.runtime.tensormap import max_cluster_ctas                 # noqa: E402
+from ptxgen.schedule import tc_fused_pad as fpad                       # noqa: E402
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E402
 
 ARCH = "sm_90a"
@@ -64,7 +65,13 @@ LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
            "acolbrow": dict(a_layout="col", b_layout="row")}
 # the operator's auto schedule with misaligned K-major operands (K % 8, tf32 K % 4) pad-copied
 # then loaded by TMA, or loaded by the producer's ld.global (schedule/tc_ldg_producer.py)
-K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg")}
+# or pad-copied inside the GEMM by the producer's idle warps (schedule/tc_fused_pad.py);
+# "fused4": the same with 4 chunks of 16 bytes in flight per copier thread instead of 2
+# (tc_fused_pad.INFLIGHT, set while that variant is built)
+K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
+          "fused4": dict(k_pack="fused")}
+INFLIGHT = {"fused4": 4}
+DEFAULT_INFLIGHT = fpad.INFLIGHT
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
          "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
@@ -135,7 +142,7 @@ def sampled_ok(C, ref, op, M, N, K):
 def _ptxgen_arrays(op, shape, A, Bt, C):
     """The operator's arrays as torch CUDA tensors (16-bit inputs as int16 bit patterns: the
     tensor maps and pointer checks look at element sizes), in its operand layouts (transposed
-    copies made here, outside the timing), zeroed workspace added."""
+    copies made here, outside the timing), the workspace added (op.workspace_arrays)."""
     import torch
 
     def bits(t):
@@ -145,8 +152,11 @@ def _ptxgen_arrays(op, shape, A, Bt, C):
         arrays["At"] = bits(A.T.contiguous())
     if "B" in op.inputs:
         arrays["B"] = bits(Bt.T.contiguous())
-    for name, (dims, dt) in op.workspace(shape, ARCH).items():
-        arrays[name] = torch.zeros(dims, device="cuda", dtype=bits(A).dtype)
+    for name, arr in op.workspace_arrays(shape, ARCH).items():
+        if arr.dtype == np.uint32:      # the fused copy's chunk order and flags, as filled
+            arrays[name] = torch.from_numpy(arr.view(np.int32)).to("cuda")
+        else:                           # padded operands: zeros of the inputs' element type
+            arrays[name] = torch.zeros(arr.shape, device="cuda", dtype=bits(A).dtype)
     return arrays
 
 
@@ -223,9 +233,15 @@ def bench(sname, variants, rng, sms, impls, rows):
                         sched = VARIANTS[vname]
                         op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
-                    go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
+                    fpad.INFLIGHT = INFLIGHT.get(pack or vname, DEFAULT_INFLIGHT)
+                    try:
+                        go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
+                    finally:
+                        fpad.INFLIGHT = DEFAULT_INFLIGHT
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)),
-                                 ldg=op.ldg(shape),
+                                 ldg=op.ldg(shape), fused=op.fused(shape),
+                                 inflight=INFLIGHT.get(pack or vname, DEFAULT_INFLIGHT)
+                                 if any(op.fused(shape)) else None,
                                  c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own
                         extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)

@@ -46,6 +46,10 @@ class Op:
         return str(self.instr).split("  //")[0] if self.instr is not None else "<end of kernel>"
 
 
+_GPU_ACQUIRE = frozenset(("acquire", "acq_rel"))
+_WIDE_SCOPES = frozenset(("gpu", "sys"))
+
+
 class Program:
     """A kernel compiled for emulation; holds no launch state and is reused across launches."""
 
@@ -63,7 +67,7 @@ class Program:
         self.granule = 16
         self.uses_barrier = False
         self.has_barrier_reductions = False     # bar.red: the executor reduces at release
-        self.grid_sync = False      # cooperative grid sync: every CTA runs in one batch
+        self.grid_sync = False      # grid sync or gpu-scope acquires: every CTA in one batch
         self._compile()
 
     # -- registers -----------------------------------------------------------------------------
@@ -303,6 +307,11 @@ class Program:
             guard, neg = self.slot(ins.guard), ins.guard_negated
         row = ins.row
         effect, key = row.effect, row.emu
+        if effect in ("load", "atomic") and _GPU_ACQUIRE.intersection(ins.mods) and \
+                _WIDE_SCOPES.intersection(ins.mods):
+            # an acquire at gpu/sys scope may wait on another CTA's release (a flag spin):
+            # every CTA runs in one batch, as for a grid sync
+            self.grid_sync = True
         ctx = Ctx(self, ins, index, scope)
         ctx.code_index = len(self.code)
         kind = NORMAL

@@ -352,16 +352,40 @@ def build_fp8_cvt(ctx, ins):
 
 # -- setmaxnreg ---------------------------------------------------------------------------------
 def build_setmaxnreg(ctx, ins):
-    """setmaxnreg.{inc,dec}.sync.aligned.u32 n: moves registers between warpgroups. The emulator
-    has no register budget, so only the operand's rule (24..256, a multiple of 8) and the
-    warpgroup-wide execution (.aligned) are checked."""
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 n: moves registers between warpgroups. Checked:
+    the operand's rule (24..256, a multiple of 8), the warpgroup-wide execution (.aligned) and,
+    under a .maxnreg cap R (without one setmaxnreg does nothing), the CTA's budget: it holds
+    R per thread from launch, so once every warpgroup of a CTA has set its count, counts that
+    add up to more make an .inc wait forever on the GPU (an error here)."""
     ops = ins.operands
     n = int(ops[0].value) if len(ops) == 1 and isinstance(ops[0], Imm) else None
     if n is None or not (24 <= n <= 256 and n % 8 == 0):
         ctx.fail("setmaxnreg takes one immediate register count from 24 to 256, a multiple of 8")
+    cap = next((int(d.split()[1]) for d in ctx.prog.kernel.directives
+                if d.startswith(".maxnreg") and d.split()[1:2] and d.split()[1].isdigit()),
+               None)
+    text = str(ins).split("  //")[0]
 
     def fn(st, m):
-        _groups(ctx, st, m, 128)
+        groups = _groups(ctx, st, m, 128)
+        if cap is None or not len(groups):
+            return
+        counts = getattr(st, "maxnreg_counts", None)
+        if counts is None:          # per warpgroup of the batch: 0 = not set yet
+            counts = st.maxnreg_counts = np.zeros(-(-st.n // 128), np.int64)
+        wg = groups[:, 0] // 128
+        counts[wg] = n
+        threads = st.launch.threads
+        per_cta = -(-threads // 128)
+        for cta in np.unique(st.lane_cta[groups[:, 0]]):
+            mine = counts[cta * per_cta:(cta + 1) * per_cta]
+            if (mine > 0).all() and int(mine.sum()) * 128 > cap * threads:
+                raise EmulationError(
+                    f"kernel {ctx.prog.name}: `{text}` at {_where(ctx)}: the warpgroups' "
+                    f"setmaxnreg counts {'+'.join(map(str, mine.tolist()))} x 128 threads "
+                    f"need {int(mine.sum()) * 128} registers, more than the {cap * threads} "
+                    f"the CTA holds (.maxnreg {cap} x {threads} threads): setmaxnreg.inc would "
+                    f"wait forever on the GPU")
     return fn
 
 

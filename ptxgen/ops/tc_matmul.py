@@ -12,7 +12,9 @@ ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand 
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
 copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
-memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS).
+memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS), or with
+k_pack="fused" pad-copied inside the GEMM kernel by the producer's idle warps while it runs
+(schedule/tc_fused_pad.py; not yet measured on the GPU).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -30,6 +32,7 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
+from ..schedule.tc_fused_pad import chunk_table, HEADER_WORDS
 from ..schedule.tc_ldg_producer import side_bytes
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
@@ -48,7 +51,11 @@ MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps'
 # schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against 630.6,
 # 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against 714.1, tf32
 # 4096x4096x4093 at 214.4 against 320.2. M-/N-major misaligned operands are always pad-copied.
-K_PACKS = ("auto", "pad", "ldg")
+# "fused" (schedule/tc_fused_pad.py): TMA from the padded workspace as with "pad", but the
+# workspace is filled inside the GEMM kernel by the producer's idle warps, chunk by chunk in the
+# order the persistent grid needs them; it falls back to pad copies where the schedule is not
+# persistent with cluster_m=1 (the copy needs every CTA resident at once).
+K_PACKS = ("auto", "pad", "ldg", "fused")
 
 
 def default_tc_schedule(shape, sm_count=None):
@@ -145,8 +152,10 @@ class TcMatmul(Operator):
         if self.schedule == "auto":
             s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype, self.out) \
                 or default_tc_schedule(shape).for_dtype(self.dtype)
-            # no TMA multicast of B with the ld.global producer (its registers: lower_tc_matmul)
-            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) else s
+            # no TMA multicast of B with the ld.global producer or the fused copy (their
+            # registers: lower_tc_matmul)
+            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) or \
+                (self.k_pack == "fused" and any(self._misaligned_k_major(shape))) else s
         return self.schedule
 
     def _ldg_wanted(self, shape):
@@ -167,6 +176,24 @@ class TcMatmul(Operator):
             return (False, False)
         return self._misaligned_k_major(shape)
 
+    def fused(self, shape):
+        """(A, B): K-major operands with misaligned rows pad-copied inside the GEMM kernel
+        (k_pack="fused", tc_fused_pad.py), where the schedule allows it: persistent and one CTA
+        per cluster, so the grid is at most one CTA per SM and all of it is resident at once
+        (validate() guarantees one CTA fits an SM); otherwise pad copies (never a hang)."""
+        if self._sm80 or self.k_pack != "fused":
+            return (False, False)
+        s = self.schedule_for(shape)
+        if not s.persistent or s.cluster_m != 1:
+            return (False, False)
+        return self._misaligned_k_major(shape)
+
+    def _chunks(self, shape, sm_count=None):
+        """The fused copy's chunk order and flag count (schedule/tc_fused_pad.chunk_table) for
+        the grid launch() gives with `sm_count` SMs."""
+        grid = self.launch(shape, sm_count).grid[0]
+        return chunk_table(self.schedule_for(shape), shape, self.fused(shape), grid)
+
     def kernel_name(self):
         return "tc_matmul"
 
@@ -184,9 +211,8 @@ class TcMatmul(Operator):
     def packed(self, shape):
         """The operands first copied into zero-padded arrays of 16-byte aligned rows (cols
         rounded up to 8 16-bit or 4 tf32 elements: tensor maps need 16-byte row strides)."""
-        ldg = self.ldg(shape)
-        return [o for o, by_ldg in zip(self.operands(shape), ldg)
-                if o[2] % self._per16 and not by_ldg]
+        inside = [a or b for a, b in zip(self.ldg(shape), self.fused(shape))]
+        return [o for o, own in zip(self.operands(shape), inside) if o[2] % self._per16 and not own]
 
     def packs(self, shape):
         return bool(self.packed(shape))
@@ -199,7 +225,8 @@ class TcMatmul(Operator):
             return self._sm80.build(shape, arch)
         m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype, out=self.out,
                             name=self.kernel_name(), a_major=self.a_layout == "row",
-                            b_major=self.b_layout == "col", ldg=self.ldg(shape))
+                            b_major=self.b_layout == "col", ldg=self.ldg(shape),
+                            fused=self.fused(shape))
         if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
@@ -218,8 +245,22 @@ class TcMatmul(Operator):
         return [pad(*o) for o in self.packed(shape)] + main
 
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        return {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
-                for name, rows, cols in self.packed(shape)}
+        padded = self.packed(shape) + [o for o, f in zip(self.operands(shape),
+                                                          self.fused(shape)) if f]
+        ws = {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
+              for name, rows, cols in padded}
+        if any(self.fused(shape)):
+            order, nflags = self._chunks(shape)
+            ws["fused_order"] = (order.shape, np.uint32)
+            ws["fused_flags"] = ((HEADER_WORDS + nflags,), np.uint32)
+        return ws
+
+    def workspace_arrays(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        """The workspace, zero-filled but for the fused copy's chunk order."""
+        ws = super().workspace_arrays(shape, arch)
+        if "fused_order" in ws:
+            ws["fused_order"][...] = self._chunks(shape)[0]
+        return ws
 
     def tiles(self, shape):
         """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
@@ -264,8 +305,9 @@ class TcMatmul(Operator):
         if self._sm80:
             return self._sm80.kernel_args(shape, arrays)
         s = self.schedule_for(shape)
-        packed = [o[0] for o in self.packed(shape)]
         (a, _, _), (b, _, _) = self.operands(shape)
+        packed = [o[0] for o in self.packed(shape)] + \
+            [x for x, f in zip((a, b), self.fused(shape)) if f]
         a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
         dt = MAP_DTYPE[self.dtype]
         # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes);
@@ -283,8 +325,16 @@ class TcMatmul(Operator):
             mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
             maps.append(TiledMap(arrays["C"], self.out, 1, cols, rows=1, cols=mn,
                                  row_stride=packmod.padded(mn, 16 // OUT_BYTES[self.out])))
-        return maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
+        args = maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                        np.uint32(shape["K"])]
+        fused = self.fused(shape)
+        if any(fused):
+            for x, on in zip((a, b), fused):
+                if on:
+                    args += [arrays[x], arrays[x + "_packed"]]
+            order = arrays["fused_order"]
+            args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
+        return args
 
     def matrices(self, arrays):
         """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""

@@ -15,6 +15,9 @@ consumer warpgroups through an mbarrier ring.
     With ldg=(A, B) (K-major rows not 16-byte aligned, odd K), that operand's map is replaced by
     a raw pointer ("A" / "B", rows K elements apart) and the whole producer warpgroup copies it
     with cp.async (tc_ldg_producer.py; cluster_m=1, stages >= 3).
+    With fused=(A, B) the operand's map is of its padded workspace, which producer warps 1..3
+    fill chunk by chunk while the kernel runs (tc_fused_pad.py: parameters A_src, A_pad, B_src,
+    B_pad, order, flags, nchunks after K; cluster_m=1, persistent).
 
 K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
 N-major one lands as columns of 64-element-wide swizzle atoms and is read with the transpose bit.
@@ -50,17 +53,27 @@ from ..ir.instr import Instr
 from .c_row_stores import RowStores
 from .c_stores import PairStores
 from .raster import grouped_tile
+from .tc_fused_pad import FusedPad, check_fused, fused_params, producer_regs
 from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
 from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
                         TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
-          b_major=True, ldg=(False, False)):
+          b_major=True, ldg=(False, False), fused=(False, False)):
     s.validate(arch, dtype)
     check_ldg(s, ldg)
+    check_fused(s, fused)
+    if any(ldg) and any(fused):
+        raise ScheduleError("tc_matmul: an operand is either copied by the cp.async producer "
+                            "(ldg) or by the fused pad copy, not both")
+    if (fused[0] and not a_major) or (fused[1] and not b_major):
+        raise ScheduleError("tc_matmul: the fused pad copy takes K-major operands only "
+                            "(row-major A, column-major B)")
     if any(ldg):                # the producer's register share for its addresses
         s = ldg_schedule(s)
+    elif any(fused):            # ... or for the copies' loads in flight
+        s = ldg_schedule(s, producer_regs())
     if (ldg[0] and not a_major) or (ldg[1] and not b_major):
         raise ScheduleError("tc_matmul: the ld.global producer loads K-major operands only "
                             "(row-major A, column-major B)")
@@ -83,19 +96,21 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
         for p, on in zip(("A", "B"), ldg)] +
         ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
-        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
+        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg).run()
+    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused).run()
     return m
 
 
-class _Lowering(PairStores, RowStores, LdgProducer):
-    def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False)):
+class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
+    def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False),
+                 fused=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
         self.ldg = tuple(ldg)           # (A, B) copied by the producer's threads (cp.async)
+        self.fused = tuple(fused)       # (A, B) pad-copied by producer warps 1..3 in-kernel
         # 16-bit rows at odd K: every other row starts 2 bytes off a 4-byte boundary
         self.k_odd = ELEM_BYTES[dtype] == 2 and shape["K"] % 2 == 1
         self.a_major, self.b_major = a_major, b_major
@@ -143,6 +158,13 @@ class _Lowering(PairStores, RowStores, LdgProducer):
         if any(self.ldg):               # the whole warpgroup loads (tc_ldg_producer.py)
             self.ldg_producer(tid)
         else:
+            if any(self.fused):         # warps 1..3 copy chunks (first: see tc_fused_pad.py)
+                self.flags = b.param("flags")       # loaded where both roles pass
+                tma = b.new_label("tma")
+                b.branch(tma, b.setp("lt", tid, 32))
+                self.fused_copier(tid)
+                b.branch(end)
+                b.label(tma)
             b.branch(end, b.setp("ne", tid, 0))
             self.producer()
         b.branch(end)
@@ -213,11 +235,15 @@ class _Lowering(PairStores, RowStores, LdgProducer):
         else:
             mask, b_off = None, self.a_bytes
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+        if any(self.fused):
+            self.fused_setup()
         with self.tiles() as tile:
             m0, n0 = self.tile_origin(tile)
             if s.cluster_m > 1:
                 n0 = b.mad(self.rank, b_rows, n0, name="nb0")
             with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+                if any(self.fused):
+                    self.fused_wait(m0, n0, kb)
                 b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
                 full = self.full_bar(stage)
                 # the whole slot arrives here: this CTA's A, its B rows and the peers' B rows
@@ -228,6 +254,8 @@ class _Lowering(PairStores, RowStores, LdgProducer):
                 self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, n0, b_rows,
                           self.b_major, full, mask)
                 self.advance(stage, phase)
+        if any(self.fused):
+            self.fused_exit()
 
     def load(self, dst, tmap, kc, r0, rows, k_major, full, mask=None):
         """TMA loads of one operand's `rows` tile rows (M or N) from r0, K from kc: K-major,

@@ -324,17 +324,17 @@ class LdgProducer:
 LDG_PRODUCER_REGS = 56
 
 
-def ldg_schedule(s):
-    """Schedule `s` as the lowering runs it with the cp.async producer: one CTA per cluster
-    (no multicast), the producer's register share raised to LDG_PRODUCER_REGS and the
-    consumers' lowered to what is left of the register file (multiples of 8). The operator's
-    schedule_for only sets cluster_m (the tuner's schedules keep their identity)."""
+def ldg_schedule(s, regs=LDG_PRODUCER_REGS):
+    """Schedule `s` as the lowering runs it with the cp.async producer (or the fused pad copy,
+    with its `regs`): one CTA per cluster (no multicast), the producer's register share raised
+    to `regs` and the consumers' lowered to what is left of the register file (multiples of
+    8). The operator's schedule_for only sets cluster_m (the tuner's schedules keep their
+    identity)."""
     import dataclasses
-    from .matmul import target_limits
-    from ..arch import DEFAULT_TARGET
-    if s.producer_regs >= LDG_PRODUCER_REGS and s.cluster_m == 1:
+    if s.producer_regs >= regs and s.cluster_m == 1:
         return s
-    per_thread = target_limits(DEFAULT_TARGET)["regs_per_sm"] // WARPGROUP
-    consumer = min(s.consumer_regs, (per_thread - LDG_PRODUCER_REGS) // s.consumers // 8 * 8)
-    return dataclasses.replace(s, cluster_m=1, producer_regs=LDG_PRODUCER_REGS,
-                               consumer_regs=consumer)
+    # what the CTA holds at entry, per thread of a warpgroup (not the SM's registers: the
+    # consumers' setmaxnreg.inc can only take what the producer gave back)
+    per_thread = s.entry_regs() * s.threads // WARPGROUP
+    consumer = min(s.consumer_regs, (per_thread - regs) // s.consumers // 8 * 8)
+    return dataclasses.replace(s, cluster_m=1, producer_regs=regs, consumer_regs=consumer)

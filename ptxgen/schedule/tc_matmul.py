@@ -61,6 +61,14 @@ def check_register_split(s, lim, bad):
     if total > lim["regs_per_sm"]:
         bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
             f"the SM's {lim['regs_per_sm']}")
+    # setmaxnreg moves registers inside the CTA's allocation, entry_regs() per thread at
+    # launch: a split needing more makes the consumers' setmaxnreg.inc wait forever (a hang on
+    # the H200, 2026-12-01: 64 + 2 x 224 = 512 per 128 threads against 3 x 168 = 504)
+    held = s.entry_regs() * s.threads
+    if total > held:
+        bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
+            f"the {held} the CTA holds ({s.entry_regs()} per thread at entry): setmaxnreg.inc "
+            f"would wait forever")
 
 
 @dataclass(frozen=True)
@@ -254,11 +262,12 @@ class TcMatmulSchedule:
 
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
-                    a_major=True, b_major=True, ldg=(False, False)):
+                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False)):
     """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
     False: M- (N-) major, read through wgmma's transpose bit. ldg: (A, B) loaded by the
     producer warpgroup with ld.global from a raw pointer instead of TMA (K-major rows that are
-    not 16-byte aligned; tc_ldg_producer.py)."""
+    not 16-byte aligned; tc_ldg_producer.py). fused: (A, B) loaded by TMA from a padded
+    workspace the kernel fills itself (tc_fused_pad.py)."""
     from .lower_tc_matmul import lower
     return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
-                 b_major=b_major, ldg=ldg)
+                 b_major=b_major, ldg=ldg, fused=fused)
