@@ -73,3 +73,29 @@ def test_strided_device_arrays_take_the_general_path(launches, monkeypatch):
     monkeypatch.setattr(ptxgen.kernel_object.Kernel, "pick_backend", lambda *a: "gpu")
     k[1, 128](np.uint32(1), np.float32(2), Device(100, strides=(8,)), Device(100))
     assert general and not launches
+
+
+def test_bound_launch_keeps_its_arrays_alive(monkeypatch):
+    """bound_launch keeps bare addresses: the arrays behind them must outlive the caller's
+    references, else a dropped torch tensor is reused by the caching allocator while the
+    callable still launches on it."""
+    import gc
+    import weakref
+    sent = []
+    monkeypatch.setattr(driver, "numba_cuda", lambda: None)
+    monkeypatch.setattr(driver, "raw_launch", lambda kernel, grid, block, raw, *a: sent.append(raw))
+    k = _kernel()
+
+    def bind():
+        x, y = Device(100), Device(100, addr=0x7000_0001_0000)
+        go = driver.bound_launch(k._gpu, (1, 1, 1), (128, 1, 1),
+                                 [np.uint32(100), np.float32(2), x, y])
+        return go, weakref.ref(x), weakref.ref(y)
+    go, x, y = bind()
+    gc.collect()
+    assert x() is not None and y() is not None
+    go()
+    assert [int(v) for v in sent[0][2:]] == [0x7000_0000_0000, 0x7000_0001_0000]
+    del go
+    gc.collect()
+    assert x() is None and y() is None

@@ -254,7 +254,14 @@ def bound_launch(kernel, grid, block, args, shared_bytes=0, cluster=None):
                           f"arrays (they would be copied on every launch)")
     grid, block, args = checked_launch(kernel, grid, block, args, shared_bytes)
     raw = [_raw_arg(a) for a in args]
-    return lambda: raw_launch(kernel, grid, block, raw, shared_bytes, None, cluster)
+
+    def launch():
+        return raw_launch(kernel, grid, block, raw, shared_bytes, None, cluster)
+    # raw holds bare addresses: the callable keeps their owners alive, or a tensor the caller
+    # dropped goes back to torch's caching allocator and the next launch writes (or reads an
+    # index table from) whatever reuses it (a fused pad copy's chunk order did: wild addresses)
+    launch.arrays = tuple(args)
+    return launch
 
 
 def load_steps(op, shape, module, arch, ptx=None):
