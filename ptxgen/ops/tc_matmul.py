@@ -14,7 +14,7 @@ copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
 memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS), or with
 k_pack="fused" pad-copied inside the GEMM kernel by the producer's idle warps while it runs
-(schedule/tc_fused_pad.py; not yet measured on the GPU).
+(schedule/tc_fused_pad.py; correct on the H200, slower than pad copies so far: K_PACKS).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -54,7 +54,10 @@ MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps'
 # "fused" (schedule/tc_fused_pad.py): TMA from the padded workspace as with "pad", but the
 # workspace is filled inside the GEMM kernel by the producer's idle warps, chunk by chunk in the
 # order the persistent grid needs them; it falls back to pad copies where the schedule is not
-# persistent with cluster_m=1 (the copy needs every CTA resident at once).
+# persistent with cluster_m=1 (the copy needs every CTA resident at once). Correct on the H200
+# but slower than "pad" (2026-12-01, docs/PERF.md, "Odd K: a realigning pad copy, and the pad
+# copy fused into the GEMM"): 4096x4096x4093 477.4 (532.0 with four chunks in flight) against
+# 639.8, 4095x4097x4093 506.5 / 534.3 against 626.8, 8192x8192x8189 606.8 / 616.9 against 719.7.
 K_PACKS = ("auto", "pad", "ldg", "fused")
 
 
