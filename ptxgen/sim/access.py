@@ -27,6 +27,7 @@ import numpy as np
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
+from . import atomics
 from .paths import backward_closure
 
 
@@ -345,6 +346,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
         if st.kind == ATOM:
             atomic_contention(acc, rec, line or sector,
                               int(mm.get("atomic_interleave_bytes", 0)))
+            acc.partial_sectors = atomics.partial_sectors(ex0[0], size, sector) if ex0 else 0
         out[i] = acc
     return out
 
