@@ -125,3 +125,21 @@ def test_a_scatter_add_over_many_bins_is_l2_request_bound_near_its_h200_time():
                     if c["name"] == "ptx_red_scatter n=4000037 bins=100003")
     rep, _ = model_eval.predict(case, launch_path=case["path"])
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.25
+
+
+def test_l2_takes_every_store_to_a_sector_while_dram_takes_it_once():
+    """store_lanes k=4 (fitting part): four scalar stores per thread, lanes 16 bytes apart,
+    fill each sector together. The H200 wrote 512 MiB so in 276 us, twice the k=2 time: L2
+    takes each store's 16 sectors. Counting a sector only at its first store said 131 us."""
+    import json
+    import os
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "benchmarks"))
+    import model_eval
+    with open(os.path.join(root, "docs", "data", "model_set_2026-12-01f_sim7_held8.json")) as f:
+        cases = {c["name"]: c for c in json.load(f)["cases"]}
+    for name in ("store_lanes k=4 512MiB", "store_lanes k=2 512MiB"):
+        case = cases[name]
+        rep, _ = model_eval.predict(case, launch_path=case["path"])
+        assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.15, name

@@ -208,7 +208,7 @@ class SmMemory:
         nbytes = acc.bytes if acc is not None else st.bytes
         l2 = nbytes
         if acc is not None and acc.l2_sectors >= 0:
-            l2 = acc.l2_sectors * self.cfg.sector_bytes     # merged sectors: taken already
+            l2 = acc.l2_sectors * self.cfg.sector_bytes     # each written sector, merged or not
         if acc is not None and acc.merged:
             nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
