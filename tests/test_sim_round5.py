@@ -1,7 +1,6 @@
 """Simulator changes after the second blind check (held-out 4): Triton's one-register vector
 loads give their values, a warp's stores of one block merge, CTAs sampled over both axes."""
 import numpy as np
-import pytest
 
 from ptxgen.sim.launch import spread_ctas
 
