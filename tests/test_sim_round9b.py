@@ -143,3 +143,22 @@ def test_l2_takes_every_store_to_a_sector_while_dram_takes_it_once():
         case = cases[name]
         rep, _ = model_eval.predict(case, launch_path=case["path"])
         assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.15, name
+
+
+def test_hashed_loads_over_a_table_larger_than_l2_miss_it():
+    """gather_hash (fitting part): 8 loads per thread at hashed places, addresses from the
+    thread index (not loaded data). The 256 MiB table took 3.3x the 4 MiB table's time on the
+    H200 (688 / 210 us); the scattered-DRAM rule used to fire for data-dependent addresses only
+    and priced both alike (-70 %)."""
+    import json
+    import os
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "benchmarks"))
+    import model_eval
+    with open(os.path.join(root, "docs", "data", "model_set_2026-12-01f_sim7_held8.json")) as f:
+        cases = {c["name"]: c for c in json.load(f)["cases"]}
+    small, big = (model_eval.predict(cases[f"gather_hash n=4194304 table={t}MiB"])[0]
+                  for t in (4, 256))
+    assert big.device_us > 2 * small.device_us
+    assert big.to_dict()["details"]["bound"]["resource"] == "DRAM"

@@ -336,8 +336,9 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             done = written.setdefault((blk, w), set())
             store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done,
                           int(mm.get("l2_partial_write_min_bytes", 0)), line or 4 * sector)
-        if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
-            # scattered lanes: L2 holds the part of the region they spread over it can keep
+        if st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
+            # scattered lanes (data-dependent or hashed addresses, round sim9b: gather_hash's
+            # 256 MiB table): L2 holds the part of the region they spread over it can keep
             addrs = [x for w in live for x in rec[w][0] if x is not None]
             region = max(addrs) + size - min(addrs)
             keep = l2_keep_bytes(table)
