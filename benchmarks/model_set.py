@@ -494,6 +494,12 @@ def launch_paths(g):
     return out
 
 
+def check_text(err):
+    """A check's relative error as the progress line prints it, exponent included (the old
+    `!s:>10.9` cut gather_hash's 1.21e-07 to "1.2147079", which read as a failed check)."""
+    return "" if err is None else format(err, ".3g")
+
+
 def collect(path, only=None):
     """Measure every case (only: those whose name contains it, or whose split it names;
     launch paths skipped)."""
@@ -549,7 +555,7 @@ def collect(path, only=None):
         rec["wall_s"] = time.perf_counter() - t0
         data["cases"].append(rec)
         print(f"{rec['name']:40s} {rec.get('gpu_us', float('nan')):10.2f} us "
-              f"{rec.get('rel_error', '')!s:>10.9} {'ERROR' if 'error' in rec else ''}",
+              f"{check_text(rec.get('rel_error')):>10s} {'ERROR' if 'error' in rec else ''}",
               flush=True)
         torch.cuda.empty_cache()
         with open(path, "w") as f:

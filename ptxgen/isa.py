@@ -48,7 +48,8 @@ MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "a
                      "ptxas_unroll_factor", "ptxas_unroll_loads_max_instructions",
                      "cta_relaunch_cycles", "ptxas_int_reciprocal_instructions",
                      "ptxas_int_divide_instructions", "ptxas_f32_divide_ffma_instructions",
-                     "ptxas_f32_divide_other_instructions")
+                     "ptxas_f32_divide_other_instructions", "ptxas_int64_compare_instructions",
+                     "ptxas_int64_multiply_instructions")
 
 
 @dataclass(frozen=True)

@@ -319,7 +319,9 @@ def test_histogram_addresses_come_from_the_given_index_values():
     assert 7 <= atom.atom_ops <= 11 and atom.atom_chunks == 1        # ~8 lines of 1 KiB
     assert atom.addr_share == pytest.approx(29 / 256, rel=0.25)      # uniform over the bins
     _, cold = _accesses(HIST, (n // 256,), (256,), [many, Arr()])
-    assert hot.device_us > 20 * cold.device_us
+    # (10x, was 20x: since round sim9b the many-bin scatter pays L2's read-modify-write per
+    # partial sector, as ptx_red_scatter does on the H200, which took cold up by ~1.4x)
+    assert hot.device_us > 10 * cold.device_us
     _, unknown = _accesses(HIST, (n // 256,), (256,), [Arr(), Arr()])
     assert _find(_accesses(HIST, (1,), (256,), [Arr(), Arr()])[0], "red.global").pattern \
         == "indirect"

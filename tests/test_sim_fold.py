@@ -106,9 +106,12 @@ def test_a_small_loop_counted_in_32_bits_pays_its_control_once_per_four_trips():
     # issue-bound (16 warps per scheduler): 9 instead of 11 issues per trip
     r, wide = (simulate(_fma_loop(8, c)[1], (132 * 8,), (256,), args={"n": 512}, registers=24)
                for c in ("u32", "u64"))
-    assert r.issue_utilization > 0.95 and wide.issue_utilization > 0.85
+    # (the 64-bit compare's second SASS half, round sim9b, takes issue slots that are not
+    # PTX issues: the wide loop's PTX issue share is lower by about 11 / 12)
+    assert r.issue_utilization > 0.95 and wide.issue_utilization > 0.75
     issued = [x.cycles * x.issue_utilization for x in (r, wide)]
     assert issued[0] / issued[1] == pytest.approx(9 / 11, rel=0.03)
+    assert wide.cycles > r.cycles * 12 / 9
 
 
 @pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")

@@ -1,7 +1,6 @@
 """Simulator changes after the second blind check (held-out 4): Triton's one-register vector
 loads give their values, a warp's stores of one block merge, CTAs sampled over both axes."""
 import numpy as np
-import pytest
 
 from ptxgen.sim.launch import spread_ctas
 
@@ -78,12 +77,15 @@ def test_a_warps_stores_of_one_block_merge():
     sts = sorted((t, a) for t, a in seen.items() if t.startswith("st.global"))
     assert len(sts) == 4
     # the first store writes 16 sectors, each partly; the four together fill them: none is
-    # partial, and the three later stores add nothing L2 or DRAM must take again
+    # partial, and the three later stores add nothing DRAM must take again; L2 takes each
+    # store's sectors (round sim9b: store_lanes k=4, this pattern, takes 2x the time of the
+    # same bytes written by two stores of 16 bytes per sector on the H200)
     merged = sorted(a.merged for _, a in sts)
     assert merged == [0.0, 1.0, 1.0, 1.0]
     assert all(a.partial_sectors == 0 for _, a in sts)
+    assert all(a.l2_sectors == 16 for _, a in sts)
     _, one = _accesses(QUAD.replace("STORES", VECTOR), (132 * 64,), (256,), [Arr()])
-    assert four.device_us == pytest.approx(one.device_us, rel=0.25)
+    assert 1.5 * one.device_us < four.device_us < 4.5 * one.device_us
     # one scalar store alone leaves 16 partial sectors (a read-modify-write each in L2)
     seen1, _ = _accesses(QUAD.replace("STORES", SCALAR.splitlines()[0]), (132 * 64,), (256,),
                          [Arr()])

@@ -27,6 +27,7 @@ import numpy as np
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
+from . import atomics
 from .paths import backward_closure
 
 
@@ -335,8 +336,9 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             done = written.setdefault((blk, w), set())
             store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done,
                           int(mm.get("l2_partial_write_min_bytes", 0)), line or 4 * sector)
-        if indirect and st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
-            # scattered lanes: L2 holds the part of the region they spread over it can keep
+        if st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
+            # scattered lanes (data-dependent or hashed addresses, round sim9b: gather_hash's
+            # 256 MiB table): L2 holds the part of the region they spread over it can keep
             addrs = [x for w in live for x in rec[w][0] if x is not None]
             region = max(addrs) + size - min(addrs)
             keep = l2_keep_bytes(table)
@@ -345,6 +347,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
         if st.kind == ATOM:
             atomic_contention(acc, rec, line or sector,
                               int(mm.get("atomic_interleave_bytes", 0)))
+            acc.partial_sectors = atomics.partial_sectors(ex0[0], size, sector) if ex0 else 0
         out[i] = acc
     return out
 
@@ -393,7 +396,8 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     The warp's stores of one block are one write stream (`group`: bytes per sector over all of
     them; `done`: sectors earlier ones wrote, updated here): a sector that they fill together
     is partial for none of them, and one an earlier store already wrote merges with it before
-    it costs L2 or DRAM anything more (`merged`). Except a *thin* sector, into which the
+    it costs DRAM anything more (`merged`; L2 still takes each write, round sim9b). Except a
+    *thin* sector, into which the
     instruction writes fewer than `min_bytes` (one lane's 4-byte word): that one costs L2 the
     read-modify-write every time. Measured on the H200 (fitting part, store_lanes): four scalar
     stores filling sectors two lanes at a time take the time of whole-sector stores, sixteen
@@ -405,13 +409,16 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     if not live:
         return
     w0 = written_bytes(rec[live[0]][0], size, sector)
+    # L2 takes every sector the instruction writes, merged or not: each store is its own write
+    # there (store_lanes k=4, fitting part: four stores, 8 bytes per sector each, take 276 us
+    # for 512 MiB, 2^26 sector writes at L2's bandwidth 262 us; counting only a sector's first
+    # write said 131 us). Merging spares DRAM only (`merged`).
     acc.l2_sectors = len(w0)
     if group is not None and done is not None:
         thin = {s for s, b in w0.items() if b < min_bytes}
         new = [s for s in w0 if s not in done]
         acc.merged = 1.0 - len(new) / len(w0) if w0 else 0.0
         fresh = [s for s in new if s not in thin]
-        acc.l2_sectors = len(thin) + len(fresh)
         acc.partial_sectors = len(thin) + sum(1 for s in fresh if group.get(s, 0) < sector)
         filled = [s for s in thin if group.get(s, 0) >= sector]
         acc.filled_thin = len(filled)

@@ -13,10 +13,11 @@ lets them take no issue slot and no pipe, their results ready as soon as their o
 Checked against SASS (ptxgen.toolchain: ptxas -O3 for sm_90, nvdisasm) on the fitting part's
 hand-written smem_stride (`shl.b32`+`add.s32` → `LEA`) and fma_chain (its 11-instruction loop
 unrolled 4x: 32 FFMA + 4 control instructions per four trips). Not folded, though ptxas does it:
-`mul.wide`+`add.s64` → one `IMAD.WIDE`. The simulator charges every 64-bit PTX instruction one
-issue where SASS needs two or three (IADD3 + IADD3.X, LOP3 pairs, three IMADs for mul.lo.s64),
-so the add this fusion removes stands in for halves charged nowhere else; folding it made the
-fitting part worse (9.07 % against 8.91 % MAPE with the other rules, docs/MODEL.md).
+`mul.wide`+`add.s64` → one `IMAD.WIDE`. The simulator charges 64-bit adds and logic one issue
+where SASS needs two (IADD3 + IADD3.X, LOP3 pairs; compares and multiplies get their halves,
+`program._int64_halves`), so the add this fusion removes stands in for halves charged nowhere
+else; folding it made the fitting part worse (9.07 % against 8.91 % MAPE with the other rules,
+docs/MODEL.md).
 """
 from ..ir.values import Imm, Reg
 

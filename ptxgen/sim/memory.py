@@ -19,6 +19,7 @@ bandwidth and no register waits on them.
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
+from . import atomics
 
 LEVELS = ("L1", "L2", "DRAM")
 
@@ -207,7 +208,7 @@ class SmMemory:
         nbytes = acc.bytes if acc is not None else st.bytes
         l2 = nbytes
         if acc is not None and acc.l2_sectors >= 0:
-            l2 = acc.l2_sectors * self.cfg.sector_bytes     # merged sectors: taken already
+            l2 = acc.l2_sectors * self.cfg.sector_bytes     # each written sector, merged or not
         if acc is not None and acc.merged:
             nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
@@ -235,8 +236,10 @@ class SmMemory:
         address, and at the atomic units of the slices the grid's addresses spread over for
         its operations. Both queues are this SM's share of the whole grid's."""
         acc = self.cfg.access.get(st.index)
-        done = self.servers["L2"].request(t, acc.bytes if acc is not None else st.bytes)
         c = self.cfg
+        done = self.servers["L2"].request(t, atomics.l2_bytes(acc, c.sector_bytes,
+                                                              c.partial_write_bytes)
+                                          if acc is not None else st.bytes)
         if acc is not None and acc.atom_ops and c.atomic_ns_rate:
             per_address = max(c.same_address_ns, acc.serial_lanes * c.atomic_op_ns)
             units = acc.atom_ops * c.atomic_op_ns / max(acc.atom_chunks, 1.0)

@@ -199,6 +199,38 @@ def _float_divide(st, ins, table):
         (int(other), units.index(alu.unit), float(alu.issue_interval)))
 
 
+def _int64_halves(st, ins, table):
+    """ptxas's SASS for 64-bit integer compares and multiplies, which the GPU does on 32-bit
+    halves: setp on a 64-bit integer is ISETP + ISETP.EX (the high half after the low half's
+    predicate); mul.lo / mad.lo on 64 bits IMAD.WIDE.U32 and two IMAD for the cross terms, one
+    fewer by an immediate (its cross term is folded), the IADD3 that sums the high halves
+    merged with the add of the address it usually feeds (isa memory_model.
+    ptxas_int64_compare_instructions / _multiply_instructions). Numba's loop counters, bounds
+    checks and index arithmetic are 64-bit. 64-bit adds, shifts and logic stay one
+    instruction: ptxas folds most of them into address arithmetic (IMAD.WIDE, LEA.HI.X, the
+    load's offset) or drops a known high half; charging two each made the benchmark set worse
+    (docs/MODEL.md, round sim9b)."""
+    mm = table.memory_model or {}
+    t = ins.type
+    if t is None or t.kind not in ("uint", "sint", "bits") or t.bits != 64 or \
+            ins.row is None or ins.row.effect != "pure":
+        return
+    from ..isa import op_class
+    cls = op_class(ins)
+    key = ("ptxas_int64_compare_instructions" if ins.opcode == "setp" and cls == "IALU" else
+           "ptxas_int64_multiply_instructions" if cls == "IMAD" else None)
+    n = int(mm.get(key) or 0) if key else 0
+    if key == "ptxas_int64_multiply_instructions" and \
+            any(isinstance(o, Imm) for o in ins.sources):
+        n -= 1
+    if n < 2 or cls not in table.ops:
+        return
+    info = table.ops[cls]
+    st.latency += float(info.latency)            # the high half waits for the low half
+    st.extra = tuple(st.extra) + (
+        (n - 1, list(table.units).index(info.unit), float(info.issue_interval)),)
+
+
 def add_spills(prog, table, load_bytes, store_bytes):
     """ptxas's register spills (its -v report: bytes of local loads and stores per thread) as
     local-memory instructions spread evenly over the program's issuing instructions: where
@@ -278,6 +310,7 @@ def compile_kernel(kernel, table):
             st.latency += fix * float(fm.latency)
         _int_divide(st, ins, table, divisors)
         _float_divide(st, ins, table)
+        _int64_halves(st, ins, table)
         if kind in (LDG, STG, LDS, STS, ATOM):
             st.bytes = _access_bytes(ins, warp)
         if kind == BAR:

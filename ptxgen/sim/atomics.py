@@ -1,0 +1,30 @@
+"""What a global atomic costs L2 beyond its sectors: the read-modify-write of a partial sector.
+
+An atomic is performed in L2: the slice reads the sector, applies the operation and writes it
+back. When the warp's lanes cover a whole sector (a coalesced `red` over consecutive words) that
+is the sector's ordinary write; when they cover only part of it (a scatter-add or a histogram:
+one lane, four bytes, per sector) it is the same read-modify-write a partial-sector store pays
+(`memory_model.l2_partial_write_bytes`, measured on the fitting part's scatter). This module
+counts those sectors from the access pilot's recorded addresses; `memory.SmMemory.atomic`
+charges them.
+"""
+
+
+def partial_sectors(lanes, size, sector):
+    """Sectors one warp execution's lane addresses (None: inactive) touch fewer than `sector`
+    bytes of, each lane `size` bytes (a word touched by several lanes counts once: they are
+    one after another on one word, not more of the sector)."""
+    words = {a for a in lanes if a is not None}
+    per = {}
+    for a in words:
+        for b in range(a, a + size):
+            per[b // sector] = per.get(b // sector, 0) + 1
+    return sum(1 for n in per.values() if n < sector)
+
+
+def l2_bytes(acc, sector, partial_write):
+    """L2 bytes of one warp execution of a global atomic with Access `acc`: its sectors, a
+    partial one at the read-modify-write's figure instead of a sector's."""
+    if acc is None or not partial_write:
+        return acc.bytes if acc is not None else 0
+    return acc.bytes + acc.partial_sectors * (partial_write - sector)
