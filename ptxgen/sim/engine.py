@@ -71,6 +71,7 @@ class SmResult:
     bytes: dict = field(default_factory=dict)
     finish: float = 0.0             # the last warp's exit (cycles: also the memory drain)
     busy: dict = field(default_factory=dict)     # server → cycles it was serving
+    cta_finish: list = field(default_factory=list)   # per CTA: its last warp's exit
 
 
 def _async_copy(memory, w, st, role, t, nxt):
@@ -446,4 +447,6 @@ class Sm:
                         loads=dict(memory.loads),
                         bytes={k: sv.bytes for k, sv in memory.servers.items()},
                         finish=finish_at,
-                        busy={k: sv.busy for k, sv in memory.servers.items()})
+                        busy={k: sv.busy for k, sv in memory.servers.items()},
+                        cta_finish=[max((w.finish for w in warps if w.cta == c), default=0.0)
+                                    for c in range(len(self.ctas))])
