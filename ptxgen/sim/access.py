@@ -241,7 +241,8 @@ def analyze(prog, table, records, warps_per_cta, later=None):
     loaded = tainted(prog, _loads(prog))
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
-    seen = {}                           # block → sector sets of its earlier global loads
+    seen = {}                           # block (-1: code outside loops) → sector sets of its
+                                        # earlier global loads
     cta_seen = {}                       # block → {warp: its sectors, "all": every warp's}
     groups, written = None, {}          # stores: (block, warp) → bytes per sector, sectors so far
     out = {}
@@ -291,13 +292,19 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             if len(ex0) > 1:
                 acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
             blk = prog.block_of[i]
-            # sectors an earlier load of the same block brought in (a stencil's neighbours)
+            # sectors an earlier load of the same block brought in (a stencil's neighbours),
+            # or, outside loops, of an earlier block: the unrolled steps of a merge, each in
+            # its own if/else blocks, read the sectors the step before read. (Inside a loop the
+            # first executions of two blocks' loads may be iterations apart: a running sum's
+            # trailing load re-reads what its leading load read nine iterations before, when
+            # 64 warps' rows have gone through L1.)
+            region = blk if prog.loop_of[i] >= 0 else -1
             before = set()
-            for j in seen.get(blk, ()):
+            for j in seen.get(region, ()):
                 before |= j
             if s0 and before:
                 acc.miss *= len(s0 - before) / len(s0)
-            seen.setdefault(blk, []).append(s0)
+            seen.setdefault(region, []).append(s0)
             ws = live
             if len(ws) > 1:
                 # the CTA's recorded warps in order: of what a warp asks beyond its own
