@@ -129,3 +129,39 @@ def test_a_load_in_another_block_finds_the_sectors_an_earlier_block_read():
     second = next(a for t, a in seen.items() if t.startswith("ld.global.f32 %f2, [%rd4+4]"))
     assert first.miss == 1.0
     assert second.miss == 0.0          # every lane's word sits in the sector %f1's load read
+
+
+def _split_stores():
+    """Lane i writes the eight words of out[8i : 8i + 8], the first before a branch and the
+    other seven after the join: eight thin stores that fill each sector across blocks."""
+    rest = "\n".join(f"  st.global.f32 [%rd4+{4 * k}], %f1;" for k in range(1, 8))
+    return HEAD + f""".visible .entry k(.param .u64 out)
+{{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mad.lo.s32 %r4, %r2, %r3, %r1;
+  cvt.rn.f32.s32 %f1, %r4;
+  mul.wide.s32 %rd3, %r4, 32;
+  add.s64 %rd4, %rd1, %rd3;
+  st.global.f32 [%rd4], %f1;
+  setp.lt.u32 %p1, %r4, 7;
+  @%p1 bra JOIN;
+  add.f32 %f1, %f1, 0f3F800000;
+JOIN:
+{rest}
+  ret;
+}}
+"""
+
+
+def test_thin_stores_outside_loops_fill_their_sectors_across_blocks():
+    seen, _ = _accesses(_split_stores(), (132,), (256,), [Arr()])
+    first = next(a for t, a in seen.items() if t.startswith("st.global.f32 [%rd4],"))
+    # 32 lanes 32 bytes apart: 32 thin sectors the seven later stores complete
+    assert first.partial_sectors == 32 and first.filled_thin == 32

@@ -241,10 +241,9 @@ def analyze(prog, table, records, warps_per_cta, later=None):
     loaded = tainted(prog, _loads(prog))
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
-    seen = {}                           # block (-1: code outside loops) → sector sets of its
-                                        # earlier global loads
+    seen = {}                           # reuse_region → sector sets of its earlier global loads
     cta_seen = {}                       # block → {warp: its sectors, "all": every warp's}
-    groups, written = None, {}          # stores: (block, warp) → bytes per sector, sectors so far
+    groups, written = None, {}          # stores: (region, warp) → bytes per sector, sectors so far
     out = {}
     for i in memory_instrs(prog):
         st = prog.instrs[i]
@@ -292,13 +291,9 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             if len(ex0) > 1:
                 acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
             blk = prog.block_of[i]
-            # sectors an earlier load of the same block brought in (a stencil's neighbours),
-            # or, outside loops, of an earlier block: the unrolled steps of a merge, each in
-            # its own if/else blocks, read the sectors the step before read. (Inside a loop the
-            # first executions of two blocks' loads may be iterations apart: a running sum's
-            # trailing load re-reads what its leading load read nine iterations before, when
-            # 64 warps' rows have gone through L1.)
-            region = blk if prog.loop_of[i] >= 0 else -1
+            # sectors an earlier load of the same block (outside loops: of an earlier block)
+            # brought in: a stencil's neighbours, the sectors a merge's step before read
+            region = reuse_region(prog, i)
             before = set()
             for j in seen.get(region, ()):
                 before |= j
@@ -336,7 +331,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:
             w = live[0] if live else None
-            blk = prog.block_of[i]
+            blk = reuse_region(prog, i)
             if groups is None:
                 groups = store_groups(prog, records, sector)
             done = written.setdefault((blk, w), set())
@@ -368,11 +363,22 @@ def written_bytes(addrs, size, sector):
     return out
 
 
+def reuse_region(prog, i):
+    """Where a memory instruction's first execution meets the earlier ones' in L1 and in the
+    warp's write stream: its block inside a loop, all code outside loops (-1). Outside loops
+    each instruction runs once per warp, so the first executions of all blocks are one pass
+    (the unrolled steps of a merge, each in its own if/else blocks, read the sectors the step
+    before read and write the sector the next completes); inside a loop two blocks' first
+    executions may be iterations apart (a running sum's trailing load re-reads what its
+    leading load read nine iterations before, when 64 warps' rows have gone through L1)."""
+    return prog.block_of[i] if prog.loop_of[i] >= 0 else -1
+
+
 def store_groups(prog, records, sector):
-    """{(block, warp): {sector: bytes written}} over all of a block's global stores in one
-    recorded warp's first execution: scalar stores whose lanes are 16 bytes apart (Triton's
-    `st.global.b32` ×4 when it cannot prove 16-byte alignment; SASS: four STG.E at +0x0..+0xc)
-    together fill the sectors each of them writes only part of."""
+    """{(region, warp): {sector: bytes written}} over all of a region's (reuse_region) global
+    stores in one recorded warp's first execution: scalar stores whose lanes are 16 bytes apart
+    (Triton's `st.global.b32` ×4 when it cannot prove 16-byte alignment; SASS: four STG.E at
+    +0x0..+0xc) together fill the sectors each of them writes only part of."""
     out = {}
     for st in prog.instrs:
         if st.kind != STG:
@@ -384,7 +390,7 @@ def store_groups(prog, records, sector):
         for w, ex in records.get(st.index, {}).items():
             if w >= SAMPLED_WARP or not ex:
                 continue
-            g = out.setdefault((prog.block_of[st.index], w), {})
+            g = out.setdefault((reuse_region(prog, st.index), w), {})
             for x in ex[0]:
                 if x is not None:
                     for b in range(x, x + size):
