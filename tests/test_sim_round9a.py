@@ -165,3 +165,55 @@ def test_thin_stores_outside_loops_fill_their_sectors_across_blocks():
     first = next(a for t, a in seen.items() if t.startswith("st.global.f32 [%rd4],"))
     # 32 lanes 32 bytes apart: 32 thin sectors the seven later stores complete
     assert first.partial_sectors == 32 and first.filled_thin == 32
+
+
+# thread i searches its own 64-word segment of a sorted table (segments 256 bytes apart) for
+# a key in it (LLVM's branch-free halving: two selp on the loaded comparison)
+SEARCH = HEAD + """.visible .entry k(.param .u64 t, .param .u64 out)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<14>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [t];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mad.lo.s32 %r4, %r2, %r3, %r1;
+  and.b32 %r10, %r4, 1023;
+  shl.b32 %r5, %r10, 6;
+  add.u32 %r6, %r5, 64;
+  mul.lo.u32 %r11, %r4, 37;
+  and.b32 %r11, %r11, 63;
+  add.u32 %r11, %r11, %r5;
+  mul.lo.u32 %r12, %r11, 3;
+LOOP:
+  add.u32 %r7, %r5, %r6;
+  shr.u32 %r7, %r7, 1;
+  mul.wide.u32 %rd3, %r7, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r8, [%rd4];
+  setp.lt.u32 %p1, %r8, %r12;
+  add.u32 %r9, %r7, 1;
+  selp.u32 %r5, %r9, %r5, %p1;
+  selp.u32 %r6, %r6, %r7, %p1;
+  setp.lt.u32 %p2, %r5, %r6;
+  @%p2 bra LOOP;
+  mul.wide.u32 %rd5, %r4, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  st.global.u32 [%rd6], %r5;
+  ret;
+}
+"""
+
+
+def test_a_search_finds_its_last_probes_in_l1():
+    import numpy as np
+    table = (np.arange(65536) * 3).astype(np.uint32)
+    seen, _ = _accesses(SEARCH, (132,), (256,), [table, Arr()])
+    probe = next(a for t, a in seen.items() if t.startswith("ld.global.u32"))
+    # every execution a sector per lane: not a load whose lanes part, but one steered by the
+    # values it loads; its first two probes are 16 words apart (a miss each), but of its six
+    # the last three fall in the sector of the one before
+    assert probe.indirect and probe.bytes == 32 * 32
+    assert probe.miss < 0.6

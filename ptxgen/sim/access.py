@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
-from .program import ATOM, FIXED, LDG, LDS, STG, STS
+from .program import ATOM, BRANCH, FIXED, LDG, LDS, STG, STS
 from .paths import backward_closure
 
 
@@ -231,6 +231,26 @@ def _spread_cost(acc, by_warp, size, sector, line):
     acc.miss, acc.share = (new / asked if asked else 1.0), 1.0
 
 
+def _data_steered_loop(prog, i, loaded):
+    """True when instruction i sits in a loop with a branch on loaded data (a search: which
+    half comes next, and when to stop, depend on the values it read)."""
+    if prog.loop_of[i] < 0:
+        return False
+    lp = prog.loops[prog.loop_of[i]]
+    return any(prog.instrs[j].kind == BRANCH and prog.instrs[j].guard_id in loaded
+               for j in range(lp.header, lp.end + 1))
+
+
+def _search_miss(acc, by_warp, size, sector):
+    """A search's probes: the L1 miss rate as _spread_cost takes it (sectors no earlier
+    recorded execution of any recorded warp brought in, round by round: the warps of a CTA
+    run side by side and share the tree's top levels), if lower than the first two
+    executions' rate; its sectors per execution stay as recorded."""
+    probe = Access(bytes=acc.bytes)
+    _spread_cost(probe, by_warp, size, sector, None)
+    acc.miss = min(acc.miss, probe.miss)
+
+
 def analyze(prog, table, records, warps_per_cta, later=None):
     """{instruction index: Access} from the pilot's `records` ({index: {warp: [[address per
     lane] per execution]}}); `later`: the same for the executions after those (loads whose
@@ -327,6 +347,11 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             if live and _spreading(allx[live[0]], size, sector):
                 _spread_cost(acc, allx, size, sector, line)
                 s0 = set(range(acc.bytes // sector))    # (its mean size, for the rule below)
+            elif live and indirect and len(allx[live[0]]) > 2 and \
+                    _data_steered_loop(prog, i, loaded):
+                # a search's probes narrow on its answer and come back to sectors earlier
+                # probes read: its miss rate over every recorded execution
+                _search_miss(acc, allx, size, sector)
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:
