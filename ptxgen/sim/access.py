@@ -26,8 +26,10 @@ import numpy as np
 
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
-from .program import ATOM, BRANCH, FIXED, LDG, LDS, STG, STS
+from .program import ATOM, FIXED, LDG, LDS, STG, STS
 from .paths import backward_closure
+from .reuse import (data_steered_loop, spread_cost, spreading, temporal_miss,
+                    reuse_region, sectors, spread_miss)
 
 
 SAMPLED_WARP = 1 << 20          # record keys from here on: warps sampled across the grid
@@ -184,73 +186,6 @@ def _warp_private(rec, word):
     return warps >= 2
 
 
-def sectors(addrs, size, sector):
-    out = set()
-    for a in addrs:
-        if a is not None:
-            out.update(range(a // sector, (a + size - 1) // sector + 1))
-    return out
-
-
-def _temporal_miss(a0, a1, sector):
-    """Fraction of a warp's executions that need new sectors, from two consecutive ones: a lane
-    moving d bytes per execution (d under a sector) enters a new sector every sector/d times."""
-    steps = sorted(abs(b - a) for a, b in zip(a0, a1) if a is not None and b is not None)
-    if not steps:
-        return 1.0
-    d = steps[len(steps) // 2]
-    return min(1.0, d / sector)
-
-
-def _spreading(execs, size, sector):
-    """True when a warp's executions of a load touch many more sectors later than at first
-    (lanes that start together and part as the loop runs: a binary search's first probe is one
-    element for every lane, its last ones a line per lane)."""
-    n = [len(sectors(ex, size, sector)) for ex in execs]
-    return len(n) > 2 and n[0] > 0 and max(n) >= 2 * n[0]
-
-
-def _spread_cost(acc, by_warp, size, sector, line):
-    """Per-execution sectors and lines as the mean over every recorded execution, and the
-    L1 miss rate as the share of sectors no earlier recorded execution (of any recorded warp,
-    taken round by round: the warps run side by side) brought in."""
-    execs = [ex for w in by_warp for ex in by_warp[w]]
-    acc.bytes = int(round(sector * sum(len(sectors(ex, size, sector)) for ex in execs)
-                          / len(execs)))
-    if line:
-        acc.l1_bytes = int(round(line * sum(len(sectors(ex, size, line)) for ex in execs)
-                                 / len(execs)))
-    have, asked, new = set(), 0, 0
-    for k in range(max(len(v) for v in by_warp.values())):
-        for w in by_warp:
-            if k < len(by_warp[w]):
-                s = sectors(by_warp[w][k], size, sector)
-                asked += len(s)
-                new += len(s - have)
-                have |= s
-    acc.miss, acc.share = (new / asked if asked else 1.0), 1.0
-
-
-def _data_steered_loop(prog, i, loaded):
-    """True when instruction i sits in a loop with a branch on loaded data (a search: which
-    half comes next, and when to stop, depend on the values it read)."""
-    if prog.loop_of[i] < 0:
-        return False
-    lp = prog.loops[prog.loop_of[i]]
-    return any(prog.instrs[j].kind == BRANCH and prog.instrs[j].guard_id in loaded
-               for j in range(lp.header, lp.end + 1))
-
-
-def _search_miss(acc, by_warp, size, sector):
-    """A search's probes: the L1 miss rate as _spread_cost takes it (sectors no earlier
-    recorded execution of any recorded warp brought in, round by round: the warps of a CTA
-    run side by side and share the tree's top levels), if lower than the first two
-    executions' rate; its sectors per execution stay as recorded."""
-    probe = Access(bytes=acc.bytes)
-    _spread_cost(probe, by_warp, size, sector, None)
-    acc.miss = min(acc.miss, probe.miss)
-
-
 def analyze(prog, table, records, warps_per_cta, later=None):
     """{instruction index: Access} from the pilot's `records` ({index: {warp: [[address per
     lane] per execution]}}); `later`: the same for the executions after those (loads whose
@@ -309,7 +244,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             acc.l1_bytes = len(sectors(ex0[0], size, line)) * line
         if st.kind == LDG or is_async_copy(ins):
             if len(ex0) > 1:
-                acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
+                acc.miss = temporal_miss(ex0[0], ex0[1], sector)
             blk = prog.block_of[i]
             # sectors an earlier load of the same block (outside loops: of an earlier block)
             # brought in: a stencil's neighbours, the sectors a merge's step before read
@@ -344,14 +279,14 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                     f = len(o - s0) / len(o) if o else 1.0
                     acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             allx = {w: rec[w] + (later or {}).get(i, {}).get(w, []) for w in live}
-            if live and _spreading(allx[live[0]], size, sector):
-                _spread_cost(acc, allx, size, sector, line)
+            if live and spreading(allx[live[0]], size, sector):
+                spread_cost(acc, allx, size, sector, line)
                 s0 = set(range(acc.bytes // sector))    # (its mean size, for the rule below)
             elif live and indirect and len(allx[live[0]]) > 2 and \
-                    _data_steered_loop(prog, i, loaded):
+                    data_steered_loop(prog, i, loaded):
                 # a search's probes narrow on its answer and come back to sectors earlier
                 # probes read: its miss rate over every recorded execution
-                _search_miss(acc, allx, size, sector)
+                acc.miss = min(acc.miss, spread_miss(allx, size, sector))
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:
@@ -386,17 +321,6 @@ def written_bytes(addrs, size, sector):
         for b in range(a, a + size):
             out[b // sector] = out.get(b // sector, 0) + 1
     return out
-
-
-def reuse_region(prog, i):
-    """Where a memory instruction's first execution meets the earlier ones' in L1 and in the
-    warp's write stream: its block inside a loop, all code outside loops (-1). Outside loops
-    each instruction runs once per warp, so the first executions of all blocks are one pass
-    (the unrolled steps of a merge, each in its own if/else blocks, read the sectors the step
-    before read and write the sector the next completes); inside a loop two blocks' first
-    executions may be iterations apart (a running sum's trailing load re-reads what its
-    leading load read nine iterations before, when 64 warps' rows have gone through L1)."""
-    return prog.block_of[i] if prog.loop_of[i] >= 0 else -1
 
 
 def store_groups(prog, records, sector):
