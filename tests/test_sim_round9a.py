@@ -217,3 +217,40 @@ def test_a_search_finds_its_last_probes_in_l1():
     # the last three fall in the sector of the one before
     assert probe.indirect and probe.bytes == 32 * 32
     assert probe.miss < 0.6
+
+
+def _digit_count(mask):
+    """Each thread adds 1 to a shared counter picked by a loaded key masked by `mask` (a
+    radix sort's digit count: 16 counters for mask 60)."""
+    return HEAD + f""".visible .entry k(.param .u64 keys)
+{{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<8>;
+  .shared .align 4 .b8 h[1024];
+  ld.param.u64 %rd1, [keys];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mad.lo.s32 %r4, %r2, %r3, %r1;
+  mul.wide.s32 %rd2, %r4, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r5, [%rd3];
+  shl.b32 %r6, %r5, 2;
+  and.b32 %r6, %r6, {mask};
+  mov.u32 %r7, h;
+  add.u32 %r7, %r7, %r6;
+  atom.shared.add.u32 %r5, [%r7], 1;
+  ret;
+}}
+"""
+
+
+def test_a_masked_shared_index_costs_the_banks_of_its_few_words():
+    sixteen, _ = _accesses(_digit_count(60), (132,), (256,), [Arr()])
+    many, _ = _accesses(_digit_count(1020), (132,), (256,), [Arr()])
+    a16 = next(a for t, a in sixteen.items() if t.startswith("atom.shared"))
+    a256 = next(a for t, a in many.items() if t.startswith("atom.shared"))
+    # 16 counters sit in 16 banks: lanes on one counter share its pass, no bank conflict
+    assert a16.pattern == "masked" and a16.wavefronts == 1.0
+    # 256 counters, 8 per bank: about as many passes as 32 lanes on random banks
+    assert a256.pattern == "masked" and 3.0 < a256.wavefronts < 4.5

@@ -169,6 +169,48 @@ def shared_wavefronts(addrs, size, banks, bank_bytes):
     return max(total, 1)
 
 
+def _last_def(prog, i, reg):
+    """The instruction of i's block that last defines `reg` before i, else None."""
+    rid = prog.reg_index.get(reg)
+    blk = prog.blocks[prog.block_of[i]]
+    for j in range(i - 1, blk.start - 1, -1):
+        if rid in prog.instrs[j].defs:
+            return prog.instrs[j].instr
+    return None
+
+
+def masked_offsets(prog, i, most=1024):
+    """The byte offsets a data-dependent shared address can take when it is a base plus a
+    loaded value masked by an `and` with a constant (a radix digit's counter: `base + ((key
+    >> shift) << 2 & 60)`): the mask's submasks, plus the address's own offset. None when
+    the address is not of that form (or the mask allows more than `most` values)."""
+    a = memory_operand(prog.instrs[i].instr)
+    add = _last_def(prog, i, a.base) if isinstance(a.base, Reg) else None
+    if add is None or add.opcode != "add":
+        return None
+    for r in add.operands[1:3]:
+        d = _last_def(prog, i, r) if isinstance(r, Reg) else None
+        imm = [o for o in d.operands[1:] if isinstance(o, Imm)] if d is not None and \
+            d.opcode == "and" else []
+        if imm and 0 < bin(int(imm[0].value)).count("1") <= most.bit_length() - 1:
+            m, subs = int(imm[0].value), [0]
+            for bit in (1 << k for k in range(m.bit_length()) if m >> k & 1):
+                subs += [x | bit for x in subs]
+            return sorted(x + int(a.offset or 0) for x in subs)
+    return None
+
+
+def expected_word_wavefronts(offsets, banks, bank_bytes, lanes=32, trials=2000):
+    """Mean bank passes of `lanes` lanes picking among `offsets` at random: per bank the
+    distinct words, as shared_wavefronts counts known addresses (lanes on one word share a
+    pass); a fixed-seed estimate."""
+    rng = np.random.default_rng(0)
+    words = np.asarray(offsets) // bank_bytes
+    picks = words[rng.integers(0, len(words), size=(trials, lanes))]
+    return float(np.mean([max(len(set(row[row % banks == b])) for b in set(row % banks))
+                          for row in picks]))
+
+
 def _warp_private(rec, word):
     """Whether the recorded warps' shared-memory words are disjoint (at least two warps with
     addresses, none of their words in common)."""
@@ -216,7 +258,11 @@ def analyze(prog, table, records, warps_per_cta, later=None):
         ex0 = rec[live[0]] if live else []
         first = [x for x in ex0[0] if x is not None] if ex0 else []
         if shared:
-            if indirect:
+            offsets = masked_offsets(prog, i) if indirect else None
+            if offsets:
+                wf, pattern = expected_word_wavefronts(offsets, banks, bank_bytes,
+                                                       h.warp_size), "masked"
+            elif indirect:
                 if random_wf is None:
                     random_wf = expected_wavefronts(banks, h.warp_size)
                 wf, pattern = random_wf, "indirect"
