@@ -76,6 +76,14 @@ def test_a_further_wave_of_unequal_ctas_adds_the_mean_cta_not_a_second_slowest()
     busy = extrapolate("full", 10, 8, 132, (_sm([1000] * 7 + [5000], 16000), 0), None,
                        again=10000, balance=0.3, relaunch=500, cta_skipped=[0] * 8, nsched=4)
     assert busy.steady == 4000
+    # given the second set's run, its CTAs stand for the steady state: they start staggered
+    # (no first-wave burst of every warp's first load) and here last 600 and 3000 cycles
+    rerun = SmResult(cycles=10000, issued=200.0, unit_busy=[200.0], stalls={}, warp_cycles=0.0,
+                     events=[], finish=10000, cta_finish=[1000] * 7 + [5000] + [1700] * 7
+                     + [10000], cta_start=[0.0] * 8 + [1100.0] * 7 + [7000.0])
+    staggered = extrapolate("full", 10, 8, 132, (sm, 0), None, again=rerun, balance=0.3,
+                            relaunch=500, cta_skipped=[0] * 8, nsched=4)
+    assert staggered.steady == (7 * 600 + 3000) / 8 + 500
 
 
 def test_a_row_search_with_data_dependent_exits_lands_nearer_its_h200_time():

@@ -454,7 +454,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             traces = runs[0][0]
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                        resident, access))
-            again = run_sm(prog, traces + traces, table, mem, resident=len(traces)).cycles
+            again = run_sm(prog, traces + traces, table, mem, resident=len(traces))
         results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
                                     sims[1] if len(sims) > 1 else None, again,
                                     cta_balance(prog, runs, warps_per_cta),

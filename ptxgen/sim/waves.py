@@ -28,7 +28,7 @@ def cta_balance(prog, runs, warps_per_cta):
     return sum(ctas) / len(ctas) / max(ctas) if ctas and max(ctas) > 0 else 1.0
 
 
-def slot_share(sm, relaunch, left_out, cta_skipped, floor=0.0):
+def slot_share(sm, again, relaunch, left_out, cta_skipped, floor=0.0):
     """What one further wave adds to the SM's run by the mean CTA (inf when the run kept no
     CTA spans); `extrapolate` takes the smaller of this and what `again` adds (the wave's CTAs
     run twice, the second set starting as the first ends).
@@ -45,6 +45,10 @@ def slot_share(sm, relaunch, left_out, cta_skipped, floor=0.0):
     that queue for a saturated pipe end one after another under oldest-first issue, so their
     mean span says nothing about what a further wave adds, which is then at least this."""
     spans = getattr(sm, "cta_finish", None)
+    if getattr(again, "cta_start", None) and spans:
+        # the second set's CTAs: they start staggered, as slots free, the way CTAs run once
+        # the first wave's common start (every warp's first load at once) is past
+        spans = [b - a for a, b in zip(again.cta_start, again.cta_finish)][len(spans):]
     if not spans:
         return math.inf
     mean = sum(spans) / len(spans) + relaunch
@@ -87,12 +91,16 @@ def extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0, 
     issued = ext(sm.issued, lo.issued)
     unit_busy = [ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)]
     span = finish
+    rerun = again if hasattr(again, "cycles") else None      # the SmResult, when given
+    if rerun is not None:
+        again = rerun.cycles
     if again is not None:
         span = again - sm.cycles + (cycles - sm.cycles) * balance
         if balance < 1.0:
             # CTAs of unequal work (data-dependent trip counts): slots refill independently
             floor = max([issued] + unit_busy) / max(nsched, 1)
-            span = min(span, slot_share(sm, relaunch, cycles - sm.cycles, cta_skipped, floor))
+            span = min(span, slot_share(sm, rerun, relaunch, cycles - sm.cycles,
+                                         cta_skipped, floor))
     return WaveResult(
         name=name, count=count, ctas=ctas, active_sms=active,
         cycles=cycles, sampled_cycles=sm.cycles, period=period,
