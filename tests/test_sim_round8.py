@@ -7,7 +7,8 @@ import json
 import os
 import sys
 
-from ptxgen.sim.access import Access, _spread_cost, _spreading
+from ptxgen.sim.access import Access
+from ptxgen.sim.reuse import spread_cost, spreading
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -35,23 +36,23 @@ def _bsearch_execs(warp, levels, n=1 << 20):
 
 
 def test_a_binary_search_load_spreads_and_a_streaming_one_does_not():
-    assert _spreading(_bsearch_execs(0, 12), 4, 32)
+    assert spreading(_bsearch_execs(0, 12), 4, 32)
     stream = [[4 * (32 * k + j) for j in range(32)] for k in range(12)]
-    assert not _spreading(stream, 4, 32)
-    assert not _spreading(_bsearch_execs(0, 2), 4, 32)     # two executions: nothing to tell
+    assert not spreading(stream, 4, 32)
+    assert not spreading(_bsearch_execs(0, 2), 4, 32)     # two executions: nothing to tell
 
 
 def test_spread_cost_is_the_mean_over_executions_and_reuse_lowers_the_miss_rate():
     by_warp = {w: _bsearch_execs(w, 16) for w in range(4)}
     acc = Access(bytes=32)
-    _spread_cost(acc, by_warp, 4, 32, 128)
+    spread_cost(acc, by_warp, 4, 32, 128)
     # level 0 is one sector, levels 5 and on one per lane: the mean lies well between
     assert 16 * 32 < acc.bytes < 32 * 32
     assert acc.l1_bytes >= acc.bytes
     # the first probes are the same for all four warps: they hit after the first warp's
     assert 0.3 < acc.miss < 1.0
     one = Access(bytes=32)
-    _spread_cost(one, {0: by_warp[0]}, 4, 32, 128)
+    spread_cost(one, {0: by_warp[0]}, 4, 32, 128)
     assert one.miss > acc.miss                  # fewer warps, less reuse
 
 

@@ -29,6 +29,8 @@ from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
 from . import atomics
 from .paths import backward_closure
+from .reuse import (data_steered_loop, spread_cost, spreading, temporal_miss,
+                    reuse_region, sectors, spread_miss)
 
 
 SAMPLED_WARP = 1 << 20          # record keys from here on: warps sampled across the grid
@@ -168,6 +170,48 @@ def shared_wavefronts(addrs, size, banks, bank_bytes):
     return max(total, 1)
 
 
+def _last_def(prog, i, reg):
+    """The instruction of i's block that last defines `reg` before i, else None."""
+    rid = prog.reg_index.get(reg)
+    blk = prog.blocks[prog.block_of[i]]
+    for j in range(i - 1, blk.start - 1, -1):
+        if rid in prog.instrs[j].defs:
+            return prog.instrs[j].instr
+    return None
+
+
+def masked_offsets(prog, i, most=1024):
+    """The byte offsets a data-dependent shared address can take when it is a base plus a
+    loaded value masked by an `and` with a constant (a radix digit's counter: `base + ((key
+    >> shift) << 2 & 60)`): the mask's submasks, plus the address's own offset. None when
+    the address is not of that form (or the mask allows more than `most` values)."""
+    a = memory_operand(prog.instrs[i].instr)
+    add = _last_def(prog, i, a.base) if isinstance(a.base, Reg) else None
+    if add is None or add.opcode != "add":
+        return None
+    for r in add.operands[1:3]:
+        d = _last_def(prog, i, r) if isinstance(r, Reg) else None
+        imm = [o for o in d.operands[1:] if isinstance(o, Imm)] if d is not None and \
+            d.opcode == "and" else []
+        if imm and 0 < bin(int(imm[0].value)).count("1") <= most.bit_length() - 1:
+            m, subs = int(imm[0].value), [0]
+            for bit in (1 << k for k in range(m.bit_length()) if m >> k & 1):
+                subs += [x | bit for x in subs]
+            return sorted(x + int(a.offset or 0) for x in subs)
+    return None
+
+
+def expected_word_wavefronts(offsets, banks, bank_bytes, lanes=32, trials=2000):
+    """Mean bank passes of `lanes` lanes picking among `offsets` at random: per bank the
+    distinct words, as shared_wavefronts counts known addresses (lanes on one word share a
+    pass); a fixed-seed estimate."""
+    rng = np.random.default_rng(0)
+    words = np.asarray(offsets) // bank_bytes
+    picks = words[rng.integers(0, len(words), size=(trials, lanes))]
+    return float(np.mean([max(len(set(row[row % banks == b])) for b in set(row % banks))
+                          for row in picks]))
+
+
 def _warp_private(rec, word):
     """Whether the recorded warps' shared-memory words are disjoint (at least two warps with
     addresses, none of their words in common)."""
@@ -185,53 +229,6 @@ def _warp_private(rec, word):
     return warps >= 2
 
 
-def sectors(addrs, size, sector):
-    out = set()
-    for a in addrs:
-        if a is not None:
-            out.update(range(a // sector, (a + size - 1) // sector + 1))
-    return out
-
-
-def _temporal_miss(a0, a1, sector):
-    """Fraction of a warp's executions that need new sectors, from two consecutive ones: a lane
-    moving d bytes per execution (d under a sector) enters a new sector every sector/d times."""
-    steps = sorted(abs(b - a) for a, b in zip(a0, a1) if a is not None and b is not None)
-    if not steps:
-        return 1.0
-    d = steps[len(steps) // 2]
-    return min(1.0, d / sector)
-
-
-def _spreading(execs, size, sector):
-    """True when a warp's executions of a load touch many more sectors later than at first
-    (lanes that start together and part as the loop runs: a binary search's first probe is one
-    element for every lane, its last ones a line per lane)."""
-    n = [len(sectors(ex, size, sector)) for ex in execs]
-    return len(n) > 2 and n[0] > 0 and max(n) >= 2 * n[0]
-
-
-def _spread_cost(acc, by_warp, size, sector, line):
-    """Per-execution sectors and lines as the mean over every recorded execution, and the
-    L1 miss rate as the share of sectors no earlier recorded execution (of any recorded warp,
-    taken round by round: the warps run side by side) brought in."""
-    execs = [ex for w in by_warp for ex in by_warp[w]]
-    acc.bytes = int(round(sector * sum(len(sectors(ex, size, sector)) for ex in execs)
-                          / len(execs)))
-    if line:
-        acc.l1_bytes = int(round(line * sum(len(sectors(ex, size, line)) for ex in execs)
-                                 / len(execs)))
-    have, asked, new = set(), 0, 0
-    for k in range(max(len(v) for v in by_warp.values())):
-        for w in by_warp:
-            if k < len(by_warp[w]):
-                s = sectors(by_warp[w][k], size, sector)
-                asked += len(s)
-                new += len(s - have)
-                have |= s
-    acc.miss, acc.share = (new / asked if asked else 1.0), 1.0
-
-
 def analyze(prog, table, records, warps_per_cta, later=None):
     """{instruction index: Access} from the pilot's `records` ({index: {warp: [[address per
     lane] per execution]}}); `later`: the same for the executions after those (loads whose
@@ -242,9 +239,9 @@ def analyze(prog, table, records, warps_per_cta, later=None):
     loaded = tainted(prog, _loads(prog))
     line = int(mm.get("l1_line_bytes", 0)) or None
     random_wf = None
-    seen = {}                           # block → sector sets of its earlier global loads
+    seen = {}                           # reuse_region → sector sets of its earlier global loads
     cta_seen = {}                       # block → {warp: its sectors, "all": every warp's}
-    groups, written = None, {}          # stores: (block, warp) → bytes per sector, sectors so far
+    groups, written = None, {}          # stores: (region, warp) → bytes per sector, sectors so far
     out = {}
     for i in memory_instrs(prog):
         st = prog.instrs[i]
@@ -262,7 +259,11 @@ def analyze(prog, table, records, warps_per_cta, later=None):
         ex0 = rec[live[0]] if live else []
         first = [x for x in ex0[0] if x is not None] if ex0 else []
         if shared:
-            if indirect:
+            offsets = masked_offsets(prog, i) if indirect else None
+            if offsets:
+                wf, pattern = expected_word_wavefronts(offsets, banks, bank_bytes,
+                                                       h.warp_size), "masked"
+            elif indirect:
                 if random_wf is None:
                     random_wf = expected_wavefronts(banks, h.warp_size)
                 wf, pattern = random_wf, "indirect"
@@ -290,15 +291,17 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             acc.l1_bytes = len(sectors(ex0[0], size, line)) * line
         if st.kind == LDG or is_async_copy(ins):
             if len(ex0) > 1:
-                acc.miss = _temporal_miss(ex0[0], ex0[1], sector)
+                acc.miss = temporal_miss(ex0[0], ex0[1], sector)
             blk = prog.block_of[i]
-            # sectors an earlier load of the same block brought in (a stencil's neighbours)
+            # sectors an earlier load of the same block (outside loops: of an earlier block)
+            # brought in: a stencil's neighbours, the sectors a merge's step before read
+            region = reuse_region(prog, i)
             before = set()
-            for j in seen.get(blk, ()):
+            for j in seen.get(region, ()):
                 before |= j
             if s0 and before:
                 acc.miss *= len(s0 - before) / len(s0)
-            seen.setdefault(blk, []).append(s0)
+            seen.setdefault(region, []).append(s0)
             ws = live
             if len(ws) > 1:
                 # the CTA's recorded warps in order: of what a warp asks beyond its own
@@ -323,14 +326,19 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                     f = len(o - s0) / len(o) if o else 1.0
                     acc.share = (1 + (warps_per_cta - 1) * f) / warps_per_cta
             allx = {w: rec[w] + (later or {}).get(i, {}).get(w, []) for w in live}
-            if live and _spreading(allx[live[0]], size, sector):
-                _spread_cost(acc, allx, size, sector, line)
+            if live and spreading(allx[live[0]], size, sector):
+                spread_cost(acc, allx, size, sector, line)
                 s0 = set(range(acc.bytes // sector))    # (its mean size, for the rule below)
+            elif live and indirect and len(allx[live[0]]) > 2 and \
+                    data_steered_loop(prog, i, loaded):
+                # a search's probes narrow on its answer and come back to sectors earlier
+                # probes read: its miss rate over every recorded execution
+                acc.miss = min(acc.miss, spread_miss(allx, size, sector))
             if any(m in ins.mods for m in ("cg", "cs", "cv", "lu")):
                 acc.miss, acc.share = 1.0, 1.0     # not cached in L1
         if st.kind == STG:
             w = live[0] if live else None
-            blk = prog.block_of[i]
+            blk = reuse_region(prog, i)
             if groups is None:
                 groups = store_groups(prog, records, sector)
             done = written.setdefault((blk, w), set())
@@ -365,10 +373,10 @@ def written_bytes(addrs, size, sector):
 
 
 def store_groups(prog, records, sector):
-    """{(block, warp): {sector: bytes written}} over all of a block's global stores in one
-    recorded warp's first execution: scalar stores whose lanes are 16 bytes apart (Triton's
-    `st.global.b32` ×4 when it cannot prove 16-byte alignment; SASS: four STG.E at +0x0..+0xc)
-    together fill the sectors each of them writes only part of."""
+    """{(region, warp): {sector: bytes written}} over all of a region's (reuse_region) global
+    stores in one recorded warp's first execution: scalar stores whose lanes are 16 bytes apart
+    (Triton's `st.global.b32` ×4 when it cannot prove 16-byte alignment; SASS: four STG.E at
+    +0x0..+0xc) together fill the sectors each of them writes only part of."""
     out = {}
     for st in prog.instrs:
         if st.kind != STG:
@@ -380,7 +388,7 @@ def store_groups(prog, records, sector):
         for w, ex in records.get(st.index, {}).items():
             if w >= SAMPLED_WARP or not ex:
                 continue
-            g = out.setdefault((prog.block_of[st.index], w), {})
+            g = out.setdefault((reuse_region(prog, st.index), w), {})
             for x in ex[0]:
                 if x is not None:
                     for b in range(x, x + size):

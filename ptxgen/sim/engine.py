@@ -52,11 +52,12 @@ class _Warp:
 
 
 class _Cta:
-    __slots__ = ("live", "bars")
+    __slots__ = ("live", "bars", "start")
 
     def __init__(self, n):
         self.live = n
         self.bars = {}              # barrier id → [warps that arrived, warps waiting, count]
+        self.start = 0.0            # when its warps took their slots
 
 
 @dataclass
@@ -71,6 +72,8 @@ class SmResult:
     bytes: dict = field(default_factory=dict)
     finish: float = 0.0             # the last warp's exit (cycles: also the memory drain)
     busy: dict = field(default_factory=dict)     # server → cycles it was serving
+    cta_finish: list = field(default_factory=list)   # per CTA: its last warp's exit
+    cta_start: list = field(default_factory=list)    # per CTA: when it took its slots
 
 
 def _async_copy(memory, w, st, role, t, nxt):
@@ -230,6 +233,7 @@ class Sm:
         its warps are the youngest on the SM."""
         first = self.cta_first[c]
         self.slots[c] = slots
+        self.ctas[c].start = now
         for k, w in enumerate(self.warps[first:first + len(self.cta_traces[c])]):
             w.sched = slots[k % len(slots)] % self.nsched
             self.queues[w.sched].append(w)
@@ -446,4 +450,7 @@ class Sm:
                         loads=dict(memory.loads),
                         bytes={k: sv.bytes for k, sv in memory.servers.items()},
                         finish=finish_at,
-                        busy={k: sv.busy for k, sv in memory.servers.items()})
+                        busy={k: sv.busy for k, sv in memory.servers.items()},
+                        cta_finish=[max((w.finish for w in warps if w.cta == c), default=0.0)
+                                    for c in range(len(self.ctas))],
+                        cta_start=[cta.start for cta in self.ctas])

@@ -454,10 +454,14 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             traces = runs[0][0]
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                        resident, access))
-            again = run_sm(prog, traces + traces, table, mem, resident=len(traces)).cycles
+            again = run_sm(prog, traces + traces, table, mem, resident=len(traces))
         results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
                                     sims[1] if len(sims) > 1 else None, again,
-                                    cta_balance(prog, runs, warps_per_cta)))
+                                    cta_balance(prog, runs, warps_per_cta),
+                                    (table.memory_model or {}).get("cta_relaunch_cycles", 0.0),
+                                    [max(sk[k:k + warps_per_cta], default=0) for sk in
+                                     [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
+                                    table.header.schedulers_per_sm))
 
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),

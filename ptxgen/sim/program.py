@@ -124,9 +124,17 @@ def _barrier(ins):
 
 
 def _either_pipe(ins, info, table):
-    """A 32-bit integer add or subtract (costed as IALU), which SASS can run on the FMA pipe."""
-    return ins.opcode in ("add", "sub") and ins.type is not None and \
-        ins.type.name in ("s32", "u32") and info is table.ops.get("IALU") and "IMAD" in table.ops
+    """A 32-bit integer add or subtract, or a select of two constants (costed as IALU), which
+    SASS can run on the FMA pipe. ptxas 13.0 writes `selp.u32 d, 1, 0, p` as SEL on the integer
+    pipe or as a predicated IMAD.MOV of the constant on the FMA pipe (held8's ptx_byte_bins: of
+    64, 60 became `@P IMAD.MOV` and 4 SEL, leaving 115 integer-pipe and 113 FMA-pipe
+    instructions); a select of a register stays SEL (held5's triton_dropout: 8 `selp.b32 d, r,
+    0, p`, 8 SEL)."""
+    if ins.opcode == "selp" and not all(isinstance(o, Imm) for o in ins.operands[1:3]):
+        return False
+    return ins.opcode in ("add", "sub", "selp") and ins.type is not None and \
+        ins.type.name in ("s32", "u32", "b32") and info is table.ops.get("IALU") and \
+        "IMAD" in table.ops
 
 
 def _range_fixup(ins, table):

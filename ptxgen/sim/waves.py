@@ -1,6 +1,8 @@
 """One wave's counters extended past what the cycle engine ran (ptxgen.sim.launch runs one
 SM's CTAs of each wave): the loop iterations the sample left out, and what each further wave
 of the same CTAs adds. Split from launch.py, which places the waves and runs them."""
+import math
+
 from .result import WaveResult
 
 
@@ -26,7 +28,37 @@ def cta_balance(prog, runs, warps_per_cta):
     return sum(ctas) / len(ctas) / max(ctas) if ctas and max(ctas) > 0 else 1.0
 
 
-def extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0):
+def slot_share(sm, again, relaunch, left_out, cta_skipped, floor=0.0):
+    """What one further wave adds to the SM's run by the mean CTA (inf when the run kept no
+    CTA spans); `extrapolate` takes the smaller of this and what `again` adds (the wave's CTAs
+    run twice, the second set starting as the first ends).
+
+    Every CTA slot is refilled as it frees, so over many waves a slot runs one CTA after
+    another: a further wave adds the mean CTA's span plus the relaunch gap, and of the loop
+    iterations the sample left out (`left_out` cycles, the slowest warp's) the mean CTA's
+    share (`cta_skipped`: per CTA, the most its warps left out). `again` repeats the same
+    CTAs, and a second copy of the slowest one, placed in the slot that frees last, doubles
+    the slowest CTA (CTAs that leave a loop at data-dependent trip counts: a row search
+    stopping at its first hit). Used only where the CTAs' work differs (cta_balance < 1):
+    CTAs of equal work that end staggered share a saturated resource, which `again` models.
+    `floor`: the wave's busiest sub-partition resource (issue slots, a pipe) in cycles; CTAs
+    that queue for a saturated pipe end one after another under oldest-first issue, so their
+    mean span says nothing about what a further wave adds, which is then at least this."""
+    spans = getattr(sm, "cta_finish", None)
+    if getattr(again, "cta_start", None) and spans:
+        # the second set's CTAs: they start staggered, as slots free, the way CTAs run once
+        # the first wave's common start (every warp's first load at once) is past
+        spans = [b - a for a, b in zip(again.cta_start, again.cta_finish)][len(spans):]
+    if not spans:
+        return math.inf
+    mean = sum(spans) / len(spans) + relaunch
+    if cta_skipped and max(cta_skipped) > 0:
+        mean += left_out * sum(cta_skipped) / len(cta_skipped) / max(cta_skipped)
+    return max(mean, floor)
+
+
+def extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0, relaunch=0.0,
+                cta_skipped=None, nsched=1):
     """One wave's counters with the sampled-out loop iterations added back.
 
     `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
@@ -56,13 +88,24 @@ def extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0):
     # what each further wave adds: a second set of the CTAs behind the first (plus the loop
     # iterations the sample left out, in the mean CTA's share), else the wave's own span
     # (waves in lockstep)
-    span = finish if again is None else again - sm.cycles + (cycles - sm.cycles) * balance
+    issued = ext(sm.issued, lo.issued)
+    unit_busy = [ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)]
+    span = finish
+    rerun = again if hasattr(again, "cycles") else None      # the SmResult, when given
+    if rerun is not None:
+        again = rerun.cycles
+    if again is not None:
+        span = again - sm.cycles + (cycles - sm.cycles) * balance
+        if balance < 1.0:
+            # CTAs of unequal work (data-dependent trip counts): slots refill independently
+            floor = max([issued] + unit_busy) / max(nsched, 1)
+            span = min(span, slot_share(sm, rerun, relaunch, cycles - sm.cycles,
+                                         cta_skipped, floor))
     return WaveResult(
         name=name, count=count, ctas=ctas, active_sms=active,
         cycles=cycles, sampled_cycles=sm.cycles, period=period,
         steady=min(cycles, max([span] + list(busy.values()))), busy=busy, finish=finish,
-        skipped=skipped if scale else 0, issued=ext(sm.issued, lo.issued),
-        unit_busy=[ext(a, b) for a, b in zip(sm.unit_busy, lo.unit_busy)],
+        skipped=skipped if scale else 0, issued=issued, unit_busy=unit_busy,
         stalls={r: ext(sm.stalls[r], lo.stalls[r]) for r in sm.stalls},
         warp_cycles=ext(sm.warp_cycles, lo.warp_cycles),
         loads={k: ext(v, lo.loads[k]) for k, v in sm.loads.items()},
