@@ -37,6 +37,7 @@ import model_set_held6 as H6  # noqa: E402
 import model_set_held7 as H7  # noqa: E402
 import model_set_held8 as H8  # noqa: E402
 import model_set_held9 as H9  # noqa: E402
+import model_set_fit_l1 as FL  # noqa: E402  (round sim10a's fitting cases)
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -131,6 +132,7 @@ def cases():
     for n, t in ((1 << 20, 4), (1 << 22, 4), (1 << 22, 256)):   # scattered loads (sim6, sim7)
         out.append(_case("gather_hash", "ptx", f"n={n} table={t}MiB", n=n,
                          mask=(t << 18) - 1))
+    out += [_case(fam, src, size, **kw) for fam, src, size, kw in FL.cases()]   # sim10a
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
     for H in BLIND.values():
@@ -219,12 +221,14 @@ def setup(g, c):
     from ptxgen.runtime.driver import bound_launch, load_kernel
     kname = c.get("kernel", fam)
     blind = _blind(fam)[1]
-    text, entry = blind.ptx_kernel(fam) if blind else P.KERNELS[kname]
+    fit = FL if fam in FL.FAMILIES else None
+    text, entry = (fit.ptx_kernel(fam, c) if fit else blind.ptx_kernel(fam) if blind
+                   else P.KERNELS[kname])
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
     check, inits = None, {}
-    if blind:
-        args, grid, block, check, inits = blind.ptx_case(g, c)
+    if blind or fit:
+        args, grid, block, check, inits = (fit or blind).ptx_case(g, c)
     elif kname == "copy_v4":
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)

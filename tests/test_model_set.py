@@ -440,3 +440,33 @@ def test_held9_checks_on_outputs_past_their_slice(fam):
         "ptx_seg_scan_warp": dict(n=(1 << 20) + 9)}[fam])
     _check_past_slice(H9, c, _held9_outputs,
                       H9.TOLERANCE.get(fam, 0.0 if fam in H9.PTX_FAMILIES else 1e-5))
+
+
+def _fit10a_small():
+    import model_set_fit_l1 as F
+    seen = {}
+    for fam, _src, size, kw in F.cases():
+        seen.setdefault((fam, kw.get("k"), kw.get("lanes")), F.small(dict(family=fam, **kw)))
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("case", _fit10a_small(),
+                         ids=lambda c: f"{c['family']}-{c.get('k', c.get('lanes'))}")
+def test_fit10a_kernel_assembles_and_is_right(case):
+    """Round sim10a's fitting kernels (thin stores after a load, generic stores, loads over many
+    lines) pass ptxas for sm_90 where it is found and are right on the emulator with the
+    collect's launch at a small size (stores exact; sums to float32 rounding)."""
+    import model_set_fit_l1 as F
+    from ptxgen.toolchain import assemble, have_tool
+    text, entry = F.ptx_kernel(case["family"], case)
+    assert entry in text
+    if have_tool("ptxas"):
+        assert assemble(text, "sm_90").cubin
+    assert F.emulate_ptx(case) <= F.TOLERANCE.get(case["family"], 0.0)
+
+
+def test_fit10a_cases_are_fitting_cases_named_apart():
+    import model_set
+    fit = [c for c in model_set.cases() if c["family"].startswith("fit10a_")]
+    assert len(fit) == 34 and {c["split"] for c in fit} == {"fit"}
+    assert all(sum(d["family"] == c["family"] for d in fit) >= 2 for c in fit)

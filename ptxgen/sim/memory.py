@@ -62,6 +62,7 @@ class MemoryConfig:
                                         # and per line of them (0: partial_write_bytes each)
     random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
     load_line_bytes: float = 0.0        # L2 bytes a global load costs at least per line (0: none)
+    l2_load_scale: float = 1.0          # L2 bandwidth / L2's bandwidth for loads alone
     line_bytes: float = 128.0
     sector_bytes: float = 32.0
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
@@ -98,6 +99,8 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
     cfg.load_line_bytes = mm.get("l2_load_line_bytes") or 0.0
     cfg.line_bytes = mm.get("l1_line_bytes") or cfg.line_bytes
+    if mm.get("l2_load_bandwidth_gbs") and "L2" in table.memory:
+        cfg.l2_load_scale = table.memory["L2"].bandwidth_gbs / mm["l2_load_bandwidth_gbs"]
     cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
     if cfg.same_address_ns or cfg.atomic_op_ns:
@@ -176,10 +179,14 @@ class SmMemory:
     def _l2_load_bytes(self, acc, nbytes):
         """L2 bytes of a load's request: its sectors, but no less than the per-line request
         cost of the lines they lie in (a lane per line: scattered loads are request-bound)."""
+        # L2 serves loads alone faster than the copy its bandwidth figure was measured on
+        # (reads and writes): the sectors at the load rate (round sim10a); the per-line
+        # request floor stays as gather_hash measured it
+        sectors = nbytes * self.cfg.l2_load_scale
         if acc is None or not acc.l1_bytes or not self.cfg.load_line_bytes:
-            return nbytes
+            return sectors
         lines = acc.l1_bytes / self.cfg.line_bytes * (nbytes / max(acc.bytes, 1))
-        return max(nbytes, lines * self.cfg.load_line_bytes)
+        return max(sectors, lines * self.cfg.load_line_bytes)
 
     def _scattered(self, t, st, acc, nbytes):
         """A load whose lanes scatter over a region larger than L2 keeps: its own share of
