@@ -38,6 +38,7 @@ import model_set_held7 as H7  # noqa: E402
 import model_set_held8 as H8  # noqa: E402
 import model_set_held9 as H9  # noqa: E402
 import model_set_fit_l1 as FL  # noqa: E402  (round sim10a's fitting cases)
+import model_set_fit_dram as FD  # noqa: E402  (round sim10b's fitting cases)
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -62,9 +63,14 @@ HELD9_FAMILIES = H9.FAMILIES     # the ninth (model_set_held9.py), built blind a
 BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8, "held9": H9}
 
 
+# Fitting cases on the same interface (round sim10b: atomics over buckets, strided row pieces).
+FIT_MODULES = {"fit": FD}
+
+
 def _blind(family):
-    """(split, case module) of a family of a blind group, or (None, None)."""
-    return next(((s, m) for s, m in BLIND.items() if family in m.FAMILIES), (None, None))
+    """(split, case module) of a family of a blind group or FIT_MODULES, or (None, None)."""
+    return next(((s, m) for s, m in {**BLIND, **FIT_MODULES}.items() if family in m.FAMILIES),
+                (None, None))
 
 
 def _case(family, source, size, **kw):
@@ -135,7 +141,7 @@ def cases():
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in FL.cases()]   # sim10a
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
-    for H in BLIND.values():
+    for H in (*BLIND.values(), FD):
         out += [_case(fam, src, size, **kw) for fam, src, size, kw in H.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"
@@ -221,9 +227,10 @@ def setup(g, c):
     from ptxgen.runtime.driver import bound_launch, load_kernel
     kname = c.get("kernel", fam)
     blind = _blind(fam)[1]
-    fit = FL if fam in FL.FAMILIES else None
-    text, entry = (fit.ptx_kernel(fam, c) if fit else blind.ptx_kernel(fam) if blind
-                   else P.KERNELS[kname])
+    fit = FL if fam in FL.FAMILIES else FD if blind is FD else None
+    # the fitting modules' kernels depend on the case, the blind groups' on the family only
+    text, entry = (fit.ptx_kernel(fam, c) if fit else
+                   blind.ptx_kernel(fam) if blind else P.KERNELS[kname])
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
     check, inits = None, {}

@@ -51,6 +51,8 @@ class Access:
                                 # most lanes on one address (lanes on distinct words of a
                                 # line go together, lanes on one word one after another)
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
+    atom_float: bool = False    # a floating-point atomic (its lanes on one address take the
+                                # float operation's time each, not the integer one's)
     partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
                                 # into the sector it holds: a read-modify-write there)
     filled_thin: int = 0        # stores: of those, thin ones the warp's later stores complete
@@ -358,6 +360,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             atomic_contention(acc, rec, line or sector,
                               int(mm.get("atomic_interleave_bytes", 0)))
             acc.partial_sectors = atomics.partial_sectors(ex0[0], size, sector) if ex0 else 0
+            acc.atom_float = atomics.is_float(st.instr)
         out[i] = acc
     return out
 

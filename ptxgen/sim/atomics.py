@@ -10,6 +10,19 @@ charges them.
 """
 
 
+def is_float(ins):
+    """Whether a global atomic operates on floating-point words (atom/red .f16/.f32/.f64...):
+    one address takes a float operation's time per lane (fitd_atom, round sim10b: red.add.f32
+    on one word 1.76 ns a lane, atom.add / atom.max .u32 0.74 ns)."""
+    return any(m[:1] == "f" and m[1:].isdigit() or m in ("bf16", "bf16x2", "f16x2")
+               for m in ins.mods)
+
+
+def serial_ns(acc, int_ns, float_ns):
+    """ns one lane takes at an address other lanes wait behind: the operation's own time."""
+    return float_ns if acc.atom_float and float_ns else int_ns
+
+
 def partial_sectors(lanes, size, sector):
     """Sectors one warp execution's lane addresses (None: inactive) touch fewer than `sector`
     bytes of, each lane `size` bytes (a word touched by several lanes counts once: they are

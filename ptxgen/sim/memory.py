@@ -66,6 +66,7 @@ class MemoryConfig:
     line_bytes: float = 128.0
     sector_bytes: float = 32.0
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
+    atomic_float_op_ns: float = 0.0     # the same for a floating-point atomic at one address
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
 
 
@@ -103,6 +104,7 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
         cfg.l2_load_scale = table.memory["L2"].bandwidth_gbs / mm["l2_load_bandwidth_gbs"]
     cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
+    cfg.atomic_float_op_ns = mm.get("atomic_float_op_ns") or 0.0
     if cfg.same_address_ns or cfg.atomic_op_ns:
         cfg.atomic_ns_rate = 1e9 / clock_hz / max(1, min(active_sms, h.sm_count))
     cfg.shared_atomic_cycles = mm.get("shared_atomic_cycles_per_wavefront", 1.0)
@@ -248,7 +250,8 @@ class SmMemory:
                                                               c.partial_write_bytes)
                                           if acc is not None else st.bytes)
         if acc is not None and acc.atom_ops and c.atomic_ns_rate:
-            per_address = max(c.same_address_ns, acc.serial_lanes * c.atomic_op_ns)
+            per_address = max(c.same_address_ns, acc.serial_lanes
+                              * atomics.serial_ns(acc, c.atomic_op_ns, c.atomic_float_op_ns))
             units = acc.atom_ops * c.atomic_op_ns / max(acc.atom_chunks, 1.0)
             for what, ns in (("address", acc.addr_share * per_address), ("units", units)):
                 if ns <= 0:
