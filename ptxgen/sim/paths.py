@@ -110,7 +110,7 @@ class PathPlan:
                 if st.guard_bit >= 0:
                     ev.append((1, prog.reg_index[st.instr.guard],
                                (st.instr.guard_negated, st.guard_bit)))
-            self.events.append(ev)
+            self.events.append(_fuse(ev))
         # a vote in the slice: its mask is known only to walks that follow every lane
         self.votes = any(e[0] == 3 for ev in self.events for e in ev)
         self.nb = nb
@@ -151,10 +151,13 @@ class _Walker:
         mask = 0
         for kind, a, c in plan.events[b]:
             if kind == 0:
+                # a run of c evaluators, lane by lane (each touches only its own lane's values)
                 for lane in lanes:
                     if active[lane]:
-                        a(vals[lane], specs[lane])
-                self.steps += 1
+                        v, s = vals[lane], specs[lane]
+                        for f in a:
+                            f(v, s)
+                self.steps += c
             elif kind == 2:
                 # (a guard the pilot cannot know counts as true: guarded bodies run)
                 i, g, neg = c
@@ -402,7 +405,7 @@ def _affine(states, free=frozenset()):
     same amount each time (ints) or stays put (everything else); else None. Registers in
     `free` do not matter (they are left as they are)."""
     (v0, _), (v1, _), (v2, _) = states
-    step = []
+    step = _Step()
     for l0, l1, l2 in zip(v0, v1, v2):
         d = [0] * len(l0)
         for r, (a, b, c) in enumerate(zip(l0, l1, l2)):
@@ -418,13 +421,30 @@ def _affine(states, free=frozenset()):
             elif not (a == b == c):
                 return None
         step.append(d)
+        step.moving.append([(r, x) for r, x in enumerate(d) if x])
     return step
+
+
+class _Step(list):
+    """_affine's per-lane steps, and `moving`: per lane the (register, step) pairs that are
+    not 0, so that _advance (called for every probe of the binary search, on kernels with
+    hundreds of registers per lane) touches only the registers that move."""
+
+    def __init__(self):
+        super().__init__()
+        self.moving = []
 
 
 def _advance(st, step, j, lid):
     """Loop state st moved on by j iterations of `step`."""
     vals, iters = st
-    out = [[v + j * d if d else v for v, d in zip(lv, ld)] for lv, ld in zip(vals, step)]
+    if isinstance(step, _Step):
+        out = [list(lv) for lv in vals]
+        for lv, mv in zip(out, step.moving):
+            for r, d in mv:
+                lv[r] += j * d
+    else:
+        out = [[v + j * d if d else v for v, d in zip(lv, ld)] for lv, ld in zip(vals, step)]
     it = list(iters)
     it[lid] += j
     return out, it
@@ -544,6 +564,23 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
             traces[k].barriers = walker.barriers
     return WarpPath(traces[0], skipped[0], walker.steps, walker.best,
                     list(zip(traces, skipped)))
+
+
+def _fuse(events):
+    """Consecutive evaluators (kind 0) merged into one event (0, [fn, ...], count): the walk
+    then runs each lane through the whole run at once, which is the same result (an evaluator
+    reads and writes only its own lane's registers) with one lane loop instead of one per
+    instruction."""
+    out = []
+    for kind, a, c in events:
+        if kind == 0 and out and out[-1][0] == 0:
+            out[-1][1].append(a)
+            out[-1] = (0, out[-1][1], out[-1][2] + 1)
+        elif kind == 0:
+            out.append((0, [a], 1))
+        else:
+            out.append((kind, a, c))
+    return out
 
 
 def _lane_takes(st, vals):

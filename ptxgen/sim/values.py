@@ -62,6 +62,7 @@ def converter(t):
             if signed and v & top:
                 v -= mask + 1
             return v
+        f.bounds = (lo, hi)
     _CONVERTERS[t] = f
     return f
 
@@ -112,6 +113,19 @@ def value_getter(o, t, reg_index, env):
     """fn(vals, spec) → the operand's value read as type t."""
     if isinstance(o, Reg):
         r, conv = reg_index[o], converter(t)
+        # the common case (a value already of the type's kind and range) without a call
+        if t is not None and t.kind != "pred" and t.is_float:
+            def get(vals, spec):
+                v = vals[r]
+                return v if v.__class__ is float else conv(v)
+            return get
+        if t is not None and t.kind != "pred":
+            lo, hi = conv.bounds
+
+            def get(vals, spec):
+                v = vals[r]
+                return v if v.__class__ is int and lo <= v <= hi else conv(v)
+            return get
         return lambda vals, spec: conv(vals[r])
     if isinstance(o, Imm):
         c = convert(o.value, t)
@@ -205,7 +219,7 @@ def evaluator(st, reg_index, env):
     if one and isinstance(ins.dests[0].items[0], Reg):
         dst_t = ins.dests[0].items[0].type
     srcs = ins.sources
-    compute = None
+    compute = arith = None
     if op == "ld" and ins.space == "param":
         c = _param_load(ins, env)
         compute = lambda vals, spec: (c,)
@@ -268,6 +282,7 @@ def evaluator(st, reg_index, env):
                 ts[2] = dst_t
             getters = [value_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
             conv_dst = converter(dst_t)
+            arith = (f, getters, conv_dst)
 
             def compute(vals, spec):
                 xs = [g(vals, spec) for g in getters]
@@ -285,6 +300,8 @@ def evaluator(st, reg_index, env):
     if ins.guard is None:
         if len(defs) == 1:
             d0 = defs[0]
+            if arith is not None:
+                return _arith_fn(d0, *arith)
 
             def fn(vals, spec):
                 vals[d0] = compute(vals, spec)[0]
@@ -306,3 +323,59 @@ def evaluator(st, reg_index, env):
         for d, v in zip(defs, new):
             vals[d] = v if c is not None or v == vals[d] else None
     return guarded
+
+
+def _arith_fn(d, f, getters, conv):
+    """The unguarded one-destination arithmetic evaluator, written out per operand count:
+    the walk runs it once per lane and instruction (millions of times when every lane is
+    followed), so it stores its value directly instead of going through a tuple and a list
+    of operands; same result as `compute` above (None when an operand is unknown or the
+    operation fails)."""
+    errors = (ArithmeticError, ValueError, TypeError)
+    if len(getters) == 1:
+        g0, = getters
+
+        def fn(vals, spec):
+            x = g0(vals, spec)
+            if x is None:
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(x))
+            except errors:
+                vals[d] = None
+    elif len(getters) == 2:
+        g0, g1 = getters
+
+        def fn(vals, spec):
+            x, y = g0(vals, spec), g1(vals, spec)
+            if x is None or y is None:
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(x, y))
+            except errors:
+                vals[d] = None
+    elif len(getters) == 3:
+        g0, g1, g2 = getters
+
+        def fn(vals, spec):
+            x, y, z = g0(vals, spec), g1(vals, spec), g2(vals, spec)
+            if x is None or y is None or z is None:
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(x, y, z))
+            except errors:
+                vals[d] = None
+    else:
+        def fn(vals, spec):
+            xs = [g(vals, spec) for g in getters]
+            if any(x is None for x in xs):
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(*xs))
+            except errors:
+                vals[d] = None
+    return fn
