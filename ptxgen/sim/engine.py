@@ -428,19 +428,20 @@ class Sm:
                 self.live -= 1
         now = 0.0
         scheds = range(self.nsched)
-        queues = self.queues
+        queues, held = self.queues, self.held
+        pick, issue, advance = self.pick, self.issue, self.advance
         while self.live:
             busy = False
             end = now + 1.0
             for s in scheds:
-                if not queues[s] or self.held[s] > now:
+                if not queues[s] or held[s] > now:
                     continue
-                w = self.pick(s, now, end)
+                w = pick(s, now, end)
                 if w is None:
                     continue
                 busy = True
-                t, nxt = self.issue(w, s, now)
-                self.advance(w, s, t, nxt)
+                t, nxt = issue(w, s, now)
+                advance(w, s, t, nxt)
             if not self.live:
                 break
             if busy:

@@ -7,6 +7,7 @@ the path interpreter treats by its documented defaults. Each evaluator is a clos
 per static instruction: `fn(vals, spec)` updates the register value list `vals` of one lane.
 """
 import math
+import struct
 
 import numpy as np
 
@@ -101,12 +102,17 @@ class Env:
         for start, data in self.memory:
             off = addr - start
             if 0 <= off and off + n <= len(data):
+                if t.is_float and n in _FLOAT_FORMAT:   # (struct: no array per value)
+                    return struct.unpack_from(_FLOAT_FORMAT[n], data, off)[0]
                 raw = int.from_bytes(data[off:off + n], "little")
                 if t.is_float:
                     return float(np.frombuffer(raw.to_bytes(n, "little"),
                                                dtype=f"<f{n}")[0])
                 return convert(raw, t)
         return None
+
+
+_FLOAT_FORMAT = {2: "<e", 4: "<f", 8: "<d"}
 
 
 def value_getter(o, t, reg_index, env):
@@ -219,7 +225,9 @@ def evaluator(st, reg_index, env):
     if one and isinstance(ins.dests[0].items[0], Reg):
         dst_t = ins.dests[0].items[0].type
     srcs = ins.sources
-    compute = arith = None
+    # direct(d): the unguarded one-destination evaluator storing into register d without a
+    # tuple (the commonest instructions; the walk runs them once per lane)
+    compute = direct = None
     if op == "ld" and ins.space == "param":
         c = _param_load(ins, env)
         compute = lambda vals, spec: (c,)
@@ -231,6 +239,7 @@ def evaluator(st, reg_index, env):
     elif op in ("mov", "cvta") and len(srcs) == 1 and not isinstance(ins.dests[0], Vec):
         g = value_getter(srcs[0], dst_t, reg_index, env)
         compute = lambda vals, spec: (g(vals, spec),)
+        direct = lambda d: _move_fn(d, g)
     elif op == "cvt" and len(srcs) == 1:
         src_t = ins.types[-1] if ins.types else t
         g = value_getter(srcs[0], src_t, reg_index, env)
@@ -254,6 +263,8 @@ def evaluator(st, reg_index, env):
         a, b = (value_getter(o, ct, reg_index, env) for o in srcs[:2])
         c = value_getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
         pair = isinstance(ins.dests[0], PredPair)
+        if c is None and not pair and cmp is not None:
+            direct = lambda d: _compare_fn(d, cmp, a, b)
 
         def compute(vals, spec):
             x, y = a(vals, spec), b(vals, spec)
@@ -282,7 +293,7 @@ def evaluator(st, reg_index, env):
                 ts[2] = dst_t
             getters = [value_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
             conv_dst = converter(dst_t)
-            arith = (f, getters, conv_dst)
+            direct = lambda d: _arith_fn(d, f, getters, conv_dst)
 
             def compute(vals, spec):
                 xs = [g(vals, spec) for g in getters]
@@ -300,8 +311,8 @@ def evaluator(st, reg_index, env):
     if ins.guard is None:
         if len(defs) == 1:
             d0 = defs[0]
-            if arith is not None:
-                return _arith_fn(d0, *arith)
+            if direct is not None:
+                return direct(d0)
 
             def fn(vals, spec):
                 vals[d0] = compute(vals, spec)[0]
@@ -378,4 +389,19 @@ def _arith_fn(d, f, getters, conv):
                 vals[d] = conv(f(*xs))
             except errors:
                 vals[d] = None
+    return fn
+
+
+def _move_fn(d, g):
+    def fn(vals, spec):
+        vals[d] = g(vals, spec)
+    return fn
+
+
+def _compare_fn(d, cmp, a, b):
+    """setp without a combining predicate or a second destination, stored directly (as
+    `compute` does it: None when an operand is unknown)."""
+    def fn(vals, spec):
+        x, y = a(vals, spec), b(vals, spec)
+        vals[d] = None if x is None or y is None else bool(cmp(x, y))
     return fn
