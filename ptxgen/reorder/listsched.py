@@ -115,19 +115,24 @@ def schedule_block(instrs, isa=DEFAULT_TARGET, debug=False):
     earliest = [0.0] * n
     ready = {j for j in range(n) if waiting[j] == 0}
     unit_free = {}
+    unit = [costs.info(ins).unit for ins in instrs]
     order, views = [], [] if debug else None
     cycle = 0.0
     while len(order) < n:
         def why(j):
             if earliest[j] > cycle:
                 return "operands"
-            u = costs.info(instrs[j]).unit
+            u = unit[j]
             if unit_free.get(u, 0.0) > cycle:
                 return f"pipe:{u}"
             return ""
 
-        states = {j: why(j) for j in ready}
-        issuable = [j for j in ready if not states[j]]
+        if views is not None:
+            states = {j: why(j) for j in ready}
+            issuable = [j for j in ready if not states[j]]
+        else:                           # (the same test without the reasons: hot on big bodies)
+            issuable = [j for j in ready if earliest[j] <= cycle and
+                        unit_free.get(unit[j], 0.0) <= cycle]
         pick = min(issuable, key=lambda j: key[j]) if issuable else None
         if views is not None:
             views.append(CycleView(cycle, [(j, key[j], states[j])

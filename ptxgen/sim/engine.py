@@ -35,7 +35,7 @@ _INF = float("inf")
 class _Warp:
     __slots__ = ("wid", "cta", "sched", "trace", "ti", "pc", "end", "mask", "regs", "memreg",
                  "ready", "cursor", "done", "finish", "events", "copies", "groups", "piped",
-                 "named")
+                 "named", "tracing")
 
     def __init__(self, wid, cta, sched, trace, nregs):
         self.wid, self.cta, self.sched, self.trace = wid, cta, sched, trace
@@ -45,6 +45,7 @@ class _Warp:
         self.ready, self.cursor = 0.0, 0.0
         self.done, self.finish = False, 0.0
         self.events = None
+        self.tracing = False        # events is a list not yet full (max_events)
         self.copies, self.groups = 0.0, []     # cp.async: the open group's and committed ends
         self.piped = {}             # register → arrival of the async tensor op that wrote it
         # bar index → (id, thread count) its path resolved from registers (None: as written)
@@ -143,6 +144,7 @@ class Sm:
                 w = _Warp(wid, c, wid % self.nsched, tr, prog.nregs)
                 if wid < trace_warps:
                     w.events = []
+                    w.tracing = max_events > 0
                 self.warps.append(w)
         # each scheduler's live warps, oldest first (a warp's age is its position on the SM)
         self.queues = [[w for w in self.warps if w.sched == s and w.cta < n]
@@ -189,12 +191,14 @@ class Sm:
     def note(self, w, kind, start, end, text):
         if len(w.events) < self.max_events and end > start:
             w.events.append((kind, start, end, text))
+            # full: no more calls (the hot loop checks `tracing`, not the list)
+            w.tracing = len(w.events) < self.max_events
 
     def stall(self, w, why, until):
         """Account w's wait from its cursor until `until` to `why`."""
         if until > w.cursor:
             self.stalls[why] += until - w.cursor
-            if w.events is not None:
+            if w.tracing:
                 self.note(w, why, w.cursor, until, why)
             w.cursor = until
 
@@ -210,10 +214,13 @@ class Sm:
             if regs[r] > t:
                 t, reason = regs[r], r
         why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
-        uf = self.port_free(w.sched, st)
-        if uf > t:
-            t, why = uf, "throughput"
-        self.stall(w, why, t)
+        if not st.queued:               # port_free, written out (once per issue)
+            uf = self.unit_free[w.sched]
+            uf = uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])
+            if uf > t:
+                t, why = uf, "throughput"
+        if t > w.cursor:
+            self.stall(w, why, t)
         w.ready = t
 
     def finish(self, w, now):
@@ -275,8 +282,13 @@ class Sm:
         ready is moved on to when the pipe frees."""
         instrs = self.instrs
         w = self.last[s]
-        if w is not None and w.ready < end and self.port_free(s, instrs[w.pc]) < end:
-            return w
+        if w is not None and w.ready < end:
+            st = instrs[w.pc]           # (port_free written out: once per cycle)
+            if st.queued:
+                return w
+            uf = self.unit_free[s]
+            if (uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])) < end:
+                return w
         for c in self.queues[s]:
             if c.ready < end:
                 u = self.port_free(s, instrs[c.pc])
@@ -294,9 +306,13 @@ class Sm:
         self.last[s] = w
         st = self.instrs[w.pc]
         uf = self.unit_free[s]
-        t = max(now, w.ready, self.port_free(s, st))
-        self.stall(w, "not_selected", t)
-        if w.events is not None:
+        # (port_free and stall written out: this runs once per issued instruction)
+        pf = 0.0 if st.queued else uf[st.unit] if st.alt is None else \
+            min(uf[st.unit], uf[st.alt[0]])
+        t = max(now, w.ready, pf)
+        if t > w.cursor:
+            self.stall(w, "not_selected", t)
+        if w.tracing:
             self.note(w, "issue", t, t + 1, st.text)
         w.cursor = t + 1
         self.issued += 1
@@ -386,8 +402,9 @@ class Sm:
         """After w issued at t: next instruction, next block, exit or barrier."""
         st = self.instrs[w.pc]
         w.pc += 1
-        # an exit ends its block: the path says whether lanes go on
-        if not self.skip_free(w):
+        # an exit ends its block: the path says whether lanes go on (the next instruction
+        # in the same block and not folded away: nothing to skip)
+        if (w.pc >= w.end or self.instrs[w.pc].free) and not self.skip_free(w):
             self.finish(w, t)
             self.live -= 1
             self.last[s] = None
@@ -411,19 +428,20 @@ class Sm:
                 self.live -= 1
         now = 0.0
         scheds = range(self.nsched)
-        queues = self.queues
+        queues, held = self.queues, self.held
+        pick, issue, advance = self.pick, self.issue, self.advance
         while self.live:
             busy = False
             end = now + 1.0
             for s in scheds:
-                if not queues[s] or self.held[s] > now:
+                if not queues[s] or held[s] > now:
                     continue
-                w = self.pick(s, now, end)
+                w = pick(s, now, end)
                 if w is None:
                     continue
                 busy = True
-                t, nxt = self.issue(w, s, now)
-                self.advance(w, s, t, nxt)
+                t, nxt = issue(w, s, now)
+                advance(w, s, t, nxt)
             if not self.live:
                 break
             if busy:

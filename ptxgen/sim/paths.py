@@ -33,6 +33,7 @@ from ..errors import PtxgenError
 from ..ir.values import Imm, Reg
 from .program import BRANCH, EXIT
 from .values import value_getter, evaluator
+from .fastforward import advance_state, affine_step, skippable
 from ..ir import types as T
 from ..ir.types import u64 as U64
 
@@ -110,7 +111,7 @@ class PathPlan:
                 if st.guard_bit >= 0:
                     ev.append((1, prog.reg_index[st.instr.guard],
                                (st.instr.guard_negated, st.guard_bit)))
-            self.events.append(ev)
+            self.events.append(_fuse(ev))
         # a vote in the slice: its mask is known only to walks that follow every lane
         self.votes = any(e[0] == 3 for ev in self.events for e in ev)
         self.nb = nb
@@ -151,10 +152,13 @@ class _Walker:
         mask = 0
         for kind, a, c in plan.events[b]:
             if kind == 0:
+                # a run of c evaluators, lane by lane (each touches only its own lane's values)
                 for lane in lanes:
                     if active[lane]:
-                        a(vals[lane], specs[lane])
-                self.steps += 1
+                        v, s = vals[lane], specs[lane]
+                        for f in a:
+                            f(v, s)
+                self.steps += c
             elif kind == 2:
                 # (a guard the pilot cannot know counts as true: guarded bodies run)
                 i, g, neg = c
@@ -322,7 +326,7 @@ class _Walker:
         recent[lid] = rec
         if len(rec) < 3:
             return 0
-        step = _affine(rec, free)
+        step = affine_step(rec, free)
         if step is None:
             return 0
         lp = self.prog.loops[lid]
@@ -333,9 +337,9 @@ class _Walker:
             key += (tuple(st[1]),)      # a trip-count decision reads the iteration counters
         n = plan.exits.get(key)
         if n is None:
-            n = plan.exits[key] = _skippable(self, lp, st, step)
+            n = plan.exits[key] = skippable(self, lp, st, step)
         if n:
-            self.set_state(_advance(st, step, n, lid))
+            self.set_state(advance_state(st, step, n, lid))
             self.best[lid] = max(self.best.get(lid, 0), self.iters[lid])
         recent[lid] = []
         return n
@@ -397,89 +401,6 @@ def _loop_control(prog, lp):
     return tuple(sorted(backward_closure(prog, (), needed)[1]))
 
 
-def _affine(states, free=frozenset()):
-    """The per-iteration step of three consecutive loop states, if every value moves by the
-    same amount each time (ints) or stays put (everything else); else None. Registers in
-    `free` do not matter (they are left as they are)."""
-    (v0, _), (v1, _), (v2, _) = states
-    step = []
-    for l0, l1, l2 in zip(v0, v1, v2):
-        d = [0] * len(l0)
-        for r, (a, b, c) in enumerate(zip(l0, l1, l2)):
-            if r in free:
-                continue
-            if a is None or b is None or c is None:
-                if not (a is None and b is None and c is None):
-                    return None
-            elif type(a) is int and type(b) is int and type(c) is int:
-                if b - a != c - b:
-                    return None
-                d[r] = c - b
-            elif not (a == b == c):
-                return None
-        step.append(d)
-    return step
-
-
-def _advance(st, step, j, lid):
-    """Loop state st moved on by j iterations of `step`."""
-    vals, iters = st
-    out = [[v + j * d if d else v for v, d in zip(lv, ld)] for lv, ld in zip(vals, step)]
-    it = list(iters)
-    it[lid] += j
-    return out, it
-
-
-def _skippable(walker, lp, st, step):
-    """How many more whole iterations the loop runs from state st (all of them identical in
-    control), found by probing; 0 when unsure."""
-    if walker.probe(lp, _advance(st, step, 0, lp.id)) is not True:
-        return 0
-    hi = 1
-    while True:
-        r = walker.probe(lp, _advance(st, step, hi, lp.id))
-        if r is None:
-            return 0
-        if r is False:
-            break
-        hi *= 2
-        if hi > 1 << 24:
-            # an equality exit test (a counter run down to zero, `setp.ne`) is passed over
-            # by doubling: try the iterations at which a moving value meets a fixed one
-            return _equality_exit(walker, lp, st, step)
-    lo = hi // 2                       # probe(lo) continues, probe(hi) leaves
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        r = walker.probe(lp, _advance(st, step, mid, lp.id))
-        if r is None:
-            return 0
-        if r:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def _equality_exit(walker, lp, st, step, tries=16):
-    """The iteration count at which the loop leaves when its exit test is an equality: the
-    smallest j > 0 at which some moving integer value of the first lane meets zero or a value
-    that stays put, checked by probing j-1 (continues) and j (leaves); 0 when none is found."""
-    vals, d = st[0][0], step[0]
-    fixed = {0} | {v for v, dv in zip(vals, d) if type(v) is int and not dv}
-    cands = set()
-    for v, dv in zip(vals, d):
-        if type(v) is int and dv:
-            for c in fixed:
-                j, r = divmod(c - v, dv)
-                if not r and 0 < j < 1 << 40:
-                    cands.update((j - 1, j, j + 1))
-    for j in sorted(c for c in cands if c > 0)[:3 * tries]:
-        if walker.probe(lp, _advance(st, step, j, lp.id)) is False and \
-                walker.probe(lp, _advance(st, step, j - 1, lp.id)) is True:
-            return j
-    return 0
-
-
 def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warnings=None,
            nested=False):
     """The WarpPath of one warp whose representative lanes have special registers `specs`.
@@ -517,13 +438,13 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
             if all(h is not None for h in held) and all(walker.active) and \
                     not any(w is not None for w in walker.wait_at):
                 recent = (recent + [walker.state()])[-3:]
-                step = _affine(recent, plan.free_regs) if len(recent) == 3 else None
+                step = affine_step(recent, plan.free_regs) if len(recent) == 3 else None
                 if step is not None and hot.id not in plan.no_skip:
-                    n = _skippable(walker, hot, recent[-1], step)
+                    n = skippable(walker, hot, recent[-1], step)
                     if not n:
                         plan.no_skip.add(hot.id)    # walk it: probing again costs more
                     if n:
-                        walker.set_state(_advance(recent[-1], step, n, hot.id))
+                        walker.set_state(advance_state(recent[-1], step, n, hot.id))
                         walker.best[hot.id] = max(walker.best.get(hot.id, 0),
                                                   walker.iters[hot.id])
                         skipped = [x + n for x in skipped]
@@ -544,6 +465,23 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
             traces[k].barriers = walker.barriers
     return WarpPath(traces[0], skipped[0], walker.steps, walker.best,
                     list(zip(traces, skipped)))
+
+
+def _fuse(events):
+    """Consecutive evaluators (kind 0) merged into one event (0, [fn, ...], count): the walk
+    then runs each lane through the whole run at once, which is the same result (an evaluator
+    reads and writes only its own lane's registers) with one lane loop instead of one per
+    instruction."""
+    out = []
+    for kind, a, c in events:
+        if kind == 0 and out and out[-1][0] == 0:
+            out[-1][1].append(a)
+            out[-1] = (0, out[-1][1], out[-1][2] + 1)
+        elif kind == 0:
+            out.append((0, [a], 1))
+        else:
+            out.append((kind, a, c))
+    return out
 
 
 def _lane_takes(st, vals):

@@ -7,6 +7,7 @@ the path interpreter treats by its documented defaults. Each evaluator is a clos
 per static instruction: `fn(vals, spec)` updates the register value list `vals` of one lane.
 """
 import math
+import struct
 
 import numpy as np
 
@@ -62,6 +63,7 @@ def converter(t):
             if signed and v & top:
                 v -= mask + 1
             return v
+        f.bounds = (lo, hi)
     _CONVERTERS[t] = f
     return f
 
@@ -100,6 +102,8 @@ class Env:
         for start, data in self.memory:
             off = addr - start
             if 0 <= off and off + n <= len(data):
+                if t.is_float and n in _FLOAT_FORMAT:   # (struct: no array per value)
+                    return struct.unpack_from(_FLOAT_FORMAT[n], data, off)[0]
                 raw = int.from_bytes(data[off:off + n], "little")
                 if t.is_float:
                     return float(np.frombuffer(raw.to_bytes(n, "little"),
@@ -108,10 +112,26 @@ class Env:
         return None
 
 
+_FLOAT_FORMAT = {2: "<e", 4: "<f", 8: "<d"}
+
+
 def value_getter(o, t, reg_index, env):
     """fn(vals, spec) → the operand's value read as type t."""
     if isinstance(o, Reg):
         r, conv = reg_index[o], converter(t)
+        # the common case (a value already of the type's kind and range) without a call
+        if t is not None and t.kind != "pred" and t.is_float:
+            def get(vals, spec):
+                v = vals[r]
+                return v if v.__class__ is float else conv(v)
+            return get
+        if t is not None and t.kind != "pred":
+            lo, hi = conv.bounds
+
+            def get(vals, spec):
+                v = vals[r]
+                return v if v.__class__ is int and lo <= v <= hi else conv(v)
+            return get
         return lambda vals, spec: conv(vals[r])
     if isinstance(o, Imm):
         c = convert(o.value, t)
@@ -205,7 +225,9 @@ def evaluator(st, reg_index, env):
     if one and isinstance(ins.dests[0].items[0], Reg):
         dst_t = ins.dests[0].items[0].type
     srcs = ins.sources
-    compute = None
+    # direct(d): the unguarded one-destination evaluator storing into register d without a
+    # tuple (the commonest instructions; the walk runs them once per lane)
+    compute = direct = None
     if op == "ld" and ins.space == "param":
         c = _param_load(ins, env)
         compute = lambda vals, spec: (c,)
@@ -217,6 +239,7 @@ def evaluator(st, reg_index, env):
     elif op in ("mov", "cvta") and len(srcs) == 1 and not isinstance(ins.dests[0], Vec):
         g = value_getter(srcs[0], dst_t, reg_index, env)
         compute = lambda vals, spec: (g(vals, spec),)
+        direct = lambda d: _move_fn(d, g)
     elif op == "cvt" and len(srcs) == 1:
         src_t = ins.types[-1] if ins.types else t
         g = value_getter(srcs[0], src_t, reg_index, env)
@@ -240,6 +263,8 @@ def evaluator(st, reg_index, env):
         a, b = (value_getter(o, ct, reg_index, env) for o in srcs[:2])
         c = value_getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
         pair = isinstance(ins.dests[0], PredPair)
+        if c is None and not pair and cmp is not None:
+            direct = lambda d: _compare_fn(d, cmp, a, b)
 
         def compute(vals, spec):
             x, y = a(vals, spec), b(vals, spec)
@@ -268,6 +293,7 @@ def evaluator(st, reg_index, env):
                 ts[2] = dst_t
             getters = [value_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
             conv_dst = converter(dst_t)
+            direct = lambda d: _arith_fn(d, f, getters, conv_dst)
 
             def compute(vals, spec):
                 xs = [g(vals, spec) for g in getters]
@@ -285,6 +311,8 @@ def evaluator(st, reg_index, env):
     if ins.guard is None:
         if len(defs) == 1:
             d0 = defs[0]
+            if direct is not None:
+                return direct(d0)
 
             def fn(vals, spec):
                 vals[d0] = compute(vals, spec)[0]
@@ -306,3 +334,74 @@ def evaluator(st, reg_index, env):
         for d, v in zip(defs, new):
             vals[d] = v if c is not None or v == vals[d] else None
     return guarded
+
+
+def _arith_fn(d, f, getters, conv):
+    """The unguarded one-destination arithmetic evaluator, written out per operand count:
+    the walk runs it once per lane and instruction (millions of times when every lane is
+    followed), so it stores its value directly instead of going through a tuple and a list
+    of operands; same result as `compute` above (None when an operand is unknown or the
+    operation fails)."""
+    errors = (ArithmeticError, ValueError, TypeError)
+    if len(getters) == 1:
+        g0, = getters
+
+        def fn(vals, spec):
+            x = g0(vals, spec)
+            if x is None:
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(x))
+            except errors:
+                vals[d] = None
+    elif len(getters) == 2:
+        g0, g1 = getters
+
+        def fn(vals, spec):
+            x, y = g0(vals, spec), g1(vals, spec)
+            if x is None or y is None:
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(x, y))
+            except errors:
+                vals[d] = None
+    elif len(getters) == 3:
+        g0, g1, g2 = getters
+
+        def fn(vals, spec):
+            x, y, z = g0(vals, spec), g1(vals, spec), g2(vals, spec)
+            if x is None or y is None or z is None:
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(x, y, z))
+            except errors:
+                vals[d] = None
+    else:
+        def fn(vals, spec):
+            xs = [g(vals, spec) for g in getters]
+            if any(x is None for x in xs):
+                vals[d] = None
+                return
+            try:
+                vals[d] = conv(f(*xs))
+            except errors:
+                vals[d] = None
+    return fn
+
+
+def _move_fn(d, g):
+    def fn(vals, spec):
+        vals[d] = g(vals, spec)
+    return fn
+
+
+def _compare_fn(d, cmp, a, b):
+    """setp without a combining predicate or a second destination, stored directly (as
+    `compute` does it: None when an operand is unknown)."""
+    def fn(vals, spec):
+        x, y = a(vals, spec), b(vals, spec)
+        vals[d] = None if x is None or y is None else bool(cmp(x, y))
+    return fn
