@@ -24,3 +24,20 @@ def test_slow_case_simulates_within_bound():
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.5
     assert model_eval.predict.cpu_s < CPU_BOUND_S, \
         f"{CASE}: {model_eval.predict.cpu_s:.1f} s of CPU (bound {CPU_BOUND_S} s)"
+
+
+# round sim11a: edit_distance_local (a DP row in local memory, 16 warps a scheduler contending
+# for one pipe: the scheduler's scan moved several warps on per issued instruction) took 3.07 s
+# of CPU at len=24 before, 2.86 s after (load 1.5); bound three times the former
+SLOW_LOCAL, LOCAL_BOUND_S = "edit_distance_local pairs=200003 len=24", 9.0
+SET10 = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01l_fit10ab.json")
+
+
+def test_local_memory_dp_case_simulates_within_bound():
+    import model_eval
+    with open(SET10) as f:
+        case = next(c for c in json.load(f)["cases"] if c["name"] == SLOW_LOCAL)
+    rep, _wall = model_eval.predict(case, launch_path=case.get("path", "cuda.core"))
+    assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.5
+    assert model_eval.predict.cpu_s < LOCAL_BOUND_S, \
+        f"{SLOW_LOCAL}: {model_eval.predict.cpu_s:.1f} s of CPU (bound {LOCAL_BOUND_S} s)"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
 from .access import async_roles, shared_atomics
+from .fork import without_pending
 from .program import ALU, ATOM, BAR, BRANCH, FIXED, LDG, LDS, STG, STS
 
 STALLS = ("dependency", "memory", "throughput", "barrier", "not_selected")
@@ -156,6 +157,9 @@ class Sm:
         self.stalls = dict.fromkeys(STALLS, 0.0)
         self.issued = 0
         self.live = 0
+        self.fork = False           # run(fork=True): copy the run at its first relaunch
+        self.looping = False        # in the event loop (not placing the first warps)
+        self.forked = None          # ... that copy's result: the run without pending CTAs
 
     # -- warps ----------------------------------------------------------------------------------
     def load_block(self, w):
@@ -233,6 +237,8 @@ class Sm:
             if n and n >= (count or cta.live):
                 self.release(cta, bid, now)
         if not cta.live and self.pending:
+            if self.fork and self.looping and self.forked is None:
+                self.forked = self.run_forked(w, now)
             self.start_cta(self.pending.pop(0), self.slots.pop(w.cta), now + 1 + self.relaunch)
 
     def start_cta(self, c, slots, now):
@@ -289,15 +295,32 @@ class Sm:
             uf = self.unit_free[s]
             if (uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])) < end:
                 return w
+        uf = self.unit_free[s]
+        stalls = self.stalls
         for c in self.queues[s]:
             if c.ready < end:
-                u = self.port_free(s, instrs[c.pc])
-                if u >= end:
+                st = instrs[c.pc]
+                if st.queued:
+                    return c
+                u = uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])
+                if u < end:
+                    return c
+                # its pipe was taken: stall(c, "not_selected", now) then stall(c,
+                # "throughput", u), written out (with 16 warps a scheduler contending for
+                # one pipe this runs several times per issued instruction)
+                if c.tracing:
                     self.stall(c, "not_selected", max(now, c.cursor))
                     self.stall(c, "throughput", u)
-                    c.ready = u
-                    continue
-                return c
+                else:
+                    cur = c.cursor
+                    if now > cur:
+                        stalls["not_selected"] += now - cur
+                        cur = now
+                    if u > cur:
+                        stalls["throughput"] += u - cur
+                        cur = u
+                    c.cursor = cur
+                c.ready = u
         return None
 
     def issue(self, w, s, now):
@@ -416,7 +439,21 @@ class Sm:
         self.schedule(w, nxt)
 
     # -- the loop -------------------------------------------------------------------------------
-    def run(self):
+    def run_forked(self, w, t):
+        """The run without the pending CTAs, from the moment w's CTA (the first to end) ends
+        in advance() (w issued its exit at t, in the cycle floor(t): cycles are whole
+        numbers): the copy does what advance does after finish, then goes on with the next
+        scheduler of this cycle."""
+        new = without_pending(self)
+        new.fork = False
+        new.live -= 1
+        new.last[w.sched] = None
+        return new.loop(float(math.floor(t)), w.sched + 1, True)
+
+    def run(self, fork=False):
+        """The run's SmResult. fork: with pending CTAs, also the result of the run without
+        them (`forked`, None when the first CTA ended before the event loop started)."""
+        self.fork = fork
         self.live = len(self.warps)
         for w in self.warps:
             if w.cta in self.pending:
@@ -426,14 +463,19 @@ class Sm:
             else:
                 self.finish(w, -1.0)
                 self.live -= 1
-        now = 0.0
+        return self.loop(0.0, 0, False)
+
+    def loop(self, now, s0, busy):
+        """The event loop from scheduler s0's turn in the cycle at `now` (busy: a scheduler
+        before it issued in this cycle)."""
+        self.looping = True
         scheds = range(self.nsched)
+        order = range(s0, self.nsched)
         queues, held = self.queues, self.held
         pick, issue, advance = self.pick, self.issue, self.advance
         while self.live:
-            busy = False
             end = now + 1.0
-            for s in scheds:
+            for s in order:
                 if not queues[s] or held[s] > now:
                     continue
                 w = pick(s, now, end)
@@ -442,10 +484,12 @@ class Sm:
                 busy = True
                 t, nxt = issue(w, s, now)
                 advance(w, s, t, nxt)
+            order = scheds
             if not self.live:
                 break
             if busy:
                 now += 1
+                busy = False
                 continue
             # nothing could issue: jump to the first cycle something can
             nxt = min((w.ready for q in queues for w in q), default=_INF)

@@ -26,7 +26,7 @@ from ..ir.module import Module
 from ..names import display_name
 from . import access as access_mod
 from . import memory as memmod
-from .engine import STALLS, run_sm
+from .engine import STALLS, Sm, run_sm
 from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
 from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
@@ -436,25 +436,31 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                     runs[k][1].append(sk)
             for k in range(len(caps)):
                 runs[k][0].append(rows[k])
-        sims = []
+        sims, again = [], None
+        # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
+        # warp slots, so the sub-partitions stay busy while a CTA's last warps finish (a CTA
+        # whose last warp runs the longest loop); what a second set of the same CTAs adds to
+        # the run (`again`) is the steady-state share of each further wave
+        rerun = count > 1 and "cta_relaunch_cycles" in (table.memory_model or {})
         for k, (traces, skipped) in enumerate(runs):
             if k and sims[0][1] == 0:
                 break                             # nothing was left out: no second run
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                        resident, access))
-            sm = run_sm(prog, traces, table, mem,
-                        trace_warps=trace_warps if not results and not k else 0)
+            tw = trace_warps if not results and not k else 0
+            sm = None
+            if k == 0 and rerun:
+                # one run of both sets, copied without the second when the first CTA ends
+                # (sim/fork.py): the wave's run is `again`'s first stretch, simulated once
+                both = Sm(prog, traces + traces, table, mem, trace_warps=tw,
+                          resident=len(traces))
+                again = both.run(fork=True)
+                sm = both.forked
+                mem = memmod.SmMemory(memmod.memory_config(table, active, level,
+                                                           dram_fraction, resident, access))
+            if sm is None:
+                sm = run_sm(prog, traces, table, mem, trace_warps=tw)
             sims.append((sm, max(skipped, default=0)))
-        again = None
-        if count > 1 and "cta_relaunch_cycles" in (table.memory_model or {}):
-            # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
-            # warp slots, so the sub-partitions stay busy while a CTA's last warps finish
-            # (a CTA whose last warp runs the longest loop); what a second set of the
-            # same CTAs adds to the run is the steady-state share of each further wave
-            traces = runs[0][0]
-            mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
-                                                       resident, access))
-            again = run_sm(prog, traces + traces, table, mem, resident=len(traces))
         results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
                                     sims[1] if len(sims) > 1 else None, again,
                                     cta_balance(prog, runs, warps_per_cta),
