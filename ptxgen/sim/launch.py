@@ -247,7 +247,7 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
     across the grid (a fixed seed: the same sample on every run)."""
     idx = access_mod.memory_instrs(prog)
     if not idx:
-        return {}, False
+        return {}, ""
     plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
 
     def walk(p, specs):
@@ -276,28 +276,42 @@ def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=
         st.kind, st.latency, st.interval = ALU, lds, 0.0
     sector = int((table.memory_model or {}).get("sector_bytes", 0))
     return access_mod.analyze(prog, table, plan.records, warps, plan.later), \
-        bool(sector) and _passes(prog, plan.records, sector)
+        (_passes(prog, plan.records, sector) if sector else "")
 
 
 def _passes(prog, records, sector):
-    """True when global loads in two different loops read the same sectors in the recorded
+    """'read' when global loads in two different loops read the same sectors in the recorded
     warps of the first CTA: the CTA reads its data again in a later pass (a two-pass row
     kernel: max, then sum), so what it reads between the two stands between a byte's first
-    read and its second."""
-    where = {}
+    read and its second. 'written' when loads in one loop read sectors that stores in another
+    wrote (a forward sweep keeping its intermediates, a backward sweep reading them: the
+    Thomas algorithm, round sim11b): everything the CTA touches in between stands between
+    the write and the read. '' otherwise."""
+    where, wrote, first = {}, {}, {}
     for i, rec in records.items():
-        if prog.instrs[i].kind != LDG:
+        kind = prog.instrs[i].kind
+        if kind not in (LDG, STG):
             continue
         loops = [lp for lp in prog.loops if lp.contains(i)]
         if not loops:
             continue
-        lid = min(loops, key=lambda lp: lp.end - lp.header).id       # the innermost
-        got = where.setdefault(lid, set())
+        lp = min(loops, key=lambda lp: lp.end - lp.header)              # the innermost
+        first[lp.id] = lp.header
+        got = (where if kind == LDG else wrote).setdefault(lp.id, set())
         for w, execs in rec.items():
             if w < access_mod.SAMPLED_WARP:
                 got.update(a // sector for ex in execs for a in ex if a is not None)
     sets = list(where.values())
-    return any(a & b for k, a in enumerate(sets) for b in sets[k + 1:])
+    if any(a & b for k, a in enumerate(sets) for b in sets[k + 1:]):
+        return "read"
+    # the pilot follows a long loop only in part, so the sweeps' recorded rows need not meet:
+    # a later loop's loads in the array (a pointer argument's address range) an earlier
+    # loop's stores wrote count
+    arrays = {lid: {s * sector // SYNTHETIC_STRIDE for s in got} for lid, got in where.items()}
+    if any(arrays[ld] & {s * sector // SYNTHETIC_STRIDE for s in got}
+           for ld in arrays for st, got in wrote.items() if first[st] < first[ld]):
+        return "written"
+    return ""
 
 
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
@@ -406,7 +420,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         dram_fraction = min(1.0, read_fp / requested)
         # ... unless the CTA reads its own part again in a later pass and the CTAs in flight
         # read more than L2 keeps in between: then the second pass comes from DRAM as well
-        in_flight = read_fp / n_ctas * min(n_ctas, S * per_sm)
+        in_flight = (read_fp if passes == "read" else footprint) / n_ctas \
+            * min(n_ctas, S * per_sm)
         if passes and in_flight > l2_keep_bytes(table):
             dram_fraction += (1.0 - dram_fraction) * (1.0 - l2_keep_bytes(table) / in_flight)
     # repeated launches find a small footprint in L2 (ptxgen.sim.levels: the assumption the

@@ -188,6 +188,11 @@ def _arith(op, mods, t):
     if op == "popc" and t is not None:
         mask = (1 << t.bits) - 1
         return lambda a: bin(a & mask).count("1")
+    if op == "brev" and t is not None:
+        # bit-reversed indices (FFT reorderings) address scattered stores: the pilot must see
+        # them to price the sectors (round sim11b, bitrev_rows)
+        bits = t.bits
+        return lambda a: int(format(a & ((1 << bits) - 1), f"0{bits}b")[::-1], 2)
     if op == "min":
         return min
     if op == "max":
