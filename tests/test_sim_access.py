@@ -8,6 +8,7 @@ from ptxgen import isa
 from ptxgen.parse import parse_ptx
 from ptxgen.sim import simulate
 from ptxgen.sim import access as A
+from ptxgen.sim import atomics
 from ptxgen.sim.levels import l2_keep_bytes, memory_level
 from ptxgen.sim.paths import PathPlan, follow
 from ptxgen.sim.program import compile_kernel
@@ -329,14 +330,14 @@ def test_histogram_addresses_come_from_the_given_index_values():
 
 
 def test_chao1_and_the_uniform_share():
-    assert A.chao1({1: 5, 2: 7}) == 2                       # nothing seen once: all seen
-    assert A.chao1({1: 1, 2: 1, 3: 2}) == 3 + 4 / 2         # f1 = 2, f2 = 1
+    assert atomics.chao1({1: 5, 2: 7}) == 2                       # nothing seen once: all seen
+    assert atomics.chao1({1: 1, 2: 1, 3: 2}) == 3 + 4 / 2         # f1 = 2, f2 = 1
     # every sampled warp on one address: hot, share 1
-    assert A.hot_share({0: 40}, {0: 40}, 40, 1, 1) == 1.0
+    assert atomics.hot_share({0: 40}, {0: 40}, 40, 1, 1) == 1.0
     # one address in every warp besides spread ones: the busy line stands out
     touched = {0: 40, **{100 + k: 1 for k in range(40)}}
     lines = {0: 40, **{10 + k: 1 for k in range(40)}}
-    assert A.hot_share(touched, lines, 40, 2, 2) == 1.0
+    assert atomics.hot_share(touched, lines, 40, 2, 2) == 1.0
 
 
 def test_cp_async_moves_bytes_and_wait_holds_the_warp():

@@ -19,7 +19,6 @@ them and the addresses are known; otherwise it is taken as one sector per lane a
 memory, the bank wavefronts 32 random lanes need on average. An address that no lane of the pilot could compute otherwise (no argument values)
 keeps the default: a coalesced access of warp size x width bytes, every execution a miss.
 """
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -357,7 +356,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             if region > keep:
                 acc.dram_miss = 1.0 - keep / region
         if st.kind == ATOM:
-            atomic_contention(acc, rec, line or sector,
+            atomics.contention(acc, rec, line or sector,
                               int(mm.get("atomic_interleave_bytes", 0)))
             acc.partial_sectors = atomics.partial_sectors(ex0[0], size, sector) if ex0 else 0
             acc.atom_float = atomics.is_float(st.instr)
@@ -453,69 +452,6 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
         new += len(s - have)
         have |= s
     acc.dram_share = new / asked if asked else 1.0
-
-
-def chao1(incidence):
-    """Estimated number of distinct items from how many samples saw each item (Chao's
-    bias-corrected richness estimator: the unseen are guessed from the seen-once and -twice)."""
-    k = len(incidence)
-    f1 = sum(1 for c in incidence.values() if c == 1)
-    f2 = sum(1 for c in incidence.values() if c == 2)
-    return k + (f1 * f1 / (2 * f2) if f2 else f1 * (f1 - 1) / 2)
-
-
-def hot_share(touched, lines, n, per_req, lines_per_req):
-    """Fraction of the grid's warp executions that use the busiest address. `touched`: address
-    → sampled executions (of n) that used it; `lines`: the same per line; per_req and
-    lines_per_req: distinct addresses and lines per execution. When the lines look uniformly
-    used (the busiest line's count is what the largest of that many binomial counts reaches
-    by chance, at the 0.1 % level; chao1 estimates how many lines there are), the uniform share
-    per_req / addresses, else the observed share of the busiest address."""
-    est_lines = max(chao1(lines), 1.0)
-    p = min(1.0, lines_per_req / est_lines)
-    top = max(lines.values())
-    tail = sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(top, n + 1))
-    if tail * est_lines >= 1e-3:
-        return min(1.0, per_req / max(chao1(touched), 1.0))
-    return max(touched.values()) / n
-
-
-def atomic_contention(acc, rec, line, interleave):
-    """Fill acc's atomic figures from every recorded warp execution (`rec`: warp → executions →
-    lane addresses; warps sampled across the grid): the most used address and how much of the
-    grid uses it, the atomic-unit operations per execution, and how many interleave chunks
-    (L2 slices serve the address space in chunks) the grid's addresses spread over."""
-    reqs = [[x for x in ex[0] if x is not None] for ex in rec.values() if ex]
-    reqs = [r for r in reqs if r]
-    if not reqs:
-        return
-    touched, lanes_on, ops, chunks = {}, {}, 0, {}
-    for r in reqs:
-        count = {}
-        for x in r:
-            count[x] = count.get(x, 0) + 1
-        per_line = {}
-        for x, c in count.items():
-            touched[x] = touched.get(x, 0) + 1
-            lanes_on[x] = lanes_on.get(x, 0) + c
-            k = x // line
-            per_line[k] = max(per_line.get(k, 0), c)
-        ops += sum(per_line.values())
-        for k in {x // max(interleave, line) for x in count}:
-            chunks[k] = chunks.get(k, 0) + 1
-    top = max(touched, key=lambda x: (touched[x], lanes_on[x]))
-    acc.serial_lanes = lanes_on[top] / touched[top]
-    lines = {}
-    for r in reqs:
-        for k in {x // line for x in r}:
-            lines[k] = lines.get(k, 0) + 1
-    acc.addr_share = hot_share(touched, lines, len(reqs),
-                               sum(len(set(r)) for r in reqs) / len(reqs),
-                               sum(len({x // line for x in r}) for r in reqs) / len(reqs))
-    acc.atom_ops = ops / len(reqs)
-    acc.atom_chunks = chao1(chunks) if interleave else 0.0
-    acc.pattern = ("one address" if len(touched) == 1 else
-                   f"{len(touched)} addresses in {len(chunks)} chunks ({len(reqs)} warps sampled)")
 
 
 def async_roles(prog):
