@@ -63,14 +63,17 @@ HELD9_FAMILIES = H9.FAMILIES     # the ninth (model_set_held9.py), built blind a
 BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8, "held9": H9}
 
 
-# Fitting cases on the same interface (round sim10b: atomics over buckets, strided row pieces).
-FIT_MODULES = {"fit": FD}
+# Fitting cases on the same interface, their kernels built per case (ptx_kernel(family, case)):
+# round sim10a's stores after loads and lanes per line, round sim10b's atomics over buckets and
+# strided row pieces.
+FIT_MODULES = (FL, FD)
 
 
 def _blind(family):
-    """(split, case module) of a family of a blind group or FIT_MODULES, or (None, None)."""
-    return next(((s, m) for s, m in {**BLIND, **FIT_MODULES}.items() if family in m.FAMILIES),
-                (None, None))
+    """(split, case module) of a family of a blind group or of FIT_MODULES ("fit"), or
+    (None, None)."""
+    groups = [*BLIND.items(), *(("fit", m) for m in FIT_MODULES)]
+    return next(((s, m) for s, m in groups if family in m.FAMILIES), (None, None))
 
 
 def _case(family, source, size, **kw):
@@ -227,15 +230,15 @@ def setup(g, c):
     from ptxgen.runtime.driver import bound_launch, load_kernel
     kname = c.get("kernel", fam)
     blind = _blind(fam)[1]
-    fit = FL if fam in FL.FAMILIES else FD if blind is FD else None
+    fit = blind if blind in FIT_MODULES else None
     # the fitting modules' kernels depend on the case, the blind groups' on the family only
     text, entry = (fit.ptx_kernel(fam, c) if fit else
                    blind.ptx_kernel(fam) if blind else P.KERNELS[kname])
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
     check, inits = None, {}
-    if blind or fit:
-        args, grid, block, check, inits = (fit or blind).ptx_case(g, c)
+    if blind:
+        args, grid, block, check, inits = blind.ptx_case(g, c)
     elif kname == "copy_v4":
         x, y = g.randn(c["n"]), g.empty(c["n"])
         args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
