@@ -1,6 +1,6 @@
 """Simulate every case of a model-set run (benchmarks/model_set.py) on the CPU and compare.
 
-    python benchmarks/model_eval.py docs/data/model_set_2026-12-01.json [--json OUT] [-j N]
+    python benchmarks/model_eval.py docs/data/model_set_2026-12-01.json.gz [--json OUT] [-j N]
            [--only SUBSTRING]
 
 For each measured case: the saved PTX is parsed, its arguments rebuilt in the kernel's own
@@ -15,6 +15,7 @@ separately (the split is the data file's, fixed before any fitting); --hide held
 group unseen while the model is being changed.
 """
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -163,7 +164,7 @@ def main(argv=None):
                     help="a split (e.g. held3) whose cases are not simulated or shown: a "
                          "held-out group stays unseen while the model changes")
     a = ap.parse_args(argv)
-    with open(a.data) as f:
+    with (gzip.open(a.data, "rt") if a.data.endswith(".gz") else open(a.data)) as f:
         data = json.load(f)
     cases = [c for c in data["cases"] if "gpu_us" in c and c["split"] not in a.hide
              and (not a.only or a.only in c["name"])]

@@ -3,12 +3,13 @@ simulates in <= 5 s of CPU). One of the slowest seen cases, triton_matmul 2048^3
 ~1.7M issued instructions over its SM runs), took 2.2-2.9 s of CPU on the 2-core CPU machine at
 load 1-3 after round sim10c (docs/MODEL.md); the bound is three times the upper figure, so
 a slowdown of the issue loop or the path walk by 3x fails while a busy machine does not."""
+import gzip
 import json
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01g_held9.json")
+DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01g_held9.json.gz")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 CASE, CPU_BOUND_S = "triton_matmul 2048^3", 9.0
@@ -16,7 +17,7 @@ CASE, CPU_BOUND_S = "triton_matmul 2048^3", 9.0
 
 def test_slow_case_simulates_within_bound():
     import model_eval
-    with open(DATA) as f:
+    with gzip.open(DATA, "rt") as f:
         case = next(c for c in json.load(f)["cases"] if c["name"] == CASE)
     assert case["split"] != "held9"
     rep, _wall = model_eval.predict(case, launch_path=case.get("path", "cuda.core"))
