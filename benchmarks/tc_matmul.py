@@ -66,12 +66,12 @@ LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
 # the operator's auto schedule with misaligned K-major operands (K % 8, tf32 K % 4) pad-copied
 # then loaded by TMA, or loaded by the producer's ld.global (schedule/tc_ldg_producer.py)
 # or pad-copied inside the GEMM by the producer's idle warps (schedule/tc_fused_pad.py);
-# "fused4": the same with 4 chunks of 16 bytes in flight per copier thread instead of 2
-# (tc_fused_pad.INFLIGHT, set while that variant is built)
+# "fused4": the same with 4 staged rounds in flight per copier warp instead of 8
+# (tc_fused_pad.STAGED_ROUNDS, set while that variant is built and launched)
 K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
           "fused4": dict(k_pack="fused")}
-INFLIGHT = {"fused4": 4}
-DEFAULT_INFLIGHT = fpad.INFLIGHT
+ROUNDS = {"fused4": 4}
+DEFAULT_ROUNDS = fpad.STAGED_ROUNDS
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
          "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
@@ -233,14 +233,14 @@ def bench(sname, variants, rng, sms, impls, rows):
                         sched = VARIANTS[vname]
                         op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
-                    fpad.INFLIGHT = INFLIGHT.get(pack or vname, DEFAULT_INFLIGHT)
+                    fpad.STAGED_ROUNDS = ROUNDS.get(pack or vname, DEFAULT_ROUNDS)
                     try:
                         go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     finally:
-                        fpad.INFLIGHT = DEFAULT_INFLIGHT
+                        fpad.STAGED_ROUNDS = DEFAULT_ROUNDS
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)),
                                  ldg=op.ldg(shape), fused=op.fused(shape),
-                                 inflight=INFLIGHT.get(pack or vname, DEFAULT_INFLIGHT)
+                                 staged_rounds=ROUNDS.get(pack or vname, DEFAULT_ROUNDS)
                                  if any(op.fused(shape)) else None,
                                  c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own

@@ -186,3 +186,52 @@ def test_many_ctas_have_separate_shared_memory():
     r = emulate(reduction(), "block_sum", 40, 64, x, out)
     np.testing.assert_allclose(out, x.reshape(40, 64).astype(np.float64).sum(1), atol=1e-4)
     assert r.findings == []
+
+
+NEIGHBOUR_READS = HEAD + """.visible .entry rotate(.param .u64 out, .param .u32 group)
+{
+    .shared .align 4 .u32 buf[64];
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u32 %r9, [group];
+    mov.u32 %r0, %tid.x;
+    shl.b32 %r1, %r0, 2;
+    mov.u32 %r2, buf;
+    add.u32 %r3, %r2, %r1;
+    st.shared.u32 [%r3], %r0;
+    bar.warp.sync -1;
+    add.u32 %r4, %r0, 1;
+    rem.u32 %r4, %r4, %r9;
+    div.u32 %r11, %r0, %r9;
+    mad.lo.u32 %r4, %r11, %r9, %r4;
+    shl.b32 %r5, %r4, 2;
+    add.u32 %r6, %r2, %r5;
+    ld.shared.u32 %r7, [%r3];
+    ld.shared.u32 %r8, [%r6];
+    bar.warp.sync -1;
+    add.u32 %r8, %r8, %r7;
+    st.shared.u32 [%r3], %r8;
+    ld.param.u64 %rd0, [out];
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd2, %rd0, %rd1;
+    st.global.u32 [%rd2], %r8;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("group", [32, 64])
+def test_a_warp_barrier_forgets_reads_by_several_lanes_of_its_warp(group):
+    """Every word is read by its own lane and its neighbour (several readers); after
+    bar.warp.sync each lane overwrites its word. Within a warp (group 32) that is ordered; when
+    the neighbours cross into the other warp (group 64: lane 31 reads lane 32's word), the second
+    warp's write still races with the first warp's read."""
+    out = np.zeros(64, np.uint32)
+    if group == 32:
+        emulate(NEIGHBOUR_READS, "rotate", 1, 64, out, np.uint32(group))
+        t = np.arange(64)
+        assert (out == t + (t // 32 * 32 + (t + 1) % 32)).all()
+    else:
+        with pytest.raises(EmulationError, match="several other threads read"):
+            emulate(NEIGHBOUR_READS, "rotate", 1, 64, out, np.uint32(group))

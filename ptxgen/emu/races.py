@@ -4,7 +4,8 @@ The shadow state is kept per granule, the smallest access width any instruction 
 may make to shared memory (so no access covers part of a granule and the check is exact, never a
 false positive from neighbouring bytes). Per granule: written-at-all, the last writer lane since
 the last barrier (and the instruction that wrote), and the reader lane since the last barrier
-(-2: several different lanes). A race is two different threads touching a granule between two
+(-2: several different lanes) with their warp (-2: several warps), so that a warp barrier
+forgets reads by several lanes of one warp too. A race is two different threads touching a granule between two
 barriers with at least one of them writing; two threads writing it in one instruction is a race
 too. Atomics neither race with each other nor are recorded (their order is the hardware's job),
 but an atomic on a never-written granule is an uninitialized read.
@@ -30,6 +31,7 @@ class SharedShadow:
         self.writer = np.full(n, NONE, np.int32)
         self.writer_op = np.zeros(n, np.int32)
         self.reader = np.full(n, NONE, np.int32)
+        self.reader_warp = np.full(n, NONE, np.int32)
         # written by the generic proxy since the CTA's last fence.proxy.async (async_copy.py)
         self.generic = np.zeros(n, bool)
 
@@ -57,6 +59,7 @@ class SharedShadow:
                 st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
                           "shared-memory race: read of a location that "
                           f"{self._writer(st, w, gi, i, who[i])} with no barrier between")
+        self._read_warps(st, gi, who)
         r = self.reader[gi]
         top = r.max()
         if top == MANY:                    # every location already read by several threads
@@ -69,6 +72,16 @@ class SharedShadow:
         dup = self.reader[gi] != new       # several lanes of this instruction read one place
         if dup.any():
             self.reader[gi[dup]] = MANY
+
+    def _read_warps(self, st, gi, who):
+        """Record the readers' warp per granule (MANY once two warps read it)."""
+        warp = st.warp_index[who].astype(np.int32)
+        rw = self.reader_warp[gi]
+        new = np.where((rw == NONE) | (rw == warp), warp, MANY).astype(np.int32)
+        self.reader_warp[gi] = new
+        dup = self.reader_warp[gi] != new  # lanes of several warps in this instruction
+        if dup.any():
+            self.reader_warp[gi[dup]] = MANY
 
     def write(self, st, op, lanes, flat, width, generic=True):
         gi, who, k = self._granules(lanes, flat, width)
@@ -115,16 +128,22 @@ class SharedShadow:
     def barrier(self):
         self.writer.fill(NONE)
         self.reader.fill(NONE)
+        self.reader_warp.fill(NONE)
 
-    def warp_sync(self, synced_lane):
+    def warp_sync(self, synced_lane, warp_index):
         """bar.warp.sync: forget accesses by lanes of the warps that synchronized
-        (synced_lane: bool per lane)."""
+        (synced_lane: bool per lane; warp_index: each lane's warp), reads by several lanes of
+        one such warp included."""
         w = self.writer
         hit = (w >= 0) & synced_lane[np.maximum(w, 0)]
         w[hit] = NONE
-        r = self.reader
-        hit = (r >= 0) & synced_lane[np.maximum(r, 0)]
+        r, rw = self.reader, self.reader_warp
+        synced_warp = np.zeros(int(warp_index.max()) + 1, bool)
+        synced_warp[warp_index[synced_lane]] = True
+        hit = ((r >= 0) & synced_lane[np.maximum(r, 0)]) | \
+            ((r == MANY) & (rw >= 0) & synced_warp[np.maximum(rw, 0)])
         r[hit] = NONE
+        rw[hit] = NONE
 
 
 def _addr(st, flat, who, i, k):

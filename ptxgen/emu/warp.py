@@ -199,7 +199,7 @@ def build_bar_warp(ctx, ins):
     def fn(st, m):
         if st.shadow is not None:
             synced = np.ones(st.n, bool) if m is None else m.copy()
-            st.shadow.warp_sync(synced)
+            st.shadow.warp_sync(synced, st.warp_index)
     return fn
 
 

@@ -32,8 +32,9 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
-from ..schedule.tc_fused_pad import chunk_table, HEADER_WORDS
+from ..schedule.tc_fused_pad import chunk_table, HEADER_WORDS, staging_bytes
 from ..schedule.tc_ldg_producer import side_bytes
+from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
@@ -189,7 +190,12 @@ class TcMatmul(Operator):
         s = self.schedule_for(shape)
         if not s.persistent or s.cluster_m != 1:
             return (False, False)
-        return self._misaligned_k_major(shape)
+        want = self._misaligned_k_major(shape)
+        staged = s.c_store(self.out, shape["M"], shape["N"])
+        need = s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) + staging_bytes(want)
+        if need > target_limits(DEFAULT_TARGET)["max_shared_per_block"]:
+            return (False, False)           # no room for the copy's staging buffer
+        return want
 
     def _chunks(self, shape, sm_count=None):
         """The fused copy's chunk order and flag count (schedule/tc_fused_pad.chunk_table) for
@@ -284,7 +290,7 @@ class TcMatmul(Operator):
         staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
                       shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) +
-                      side_bytes(s, self.ldg(shape)))
+                      side_bytes(s, self.ldg(shape)) + staging_bytes(self.fused(shape)))
 
     def _np_in(self):
         return {"bf16": np.uint16, "f16": np.float16, "tf32": np.float32}[self.dtype]
@@ -334,6 +340,7 @@ class TcMatmul(Operator):
         if any(fused):
             for x, on in zip((a, b), fused):
                 if on:
+                    _check_16_byte_aligned(arrays[x], x)
                     args += [arrays[x], arrays[x + "_packed"]]
             order = arrays["fused_order"]
             args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
@@ -377,3 +384,13 @@ class TcMatmul(Operator):
         e = ELEM_BYTES[self.dtype]
         return e * (shape["M"] + shape["N"]) * shape["K"] + \
             OUT_BYTES[self.out] * shape["M"] * shape["N"]
+
+
+def _check_16_byte_aligned(arr, name):
+    """The fused pad copy reads a source through the aligned 16-byte blocks that cover it: a
+    device array must start on 16 bytes (host arrays are copied to fresh, aligned memory)."""
+    cai = getattr(arr, "__cuda_array_interface__", None)
+    if cai is not None and cai["data"][0] % 16:
+        raise PtxgenError(f"matmul: operand {name} starts at {cai['data'][0]:#x}, not on 16 "
+                          f"bytes; k_pack='fused' needs 16-byte aligned sources (use "
+                          f"k_pack='pad')")

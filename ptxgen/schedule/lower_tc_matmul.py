@@ -134,6 +134,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         self.bars = b.add(self.cbuf, s.c_stage_bytes(self.staged, self.out), name="bars")
         if any(self.ldg):               # the cp.async producer's side words (after the barriers)
             self.side = b.add(self.bars, 16 * s.stages, name="side")
+        if any(self.fused):             # the fused copy's staging (after the barriers)
+            self.fstage = b.add(self.bars, 16 * s.stages, name="fstage")
         with b.if_(b.setp("eq", tid, 0)):
             for st in range(s.stages):
                 b.mbarrier_init(Addr(self.bars, 8 * st),

@@ -50,21 +50,26 @@ from ..ir import Addr, Imm, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.instr import Instr
-from .pad_rows import CHUNK, chunk_loads, chunk_store
+from .pad_rows import CHUNK, chunk_store
 from .tc_matmul import SWIZZLE_BYTES
 
 HEADER_WORDS = 4                # flags[0] epoch, flags[1] exit counter, 2..3 unused
 ENTRY_WORDS = 4                 # order entry: flag index, operand (0 A, 1 B), first row, kb
 COPIER_WARPS = 3                # producer warps 1..3 (warp 0 holds the TMA thread)
 COPIERS = 32 * COPIER_WARPS
-INFLIGHT = 2                    # 16-byte chunks per copier thread loaded before storing
-# the producer's setmaxnreg share per INFLIGHT, the least without spills (ptxas 13.0,
-# 4096x4096x4093, 4095x4097x4093, 8192x8192x8189 bf16): 2 spilled 12 bytes at 56, none at 64;
-# 4 none at 80. The consumers get what is left of the CTA's 168 x 384 registers
-# (tc_ldg_producer.ldg_schedule): 224 at 56, 216 at 64, 208 at 80. A split needing more than
-# the CTA holds hangs the consumers' setmaxnreg.inc: the first H200 run of this mode
-# (64 + 2 x 224) did.
-PRODUCER_REGS = {1: 56, 2: 64, 4: 80}
+# The copy goes through shared memory (_copy_chunk_staged): per copier warp, STAGED_ROUNDS
+# rounds of 4 rows x 9 aligned 16-byte blocks in flight through cp.async, holding no registers.
+# The first design held its loads in registers: 2 (4) chunks of 16 bytes per thread in flight
+# at a 64 (80) register share, which on the H200 could not feed the first wave (fused 477 and 532
+# TFLOP/s against 640 with pad copies at 4096x4096x4093, docs/PERF.md).
+STAGED_ROUNDS = 8
+STAGED_ROW_BYTES = 9 * 16       # a misaligned 128-byte row piece spans nine 16-byte blocks
+ROUND_BYTES = 4 * STAGED_ROW_BYTES
+# the producer's setmaxnreg share, the least without spills (ptxas 13.0, 4096x4096x4093
+# bf16: 8 bytes spilled at 64, none at 72); the consumers get what is left of the CTA's
+# 168 x 384 registers (tc_ldg_producer.ldg_schedule): 216. A split needing more than the CTA
+# holds hangs the consumers' setmaxnreg.inc (the first H200 run of this mode, 64 + 2 x 224, did).
+PRODUCER_REGS = 72
 FULL_MASK = 0xFFFFFFFF
 # the longest a TMA thread waits for one chunk before it traps: a copy takes microseconds, so
 # seconds mean a CTA that is not resident (a GPU shared with other work) or a bug
@@ -72,9 +77,14 @@ SPIN_LIMIT_NS = 2 * 10 ** 9
 
 
 def producer_regs():
-    """The producer's register share for the current INFLIGHT (read at lowering time, so an
-    experiment may set INFLIGHT)."""
-    return PRODUCER_REGS[INFLIGHT]
+    """The producer's register share with the fused copy."""
+    return PRODUCER_REGS
+
+
+def staging_bytes(fused):
+    """Shared memory the staged copy needs (after the mbarriers): every copier warp's rounds
+    (read at lowering and launch time, so an experiment may set STAGED_ROUNDS)."""
+    return COPIER_WARPS * STAGED_ROUNDS * ROUND_BYTES if any(fused) else 0
 
 
 def check_fused(s, fused):
@@ -242,7 +252,7 @@ class FusedPad:
                 op = dict(ops[0], items=b.const(ops[0]["rows"] * kb_chunks, T.u32,
                                                 name="items"))
             c0 = b.mul(kb, kb_chunks, name="c0")
-            self._copy_chunk(op, row0, c0, t, chunks_row, pitch)
+            self._copy_chunk_staged(op, row0, c0, t, chunks_row, pitch)
             b.fence_proxy_async("global")            # the stores before async-proxy reads
             b.emit(Instr("bar", ("warp", "sync"), (Imm(FULL_MASK, T.u32),)))
             with b.predicated(lane0):
@@ -250,23 +260,87 @@ class FusedPad:
                              (Addr(b.element_addr(self.flags, b.add(fi, HEADER_WORDS), 4,
                                                   name="fl")), Imm(1, T.u32))))
 
-    def _copy_chunk(self, op, row0, c0, t, chunks_row, pitch):
-        """Items i = t, t + 96, ... of the chunk (row i / 8, 16-byte chunk i % 8 of the
-        k-block), INFLIGHT at a time: all their loads, then all their stores."""
+    def _copy_chunk_staged(self, op, row0, c0, t, chunks_row, pitch):
+        """The chunk through shared memory, STAGED_ROUNDS rounds in flight per warp: a warp's
+        round is 4 rows of the k-block (32 items, 8 per row); lane j of a row cp.asyncs the
+        row's aligned 16-byte block j (lane 0 also block 8: a misaligned 128-byte piece spans
+        9), zero-filled past the array's end (src-size) and never read past it. After the
+        copies land (wait_group, then bar.warp.sync: lane j reads block j + 1 of lane j + 1),
+        each lane shifts its two blocks by the row's misalignment and stores its 16 bytes to
+        the padded row (pad_rows.chunk_store). The copies hold no registers, so the bytes in
+        flight are bounded by the staging buffer, not by the producer's register share."""
         b = self.b
-        with b.for_range(t, op["items"], COPIERS * INFLIGHT, type=T.u32, name="it") as it:
-            loaded = []
-            for u in range(INFLIGHT):
-                i = b.add(it, u * COPIERS, name="iu") if u else it
-                r = b.add(row0, b.shr(i, 3), name="cr")
-                c = b.add(c0, b.and_(i, 7), name="cc")
-                ok = b.and_(b.and_(b.setp("lt", i, op["items"], type=T.u32),
-                                   b.setp("lt", r, op["total"], type=T.u32), name="ok"),
-                            b.setp("lt", c, chunks_row, type=T.u32), name="ok")
-                loaded.append((r, c, ok, chunk_loads(b, op["src"], op["end"], r, c, op["total"],
-                                                     self.K, self.elem, valid=ok)))
-            for r, c, ok, ld in loaded:
+        lane = b.and_(t, 31, name="lane")
+        j = b.and_(lane, 7, name="blk")
+        head = b.setp("eq", j, 0, type=T.u32, name="head")
+        # this lane's row in slot 0 of its warp's staging: warp (t / 32), row (lane / 8)
+        row_base = b.add(self.fstage, b.add(b.mul(b.shr(t, 5), STAGED_ROUNDS * ROUND_BYTES),
+                                            b.mul(b.shr(lane, 3), STAGED_ROW_BYTES)),
+                         name="srow")
+        per = CHUNK // self.elem
+        op = dict(op, row0=row0, c0=c0)
+        first_slot = b.add(row_base, b.shl(j, 4), name="sd0")
+        dst = b.reg(T.u32, "sd")
+        with b.for_range(t, op["items"], COPIERS * STAGED_ROUNDS, type=T.u32, name="it") as it:
+            # PTX loops over the rounds, bounded by a register: unrolled (ptxas unrolls a loop
+            # of constant trips), every round's addresses and shared loads were hoisted
+            # together and spilled (312-808 bytes at 4-8 rounds)
+            stop = b.min(b.add(it, COPIERS * STAGED_ROUNDS), op["items"], type=T.u32,
+                         name="stop")
+            b.mov(first_slot, out=dst)
+            with b.for_range(it, stop, COPIERS, type=T.u32, name="iv") as i:
+                r, c, row_ok, s_addr = self._staged_item(op, i, j)
+                blk = b.and_(s_addr, ~(CHUNK - 1) & 0xFFFFFFFFFFFFFFFF, type=T.b64, name="al")
+                with b.predicated(row_ok):
+                    b.cp_async(Addr(dst), Addr(blk), CHUNK, src_size=self._inside(blk, op))
+                with b.predicated(b.and_(row_ok, head, name="rok8")):
+                    last = b.add(blk, 8 * CHUNK, type=T.u64, name="al8")
+                    b.cp_async(Addr(dst, 8 * CHUNK), Addr(last), CHUNK,
+                               src_size=self._inside(last, op))
+                b.add(dst, ROUND_BYTES, out=dst)
+            b.cp_async_commit()
+            b.cp_async_wait(0)
+            b.emit(Instr("bar", ("warp", "sync"), (Imm(FULL_MASK, T.u32),)))
+            b.mov(first_slot, out=dst)
+            with b.for_range(it, stop, COPIERS, type=T.u32, name="iv") as i:
+                r, c, row_ok, s_addr = self._staged_item(op, i, j)
+                ok = b.and_(row_ok, b.setp("lt", c, chunks_row, type=T.u32), name="ok")
+                # valid elements of the chunk, as pad_rows.chunk_loads counts them
+                left = b.sub(self.K, b.mul(c, per, name="cp"), type=T.s32, name="left")
+                n = b.min(b.max(left, 0, type=T.s32), per, type=T.s32, name="nval")
+                b.selp(n, 0, ok, type=T.u32, out=n)
+                words = [b.const(0, T.b32, name="w") for _ in range(8)]
+                with b.predicated(row_ok):          # rows not copied were not staged either
+                    b.ld("shared", T.b32, Addr(dst), vec=4, out=words[:4])
+                    b.ld("shared", T.b32, Addr(dst, CHUNK), vec=4, out=words[4:])
+                loaded = dict(words=words, nbytes=b.mul(n, self.elem, type=T.u32, name="nbytes"),
+                              m=b.and_(b.cvt(T.u32, s_addr, name="s32"), CHUNK - 1, type=T.u32,
+                                       name="mis"))
                 row = b.add(op["pad"], b.mul(r, pitch, mode="wide", type=T.u32), type=T.u64,
                             name="prow")
-                chunk_store(b, ld, row, c, store_ok=ok)
+                chunk_store(b, loaded, row, c, store_ok=ok)
+                b.add(dst, ROUND_BYTES, out=dst)
+            # the next round's copies overwrite blocks other lanes have just read
+            b.emit(Instr("bar", ("warp", "sync"), (Imm(FULL_MASK, T.u32),)))
 
+    def _staged_item(self, op, i, j):
+        """Item i of the chunk (row i / 8 of it, 16-byte chunk j = i % 8 of the k-block's row
+        piece): (source row r, chunk c of the padded row, whether row r exists, the chunk's
+        source address)."""
+        b = self.b
+        per = CHUNK // self.elem
+        r = b.add(op["row0"], b.shr(i, 3), name="cr")
+        c = b.add(op["c0"], j, name="cc")
+        row_ok = b.setp("lt", r, op["total"], type=T.u32, name="rok")
+        first = b.add(b.mul(r, self.K, mode="wide", type=T.u32, name="rc"),
+                      b.cvt(T.u64, b.mul(c, per, name="cpe"), name="cpe64"), type=T.u64,
+                      name="fe")
+        s_addr = b.add(op["src"], b.mul(first, self.elem, type=T.u64, name="fb"), type=T.u64,
+                       name="s")
+        return r, c, row_ok, s_addr
+
+    def _inside(self, x, op):
+        """Bytes of the 16-byte block at x inside the source (16 unless it crosses its end)."""
+        b = self.b
+        left = b.sub(op["end"], x, type=T.s64, name="left")
+        return b.cvt(T.u32, b.min(b.max(left, 0, type=T.s64), CHUNK, type=T.s64), name="inb")
