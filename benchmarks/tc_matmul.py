@@ -66,12 +66,13 @@ LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
 # the operator's auto schedule with misaligned K-major operands (K % 8, tf32 K % 4) pad-copied
 # then loaded by TMA, or loaded by the producer's ld.global (schedule/tc_ldg_producer.py)
 # or pad-copied inside the GEMM by the producer's idle warps (schedule/tc_fused_pad.py);
-# "fused4": the same with 4 staged rounds in flight per copier warp instead of 8
-# (tc_fused_pad.STAGED_ROUNDS, set while that variant is built and launched)
+# "fused4": the same with 4 staged rounds in flight per copier warp instead of 8, "fusedp1":
+# with the TMA thread polling one k-block's flags at a time (tc_fused_pad.STAGED_ROUNDS /
+# POLL_AHEAD, set while that variant is built and launched)
 K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
-          "fused4": dict(k_pack="fused")}
-ROUNDS = {"fused4": 4}
-DEFAULT_ROUNDS = fpad.STAGED_ROUNDS
+          "fused4": dict(k_pack="fused"), "fusedp1": dict(k_pack="fused")}
+FUSED_KNOBS = {"fused4": dict(STAGED_ROUNDS=4), "fusedp1": dict(POLL_AHEAD=1)}
+FUSED_DEFAULTS = dict(STAGED_ROUNDS=fpad.STAGED_ROUNDS, POLL_AHEAD=fpad.POLL_AHEAD)
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
          "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),
@@ -233,14 +234,17 @@ def bench(sname, variants, rng, sms, impls, rows):
                         sched = VARIANTS[vname]
                         op = TcMatmul(dtype, out, sched if sched == "auto" else sched.for_dtype(dtype))
                     shape = op.shape(M=M, N=N, K=K)
-                    fpad.STAGED_ROUNDS = ROUNDS.get(pack or vname, DEFAULT_ROUNDS)
+                    knobs = dict(FUSED_DEFAULTS, **FUSED_KNOBS.get(pack or vname, {}))
+                    for k, v in knobs.items():
+                        setattr(fpad, k, v)
                     try:
                         go, ctas, pads = ptxgen_call(op, shape, A, Bt, C, sms)
                     finally:
-                        fpad.STAGED_ROUNDS = DEFAULT_ROUNDS
+                        for k, v in FUSED_DEFAULTS.items():
+                            setattr(fpad, k, v)
                     extra = dict(ctas=ctas, schedule=str(op.schedule_for(shape)),
                                  ldg=op.ldg(shape), fused=op.fused(shape),
-                                 staged_rounds=ROUNDS.get(pack or vname, DEFAULT_ROUNDS)
+                                 fused_knobs=knobs
                                  if any(op.fused(shape)) else None,
                                  c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own

@@ -134,9 +134,13 @@ def test_fused_kernel_assembles_without_spills(M, N, K):
     shape = op.shape(M=M, N=N, K=K)
     assert op.fused(shape) == (True, True) and op.schedule_for(shape).cluster_m == 1
     ptx = emit_module(op.build(shape, ARCH), ARCH)
-    for needle in ("ld.acquire.gpu.global.u32", "red.release.gpu.global.add.u32",
-                   "fence.proxy.async.global", "atom.acq_rel.gpu.global.add.u32"):
+    for needle in ("ld.relaxed.gpu.global.u32", "fence.acq_rel.gpu",
+                   "red.release.gpu.global.add.u32", "fence.proxy.async.global",
+                   "atom.acq_rel.gpu.global.add.u32", "cp.async.cg.shared.global"):
         assert needle in ptx
+    # the TMA thread polls POLL_AHEAD k-blocks of both operands' flags in one round trip
+    # (+ the epoch load)
+    assert ptx.count("ld.relaxed.gpu.global.u32") == 2 * tc_fused_pad.POLL_AHEAD + 1
     res = toolchain.assemble(ptx, ARCH).resources["tc_matmul"]
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack_bytes == 0
 

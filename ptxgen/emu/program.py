@@ -307,10 +307,11 @@ class Program:
             guard, neg = self.slot(ins.guard), ins.guard_negated
         row = ins.row
         effect, key = row.effect, row.emu
-        if effect in ("load", "atomic") and _GPU_ACQUIRE.intersection(ins.mods) and \
-                _WIDE_SCOPES.intersection(ins.mods):
-            # an acquire at gpu/sys scope may wait on another CTA's release (a flag spin):
-            # every CTA runs in one batch, as for a grid sync
+        if effect in ("load", "atomic", "fence") and \
+                _GPU_ACQUIRE.intersection(ins.mods) and _WIDE_SCOPES.intersection(ins.mods):
+            # an acquire at gpu/sys scope (an acquiring load or atomic, or a fence after relaxed
+            # loads) may wait on another CTA's release (a flag spin): every CTA runs in one
+            # batch, as for a grid sync
             self.grid_sync = True
         ctx = Ctx(self, ins, index, scope)
         ctx.code_index = len(self.code)
