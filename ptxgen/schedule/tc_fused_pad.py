@@ -50,26 +50,27 @@ from ..ir import Addr, Imm, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.instr import Instr
-from .pad_rows import CHUNK, chunk_store
+from .pad_rows import CHUNK
 from .tc_matmul import SWIZZLE_BYTES
 
 HEADER_WORDS = 4                # flags[0] epoch, flags[1] exit counter, 2..3 unused
 ENTRY_WORDS = 4                 # order entry: flag index, operand (0 A, 1 B), first row, kb
 COPIER_WARPS = 3                # producer warps 1..3 (warp 0 holds the TMA thread)
 COPIERS = 32 * COPIER_WARPS
-# The copy goes through shared memory (_copy_chunk_staged): per copier warp, STAGED_ROUNDS
-# rounds of 4 rows x 9 aligned 16-byte blocks in flight through cp.async, holding no registers.
+# The copy goes through shared memory (_copy_chunk_staged): per copier warp, two halves of
+# STAGED_ROUNDS / 2 rounds of 4 rows x 9 aligned 16-byte blocks, one in flight through cp.async
+# (holding no registers) while the other is realigned.
 # The first design held its loads in registers: 2 (4) chunks of 16 bytes per thread in flight
 # at a 64 (80) register share, which on the H200 could not feed the first wave (fused 477 and 532
 # TFLOP/s against 640 with pad copies at 4096x4096x4093, docs/PERF.md).
 STAGED_ROUNDS = 8
 STAGED_ROW_BYTES = 9 * 16       # a misaligned 128-byte row piece spans nine 16-byte blocks
 ROUND_BYTES = 4 * STAGED_ROW_BYTES
-# the producer's setmaxnreg share, the least without spills (ptxas 13.0, 4096x4096x4093
-# bf16: 8 bytes spilled at 64, none at 72); the consumers get what is left of the CTA's
-# 168 x 384 registers (tc_ldg_producer.ldg_schedule): 216. A split needing more than the CTA
+# the producer's setmaxnreg share, the least without spills (ptxas 13.0, 4096x4096x4093,
+# 4095x4097x4093, 8192x8192x8189 bf16: 12-16 bytes spilled at 72, none at 80); the consumers
+# get what is left of the CTA's 168 x 384 registers (tc_ldg_producer.ldg_schedule): 208. A split needing more than the CTA
 # holds hangs the consumers' setmaxnreg.inc (the first H200 run of this mode, 64 + 2 x 224, did).
-PRODUCER_REGS = 72
+PRODUCER_REGS = 80
 FULL_MASK = 0xFFFFFFFF
 POLL_AHEAD = 8                  # k-blocks whose flags the TMA thread reads in one round trip
 # the longest a TMA thread waits for one chunk before it traps: a copy takes microseconds, so
@@ -288,67 +289,104 @@ class FusedPad:
                                                   name="fl")), Imm(1, T.u32))))
 
     def _copy_chunk_staged(self, op, row0, c0, t, chunks_row, pitch):
-        """The chunk through shared memory, STAGED_ROUNDS rounds in flight per warp: a warp's
-        round is 4 rows of the k-block (32 items, 8 per row); lane j of a row cp.asyncs the
-        row's aligned 16-byte block j (lane 0 also block 8: a misaligned 128-byte piece spans
-        9), zero-filled past the array's end (src-size) and never read past it. After the
-        copies land (wait_group, then bar.warp.sync: lane j reads block j + 1 of lane j + 1),
-        each lane shifts its two blocks by the row's misalignment and stores its 16 bytes to
-        the padded row (pad_rows.chunk_store). The copies hold no registers, so the bytes in
+        """The chunk through shared memory. A warp's round is 4 rows of the k-block (32 items, 8
+        per row); lane j of a row cp.asyncs the row's aligned 16-byte block j (lane 0 also
+        block 8: a misaligned 128-byte piece spans 9), zero-filled past the array's end
+        (src-size) and never read past it. Rounds go in two halves of STAGED_ROUNDS / 2, one
+        half in flight while the other is realigned: once a half has landed (wait_group 1,
+        then bar.warp.sync: lane j also reads lane j + 1's block), each lane reads its 16
+        bytes back as five 32-bit words from the row's byte offset rounded down to 4, and
+        where the offset is 2 mod 4 (16-bit rows at odd K) moves them into place with prmt,
+        then stores them to the padded row. The copies hold no registers, so the bytes in
         flight are bounded by the staging buffer, not by the producer's register share."""
         b = self.b
         lane = b.and_(t, 31, name="lane")
         j = b.and_(lane, 7, name="blk")
         head = b.setp("eq", j, 0, type=T.u32, name="head")
-        # this lane's row in slot 0 of its warp's staging: warp (t / 32), row (lane / 8)
-        row_base = b.add(self.fstage, b.add(b.mul(b.shr(t, 5), STAGED_ROUNDS * ROUND_BYTES),
+        rounds = STAGED_ROUNDS // 2
+        half_bytes = rounds * ROUND_BYTES
+        step = COPIERS * rounds
+        # this lane's row in round 0 of its warp's staging: warp (t / 32), row (lane / 8)
+        row_base = b.add(self.fstage, b.add(b.mul(b.shr(t, 5), 2 * half_bytes),
                                             b.mul(b.shr(lane, 3), STAGED_ROW_BYTES)),
                          name="srow")
-        per = CHUNK // self.elem
         op = dict(op, row0=row0, c0=c0)
-        first_slot = b.add(row_base, b.shl(j, 4), name="sd0")
-        dst = b.reg(T.u32, "sd")
-        with b.for_range(t, op["items"], COPIERS * STAGED_ROUNDS, type=T.u32, name="it") as it:
-            # PTX loops over the rounds, bounded by a register: unrolled (ptxas unrolls a loop
-            # of constant trips), every round's addresses and shared loads were hoisted
-            # together and spilled (312-808 bytes at 4-8 rounds)
-            stop = b.min(b.add(it, COPIERS * STAGED_ROUNDS), op["items"], type=T.u32,
-                         name="stop")
-            b.mov(first_slot, out=dst)
-            with b.for_range(it, stop, COPIERS, type=T.u32, name="iv") as i:
-                r, c, row_ok, s_addr = self._staged_item(op, i, j)
-                blk = b.and_(s_addr, ~(CHUNK - 1) & 0xFFFFFFFFFFFFFFFF, type=T.b64, name="al")
-                with b.predicated(row_ok):
-                    b.cp_async(Addr(dst), Addr(blk), CHUNK, src_size=self._inside(blk, op))
-                with b.predicated(b.and_(row_ok, head, name="rok8")):
-                    last = b.add(blk, 8 * CHUNK, type=T.u64, name="al8")
-                    b.cp_async(Addr(dst, 8 * CHUNK), Addr(last), CHUNK,
-                               src_size=self._inside(last, op))
-                b.add(dst, ROUND_BYTES, out=dst)
+        half = b.const(0, T.u32, name="half")
+        self._staged_issue(op, t, step, j, head, b.add(row_base, b.shl(j, 4), name="sd0"))
+        with b.for_range(t, op["items"], step, type=T.u32, name="it") as it:
+            other = b.xor(half, half_bytes, name="other")
+            nxt = b.add(it, step, name="nxt")
+            with b.if_(b.setp("lt", nxt, op["items"], type=T.u32)):
+                self._staged_issue(op, nxt, step, j, head,
+                                   b.add(b.add(row_base, other), b.shl(j, 4), name="sd1"))
             b.cp_async_commit()
-            b.cp_async_wait(0)
+            b.cp_async_wait(1)                      # this half has landed, the next flies
             b.emit(Instr("bar", ("warp", "sync"), (Imm(FULL_MASK, T.u32),)))
-            b.mov(first_slot, out=dst)
-            with b.for_range(it, stop, COPIERS, type=T.u32, name="iv") as i:
-                r, c, row_ok, s_addr = self._staged_item(op, i, j)
-                ok = b.and_(row_ok, b.setp("lt", c, chunks_row, type=T.u32), name="ok")
-                # valid elements of the chunk, as pad_rows.chunk_loads counts them
-                left = b.sub(self.K, b.mul(c, per, name="cp"), type=T.s32, name="left")
-                n = b.min(b.max(left, 0, type=T.s32), per, type=T.s32, name="nval")
-                b.selp(n, 0, ok, type=T.u32, out=n)
-                words = [b.const(0, T.b32, name="w") for _ in range(8)]
-                with b.predicated(row_ok):          # rows not copied were not staged either
-                    b.ld("shared", T.b32, Addr(dst), vec=4, out=words[:4])
-                    b.ld("shared", T.b32, Addr(dst, CHUNK), vec=4, out=words[4:])
-                loaded = dict(words=words, nbytes=b.mul(n, self.elem, type=T.u32, name="nbytes"),
-                              m=b.and_(b.cvt(T.u32, s_addr, name="s32"), CHUNK - 1, type=T.u32,
-                                       name="mis"))
-                row = b.add(op["pad"], b.mul(r, pitch, mode="wide", type=T.u32), type=T.u64,
-                            name="prow")
-                chunk_store(b, loaded, row, c, store_ok=ok)
-                b.add(dst, ROUND_BYTES, out=dst)
-            # the next round's copies overwrite blocks other lanes have just read
+            self._staged_store(op, it, step, j, b.add(row_base, half, name="sh"), chunks_row,
+                               pitch)
+            # the half's blocks are read before the copies after next overwrite them
             b.emit(Instr("bar", ("warp", "sync"), (Imm(FULL_MASK, T.u32),)))
+            b.mov(other, out=half)
+
+    def _staged_issue(self, op, it, step, j, head, first_slot):
+        """cp.async the blocks of the rounds it, it + 96, ... (< it + step, < the chunk's
+        items) to the half at first_slot (this lane's block of round 0), then commit them."""
+        b = self.b
+        dst = b.mov(first_slot, name="sd")
+        stop = b.min(b.add(it, step), op["items"], type=T.u32, name="stop")
+        # a PTX loop bounded by a register: unrolled (ptxas unrolls a loop of constant trips),
+        # every round's addresses were hoisted together and spilled
+        with b.for_range(it, stop, COPIERS, type=T.u32, name="iv") as i:
+            r, c, row_ok, s_addr = self._staged_item(op, i, j)
+            blk = b.and_(s_addr, ~(CHUNK - 1) & 0xFFFFFFFFFFFFFFFF, type=T.b64, name="al")
+            with b.predicated(row_ok):
+                b.cp_async(Addr(dst), Addr(blk), CHUNK, src_size=self._inside(blk, op))
+            with b.predicated(b.and_(row_ok, head, name="rok8")):
+                last = b.add(blk, 8 * CHUNK, type=T.u64, name="al8")
+                b.cp_async(Addr(dst, 8 * CHUNK), Addr(last), CHUNK,
+                           src_size=self._inside(last, op))
+            b.add(dst, ROUND_BYTES, out=dst)
+        b.cp_async_commit()
+
+    def _staged_store(self, op, it, step, j, half_row, chunks_row, pitch):
+        """Realign and store the rounds it, it + 96, ... of the landed half at half_row (this
+        lane's row of round 0)."""
+        b = self.b
+        per = CHUNK // self.elem
+        row_slot = b.mov(half_row, name="rs")
+        stop = b.min(b.add(it, step), op["items"], type=T.u32, name="stop")
+        with b.for_range(it, stop, COPIERS, type=T.u32, name="iv") as i:
+            r, c, row_ok, s_addr = self._staged_item(op, i, j)
+            ok = b.and_(row_ok, b.setp("lt", c, chunks_row, type=T.u32), name="ok")
+            m = b.and_(b.cvt(T.u32, s_addr, name="s32"), CHUNK - 1, type=T.u32, name="mis")
+            src = b.add(row_slot, b.add(b.and_(m, ~3 & 0xFFFFFFFF, type=T.u32), b.shl(j, 4)),
+                        name="sw")
+            words = [b.const(0, T.b32, name="w") for _ in range(5)]
+            with b.predicated(row_ok):              # rows not copied were not staged either
+                for k, w in enumerate(words):
+                    b.ld("shared", T.b32, Addr(src, 4 * k), out=w)
+            # bytes 2..5 of (w[k], w[k+1]) where the offset is 2 mod 4, else w[k] itself
+            sel = b.selp(0x5432, 0x3210, b.setp("ne", b.and_(m, 2, type=T.u32), 0,
+                                               type=T.u32), type=T.u32, name="sel")
+            out = [b.reg(T.b32, "o") for _ in range(4)]
+            for k in range(4):
+                b.emit(Instr("prmt", ("b32",), (out[k], words[k], words[k + 1], sel)))
+            # the chunk at the row's end keeps only its valid elements (the rest is the pad)
+            left = b.sub(self.K, b.mul(c, per, name="cp"), type=T.s32, name="left")
+            nbytes = b.mul(b.min(b.max(left, 0, type=T.s32), per, type=T.s32), self.elem,
+                           type=T.u32, name="nbytes")
+            with b.if_(b.setp("lt", nbytes, CHUNK, type=T.u32, name="part")):
+                for k in range(4):
+                    vb = b.min(b.max(b.sub(nbytes, 4 * k, type=T.s32), 0, type=T.s32), 4,
+                               type=T.s32, name="vb")
+                    keep = b.sub(b.shl(b.const(1, T.b32), b.shl(vb, 3), type=T.b32), 1,
+                                 type=T.u32, name="keep")
+                    b.and_(out[k], keep, type=T.b32, out=out[k])
+            at = b.add(b.add(op["pad"], b.mul(r, pitch, mode="wide", type=T.u32), type=T.u64),
+                       b.cvt(T.u64, b.shl(c, 4)), type=T.u64, name="dd")
+            with b.predicated(ok):
+                b.st("global", Addr(at), out, type=T.b32)
+            b.add(row_slot, ROUND_BYTES, out=row_slot)
 
     def _staged_item(self, op, i, j):
         """Item i of the chunk (row i / 8 of it, 16-byte chunk j = i % 8 of the k-block's row
