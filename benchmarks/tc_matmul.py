@@ -70,8 +70,10 @@ LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
 # with the TMA thread polling one k-block's flags at a time (tc_fused_pad.STAGED_ROUNDS /
 # POLL_AHEAD, set while that variant is built and launched)
 K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
-          "fused4": dict(k_pack="fused"), "fusedp1": dict(k_pack="fused")}
-FUSED_KNOBS = {"fused4": dict(STAGED_ROUNDS=4), "fusedp1": dict(POLL_AHEAD=1)}
+          "fused4": dict(k_pack="fused"), "fused10": dict(k_pack="fused"),
+          "fusedp1": dict(k_pack="fused")}
+FUSED_KNOBS = {"fused4": dict(STAGED_ROUNDS=4), "fused10": dict(STAGED_ROUNDS=10),
+               "fusedp1": dict(POLL_AHEAD=1)}
 FUSED_DEFAULTS = dict(STAGED_ROUNDS=fpad.STAGED_ROUNDS, POLL_AHEAD=fpad.POLL_AHEAD)
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
