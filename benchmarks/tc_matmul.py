@@ -71,7 +71,7 @@ LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
 # POLL_AHEAD, set while that variant is built and launched)
 K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
           "fused4": dict(k_pack="fused"), "fused10": dict(k_pack="fused"),
-          "fusedp1": dict(k_pack="fused")}
+          "fusedp1": dict(k_pack="fused"), "fused1": dict(k_pack="fused1")}
 FUSED_KNOBS = {"fused4": dict(STAGED_ROUNDS=4), "fused10": dict(STAGED_ROUNDS=10),
                "fusedp1": dict(POLL_AHEAD=1)}
 FUSED_DEFAULTS = dict(STAGED_ROUNDS=fpad.STAGED_ROUNDS, POLL_AHEAD=fpad.POLL_AHEAD)

@@ -36,9 +36,9 @@ def _emulate(op, shape, arrays, sm_count, launches=1):
     return arrays
 
 
-def _pair(dtype, out, shape_kw, sm_count, seed, **op_kw):
+def _pair(dtype, out, shape_kw, sm_count, seed, k_pack="fused", **op_kw):
     """C of the fused path and of the pad-copy path on the same inputs."""
-    fused = TcMatmul(dtype, out, k_pack="fused", **op_kw)
+    fused = TcMatmul(dtype, out, k_pack=k_pack, **op_kw)
     pad = TcMatmul(dtype, out, k_pack="pad", **op_kw)
     shape = fused.shape(**shape_kw)
     inputs = fused.make_inputs(shape, np.random.default_rng(seed))
@@ -66,6 +66,22 @@ def test_fused_matches_the_pad_path_bit_for_bit_and_float64(dtype, out, M, N, K,
     flags = got["fused_flags"]
     assert flags[0] == 1 and flags[1] == 0             # epoch bumped, exit counter reset
     assert (flags[HEADER_WORDS:] == tc_fused_pad.COPIER_WARPS).all()   # 3 warps per chunk
+
+
+@pytest.mark.parametrize("M, N, K, sms, which", [
+    (300, 520, 137, 8, (True, False)),       # 128x128 tiles, one wave: A 3 x 128 rows, B 5 x 128
+    (600, 200, 77, 4, (False, True)),        # A 5 x 128 rows, B 2 x 128
+])
+def test_fused1_copies_the_lighter_operand_in_the_kernel(M, N, K, sms, which):
+    """k_pack="fused1": the operand whose panels the first wave needs fewer rows of is copied in
+    the kernel, the other by the pad kernel; C bit for bit that of the pad path."""
+    seed = int(np.random.default_rng().integers(2 ** 31))
+    op, shape, got, want = _pair("bf16", "bf16", dict(M=M, N=N, K=K), sms, seed,
+                                 k_pack="fused1")
+    assert op.fused(shape) == which
+    assert [s.kernel for s in op.steps(shape, ARCH, sms)] == ["pad_copy_b16", "tc_matmul"]
+    assert op.check(shape, got)[0]
+    assert np.array_equal(got["C"].view(np.uint8), want["C"].view(np.uint8))
 
 
 def test_fused_repeated_launches_on_one_workspace():

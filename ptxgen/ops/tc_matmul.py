@@ -32,7 +32,7 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
-from ..schedule.tc_fused_pad import chunk_table, HEADER_WORDS, staging_bytes
+from ..schedule.tc_fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
 from ..schedule.tc_ldg_producer import side_bytes
 from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
@@ -59,7 +59,11 @@ MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps'
 # but slower than "pad" (2026-12-01, docs/PERF.md, "Odd K: a realigning pad copy, and the pad
 # copy fused into the GEMM"): 4096x4096x4093 477.4 (532.0 with four chunks in flight) against
 # 639.8, 4095x4097x4093 506.5 / 534.3 against 626.8, 8192x8192x8189 606.8 / 616.9 against 719.7.
-K_PACKS = ("auto", "pad", "ldg", "fused")
+# "fused1": only the operand whose panels the first wave of tiles needs fewer rows of is copied
+# in the kernel, the other pad-copied before it (tc_fused_pad.first_wave_rows): the in-kernel
+# copy could not feed the first wave all of B at 4096x4096x4093 (docs/PERF.md).
+K_PACKS = ("auto", "pad", "ldg", "fused", "fused1")
+FUSED_PACKS = ("fused", "fused1")
 
 
 def default_tc_schedule(shape, sm_count=None):
@@ -159,7 +163,7 @@ class TcMatmul(Operator):
             # no TMA multicast of B with the ld.global producer or the fused copy (their
             # registers: lower_tc_matmul)
             return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) or \
-                (self.k_pack == "fused" and any(self._misaligned_k_major(shape))) else s
+                (self.k_pack in FUSED_PACKS and any(self._misaligned_k_major(shape))) else s
         return self.schedule
 
     def _ldg_wanted(self, shape):
@@ -182,15 +186,20 @@ class TcMatmul(Operator):
 
     def fused(self, shape):
         """(A, B): K-major operands with misaligned rows pad-copied inside the GEMM kernel
-        (k_pack="fused", tc_fused_pad.py), where the schedule allows it: persistent and one CTA
+        (k_pack="fused"; "fused1": only the one of the two whose panels the first wave needs
+        fewer rows of), where the schedule allows it: persistent and one CTA
         per cluster, so the grid is at most one CTA per SM and all of it is resident at once
         (validate() guarantees one CTA fits an SM); otherwise pad copies (never a hang)."""
-        if self._sm80 or self.k_pack != "fused":
+        if self._sm80 or self.k_pack not in FUSED_PACKS:
             return (False, False)
         s = self.schedule_for(shape)
         if not s.persistent or s.cluster_m != 1:
             return (False, False)
         want = self._misaligned_k_major(shape)
+        if self.k_pack == "fused1" and all(want):
+            grid = min(self.tiles(shape), sm_count_or_default(None, TC_CHIP))
+            a_rows, b_rows = first_wave_rows(s, shape["M"], shape["N"], grid)
+            want = (True, False) if a_rows <= b_rows else (False, True)
         staged = s.c_store(self.out, shape["M"], shape["N"])
         need = s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) + staging_bytes(want)
         if need > target_limits(DEFAULT_TARGET)["max_shared_per_block"]:

@@ -124,6 +124,15 @@ def _grouped(tile, tm, tn, group):
     return first + r - pn * gsize, pn
 
 
+def first_wave_rows(s, M, N, grid):
+    """(rows of A, rows of Bt) whose k-blocks the first wave of tiles (the first `grid` of the
+    raster) needs at each k step: what the in-kernel copy must deliver before the GEMM runs at
+    speed."""
+    tm, tn = -(-M // s.BM), -(-N // s.BN)
+    wave = [_grouped(t, tm, tn, s.group_m) for t in range(min(grid, tm * tn))]
+    return len({pm for pm, _ in wave}) * s.BM, len({pn for _, pn in wave}) * s.BN
+
+
 def chunk_table(s, shape, fused, grid):
     """(order, nflags): the chunk order as a (chunks, ENTRY_WORDS) uint32 array and the flag
     count, for schedule `s` (cluster_m 1, persistent), `shape` and a grid of `grid` CTAs:
