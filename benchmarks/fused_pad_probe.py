@@ -10,6 +10,12 @@ At 4096x4096x4093 and 8192x8192x8189 (bf16 in and out), one run, GPU time per ca
              the flags, polls and fences without the copies
   nofence    fused, the copiers' per-thread fence.proxy.async.global dropped
     python benchmarks/fused_pad_probe.py [--out DIR]
+    python benchmarks/fused_pad_probe.py --sweep [--out DIR]
+
+--sweep: the fused copy with more bytes in flight, where a C stored from the fragments
+("direct" epilogue) leaves the staged C tile's 64 KB of shared memory to the copy's staging:
+STAGED_ROUNDS 8-32 at 3 and 4 stages, against the same schedules at 4096^3 / 8192^3 and the
+operator's auto (pad copies, TMA-stored C).
 """
 import argparse
 import dataclasses
@@ -33,7 +39,10 @@ def main():
     from ptxgen.runtime.device import sm_count
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--sweep", action="store_true")
     a = ap.parse_args()
+    if a.sweep:
+        return sweep(a.out)
     sms = sm_count()
     rows = []
     orig_copy = fpad.FusedPad._copy_chunk_staged
@@ -86,6 +95,54 @@ def main():
         finally:
             fpad.FusedPad.fused_copier = orig_copier
     with open(os.path.join(a.out, "fused_pad_probe.json"), "w") as f:
+        json.dump(dict(rows=rows, torch=torch.__version__), f, indent=1)
+
+
+def sweep(out):
+    import torch
+    from tc_matmul import ptxgen_call
+    from ptxgen.runtime.device import sm_count
+    sms = sm_count()
+    rows = []
+    for (M, N, K), near in (((4096, 4096, 4093), (4096, 4096, 4096)),
+                            ((8192, 8192, 8189), (8192, 8192, 8192))):
+        for (m, n, k), kind in ((near, "multiple"), ((M, N, K), "odd")):
+            A = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            Bt = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+            C = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            shape = dict(M=m, N=n, K=k)
+            auto = TcMatmul("bf16", "bf16").schedule_for(shape)
+            cases = [("auto", TcMatmul("bf16", "bf16"), 8)]
+            for st in (3, 4):
+                d = dataclasses.replace(auto, epilogue="direct", stages=st, cluster_m=1)
+                if kind == "multiple":
+                    cases.append((f"direct_s{st}", TcMatmul("bf16", "bf16", d), 8))
+                    continue
+                for R in ((8, 16, 24, 32) if st == 3 else (8, 16)):
+                    cases.append((f"fused_direct_s{st}_r{R}",
+                                  TcMatmul("bf16", "bf16", d, k_pack="fused"), R))
+                cases.append((f"fused1_direct_s{st}_r16",
+                              TcMatmul("bf16", "bf16", d, k_pack="fused1"), 16))
+            for name, op, R in cases:
+                fpad.STAGED_ROUNDS = R
+                try:
+                    if not any(op.fused(shape)) and "fused" in name:
+                        print(f"{m}x{n}x{k} {name}: no room for the staging", flush=True)
+                        continue
+                    go, _, _ = ptxgen_call(op, shape, A, Bt, C, sms)
+                    go()
+                    torch.cuda.synchronize()
+                    ref = A[:32].double() @ Bt.double().T
+                    err = float((C[:32].double() - ref).abs().max() / ref.abs().max())
+                    t = time_calls(go)
+                finally:
+                    fpad.STAGED_ROUNDS = 8
+                rows.append(dict(shape=f"{m}x{n}x{k}", variant=name, ms=t,
+                                 tflops=2 * m * n * k / t / 1e9, rel_err_rows32=err,
+                                 schedule=str(op.schedule_for(shape))))
+                print(f"{m}x{n}x{k} {name:22} {t * 1e3:8.1f} us {rows[-1]['tflops']:6.1f} TFLOP/s"
+                      f"  err {err:.1e}", flush=True)
+    with open(os.path.join(out, "fused_pad_sweep.json"), "w") as f:
         json.dump(dict(rows=rows, torch=torch.__version__), f, indent=1)
 
 

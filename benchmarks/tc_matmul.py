@@ -163,10 +163,11 @@ def _ptxgen_arrays(op, shape, A, Bt, C):
     return arrays
 
 
-def ptxgen_call(op, shape, A, Bt, C, sms):
-    """A callable running all of op's steps (operand padding for unaligned K included)."""
+def ptxgen_call(op, shape, A, Bt, C, sms, ptx=None):
+    """A callable running all of op's steps (operand padding for unaligned K included; its
+    `launches` attribute: one callable per step). ptx: the build's text, when edited."""
     arrays = _ptxgen_arrays(op, shape, A, Bt, C)
-    kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
+    kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH, ptx=ptx)
     ctas = resident_ctas(op, shape, kernels[op.kernel_name()], sms)
     gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block, st.args(arrays),
                         st.launch.shared_bytes)
@@ -179,6 +180,7 @@ def ptxgen_call(op, shape, A, Bt, C, sms):
     def pads():
         for g in gos[:-1]:
             g()
+    go.launches = gos
     return go, ctas, (pads if len(gos) > 1 else None)
 
 

@@ -56,12 +56,13 @@ MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps'
 # workspace is filled inside the GEMM kernel by the producer's idle warps, chunk by chunk in the
 # order the persistent grid needs them; it falls back to pad copies where the schedule is not
 # persistent with cluster_m=1 (the copy needs every CTA resident at once). Correct on the H200
-# but slower than "pad" (2026-12-01, docs/PERF.md, "Odd K: a realigning pad copy, and the pad
-# copy fused into the GEMM"): 4096x4096x4093 477.4 (532.0 with four chunks in flight) against
-# 639.8, 4095x4097x4093 506.5 / 534.3 against 626.8, 8192x8192x8189 606.8 / 616.9 against 719.7.
+# but slower than "pad" (2026-12-02, docs/PERF.md, "Odd K, sixth session"): 4096x4096x4093
+# 548.7 against 639.1, 4095x4097x4093 555.7 against 624.1, 8192x8192x8189 650.6 against 722.5.
 # "fused1": only the operand whose panels the first wave of tiles needs fewer rows of is copied
 # in the kernel, the other pad-copied before it (tc_fused_pad.first_wave_rows): the in-kernel
-# copy could not feed the first wave all of B at 4096x4096x4093 (docs/PERF.md).
+# copy cannot feed the first wave all of B. Same run: 649.3 at 4096x4096x4093 and 732.2 at
+# 8192x8192x8189 (pad 640.3, 724.3), 600.0 at 4095x4097x4093 (pad 625.3): within run-to-run
+# noise of the pad copies, so "auto" stays "pad".
 K_PACKS = ("auto", "pad", "ldg", "fused", "fused1")
 FUSED_PACKS = ("fused", "fused1")
 

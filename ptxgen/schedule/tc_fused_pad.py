@@ -37,9 +37,11 @@ the operator takes the fused copy only for such schedules and pad-copies otherwi
 gpu-scope acquires (emu/program.py), and runs the copier warps, whose code comes first, before
 the TMA thread's spin.
 
-Status (docs/PERF.md, "Odd K: a realigning pad copy, and the pad copy fused into the GEMM"):
-bit-equal to the pad path on the emulator; its first H200 run hung on a register split the CTA
-could not hold (fixed, now a ScheduleError and an emulator error); not yet measured on the GPU.
+Status (docs/PERF.md, "Odd K, sixth session"): bit-equal to the pad path on the emulator and
+correct on the H200, but slower than separate pad copies (4096x4096x4093: 537-549 against
+~640 TFLOP/s): the copy work itself costs the difference (a variant that copies nothing runs at
+the plain GEMM's speed), three warps per SM cannot keep enough bytes in flight for the first
+wave's panels. k_pack="fused1" copies only the lighter operand here (649 at 4096x4096x4093).
 """
 import functools
 
