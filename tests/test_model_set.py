@@ -62,7 +62,7 @@ def test_the_split_was_fixed_before_fitting(cases):
 @pytest.mark.parametrize("split,min_cases,min_kinds",
                          [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12),
                           ("held6", 20, 10), ("held7", 20, 10), ("held8", 18, 9),
-                          ("held9", 18, 9)])
+                          ("held9", 18, 9), ("held10", 18, 9)])
 def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds):
     import model_set
     fams = {}
@@ -88,8 +88,9 @@ def _module(split):
     import model_set_held7 as H7
     import model_set_held8 as H8
     import model_set_held9 as H9
+    import model_set_held10 as H10
     return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8,
-            "held9": H9}[split]
+            "held9": H9, "held10": H10}[split]
 
 
 def _numba_kernels(split):
@@ -99,9 +100,10 @@ def _numba_kernels(split):
     import model_set_held7_numba as N7
     import model_set_held8_numba as N8
     import model_set_held9_numba as N9
+    import model_set_held10_numba as N10
     import model_set_numba as N
     return {"held4": N4, "held5": N5, "held6": N6, "held7": N7, "held8": N8,
-            "held9": N9}.get(split, N).KERNELS
+            "held9": N9, "held10": N10}.get(split, N).KERNELS
 
 
 def _saved_triton(split, fam):
@@ -120,7 +122,7 @@ def _small(split, source):
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
                          + _small("held5", "numba") + _small("held6", "numba")
                          + _small("held7", "numba") + _small("held8", "numba")
-                         + _small("held9", "numba"),
+                         + _small("held9", "numba") + _small("held10", "numba"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
@@ -134,7 +136,7 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
 
 
 @pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7", "held8",
-                                   "held9"])
+                                   "held9", "held10"])
 def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
@@ -155,7 +157,8 @@ def test_held_triton_kernels_compile_and_are_right(split):
 
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
                          + _small("held6", "ptx") + _small("held7", "ptx")
-                         + _small("held8", "ptx") + _small("held9", "ptx"),
+                         + _small("held8", "ptx") + _small("held9", "ptx")
+                         + _small("held10", "ptx"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
@@ -168,7 +171,7 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
 
 
 _GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7", "held8",
-                                                 "held9")
+                                                 "held9", "held10")
            for source in ("numba", "triton", "ptx")]
 
 
@@ -245,7 +248,7 @@ def _desc(a, init=None):
 def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
     """model_eval lays out each case's recorded arguments in its PTX's parameter order (Numba's
     array ABI, Triton's dropped ints and scratch pointers) without a mismatch; only the layout
-    is built here, nothing is simulated (held4 .. held8 stay blind)."""
+    is built here, nothing is simulated (held4 .. held10 stay blind)."""
     import model_eval
     from ptxgen.parse import parse_ptx
     H = _module(split)
@@ -440,6 +443,49 @@ def test_held9_checks_on_outputs_past_their_slice(fam):
         "ptx_seg_scan_warp": dict(n=(1 << 20) + 9)}[fam])
     _check_past_slice(H9, c, _held9_outputs,
                       H9.TOLERANCE.get(fam, 0.0 if fam in H9.PTX_FAMILIES else 1e-5))
+
+
+def _held10_outputs(fam, args):
+    """(output array, its right values, an index inside the check's slice) of a held10 case:
+    numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
+    import model_set_held10 as H10
+    if fam == "floyd_warshall_k":
+        d, k = args[0], args[2]
+        return args[1], np.minimum(d, d[:, k:k + 1] + d[k:k + 1]), (63, 0)
+    if fam == "nv12_to_rgb":
+        return args[2], H10.nv12_ref(args[0], args[1]), (63, 1, 2)
+    if fam == "black_scholes":
+        call, put = H10.black_scholes_ref(*args[:3])
+        args[6][:] = put
+        return args[5], call, (1 << 16) - 1
+    if fam == "triton_layernorm_bwd":
+        return args[5], H10.layernorm_bwd_ref(*args[:5]), (63, 0)
+    if fam == "triton_cumsum_rows":
+        return args[1], np.cumsum(np.asarray(args[0], np.float64), 1), (63, 0)
+    if fam == "triton_causal_dwconv":
+        return args[3], H10.dwconv_ref(*args[:3]), (0, 7, 0)
+    if fam == "ptx_rgb10a2_unpack":
+        return args[2], H10.rgb10a2_ref(args[1]), ((1 << 20) - 1, 3)
+    if fam == "ptx_sad_match":
+        return args[3], H10.sad_match_ref(args[1], args[2]), (1 << 16) - 1
+    return args[2], np.bincount(args[1], minlength=len(args[2])), len(args[2]) - 1
+
+
+@pytest.mark.parametrize("fam", sorted(__import__("model_set_held10").FAMILIES))
+def test_held10_checks_on_outputs_past_their_slice(fam):
+    """Each held10 check on a case larger than the slice it checks (the emulated sizes are
+    smaller): the right output passes, one wrong element at the slice's far end fails."""
+    import model_set_held10 as H10
+    c = dict(family=fam, **{
+        "floyd_warshall_k": dict(n=70, k=66), "nv12_to_rgb": dict(h=70, w=12),
+        "black_scholes": dict(n=(1 << 16) + 5),
+        "triton_layernorm_bwd": dict(rows=70, cols=30),
+        "triton_cumsum_rows": dict(rows=70, cols=20),
+        "triton_causal_dwconv": dict(b=2, c=9, l=30),
+        "ptx_rgb10a2_unpack": dict(n=(1 << 20) + 3), "ptx_sad_match": dict(n=(1 << 16) + 7),
+        "ptx_match_hist": dict(n=5000)}[fam])
+    _check_past_slice(H10, c, _held10_outputs,
+                      H10.TOLERANCE.get(fam, 0.0 if fam in H10.PTX_FAMILIES else 1e-5))
 
 
 def _fit10a_small():
