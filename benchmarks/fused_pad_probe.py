@@ -9,13 +9,17 @@ At 4096x4096x4093 and 8192x8192x8189 (bf16 in and out), one run, GPU time per ca
   nocopy     fused, the copier warps only add their flags (nothing copied; C wrong): the cost of
              the flags, polls and fences without the copies
   nofence    fused, the copiers' per-thread fence.proxy.async.global dropped
+  noload     fused, no cp.async (the realignment reads stale staging; C wrong): the stores' and
+             the realignment's cost
+  nostore    fused, the cp.asyncs only (no realignment, no stores; C wrong): the loads' cost
     python benchmarks/fused_pad_probe.py [--out DIR]
     python benchmarks/fused_pad_probe.py --sweep [--out DIR]
 
 --sweep: the fused copy with more bytes in flight, where a C stored from the fragments
-("direct" epilogue) leaves the staged C tile's 64 KB of shared memory to the copy's staging:
-STAGED_ROUNDS 8-32 at 3 and 4 stages, against the same schedules at 4096^3 / 8192^3 and the
-operator's auto (pad copies, TMA-stored C).
+("direct" epilogue) leaves the staged C tile's 64 KB of shared memory to the copy's staging
+(STAGED_ROUNDS 8-32 at 3 and 4 stages), or where 2 pipeline stages leave 48 KB (TMA-stored C,
+16 and 32 rounds), against the same schedules at 4096^3 / 8192^3 and the operator's auto
+(pad copies, TMA-stored C).
 """
 import argparse
 import dataclasses
@@ -77,6 +81,19 @@ def main():
             timed("nocopy", TcMatmul("bf16", "bf16", k_pack="fused"))
         finally:
             fpad.FusedPad._copy_chunk_staged = orig_copy
+        for name, meth in (("noload", "_staged_issue"), ("nostore", "_staged_store")):
+            orig = getattr(fpad.FusedPad, meth)
+            if meth == "_staged_issue":     # the commit stays: wait_group counts groups
+                def patched(self, *args):
+                    self.b.cp_async_commit()
+            else:
+                def patched(self, *args):
+                    return None
+            setattr(fpad.FusedPad, meth, patched)
+            try:
+                timed(name, TcMatmul("bf16", "bf16", k_pack="fused"))
+            finally:
+                setattr(fpad.FusedPad, meth, orig)
         # drop the per-thread proxy fence of the copier loop: patch Builder.fence_proxy_async
         # while the copier is lowered (the TMA thread's fences stay: they come from fused_wait)
         from ptxgen.ir.builder_tensor import TensorOps as TB
@@ -113,8 +130,19 @@ def sweep(out):
             shape = dict(M=m, N=n, K=k)
             auto = TcMatmul("bf16", "bf16").schedule_for(shape)
             cases = [("auto", TcMatmul("bf16", "bf16"), 8)]
-            for st in (3, 4):
-                d = dataclasses.replace(auto, epilogue="direct", stages=st, cluster_m=1)
+            for st, epi in ((3, "direct"), (4, "direct"), (2, auto.epilogue)):
+                d = dataclasses.replace(auto, epilogue=epi, stages=st, cluster_m=1)
+                if epi != "direct":
+                    tag = f"{epi}_s{st}"
+                    if kind == "multiple":
+                        cases.append((tag, TcMatmul("bf16", "bf16", d), 8))
+                        continue
+                    for R in (16, 32):
+                        cases.append((f"fused_{tag}_r{R}",
+                                      TcMatmul("bf16", "bf16", d, k_pack="fused"), R))
+                    cases.append((f"fused1_{tag}_r32",
+                                  TcMatmul("bf16", "bf16", d, k_pack="fused1"), 32))
+                    continue
                 if kind == "multiple":
                     cases.append((f"direct_s{st}", TcMatmul("bf16", "bf16", d), 8))
                     continue
