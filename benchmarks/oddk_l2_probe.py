@@ -8,7 +8,7 @@ write-backs drain during the compute-bound GEMM. The pad kernel's PTX is edited 
 (nearest multiple) and each variant, GPU time per call (runtime.time_calls), pads alone too,
 every variant's C compared with the base variant's bit for bit.
 
-    python benchmarks/oddk_l2_probe.py [--shapes 4096x4096x4093,...] [--out DIR]
+    python benchmarks/oddk_l2_probe.py [--shapes 4096x4096x4093,...] [--k-pack pad|fused1] [--out DIR]
 """
 import argparse
 import json
@@ -67,6 +67,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="4096x4096x4093,4095x4097x4093,8192x8192x8189")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--k-pack", default="pad", help="the odd shapes' k_pack: pad (both operands "
+                    "pad-copied) or fused1 (one pad-copied, 33 MB: L2 could hold it)")
     a = ap.parse_args()
     variants = {"base": (None, None), "st_last": (None, "last"), "ld_first": ("first", None),
                 "both": ("first", "last")}
@@ -90,7 +92,7 @@ def main():
             rows.append(dict(shape=key, variant="multiple", ms=t, tflops=2 * m * n * k / t / 1e9))
             print(f"{key:>16} multiple   {t * 1e3:8.1f} us {rows[-1]['tflops']:6.1f} TFLOP/s",
                   flush=True)
-        op = TcMatmul("bf16", out="bf16")
+        op = TcMatmul("bf16", out="bf16", k_pack=a.k_pack)
         shape = dict(M=M, N=N, K=K)
         A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         Bt = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
@@ -115,7 +117,7 @@ def main():
             print(f"{shp:>16} {name:10} {t * 1e3:8.1f} us (pads {tp * 1e3:6.1f}, gemm alone "
                   f"{tg * 1e3:6.1f}) {rows[-1]['tflops']:6.1f} TFLOP/s  of multiple {ratio:.3f}"
                   f"  same C {same}", flush=True)
-    with open(os.path.join(a.out, "oddk_l2_probe.json"), "w") as f:
+    with open(os.path.join(a.out, f"oddk_l2_probe_{a.k_pack}.json"), "w") as f:
         json.dump(dict(rows=rows, torch=torch.__version__), f, indent=1)
 
 
