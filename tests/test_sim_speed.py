@@ -46,8 +46,8 @@ def test_local_memory_dp_case_simulates_within_bound():
 
 # round sim12a: edit_distance_local at len=32 (held9; two waves of 16 CTAs of 4 warps, a DP row
 # loop of ~1200 instructions an iteration) took 11-15 s of CPU; with its long iterations
-# sampled at 4 and 2 (waves.sampled_pair) and the engine's issue step fused it takes 3.7 s
-# (load 2.2). The bound is about twice that: a regression to the 11 s of before fails
+# sampled at 4 and 2 (waves.sampled_pair) and the engine's issue step fused it takes 3.7-4.7 s
+# (load 2-5). The bound is about twice the lower figure: a regression to the 11 s of before fails
 SLOW_DP32, DP32_BOUND_S = "edit_distance_local pairs=600011 len=32", 8.0
 
 
