@@ -52,14 +52,12 @@ def test_issue_sets_the_scoreboard_and_schedule_charges_the_wait():
     sm.load_block(w)
     sm.schedule(w, 0.0)
     fma = TABLE.ops["FMA"]
-    t, nxt = sm.issue(w, 0, 0.0)               # mov
-    sm.advance(w, 0, t, nxt)
+    assert sm.step(w, 0, 0.0) == 0.0           # mov: issued, the fma scheduled
     mov_done = w.ready                          # the fma waits for the mov's result
     assert mov_done == pytest.approx(TABLE.op_for(prog.instrs[0].instr).latency)
-    t1, nxt = sm.issue(w, 0, mov_done)         # the first fma
-    assert t1 == mov_done
     before = sm.stalls["dependency"]
-    sm.advance(w, 0, t1, nxt)
+    t1 = sm.step(w, 0, mov_done)               # the first fma
+    assert t1 == mov_done
     # the second fma waits for the first one's result: a dependency stall until it arrives
     assert w.ready == pytest.approx(t1 + fma.latency)
     assert sm.stalls["dependency"] - before == pytest.approx(fma.latency - 1)

@@ -42,3 +42,21 @@ def test_local_memory_dp_case_simulates_within_bound():
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.5
     assert model_eval.predict.cpu_s < LOCAL_BOUND_S, \
         f"{SLOW_LOCAL}: {model_eval.predict.cpu_s:.1f} s of CPU (bound {LOCAL_BOUND_S} s)"
+
+
+# round sim12a: edit_distance_local at len=32 (held9; two waves of 16 CTAs of 4 warps, a DP row
+# loop of ~1200 instructions an iteration) took 11-15 s of CPU; with its long iterations
+# sampled at 4 and 2 (waves.sampled_pair) and the engine's issue step fused it takes 3.7-4.7 s
+# (load 2-5). The bound is about twice the lower figure: a regression to the 11 s of before fails
+SLOW_DP32, DP32_BOUND_S = "edit_distance_local pairs=600011 len=32", 8.0
+
+
+def test_long_iteration_dp_case_simulates_within_bound():
+    import model_eval
+    with open(SET10) as f:
+        case = next(c for c in json.load(f)["cases"] if c["name"] == SLOW_DP32)
+    rep, _wall = model_eval.predict(case, launch_path=case.get("path", "cuda.core"))
+    assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.5
+    assert rep.details["sampled_loop"]["iterations"] == 4
+    assert model_eval.predict.cpu_s < DP32_BOUND_S, \
+        f"{SLOW_DP32}: {model_eval.predict.cpu_s:.1f} s of CPU (bound {DP32_BOUND_S} s)"

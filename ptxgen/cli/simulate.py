@@ -59,7 +59,8 @@ def add_parser(sub):
                    help="distinct bytes the launch touches, for the reuse model")
     p.add_argument("--regs", type=positive_int, help="registers per thread (default: ptxas)")
     p.add_argument("--sample", type=positive_int, default=16,
-                   help="loop iterations simulated before extrapolating (default 16)")
+                   help="loop iterations simulated before extrapolating (default 16; fewer, "
+                        "at least 4, where an iteration is long)")
     p.add_argument("--schedule", action="store_true",
                    help="list-schedule the kernel's basic blocks first (ptxgen.reorder)")
     p.add_argument("--ptx-order", action="store_true",

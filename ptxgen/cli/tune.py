@@ -56,7 +56,8 @@ def add_parser(sub):
                    help="run ptxas and the simulator on a Ray cluster ('auto', "
                         "'ray://host:10001', or 'local' for a private one; needs ptxgen[ray])")
     p.add_argument("--sample", type=positive_int, default=16,
-                   help="simulated k-loop iterations before extrapolating (default 16)")
+                   help="simulated k-loop iterations before extrapolating (default 16; "
+                        "fewer, at least 4, where an iteration is long)")
     p.add_argument("--cache", metavar="FILE.json",
                    help="tune cache to write (default: the user cache, see ptxgen.schedule.tuned)")
     p.add_argument("--json", action="store_true", help="machine-readable report")

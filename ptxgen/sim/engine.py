@@ -120,6 +120,14 @@ class Sm:
         self.prog, self.memory, self.max_events = prog, memory, max_events
         self.nsched = h.schedulers_per_sm
         self.instrs, self.blocks = prog.instrs, prog.blocks
+        # per instruction, what the issue loop reads on every scan (plain lists, not
+        # attributes): its pipe and the other pipe that takes it (the same when none; -1 for
+        # an async tensor op, which only joins its pipe's queue), and the registers the
+        # scoreboard waits on (what it reads, then what it writes unless the pipe orders it)
+        self.pipe_a = [-1 if st.queued else st.unit for st in self.instrs]
+        self.pipe_b = [-1 if st.queued else st.unit if st.alt is None else st.alt[0]
+                       for st in self.instrs]
+        self.waits_on = [st.uses if st.queued else st.uses + st.defs for st in self.instrs]
         self.nb = len(prog.blocks)
         nunits = len(prog.units)
         self.bar_latency = table.ops["BAR"].latency
@@ -208,23 +216,27 @@ class Sm:
 
     def schedule(self, w, t):
         """Work out when w's next instruction can issue (t: the earliest)."""
-        st = self.instrs[w.pc]
+        pc = w.pc
         reason = -1
         regs = w.regs
-        for r in st.uses:
-            if regs[r] > t:
-                t, reason = regs[r], r
-        for r in st.defs if not st.queued else ():    # (queued: the pipe orders them)
+        for r in self.waits_on[pc]:
             if regs[r] > t:
                 t, reason = regs[r], r
         why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
-        if not st.queued:               # port_free, written out (once per issue)
+        a = self.pipe_a[pc]
+        if a >= 0:                      # when its pipe (or the other one) frees
             uf = self.unit_free[w.sched]
-            uf = uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])
-            if uf > t:
-                t, why = uf, "throughput"
+            u, ub = uf[a], uf[self.pipe_b[pc]]
+            if ub < u:
+                u = ub
+            if u > t:
+                t, why = u, "throughput"
         if t > w.cursor:
-            self.stall(w, why, t)
+            if w.tracing:
+                self.stall(w, why, t)
+            else:                       # stall, written out
+                self.stalls[why] += t - w.cursor
+                w.cursor = t
         w.ready = t
 
     def finish(self, w, now):
@@ -286,65 +298,93 @@ class Sm:
         intervals are measured averages such as 4.1 or 1.02), so whatever becomes ready within
         the cycle issues in it, at that moment. A warp whose pipe was taken since it became
         ready is moved on to when the pipe frees."""
-        instrs = self.instrs
+        pipe_a, pipe_b = self.pipe_a, self.pipe_b
+        uf = self.unit_free[s]
         w = self.last[s]
         if w is not None and w.ready < end:
-            st = instrs[w.pc]           # (port_free written out: once per cycle)
-            if st.queued:
+            a = pipe_a[w.pc]            # when its pipe (or the other one) frees
+            if a < 0:
                 return w
-            uf = self.unit_free[s]
-            if (uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])) < end:
+            u, ub = uf[a], uf[pipe_b[w.pc]]
+            if (ub if ub < u else u) < end:
                 return w
-        uf = self.unit_free[s]
+        # the stall sums are kept in locals while the scan runs (the same additions in the
+        # same order), written back before a traced warp's stall and when it ends
         stalls = self.stalls
+        ns = th = None
+        found = None
         for c in self.queues[s]:
             if c.ready < end:
-                st = instrs[c.pc]
-                if st.queued:
-                    return c
-                u = uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])
+                pc = c.pc
+                a = pipe_a[pc]
+                if a < 0:
+                    found = c
+                    break
+                u, ub = uf[a], uf[pipe_b[pc]]
+                if ub < u:
+                    u = ub
                 if u < end:
-                    return c
+                    found = c
+                    break
                 # its pipe was taken: stall(c, "not_selected", now) then stall(c,
                 # "throughput", u), written out (with 16 warps a scheduler contending for
                 # one pipe this runs several times per issued instruction)
                 if c.tracing:
+                    if ns is not None:
+                        stalls["not_selected"], stalls["throughput"] = ns, th
+                        ns = None
                     self.stall(c, "not_selected", max(now, c.cursor))
                     self.stall(c, "throughput", u)
                 else:
+                    if ns is None:
+                        ns, th = stalls["not_selected"], stalls["throughput"]
                     cur = c.cursor
                     if now > cur:
-                        stalls["not_selected"] += now - cur
+                        ns += now - cur
                         cur = now
                     if u > cur:
-                        stalls["throughput"] += u - cur
+                        th += u - cur
                         cur = u
                     c.cursor = cur
                 c.ready = u
-        return None
+        if ns is not None:
+            stalls["not_selected"], stalls["throughput"] = ns, th
+        return found
 
-    def issue(self, w, s, now):
-        """Issue w's next instruction on scheduler s (in the cycle starting at now); returns the
-        cycle its next instruction can issue at the earliest."""
+    def step(self, w, s, now):
+        """Issue w's next instruction on scheduler s (in the cycle starting at now), move w on
+        to its next instruction and work out when that can issue (issue and advance in one:
+        this runs once per issued instruction, so the pipe's free time and stall are written
+        out). Returns the issue time."""
         self.last[s] = w
-        st = self.instrs[w.pc]
+        pc = w.pc
+        st = self.instrs[pc]
         uf = self.unit_free[s]
-        # (port_free and stall written out: this runs once per issued instruction)
-        pf = 0.0 if st.queued else uf[st.unit] if st.alt is None else \
-            min(uf[st.unit], uf[st.alt[0]])
-        t = max(now, w.ready, pf)
-        if t > w.cursor:
-            self.stall(w, "not_selected", t)
+        a = self.pipe_a[pc]
+        if a < 0:
+            pf = 0.0
+        else:
+            pf, ub = uf[a], uf[self.pipe_b[pc]]
+            if ub < pf:
+                pf = ub
+        t = w.ready
+        if now > t:
+            t = now
+        if pf > t:
+            t = pf
         if w.tracing:
+            if t > w.cursor:
+                self.stall(w, "not_selected", t)
             self.note(w, "issue", t, t + 1, st.text)
-        w.cursor = t + 1
+        elif t > w.cursor:
+            self.stalls["not_selected"] += t - w.cursor
+        w.cursor = nxt = t + 1
         self.issued += 1
         unit, interval = st.unit, st.interval
         if st.alt is not None and uf[st.alt[0]] < uf[unit]:
             unit, interval = st.alt         # the other pipe that takes it frees first
         self.unit_busy[unit] += interval
         kind = st.kind
-        nxt = t + 1
         if st.extra:
             # ptxas's SASS beyond this PTX instruction: the scheduler issues it first (no other
             # warp issues meanwhile) and its pipes do its work
@@ -354,28 +394,27 @@ class Sm:
                 uf[xu] = max(uf[xu], t) + k * xi
                 self.unit_busy[xu] += k * xi
             w.cursor = nxt = self.held[s] = t + 1 + n
-        if st.queued:
+        if a < 0:
             self.queue(w, st, uf, t)
         else:
             uf[unit] = t + interval
+        regs = w.regs
         if kind == ALU:
             done = t + st.latency
+            memreg = w.memreg
             for d in st.defs:
-                w.regs[d] = done
-                w.memreg[d] = False
+                regs[d] = done
+                memreg[d] = False
         elif kind == BRANCH:
             nxt = t + self.branch_latency
-        elif not st.queued and (st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1):
+        elif a >= 0 and (st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1):
             nxt = self.memory_op(w, st, t, nxt)   # memory and fixed-latency instructions
-        return t, nxt
-
-    def port_free(self, s, st):
-        """When scheduler s can issue st as far as its pipe goes: an async tensor op
-        (st.queued) only joins the pipe's queue, so the pipe never holds up its issue."""
-        if st.queued:
-            return 0.0
-        uf = self.unit_free[s]
-        return uf[st.unit] if st.alt is None else min(uf[st.unit], uf[st.alt[0]])
+        pc = w.pc = pc + 1
+        if pc >= w.end or kind == BAR or self.instrs[pc].free:
+            self.advance(w, s, st, t, nxt)
+            return t
+        self.schedule(w, nxt)
+        return t
 
     def queue(self, w, st, uf, t):
         """An async tensor op issued at t: it starts when its pipe has finished the work
@@ -421,10 +460,9 @@ class Sm:
             w.memreg[d] = True
         return nxt
 
-    def advance(self, w, s, t, nxt):
-        """After w issued at t: next instruction, next block, exit or barrier."""
-        st = self.instrs[w.pc]
-        w.pc += 1
+    def advance(self, w, s, st, t, nxt):
+        """After w issued st at t (its pc already past st): the next block, exit or barrier,
+        and when its next instruction can issue."""
         # an exit ends its block: the path says whether lanes go on (the next instruction
         # in the same block and not folded away: nothing to skip)
         if (w.pc >= w.end or self.instrs[w.pc].free) and not self.skip_free(w):
@@ -472,7 +510,7 @@ class Sm:
         scheds = range(self.nsched)
         order = range(s0, self.nsched)
         queues, held = self.queues, self.held
-        pick, issue, advance = self.pick, self.issue, self.advance
+        pick, step = self.pick, self.step
         while self.live:
             end = now + 1.0
             for s in order:
@@ -482,8 +520,7 @@ class Sm:
                 if w is None:
                     continue
                 busy = True
-                t, nxt = issue(w, s, now)
-                advance(w, s, t, nxt)
+                step(w, s, now)
             order = scheds
             if not self.live:
                 break

@@ -4,6 +4,8 @@ single iterations from extrapolated states: exponential, then binary search, or 
 which a moving value meets a fixed one for an equality exit), and the state that many
 iterations on. Split from paths.py: this is arithmetic on saved states; the walker's `probe` is
 the only thing it runs."""
+from itertools import compress, count
+from operator import ne
 
 
 def affine_step(states, free=frozenset()):
@@ -14,20 +16,27 @@ def affine_step(states, free=frozenset()):
     step = _Step()
     for l0, l1, l2 in zip(v0, v1, v2):
         d = [0] * len(l0)
-        for r, (a, b, c) in enumerate(zip(l0, l1, l2)):
+        moving = []
+        # only registers whose value changed need a look (found at C speed: a warp's lanes
+        # hold hundreds of registers, a loop moves a few); equal values stay put, whatever
+        # their type, as the checks below would find
+        for r in sorted(set(compress(count(), map(ne, l0, l1)))
+                        | set(compress(count(), map(ne, l1, l2)))):
             if r in free:
                 continue
+            a, b, c = l0[r], l1[r], l2[r]
             if a is None or b is None or c is None:
-                if not (a is None and b is None and c is None):
-                    return None
-            elif type(a) is int and type(b) is int and type(c) is int:
+                return None             # (not all None: they differ)
+            if type(a) is int and type(b) is int and type(c) is int:
                 if b - a != c - b:
                     return None
-                d[r] = c - b
-            elif not (a == b == c):
-                return None
+                if c != b:
+                    d[r] = c - b
+                    moving.append((r, c - b))
+            else:
+                return None             # not all equal (NaN included)
         step.append(d)
-        step.moving.append([(r, x) for r, x in enumerate(d) if x])
+        step.moving.append(moving)
     return step
 
 

@@ -10,7 +10,8 @@
   CTAs, and the total is full_waves × wave + tail.
 - Paths: each warp's path comes from ptxgen.sim.paths with the real argument values.
 - Loop sampling: the outermost loop that runs more than `sample` iterations per entry keeps that
-  many in the simulated paths, and again half as many in a second run; the difference between
+  many in the simulated paths (fewer, at least 4, where its iterations are long:
+  waves.sampled_pair), and again half as many in a second run; the difference between
   the two runs is what the left-out iterations cost, steady state and warp interplay included,
   and every counter is extended linearly by the iterations left out.
 """
@@ -32,7 +33,7 @@ from .paths import PathPlan, follow
 from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
 from .result import SimReport
 from .values import Env
-from .waves import cta_balance, extrapolate, path_instructions
+from .waves import cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair
 
 # the access pilot follows 32 lanes; the first executions of each memory instruction are what
 # it needs, so it stops after this many slice steps (later instructions keep default costs)
@@ -432,7 +433,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
 
     results = []
     steps = pilot.steps
-    caps = (sample, sample // 2) if hot is not None else (sample,)
+    caps = sample_caps(sample) if hot is not None else (sample,)
     for name, count, cta_ids, active in waves:
         if results and len(cta_ids) == results[0].ctas and active == results[0].active_sms:
             # a tail wave as full as a full wave (and as spread) behaves like one
@@ -451,6 +452,10 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                     runs[k][1].append(sk)
             for k in range(len(caps)):
                 runs[k][0].append(rows[k])
+        kept = sampled_pair(prog, runs, caps)     # long iterations: fewer of them
+        runs = runs[kept:kept + 2]
+        if not results:
+            sample = caps[kept]                   # what the report says the sample kept
         sims, again = [], None
         # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
         # warp slots, so the sub-partitions stay busy while a CTA's last warps finish (a CTA

@@ -12,16 +12,53 @@ def path_instructions(prog, trace):
     return sum(prog.blocks[e % nb].end - prog.blocks[e % nb].start for e in trace)
 
 
+# the sampled loop keeps `sample` iterations (and half as many in the second run), or fewer
+# where its iterations are long: the fewest (halving, at least 4) whose instructions still
+# cover this many per warp. The sample is there to reach the loop's steady state, which a
+# stretch of instructions does, however many iterations it holds: a DP row loop of 1200
+# instructions an iteration (edit_distance_local) reaches it as well in 4 iterations as
+# in 16, at a quarter of the simulation (round sim12a, docs/MODEL.md)
+SAMPLE_COVER = 3072
+
+
+def sample_caps(sample):
+    """The iteration counts one path walk keeps for the sampled loop: sample, sample // 2,
+    … down to 2 (`sampled_pair` picks two neighbours)."""
+    caps = [sample]
+    while caps[-1] // 2 >= 2:
+        caps.append(caps[-1] // 2)
+    return tuple(caps)
+
+
+def sampled_pair(prog, runs, caps, cover=SAMPLE_COVER):
+    """The index i of the runs (per cap in `caps`, from sample_caps) to simulate, i and i + 1:
+    halved from the first while the halved count, at the fewest instructions any warp
+    issues per iteration, still covers `cover` instructions."""
+    body = _per_iteration(prog, runs[0], runs[1]) if len(runs) > 1 else []
+    per = min(body, default=0.0)
+    i = 0
+    while i + 2 < len(runs) and caps[i + 1] >= 4 and caps[i + 1] * per >= cover:
+        i += 1
+    return i
+
+
+def _per_iteration(prog, big, small):
+    """Per warp that left iterations out: the instructions one more iteration costs, from
+    the two samples' difference (big: the longer sample's (traces per CTA, skipped))."""
+    if small is None or not small[0]:
+        return []
+    n0 = [path_instructions(prog, t) for cta in big[0] for t in cta]
+    n1 = [path_instructions(prog, t) for cta in small[0] for t in cta]
+    return [(a - b) / (s1 - s0) for a, b, s0, s1 in zip(n0, n1, big[1], small[1]) if s1 > s0]
+
+
 def cta_balance(prog, runs, warps_per_cta):
     """The mean CTA's work over the slowest CTA's, in instructions its slowest warp issues
     along its whole path (the sampled trace plus the left-out iterations, each costing what
     the two samples' difference says one costs). 1 when every CTA does the same work."""
     (tr0, sk0), small = runs[0], (runs[1] if len(runs) > 1 else None)
     n0 = [path_instructions(prog, t) for cta in tr0 for t in cta]
-    body = []
-    if small is not None and small[0]:
-        n1 = [path_instructions(prog, t) for cta in small[0] for t in cta]
-        body = [(a - b) / (s1 - s0) for a, b, s0, s1 in zip(n0, n1, sk0, small[1]) if s1 > s0]
+    body = _per_iteration(prog, runs[0], small)
     per_iter = sum(body) / len(body) if body else 0.0
     full = [n + k * per_iter for n, k in zip(n0, sk0)]
     ctas = [max(full[k:k + warps_per_cta]) for k in range(0, len(full), warps_per_cta)]
