@@ -74,3 +74,27 @@ def test_a_block_histogram_flushed_to_global_memory_fits_at_both_sizes():
     for name in ("hist_shared n=4194304", "hist_shared n=16777216"):
         _, err = _predict(name)
         assert abs(err) < 0.12, (name, err)
+
+
+def test_a_one_wave_grid_lasts_as_long_as_its_longest_data_dependent_loop():
+    """triton_masked_mean: CTA (b, ·) loops over length[b] rows, the lengths read from an
+    array. The 192 CTAs are one partial wave, so the launch lasts as long as the SM with the
+    longest batch; the first SM's CTAs (b = 0, 4) stood for all of them (-58 % on the H200).
+    With one long batch among short ones the time is the long batch's."""
+    import numpy as np
+    case = _case("triton_masked_mean 64x1000x300")
+    import model_eval
+    kernel = parse_ptx(case["ptx"]).kernel(case["entry"])
+
+    def run(lengths):
+        args = model_eval.sim_args(case, kernel.params)
+        k = next(i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.size == 64)
+        args[k] = np.asarray(lengths, dtype=np.int32)
+        return simulate(kernel, case["grid"], case["block"], args=args, registers=case.get(
+            "registers"), footprint=64 * 1000 * 300 * 4 * 2).device_us
+
+    one_long = [1] * 64
+    one_long[37] = 1000
+    long_us, all_long_us, short_us = run(one_long), run([1000] * 64), run([1] * 64)
+    assert long_us > 5 * short_us
+    assert long_us == pytest.approx(all_long_us, rel=0.35)
