@@ -121,3 +121,48 @@ def test_a_test_of_an_atomics_old_value_for_equality_is_taken_as_false():
     assert stores and not ran.intersection(stores)
     _, err = _predict(case["name"])
     assert abs(err) < 0.1
+
+
+SPIN = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry spin(.param .u64 lock, .param .u64 out)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<3>;
+  .reg .pred %p<3>;
+  ld.param.u64 %rd1, [lock];
+  ld.param.u64 %rd2, [out];
+SPIN:
+  atom.global.cas.b32 %r1, [%rd1], 0, 1;
+  setp.ne.s32 %p1, %r1, 0;
+  @%p1 bra SPIN;
+  atom.global.add.u32 %r2, [%rd2], 1;
+  setp.eq.u32 %p2, %r2, 7;
+  @!%p2 bra DONE;
+  st.global.u32 [%rd2+4], %r2;
+DONE:
+  ret;
+}
+"""
+
+
+def test_a_compare_and_swap_loop_is_not_taken_for_a_sentinel_test():
+    """A spin lock exits when its CAS finds the expected 0: the rule for an atomic's old value
+    (different from any constant) would spin it forever, so a CAS keeps the unknown-value rule
+    (the loop follows the trip count), while the atom.add's `== 7` test skips its store."""
+    from ptxgen.sim.launch import _lane_specs
+    from ptxgen.sim.paths import PathPlan, follow
+    from ptxgen.sim.program import compile_kernel
+    from ptxgen.sim.values import Env
+    kernel = parse_ptx(SPIN).kernel("spin")
+    prog = compile_kernel(kernel, TABLE)
+    plan = PathPlan(prog, Env({"lock": 1 << 32, "out": 1 << 33}, {}))
+    path = follow(plan, _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, 132, 0, TABLE),
+                  warnings={}, budget=20_000)
+    nb = len(prog.blocks)
+    ran = [i for e in path.trace for i in range(prog.blocks[e % nb].start, prog.blocks[e % nb].end)]
+    cas = next(i for i, st in enumerate(prog.instrs) if "cas" in st.instr.mods)
+    store = next(i for i, st in enumerate(prog.instrs) if st.instr.opcode == "st")
+    assert ran.count(cas) <= 2 and store not in ran

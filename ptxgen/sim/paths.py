@@ -89,7 +89,7 @@ class PathPlan:
         record = set(record)
         # the old values global atomics return (unknown to the walk, see values.evaluator)
         atomic_old = {d for st in prog.instrs if st.kind == ATOM and st.instr.dests
-                      for d in st.defs}
+                      and "cas" not in st.instr.mods for d in st.defs}
         for blk in prog.blocks:
             ev = []
             for i in range(blk.start, blk.end):
