@@ -46,7 +46,7 @@ MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "a
                      "dram_random_sector_bytes", "tma_bytes_per_cycle_per_sm",
                      "ptxas_unroll_max_instructions", "ptxas_sfu_range_fixup_instructions",
                      "ptxas_unroll_factor", "ptxas_unroll_loads_max_instructions",
-                     "cta_relaunch_cycles", "ptxas_int_reciprocal_instructions",
+                     "cta_relaunch_cycles", "cta_dispatch_ns", "ptxas_int_reciprocal_instructions",
                      "ptxas_int_divide_instructions", "ptxas_f32_divide_ffma_instructions",
                      "ptxas_f32_divide_other_instructions", "ptxas_int64_compare_instructions",
                      "ptxas_int64_multiply_instructions")

@@ -46,9 +46,10 @@ class Access:
     serial_lanes: float = 0     # global atomics: lanes of a warp on its most used address
                                 # (that address takes them one at a time)
     addr_share: float = 0.0     # fraction of the grid's warp executions that use that address
-    atom_ops: float = 0.0       # atomic-unit operations per warp execution: per line, the
+    atom_ops: float = 0.0       # atomic-unit operations per warp execution: per sector, the
                                 # most lanes on one address (lanes on distinct words of a
-                                # line go together, lanes on one word one after another)
+                                # sector go together, lanes on one word one after another;
+                                # round sim12b: a line's four sectors are four operations)
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
     atom_float: bool = False    # a floating-point atomic (its lanes on one address take the
                                 # float operation's time each, not the integer one's)
@@ -357,7 +358,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                 acc.dram_miss = 1.0 - keep / region
         if st.kind == ATOM:
             atomics.contention(acc, rec, line or sector,
-                              int(mm.get("atomic_interleave_bytes", 0)))
+                               int(mm.get("atomic_interleave_bytes", 0)), sector)
             acc.partial_sectors = atomics.partial_sectors(ex0[0], size, sector) if ex0 else 0
             acc.atom_float = atomics.is_float(st.instr)
         out[i] = acc

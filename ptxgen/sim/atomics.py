@@ -70,11 +70,14 @@ def hot_share(touched, lines, n, per_req, lines_per_req):
     return max(touched.values()) / n
 
 
-def contention(acc, rec, line, interleave):
+def contention(acc, rec, line, interleave, op_bytes=0):
     """Fill acc's atomic figures from every recorded warp execution (`rec`: warp → executions →
     lane addresses; warps sampled across the grid): the most used address and how much of the
-    grid uses it, the atomic-unit operations per execution, and how many interleave chunks
-    (L2 slices serve the address space in chunks) the grid's addresses spread over."""
+    grid uses it, the atomic-unit operations per execution (one per `op_bytes` block the lanes
+    touch, default a line; the simulator passes the sector: the fitting atomics of round sim10b
+    take a sector each, so a coalesced warp on one line is four operations and a scatter over
+    a 4 KiB table about one per lane), and how many interleave chunks (L2 slices serve the
+    address space in chunks) the grid's addresses spread over."""
     reqs = [[x for x in ex[0] if x is not None] for ex in rec.values() if ex]
     reqs = [r for r in reqs if r]
     if not reqs:
@@ -84,13 +87,13 @@ def contention(acc, rec, line, interleave):
         count = {}
         for x in r:
             count[x] = count.get(x, 0) + 1
-        per_line = {}
+        per_op = {}
         for x, c in count.items():
             touched[x] = touched.get(x, 0) + 1
             lanes_on[x] = lanes_on.get(x, 0) + c
-            k = x // line
-            per_line[k] = max(per_line.get(k, 0), c)
-        ops += sum(per_line.values())
+            k = x // (op_bytes or line)
+            per_op[k] = max(per_op.get(k, 0), c)
+        ops += sum(per_op.values())
         for k in {x // max(interleave, line) for x in count}:
             chunks[k] = chunks.get(k, 0) + 1
     top = max(touched, key=lambda x: (touched[x], lanes_on[x]))

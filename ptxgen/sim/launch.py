@@ -155,11 +155,18 @@ def _data_exits(prog, plan):
     first hit): the fast-forward would read a run of misses as a constant state and probe for
     the exit by bisection, which assumes a loop that has left stays left — so they are walked
     (their loads give values only where the caller gave the array's contents)."""
+    return _loaded_control(prog, plan, inside=True)
+
+
+def _loaded_control(prog, plan, inside):
+    """Loops whose control depends on a value a global load gives: one loaded inside the loop
+    (inside=True), or anywhere (a trip count read from data, a batch's length)."""
     out = set()
     for lp in prog.loops:
         ctrl = set(plan.loop_regs[lp.id])
+        span = range(lp.header, lp.end + 1) if inside else range(len(prog.instrs))
         if any(prog.instrs[i].kind == LDG and ctrl.intersection(prog.instrs[i].defs)
-               for i in range(lp.header, lp.end + 1)):
+               for i in span):
             out.add(lp.id)
     return out
 
@@ -400,7 +407,15 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         waves.append(("full", full, ids, S))
     if rem:
         base = full * S * per_sm
-        waves.append(("tail", 1, [base + k * S for k in range(-(-rem // S))], min(S, rem)))
+        ids = [base + k * S for k in range(-(-rem // S))]
+        if not full and rem > 1 and _loaded_control(prog, plan, inside=False):
+            # the whole grid is one partial wave: it lasts as long as its slowest SM, whose
+            # CTAs (j, j + S, … as the block scheduler deals them) may loop longer than the
+            # first SM's where trip counts are read from data (a batch's length)
+            pilot, ids = _slowest(plan, prog, specs,
+                                  [ids] + [list(range(j, rem, S)) for j in range(1, min(S, rem))],
+                                  trip, budget, warnings)
+        waves.append(("tail", 1, ids, min(S, rem)))
 
     if pilot is None:
         pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget,

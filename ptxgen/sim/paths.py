@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
 from ..ir.values import Imm, Reg
-from .program import BRANCH, EXIT
+from .program import ATOM, BRANCH, EXIT
 from .values import value_getter, evaluator
 from .fastforward import advance_state, affine_step, skippable
 from ..ir import types as T
@@ -87,6 +87,9 @@ class PathPlan:
         self.loop_regs = {lp.id: _loop_control(prog, lp) for lp in prog.loops}
         self.exits = {}
         record = set(record)
+        # the old values global atomics return (unknown to the walk, see values.evaluator)
+        atomic_old = {d for st in prog.instrs if st.kind == ATOM and st.instr.dests
+                      and "cas" not in st.instr.mods for d in st.defs}
         for blk in prog.blocks:
             ev = []
             for i in range(blk.start, blk.end):
@@ -101,7 +104,7 @@ class PathPlan:
                     ev.append((3, value_getter(ins.operands[1], T.pred, prog.reg_index, env),
                                prog.reg_index[ins.operands[0]]))
                 elif i in active_slice:
-                    fn = evaluator(st, prog.reg_index, env)
+                    fn = evaluator(st, prog.reg_index, env, atomic_old)
                     if fn is not None:
                         ev.append((0, fn, None))
                 if i in self.named:

@@ -66,6 +66,10 @@ class SimReport:
         # CUDA events report around a launch adds the measured launch overhead to them
         clock = table.time_clock_mhz
         cycles = sum(w.total for w in waves)
+        # the GPU starts the grid's CTAs one after another at a fixed rate, whatever each does:
+        # a grid of short CTAs (one store a thread) lasts at least that long
+        dispatch = n_ctas * (table.memory_model or {}).get("cta_dispatch_ns", 0.0) * clock * 1e-3
+        cycles = max(cycles, dispatch)
         issued = sum(w.count * w.issued for w in waves)
         slot_cycles = cycles * h.schedulers_per_sm
         units = table.units
@@ -77,6 +81,8 @@ class SimReport:
             n = w.total / w.cycles if w.cycles else w.count
             for k, v in w.busy.items():
                 mem_busy[k] = mem_busy.get(k, 0.0) + n * v
+        if dispatch:
+            mem_busy["DISPATCH"] = dispatch
         details = {
             "bound": explain(cycles, issued, busy, units, mem_busy, stall_tot, warp_cycles,
                              waves, h.schedulers_per_sm),
@@ -261,7 +267,8 @@ def explain(cycles, issued, unit_busy, units, mem_busy, stalls, warp_cycles, wav
     for k, u in enumerate(units):
         shares[f"pipe {u}"] = unit_busy[k] / (cycles * nsched)
     for k, v in mem_busy.items():
-        shares[{"SHARED": "shared memory", "ATOMIC": "same-address atomics"}.get(k, k)] = \
+        shares[{"SHARED": "shared memory", "ATOMIC": "same-address atomics",
+                 "DISPATCH": "CTA dispatch"}.get(k, k)] = \
             v / cycles
     top = max(shares, key=shares.get)
     out = {"resource": top, "share": shares[top],

@@ -215,9 +215,14 @@ def _arith(op, mods, t):
     return None
 
 
-def evaluator(st, reg_index, env):
+def evaluator(st, reg_index, env, atomic_old=()):
     """fn(vals, spec) that applies st's instruction to one lane's values (or None when the
-    instruction defines nothing we track)."""
+    instruction defines nothing we track). `atomic_old`: registers holding the old value a
+    global atomic other than a compare-and-swap returned, which the walker cannot know; a test
+    of one for equality with a constant (a sentinel) is taken as false (`setp.eq` false,
+    `setp.ne` true): many lanes share an atomic's address and at most one of them sees a given
+    value. (A CAS is left out: its old value usually equals the value the lane expected, and a
+    CAS loop or a spin lock exits on that equality.)"""
     ins = st.instr
     op, mods, t = ins.opcode, ins.mods, ins.type
     defs = st.defs
@@ -261,6 +266,11 @@ def evaluator(st, reg_index, env):
                     return (None,)
                 v = (f or math.trunc)(v)
             return (convert(v, to),)
+    elif op == "setp" and len(srcs) == 2 and not isinstance(ins.dests[0], PredPair) and \
+            ("eq" in mods or "ne" in mods) and any(isinstance(o, Imm) for o in srcs) and any(
+                isinstance(o, Reg) and reg_index[o] in atomic_old for o in srcs):
+        known = "ne" in mods
+        compute = lambda vals, spec: (known,)
     elif op == "setp" and len(srcs) >= 2:
         cmp = next((_CMP[m] for m in mods if m in _CMP), None)
         comb = next((_BOOL[m] for m in mods if m in _BOOL), None)
