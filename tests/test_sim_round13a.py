@@ -100,3 +100,21 @@ def test_match_all_is_true_only_for_a_warp_of_one_value(uniform):
     x = np.zeros(1024, np.int32) if uniform else np.arange(1024, dtype=np.int32) % 2
     lanes, _ = _walk(ALL, "uniform", {"x": KEYS, "out": BINS}, [(KEYS, x.tobytes())], "st")
     assert all((a is not None) == uniform for a in lanes)
+
+
+def test_stores_count_the_bytes_they_write_against_the_footprint():
+    """nv12_to_rgb writes each pixel's three channels with three st.u8 (a lane's bytes three
+    apart: 32 bytes of data over four sectors per store). The loads' share of DRAM is the
+    footprint's bytes the launch does not only write over what they ask of L2; counted in
+    sectors the stores wrote 4x their 100 MB (more than the whole footprint) and every load
+    was taken to come from DRAM. Counted in the lanes' bytes the loads' DRAM share is the
+    input's: Y and UV planes, 50 MB, of the 100 MB of sectors they ask for."""
+    import model_eval
+    case = _case("nv12_to_rgb 4322x7682")
+    h, w = case["h"], case["w"]
+    rep, _ = model_eval.predict(case, launch_path=case["path"])
+    mm = rep.to_dict()["details"]["memory_model"]
+    assert mm["footprint_bytes"] == h * w + h // 2 * w + 3 * h * w
+    expected = (mm["footprint_bytes"] - 3 * h * w) / mm["requested_load_bytes"]
+    assert mm["dram_fraction"] == pytest.approx(expected, rel=0.02)
+    assert 0.4 < mm["dram_fraction"] < 0.6

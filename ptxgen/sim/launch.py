@@ -248,7 +248,12 @@ def _traffic(prog, trace, access):
                 continue
             acc = access.get(i)
             if st.kind == STG:
-                stores += acc.bytes if acc is not None else st.bytes
+                # the bytes of the footprint the store writes: its lanes' data, not its sectors
+                # (a sector it shares with the next warp, or with the warp's own next store of
+                # interleaved channels, is written once; counted per sector a misaligned row
+                # kernel wrote more than its footprint and left its loads too little of DRAM)
+                stores += (acc.bytes if acc.data_bytes < 0 else acc.data_bytes) \
+                    if acc is not None else st.bytes
             elif acc is None or not acc.dram_miss:      # (scattered loads: their own miss)
                 loads += acc.bytes * acc.miss * acc.share if acc is not None else st.bytes
     return loads, stores
