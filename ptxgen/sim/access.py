@@ -62,6 +62,7 @@ class Access:
     l2_sectors: int = -1        # stores: sectors L2 takes from this execution (-1: all)
     dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
                                 # CTA writes too (L2 merges those before they leave for DRAM)
+    data_bytes: int = -1        # stores: distinct bytes the lanes write (-1: `bytes`)
     dram_miss: float = 0.0      # data-dependent scattered addresses over a region larger than
                                 # what L2 keeps: the fraction of sectors L2 does not have
     indirect: bool = False
@@ -422,6 +423,7 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     if not live:
         return
     w0 = written_bytes(rec[live[0]][0], size, sector)
+    acc.data_bytes = len({b for a in rec[live[0]][0] if a is not None for b in range(a, a + size)})
     # L2 takes every sector the instruction writes, merged or not: each store is its own write
     # there (store_lanes k=4, fitting part: four stores, 8 bytes per sector each, take 276 us
     # for 512 MiB, 2^26 sector writes at L2's bandwidth 262 us; counting only a sector's first

@@ -191,8 +191,17 @@ def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, tabl
             "laneid": t - first, "warpid": warp, "nwarpid": table.header.max_warps_per_sm,
             "smid": 0, "nsmid": sm_count, "gridid": 0,
             "dynamic_smem_size": dyn_shared, "total_smem_size": dyn_shared,
+            **_lanemasks(t - first, warp_size),
         })
     return specs
+
+
+def _lanemasks(lane, warp_size):
+    """%lanemask_eq/lt/le/gt/ge of a lane (the lane's own bit, those below it...): a leader
+    election or a rank within a match group reads them."""
+    full, bit = (1 << warp_size) - 1, 1 << lane
+    return {"lanemask_eq": bit, "lanemask_lt": bit - 1, "lanemask_le": 2 * bit - 1,
+            "lanemask_gt": full & ~(2 * bit - 1), "lanemask_ge": full & ~(bit - 1)}
 
 
 def _van_der_corput(k):
@@ -239,7 +248,12 @@ def _traffic(prog, trace, access):
                 continue
             acc = access.get(i)
             if st.kind == STG:
-                stores += acc.bytes if acc is not None else st.bytes
+                # the bytes of the footprint the store writes: its lanes' data, not its sectors
+                # (a sector it shares with the next warp, or with the warp's own next store of
+                # interleaved channels, is written once; counted per sector a misaligned row
+                # kernel wrote more than its footprint and left its loads too little of DRAM)
+                stores += (acc.bytes if acc.data_bytes < 0 else acc.data_bytes) \
+                    if acc is not None else st.bytes
             elif acc is None or not acc.dram_miss:      # (scattered loads: their own miss)
                 loads += acc.bytes * acc.miss * acc.share if acc is not None else st.bytes
     return loads, stores

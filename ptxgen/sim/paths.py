@@ -30,7 +30,7 @@ running single probe iterations from extrapolated states (exponential, then bina
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
-from ..ir.values import Imm, Reg
+from ..ir.values import Imm, PredPair, Reg
 from .program import ATOM, BRANCH, EXIT
 from .values import value_getter, evaluator
 from .fastforward import advance_state, affine_step, skippable
@@ -98,11 +98,17 @@ class PathPlan:
                     from .access import memory_operand
                     getter = value_getter(memory_operand(st.instr), U64, prog.reg_index, env)
                     ev.append((2, getter, (i, st.guard_id, st.instr.guard_negated)))
-                if i in active_slice and _ballot(st.instr):
-                    # a warp-wide vote: its mask comes from every lane (kind 3)
+                cross = _cross_lane(st.instr) if i in active_slice else None
+                if cross is not None:
+                    # a warp-wide vote or match: its result comes from every lane (kind 3)
                     ins = st.instr
-                    ev.append((3, value_getter(ins.operands[1], T.pred, prog.reg_index, env),
-                               prog.reg_index[ins.operands[0]]))
+                    src_t = T.pred if cross == "ballot" else ins.type
+                    dests = ins.operands[0]
+                    dests = (dests.first, dests.second) if isinstance(dests, PredPair) \
+                        else (dests,)
+                    ev.append((3, (cross, value_getter(ins.operands[1], src_t, prog.reg_index,
+                                                       env)),
+                               tuple(prog.reg_index[d] for d in dests)))
                 elif i in active_slice:
                     fn = evaluator(st, prog.reg_index, env, atomic_old)
                     if fn is not None:
@@ -115,7 +121,7 @@ class PathPlan:
                     ev.append((1, prog.reg_index[st.instr.guard],
                                (st.instr.guard_negated, st.guard_bit)))
             self.events.append(_fuse(ev))
-        # a vote in the slice: its mask is known only to walks that follow every lane
+        # a vote or match in the slice: known only to walks that follow every lane
         self.votes = any(e[0] == 3 for ev in self.events for e in ev)
         self.nb = nb
         self.start_block = {blk.start: blk.id for blk in prog.blocks}
@@ -173,7 +179,7 @@ class _Walker:
                         else None for lane in lanes]
                     (execs if len(execs) < 2 else more).append(ex)
             elif kind == 3:
-                self.ballot(a, c)
+                self.cross_lane(a[0], a[1], c)
             elif kind == 4:
                 self.named_barrier(a, c)
             else:
@@ -263,22 +269,42 @@ class _Walker:
                 f"{name(first)} in a warp's first execution and {name(got)} later; the "
                 f"simulator keeps the first")
 
-    def ballot(self, pred, dest):
-        """vote.ballot: bit k of the mask is lane k's predicate, for walks that follow every
-        lane (else unknown); a predicate the walker cannot know counts as true, as guarded
-        bodies run. Inactive lanes contribute 0."""
-        lanes, vals, specs = self.lanes, self.vals, self.specs
+    def cross_lane(self, what, get, dests):
+        """A warp-wide vote or match, for walks that follow every lane (else unknown).
+        vote.ballot: bit k of the mask is lane k's predicate; a predicate the walker cannot
+        know counts as true, as guarded bodies run. match.any: each lane gets the mask of the
+        active lanes holding its value (a warp-aggregated atomic elects one leader per value:
+        only the leaders reach the atomic); match.all: the active lanes' mask when they all
+        hold one value, else 0 (and the optional predicate says which). A match over a value
+        some lane does not know is unknown. Inactive lanes contribute nothing."""
+        lanes, vals, specs, active = self.lanes, self.vals, self.specs, self.active
         every = len(specs) > 1 and all(s.get("laneid") == k for k, s in enumerate(specs))
-        mask = 0
-        if every:
+        out = {}
+        if every and what == "ballot":
+            mask = 0
             for lane in lanes:
-                if self.active[lane]:
-                    v = pred(vals[lane], specs[lane])
+                if active[lane]:
+                    v = get(vals[lane], specs[lane])
                     if v is None or v:
                         mask |= 1 << lane
+            out = {lane: (mask,) for lane in lanes}
+        elif every:
+            got = {lane: get(vals[lane], specs[lane]) for lane in lanes if active[lane]}
+            if None not in got.values():
+                peers = {}
+                for lane, v in got.items():
+                    peers[v] = peers.get(v, 0) | 1 << lane
+                if what == "any":
+                    out = {lane: (peers[v],) for lane, v in got.items()}
+                else:
+                    one = len(peers) == 1
+                    mask = next(iter(peers.values())) if one else 0
+                    out = {lane: (mask, one) for lane in got}
         for lane in lanes:
-            if self.active[lane]:
-                vals[lane][dest] = mask if every else None
+            if active[lane]:
+                res = out.get(lane, ())
+                for k, d in enumerate(dests):
+                    vals[lane][d] = res[k] if k < len(res) else None
 
     # -- fast-forward of a loop whose state advances by the same step every iteration ---------
     def state(self):
@@ -385,9 +411,17 @@ def backward_closure(prog, chosen, needed):
     return chosen, needed
 
 
-def _ballot(ins):
-    return ins.opcode == "vote" and "ballot" in ins.mods and len(ins.operands) >= 2 and \
-        isinstance(ins.operands[0], Reg)
+def _cross_lane(ins):
+    """'ballot', 'any' or 'all' for the warp-wide instructions the walk evaluates across
+    lanes (vote.ballot, match.any, match.all), else None."""
+    if len(ins.operands) < 2:
+        return None
+    d = ins.operands[0]
+    if ins.opcode == "vote" and "ballot" in ins.mods and isinstance(d, Reg):
+        return "ballot"
+    if ins.opcode == "match" and isinstance(d, (Reg, PredPair)):
+        return next((m for m in ("any", "all") if m in ins.mods), None)
+    return None
 
 
 def _loop_control(prog, lp):
