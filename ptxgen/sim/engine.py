@@ -28,13 +28,12 @@ from operator import attrgetter
 
 from ..errors import PtxgenError
 from .access import async_roles, shared_atomics
-from .fork import without_pending
+from .fork import path_splits, without_pending
 from .program import ALU, ATOM, BAR, BRANCH, FIXED, LDG, LDS, STG, STS
 
 STALLS = ("dependency", "memory", "throughput", "barrier", "not_selected")
 _INF = float("inf")
 _NEVER = 1 << 62
-_ready = attrgetter("ready")
 
 
 class _Warp:
@@ -177,29 +176,20 @@ class Sm:
         self.looping = False        # in the event loop (not placing the first warps)
         self.forked = None          # ... that copy's result: the run without pending CTAs
         self.relaunched = False     # a pending CTA has started
-        self.alt = None             # set_alternative: other paths of the resident CTAs ...
-        self.alt_result = None      # ... and the result of the run along them
+        self.alt = self.alt_result = None     # set_alternative: other paths, their run
 
     def set_alternative(self, cta_traces):
-        """Also simulate the resident CTAs along other paths (`cta_traces`, shaped as this
-        run's: the shorter loop sample, which agrees with this run's paths up to where its
-        iterations stop), into `alt_result`. The two runs are the same simulation until the
-        first warp leaves the blocks the paths share, so the engine copies its state there
-        (sim/fork.py), gives the copy the other paths and finishes it: the shared stretch is
-        simulated once. Paths that differ from their first block (or in the barriers they
-        name) are not shared: `alt_result` stays None, for a run of its own."""
+        """Also simulate the resident CTAs along other paths (`cta_traces`: the shorter loop
+        sample, the same paths up to where its iterations stop) into `alt_result`. The runs
+        are one simulation until the first warp leaves the blocks the paths share: the engine
+        copies its state there (sim/fork.py) and finishes the copy along the other paths, so
+        the shared stretch runs once. alt_result stays None where nothing is shared."""
         warps = [tr for traces in cta_traces for tr in traces]
-        if len(warps) != len(self.warps) - sum(len(self.cta_traces[c]) for c in self.pending):
-            return
-        for w, tr in zip(self.warps, warps):
-            if (getattr(tr, "barriers", None) or {}) != w.named:
-                return
-            n = next((i for i, (a, b) in enumerate(zip(w.trace, tr)) if a != b),
-                     min(len(w.trace), len(tr)))
-            if n == 0:
-                return
-            w.split = _NEVER if n == len(w.trace) == len(tr) else n
-        self.alt = warps
+        splits = path_splits(self, warps)
+        if splits is not None:
+            for w, n in zip(self.warps, splits):
+                w.split = _NEVER if n is None else n
+            self.alt = warps
 
     # -- warps ----------------------------------------------------------------------------------
     def load_block(self, w):
@@ -584,7 +574,7 @@ class Sm:
                 busy = False
                 continue
             # nothing could issue: jump to the first cycle something can
-            nxt = min(map(_ready, chain.from_iterable(queues)), default=_INF)
+            nxt = min(map(attrgetter("ready"), chain.from_iterable(queues)), default=_INF)
             if nxt == _INF:
                 stuck = [w.wid for w in self.warps if not w.done]
                 raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
