@@ -23,20 +23,23 @@ warp waits on a register (`dependency`, or `memory` when a load produced it), a 
 """
 import math
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 
 from ..errors import PtxgenError
 from .access import async_roles, shared_atomics
-from .fork import without_pending
+from .fork import path_splits, without_pending
 from .program import ALU, ATOM, BAR, BRANCH, FIXED, LDG, LDS, STG, STS
 
 STALLS = ("dependency", "memory", "throughput", "barrier", "not_selected")
 _INF = float("inf")
+_NEVER = 1 << 62
 
 
 class _Warp:
     __slots__ = ("wid", "cta", "sched", "trace", "ti", "pc", "end", "mask", "regs", "memreg",
                  "ready", "cursor", "done", "finish", "events", "copies", "groups", "piped",
-                 "named", "tracing")
+                 "named", "tracing", "split")
 
     def __init__(self, wid, cta, sched, trace, nregs):
         self.wid, self.cta, self.sched, self.trace = wid, cta, sched, trace
@@ -51,6 +54,7 @@ class _Warp:
         self.piped = {}             # register → arrival of the async tensor op that wrote it
         # bar index → (id, thread count) its path resolved from registers (None: as written)
         self.named = getattr(trace, "barriers", None) or {}
+        self.split = _NEVER          # the first block its path in `Sm.alt` differs at
 
 
 class _Cta:
@@ -128,6 +132,9 @@ class Sm:
         self.pipe_b = [-1 if st.queued else st.unit if st.alt is None else st.alt[0]
                        for st in self.instrs]
         self.waits_on = [st.uses if st.queued else st.uses + st.defs for st in self.instrs]
+        # after the instruction, `advance` has work: a barrier, or a folded one next
+        self.stops = [st.kind == BAR or (i + 1 < len(self.instrs) and self.instrs[i + 1].free)
+                      for i, st in enumerate(self.instrs)]
         self.nb = len(prog.blocks)
         nunits = len(prog.units)
         self.bar_latency = table.ops["BAR"].latency
@@ -168,6 +175,21 @@ class Sm:
         self.fork = False           # run(fork=True): copy the run at its first relaunch
         self.looping = False        # in the event loop (not placing the first warps)
         self.forked = None          # ... that copy's result: the run without pending CTAs
+        self.relaunched = False     # a pending CTA has started
+        self.alt = self.alt_result = None     # set_alternative: other paths, their run
+
+    def set_alternative(self, cta_traces):
+        """Also simulate the resident CTAs along other paths (`cta_traces`: the shorter loop
+        sample, the same paths up to where its iterations stop) into `alt_result`. The runs
+        are one simulation until the first warp leaves the blocks the paths share: the engine
+        copies its state there (sim/fork.py) and finishes the copy along the other paths, so
+        the shared stretch runs once. alt_result stays None where nothing is shared."""
+        warps = [tr for traces in cta_traces for tr in traces]
+        splits = path_splits(self, warps)
+        if splits is not None:
+            for w, n in zip(self.warps, splits):
+                w.split = _NEVER if n is None else n
+            self.alt = warps
 
     # -- warps ----------------------------------------------------------------------------------
     def load_block(self, w):
@@ -222,7 +244,7 @@ class Sm:
         for r in self.waits_on[pc]:
             if regs[r] > t:
                 t, reason = regs[r], r
-        why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
+        why = None
         a = self.pipe_a[pc]
         if a >= 0:                      # when its pipe (or the other one) frees
             uf = self.unit_free[w.sched]
@@ -232,6 +254,8 @@ class Sm:
             if u > t:
                 t, why = u, "throughput"
         if t > w.cursor:
+            if why is None:
+                why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
             if w.tracing:
                 self.stall(w, why, t)
             else:                       # stall, written out
@@ -251,6 +275,7 @@ class Sm:
         if not cta.live and self.pending:
             if self.fork and self.looping and self.forked is None:
                 self.forked = self.run_forked(w, now)
+            self.relaunched = True
             self.start_cta(self.pending.pop(0), self.slots.pop(w.cta), now + 1 + self.relaunch)
 
     def start_cta(self, c, slots, now):
@@ -381,8 +406,9 @@ class Sm:
         w.cursor = nxt = t + 1
         self.issued += 1
         unit, interval = st.unit, st.interval
-        if st.alt is not None and uf[st.alt[0]] < uf[unit]:
-            unit, interval = st.alt         # the other pipe that takes it frees first
+        alt = st.alt
+        if alt is not None and uf[alt[0]] < uf[unit]:
+            unit, interval = alt            # the other pipe that takes it frees first
         self.unit_busy[unit] += interval
         kind = st.kind
         if st.extra:
@@ -409,8 +435,8 @@ class Sm:
             nxt = t + self.branch_latency
         elif a >= 0 and (st.guard_bit < 0 or not (w.mask >> st.guard_bit) & 1):
             nxt = self.memory_op(w, st, t, nxt)   # memory and fixed-latency instructions
-        pc = w.pc = pc + 1
-        if pc >= w.end or kind == BAR or self.instrs[pc].free:
+        w.pc = pc + 1
+        if pc + 1 >= w.end or self.stops[pc]:
             self.advance(w, s, st, t, nxt)
             return t
         self.schedule(w, nxt)
@@ -463,6 +489,8 @@ class Sm:
     def advance(self, w, s, st, t, nxt):
         """After w issued st at t (its pc already past st): the next block, exit or barrier,
         and when its next instruction can issue."""
+        if w.ti + 1 >= w.split and self.alt is not None and not self.relaunched:
+            self.alt_result = self.run_alternative(w, s, st, t, nxt)
         # an exit ends its block: the path says whether lanes go on (the next instruction
         # in the same block and not folded away: nothing to skip)
         if (w.pc >= w.end or self.instrs[w.pc].free) and not self.skip_free(w):
@@ -477,6 +505,20 @@ class Sm:
         self.schedule(w, nxt)
 
     # -- the loop -------------------------------------------------------------------------------
+    def run_alternative(self, w, s, st, t, nxt):
+        """The run along the paths of `set_alternative`, from the moment w (which issued st at
+        t) is about to load the first block where its two paths differ: a copy of the run so
+        far (without pending CTAs, none of which has started) whose warps take the other
+        paths, finishing this advance and going on with the next scheduler of this cycle."""
+        alt, self.alt = self.alt, None
+        new = without_pending(self)
+        new.fork = False
+        for v, tr in zip(new.warps, alt):
+            v.trace, v.split = tr, _NEVER
+            v.events, v.tracing = None, False       # the separate run traces no warps
+        new.advance(new.warps[w.wid], s, st, t, nxt)
+        return new.loop(float(math.floor(t)), s + 1, True)
+
     def run_forked(self, w, t):
         """The run without the pending CTAs, from the moment w's CTA (the first to end) ends
         in advance() (w issued its exit at t, in the cycle floor(t): cycles are whole
@@ -486,7 +528,10 @@ class Sm:
         new.fork = False
         new.live -= 1
         new.last[w.sched] = None
-        return new.loop(float(math.floor(t)), w.sched + 1, True)
+        result = new.loop(float(math.floor(t)), w.sched + 1, True)
+        if new.alt_result is not None:      # the copy reached the paths' split first
+            self.alt, self.alt_result = None, new.alt_result
+        return result
 
     def run(self, fork=False):
         """The run's SmResult. fork: with pending CTAs, also the result of the run without
@@ -529,7 +574,7 @@ class Sm:
                 busy = False
                 continue
             # nothing could issue: jump to the first cycle something can
-            nxt = min((w.ready for q in queues for w in q), default=_INF)
+            nxt = min(map(attrgetter("ready"), chain.from_iterable(queues)), default=_INF)
             if nxt == _INF:
                 stuck = [w.wid for w in self.warps if not w.done]
                 raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "

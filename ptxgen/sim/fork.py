@@ -49,3 +49,22 @@ def without_pending(sm):
     new.live = sm.live - (len(sm.warps) - nw)
     new.memory = copy.deepcopy(sm.memory, {id(sm.memory.cfg): sm.memory.cfg})
     return new
+
+
+def path_splits(sm, traces):
+    """Per resident warp of Sm `sm`, the first block at which its path and the one in
+    `traces` (one per resident warp, in order) differ (None: the same path), for
+    Sm.set_alternative; None when they cannot share a run: a different warp count, barriers
+    named differently, or a path that differs from its first block."""
+    if len(traces) != len(sm.warps) - sum(len(sm.cta_traces[c]) for c in sm.pending):
+        return None
+    out = []
+    for w, tr in zip(sm.warps, traces):
+        if (getattr(tr, "barriers", None) or {}) != w.named:
+            return None
+        n = next((i for i, (a, b) in enumerate(zip(w.trace, tr)) if a != b),
+                 min(len(w.trace), len(tr)))
+        if n == 0:
+            return None
+        out.append(None if n == len(w.trace) == len(tr) else n)
+    return out

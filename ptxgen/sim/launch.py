@@ -485,7 +485,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         runs = runs[kept:kept + 2]
         if not results:
             sample = caps[kept]                   # what the report says the sample kept
-        sims, again = [], None
+        sims, again, first = [], None, None
         # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
         # warp slots, so the sub-partitions stay busy while a CTA's last warps finish (a CTA
         # whose last warp runs the longest loop); what a second set of the same CTAs adds to
@@ -497,16 +497,23 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                        resident, access))
             tw = trace_warps if not results and not k else 0
-            sm = None
-            if k == 0 and rerun:
-                # one run of both sets, copied without the second when the first CTA ends
-                # (sim/fork.py): the wave's run is `again`'s first stretch, simulated once
-                both = Sm(prog, traces + traces, table, mem, trace_warps=tw,
-                          resident=len(traces))
-                again = both.run(fork=True)
-                sm = both.forked
-                mem = memmod.SmMemory(memmod.memory_config(table, active, level,
-                                                           dram_fraction, resident, access))
+            sm = first.alt_result if k and first is not None else None
+            if k == 0:
+                # with `rerun`, one run of both sets, copied without the second when the
+                # first CTA ends (sim/fork.py): the wave's run is `again`'s first stretch,
+                # simulated once; the shorter sample's run is copied off it too
+                first = Sm(prog, traces + traces if rerun else traces, table, mem,
+                           trace_warps=tw, resident=len(traces) if rerun else None)
+                if len(runs) > 1:
+                    first.set_alternative(runs[1][0])
+                if rerun:
+                    again = first.run(fork=True)
+                    sm = first.forked
+                    mem = memmod.SmMemory(memmod.memory_config(table, active, level,
+                                                               dram_fraction, resident,
+                                                               access))
+                else:
+                    sm = first.run()
             if sm is None:
                 sm = run_sm(prog, traces, table, mem, trace_warps=tw)
             sims.append((sm, max(skipped, default=0)))
