@@ -156,3 +156,31 @@ def test_native_code_calls_no_library_function():
     pb.getModulePassManager().run(mod, pb)
     calls = set(re.findall(r"movabsq\s+\$([A-Za-z_]\w*)", tm.emit_assembly(mod)))
     assert calls <= {"memset"}, calls
+
+
+def test_native_refuses_bf16_min_with_one_line():
+    """bf16 values are 16-bit integers in the host lowering (no float compare on them): the
+    native engine refuses min.bf16 with a one-line EmulationError, and engine='auto' runs it on
+    the interpreter."""
+    text = """.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 inp, .param .u64 out)
+{
+    .reg .b16 %h<3>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd0, [inp];
+    ld.param.u64 %rd1, [out];
+    ld.global.b16 %h0, [%rd0];
+    mov.b16 %h1, 0;
+    min.bf16 %h2, %h0, %h1;
+    st.global.b16 [%rd1], %h2;
+    ret;
+}
+"""
+    out = np.zeros(1, np.uint16)
+    with pytest.raises(EmulationError, match="not available to the native engine") as e:
+        emulate(text, "k", 1, 1, np.array([0x3F80], np.uint16), out, engine="native")
+    assert "\n" not in str(e.value)
+    r = emulate(text, "k", 1, 1, np.array([0x3F80], np.uint16), out, engine="auto")
+    assert r.engine == "interp" and out[0] == 0                 # min(1.0, 0.0)

@@ -255,6 +255,11 @@ def build_minmax(ctx, ins):
     def f(a, b):
         # min/max order -0.0 below +0.0 (numpy returns either zero)
         r = g(a, b)
+        if not propagate:
+            # a NaN loses to a number, signalling ones too (C's fmin, under numpy's fmin, gives
+            # NaN for a signalling NaN: an f16 sNaN widened to f64 stays signalling)
+            a, b = np.asarray(a), np.asarray(b)
+            r = np.where(np.isnan(a), b, np.where(np.isnan(b), a, r))
         zero = np.asarray(r) == 0
         if not zero.any():
             return r

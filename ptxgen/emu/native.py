@@ -83,8 +83,14 @@ def compile_native(prog):
         raise
     llvm, tm = _host()
     lm.triple, lm.data_layout = tm.triple, str(tm.target_data)
-    mod = llvm.parse_assembly(str(lm))
-    mod.verify()
+    try:
+        mod = llvm.parse_assembly(str(lm))
+        mod.verify()
+    except RuntimeError as e:           # a lowering rule built IR LLVM refuses: a ptxgen bug,
+        msg = (f"kernel {prog.name}: the native engine could not compile it "   # reported as
+               f"({str(e).splitlines()[-1].strip() or 'LLVM error'})")          # a refusal
+        _compiled[key] = msg
+        raise LoweringError(msg) from None
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
