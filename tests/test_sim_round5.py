@@ -2,7 +2,7 @@
 loads give their values, a warp's stores of one block merge, CTAs sampled over both axes."""
 import numpy as np
 
-from ptxgen.sim.launch import spread_ctas
+from ptxgen.sim.waves import spread_ctas
 
 from test_sim_access import HEAD, Arr, _accesses, _find
 

@@ -33,7 +33,8 @@ from .paths import PathPlan, follow
 from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
 from .result import SimReport
 from .values import Env
-from .waves import cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair
+from .waves import (cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair,
+                    spread_ctas)
 
 # the access pilot follows 32 lanes; the first executions of each memory instruction are what
 # it needs, so it stops after this many slice steps (later instructions keep default costs)
@@ -202,29 +203,6 @@ def _lanemasks(lane, warp_size):
     full, bit = (1 << warp_size) - 1, 1 << lane
     return {"lanemask_eq": bit, "lanemask_lt": bit - 1, "lanemask_le": 2 * bit - 1,
             "lanemask_gt": full & ~(2 * bit - 1), "lanemask_ge": full & ~(bit - 1)}
-
-
-def _van_der_corput(k):
-    """k's binary digits mirrored behind the point: 0, 1/2, 1/4, 3/4, 1/8, … (each prefix of
-    the sequence spreads evenly over [0, 1))."""
-    v, d = 0.0, 0.5
-    while k:
-        v, k, d = v + d * (k & 1), k >> 1, d / 2
-    return v
-
-
-def spread_ctas(span, gx, n):
-    """n CTA ids standing for the first `span` CTAs of a grid `gx` CTAs wide. A 1-D grid: the
-    middles of n equal parts. A grid with rows (gy·gz > 1): a Hammersley set over (column,
-    row): row k in the middle of the k-th of n bands of rows, column at the van der Corput
-    point of k. Ids evenly spaced in a 2-D grid fall on a few columns (Mandelbrot 1000×1500,
-    47 CTAs per row: columns 1, 3, …, 15, the left third of the image, whose pixels escape at
-    once: −91 %), where the work of an image-like grid varies over both axes."""
-    if span <= gx or gx <= 1:
-        return [(2 * k + 1) * span // (2 * n) for k in range(n)]
-    rows = span // gx
-    return [((2 * k + 1) * rows // (2 * n)) * gx + int((_van_der_corput(k) + 0.5 / n) * gx) % gx
-            for k in range(n)]
 
 
 def _hot_loop(prog, pilot, sample):

@@ -1,9 +1,33 @@
 """One wave's counters extended past what the cycle engine ran (ptxgen.sim.launch runs one
-SM's CTAs of each wave): the loop iterations the sample left out, and what each further wave
-of the same CTAs adds. Split from launch.py, which places the waves and runs them."""
+SM's CTAs of each wave): which CTAs stand for a wave, the loop iterations the sample left out,
+and what each further wave of the same CTAs adds. Split from launch.py, which places the waves
+and runs them."""
 import math
 
 from .result import WaveResult
+
+
+def _van_der_corput(k):
+    """k's binary digits mirrored behind the point: 0, 1/2, 1/4, 3/4, 1/8, … (each prefix of
+    the sequence spreads evenly over [0, 1))."""
+    v, d = 0.0, 0.5
+    while k:
+        v, k, d = v + d * (k & 1), k >> 1, d / 2
+    return v
+
+
+def spread_ctas(span, gx, n):
+    """n CTA ids standing for the first `span` CTAs of a grid `gx` CTAs wide. A 1-D grid: the
+    middles of n equal parts. A grid with rows (gy·gz > 1): a Hammersley set over (column,
+    row): row k in the middle of the k-th of n bands of rows, column at the van der Corput
+    point of k. Ids evenly spaced in a 2-D grid fall on a few columns (Mandelbrot 1000×1500,
+    47 CTAs per row: columns 1, 3, …, 15, the left third of the image, whose pixels escape at
+    once: −91 %), where the work of an image-like grid varies over both axes."""
+    if span <= gx or gx <= 1:
+        return [(2 * k + 1) * span // (2 * n) for k in range(n)]
+    rows = span // gx
+    return [((2 * k + 1) * rows // (2 * n)) * gx + int((_van_der_corput(k) + 0.5 / n) * gx) % gx
+            for k in range(n)]
 
 
 def path_instructions(prog, trace):
