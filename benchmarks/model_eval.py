@@ -154,6 +154,13 @@ def summarize(cases, preds):
     return rows, out, worst
 
 
+def load_set(path):
+    """A measured model set (benchmarks/model_set.py collect), .json or gzip-compressed .json.gz
+    (superseded sets are stored compressed)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data")
@@ -164,8 +171,7 @@ def main(argv=None):
                     help="a split (e.g. held3) whose cases are not simulated or shown: a "
                          "held-out group stays unseen while the model changes")
     a = ap.parse_args(argv)
-    with (gzip.open(a.data, "rt") if a.data.endswith(".gz") else open(a.data)) as f:
-        data = json.load(f)
+    data = load_set(a.data)
     cases = [c for c in data["cases"] if "gpu_us" in c and c["split"] not in a.hide
              and (not a.only or a.only in c["name"])]
     with ProcessPoolExecutor(a.jobs) as ex:

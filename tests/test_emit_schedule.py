@@ -3,7 +3,6 @@ parses again, keeps every instruction of every kernel (only their order inside b
 moves) and ptxas assembles it."""
 import collections
 import glob
-import json
 import os
 
 import pytest
@@ -11,10 +10,11 @@ import pytest
 from ptxgen.cli import main
 from ptxgen.parse import parse_ptx
 from ptxgen.toolchain import assemble, have_tool
+from model_data import measured_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "ptx", "*.ptx")))
-MODEL_SET = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01b.json")
+MODEL_SET = "model_set_2026-12-01b.json"
 
 # every library kernel: the fp32 operators, the tensor-core GEMM for each input type and the
 # fused attention (sm_90a), causal and not
@@ -79,8 +79,7 @@ def test_parsed_ptx_emits_scheduled(path, tmp_path):
 
 def test_model_set_kernels_emit_scheduled(tmp_path):
     """The 73 Numba, Triton and hand-written kernels that ran on the H200 (model set run b)."""
-    with open(MODEL_SET) as f:
-        cases = json.load(f)["cases"]
+    cases = measured_cases(MODEL_SET).values()
     seen = {}
     for c in cases:
         seen.setdefault(c["ptx"], c["name"])

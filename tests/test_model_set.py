@@ -8,16 +8,16 @@ import sys
 
 import numpy as np
 import pytest
+from model_data import measured_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01b.json")
+DATA = "model_set_2026-12-01b.json"
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 
 @pytest.fixture(scope="module")
 def cases():
-    with open(DATA) as f:
-        return {c["name"]: c for c in json.load(f)["cases"]}
+    return measured_cases(DATA)
 
 
 # case: what it checks, the largest error allowed (MODEL.md's figure rounded up)

@@ -1,17 +1,12 @@
 """Round sim10a of the simulator (issue 14): what the new fitting cases (benchmarks/
 model_set_fit_l1.py, measured on the H200: docs/data/model_set_2026-12-01j_fit10a.json) say
 about thin stores after a load."""
-import json
-import os
-import sys
+from model_data import measured_cases
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _cases():
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    with open(os.path.join(ROOT, "docs", "data", "model_set_2026-12-01j_fit10a.json")) as f:
-        return {c["name"]: c for c in json.load(f)["cases"]}
+    return measured_cases("model_set_2026-12-01j_fit10a.json")
 
 
 def test_stores_after_a_load_reach_l2_merged_but_stores_alone_do_not():

@@ -1,20 +1,19 @@
 """Round sim10b: what the fitting atomics and strided-piece copies (benchmarks/model_set_fit_dram.py,
 measured on the H200 2026-12-01, docs/data/model_set_2026-12-01k_fit10b.json) pin in the model."""
-import json
 import os
 import sys
 
 import pytest
+from model_data import measured_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01k_fit10b.json")
+DATA = "model_set_2026-12-01k_fit10b.json"
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 
 @pytest.fixture(scope="module")
 def cases():
-    with open(DATA) as f:
-        return {c["name"]: c for c in json.load(f)["cases"]}
+    return measured_cases(DATA)
 
 
 def _err(case):

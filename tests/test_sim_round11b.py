@@ -1,17 +1,12 @@
 """Round sim11b of the simulator (issue 14): the held9 misses (docs/data/
 model_set_2026-12-01l_fit10ab.json, measured on the H200; held9 is seen data since its blind
 evaluation, docs/data/model_eval_2026-12-01l_held9_blind.json)."""
-import json
-import os
-import sys
+from model_data import measured_case
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _case(name):
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    with open(os.path.join(ROOT, "docs", "data", "model_set_2026-12-01l_fit10ab.json")) as f:
-        return next(c for c in json.load(f)["cases"] if c["name"] == name)
+    return measured_case("model_set_2026-12-01l_fit10ab.json", name)
 
 
 def test_the_pilot_follows_bit_reversed_addresses():

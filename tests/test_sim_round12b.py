@@ -1,24 +1,19 @@
 """Round sim12b of the simulator (issue 14): the cases beyond +-50 % (docs/data/
 model_set_2026-12-01l_fit10ab.json, measured on the H200; every case there is seen data)."""
-import json
-import os
-import sys
 
 import pytest
 
 from ptxgen import isa
 from ptxgen.parse import parse_ptx
 from ptxgen.sim import simulate
+from model_data import measured_case
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = isa.load("sm_90")
 MM = TABLE.memory_model
 
 
 def _case(name):
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    with open(os.path.join(ROOT, "docs", "data", "model_set_2026-12-01l_fit10ab.json")) as f:
-        return next(c for c in json.load(f)["cases"] if c["name"] == name)
+    return measured_case("model_set_2026-12-01l_fit10ab.json", name)
 
 
 

@@ -1,9 +1,6 @@
 """Round sim13a of the simulator (issue 14): held10's misses (docs/data/
 model_set_2026-12-02a_held10.json, measured on the H200; held10 is seen data since its blind
 evaluation)."""
-import json
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -15,16 +12,14 @@ from ptxgen.sim.launch import _lane_specs
 from ptxgen.sim.paths import PathPlan, follow
 from ptxgen.sim.program import compile_kernel
 from ptxgen.sim.values import Env
+from model_data import measured_case
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = isa.load("sm_90")
 KEYS, BINS = 1 << 32, 1 << 33          # synthetic array addresses
 
 
 def _case(name):
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    with open(os.path.join(ROOT, "docs", "data", "model_set_2026-12-02a_held10.json")) as f:
-        return next(c for c in json.load(f)["cases"] if c["name"] == name)
+    return measured_case("model_set_2026-12-02a_held10.json", name)
 
 
 def _walk(ptx, entry, params, memory, record):

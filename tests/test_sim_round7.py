@@ -3,17 +3,17 @@ store (fewer than l2_partial_write_min_bytes of a sector) whose sector the warp'
 complete costs L2 per sector and per 128-byte line of such sectors, measured on the H200 with
 the store_lanes fitting cases; a thin store nothing completes (scatter) keeps the
 read-modify-write of l2_partial_write_bytes."""
-import json
 import os
 import sys
 
 import pytest
 
 from ptxgen.sim.access import Access, store_sectors
+from model_data import measured_case, measured_cases
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-FIT7 = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01_sim7_fit7.json")
+FIT7 = "model_set_2026-12-01_sim7_fit7.json"
 
 
 def _one_store(addrs, size, group_bytes):
@@ -45,9 +45,7 @@ def test_eight_bytes_per_sector_is_not_thin_and_a_lone_thin_write_is_not_filled(
 
 def _case(k, b, mib):
     """The measured store_lanes case (its PTX, launch and H200 time) from the sim7 data."""
-    with open(FIT7) as f:
-        cases = {c["name"]: c for c in json.load(f)["cases"]}
-    return cases[f"store_lanes k={k}" + ("" if b == 4 else f" u{8 * b}") + f" {mib}MiB"]
+    return measured_cases(FIT7)[f"store_lanes k={k}" + ("" if b == 4 else f" u{8 * b}") + f" {mib}MiB"]
 
 
 @pytest.mark.parametrize("k,b", [(8, 4), (16, 4), (32, 4), (16, 2)])
@@ -86,7 +84,6 @@ def test_a_scattered_load_costs_l2_per_line_a_coalesced_one_per_sector():
 @pytest.mark.parametrize("n", [1 << 20, 1 << 22])
 def test_hashed_loads_from_a_table_in_l2_land_near_their_h200_times(n):
     import model_eval
-    with open(FIT7.replace("fit7", "fit7g")) as f:
-        case = {c["name"]: c for c in json.load(f)["cases"]}[f"gather_hash n={n} table=4MiB"]
+    case = measured_case(FIT7.replace("fit7", "fit7g"), f"gather_hash n={n} table=4MiB")
     rep, _ = model_eval.predict(case)
     assert abs(rep.device_us / case["gpu_us"] - 1) < 0.10, (rep.device_us, case["gpu_us"])

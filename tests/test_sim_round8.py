@@ -3,17 +3,16 @@ load whose lanes start together and part as its loop runs (a binary search: ever
 probe is the table's middle, its last ones a line per lane) is priced over every recorded
 execution, not its first one; the L1 miss rate is the share of sectors no earlier recorded
 execution brought in."""
-import gzip
-import json
 import os
 import sys
 
 from ptxgen.sim.access import Access
 from ptxgen.sim.reuse import spread_cost, spreading
+from model_data import measured_case
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01f_sim7_held7.json.gz")
+DATA = "model_set_2026-12-01f_sim7_held7.json.gz"
 
 
 def _bsearch_execs(warp, levels, n=1 << 20):
@@ -62,9 +61,7 @@ def test_the_l2_resident_binary_search_lands_near_its_h200_time():
     probe, one sector for the warp, stood for all 21); the rule was written from its cause,
     not fitted to it — the test guards its wiring."""
     import model_eval
-    with gzip.open(DATA, "rt") as f:
-        case = next(c for c in json.load(f)["cases"]
-                    if c["name"] == "bsearch_keys table=1000003 keys=4000037")
+    case = measured_case(DATA, "bsearch_keys table=1000003 keys=4000037")
     rep, _ = model_eval.predict(case, launch_path=case["path"])
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.25
 

@@ -2,8 +2,6 @@
 constants may issue on the FMA pipe as ptxas's predicated IMAD.MOV; a further wave of CTAs of
 unequal work adds the mean CTA, not a second copy of the slowest; a load finds in L1 the
 sectors an earlier load of another block of the same loop (or of the code outside loops) read."""
-import gzip
-import json
 import os
 import sys
 
@@ -15,10 +13,11 @@ from ptxgen.sim import simulate
 from ptxgen.sim.engine import SmResult
 from ptxgen.sim.program import compile_kernel
 from ptxgen.sim.waves import extrapolate
+from model_data import measured_case
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01f_sim7_held8.json.gz")
+DATA = "model_set_2026-12-01f_sim7_held8.json.gz"
 TABLE = isa.load("sm_90")
 
 
@@ -93,9 +92,7 @@ def test_a_row_search_with_data_dependent_exits_lands_nearer_its_h200_time():
     made every further wave as long as it (+75 %). The rule was written from that cause, not
     fitted to the case; the test guards its wiring (the old rule fails it)."""
     import model_eval
-    with gzip.open(DATA, "rt") as f:
-        case = next(c for c in json.load(f)["cases"]
-                    if c["name"] == "find_first_vote 100000x1200 thresh=2.5")
+    case = measured_case(DATA, "find_first_vote 100000x1200 thresh=2.5")
     rep, _ = model_eval.predict(case, launch_path=case["path"])
     assert rep.device_us < 1.6 * case["gpu_us"]
 

@@ -3,7 +3,9 @@ with PTX the simulator used to count one instruction at a time."""
 from ptxgen import isa
 from ptxgen.parse import parse_ptx
 from ptxgen.sim.program import compile_kernel
+from model_data import measured_case, measured_cases
 
+HELD8 = "model_set_2026-12-01f_sim7_held8.json.gz"
 HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
 
@@ -81,18 +83,11 @@ def test_the_collect_line_prints_a_check_in_full():
     """gather_hash's GPU check was read as a relative error of 1.2-1.4: the progress line
     cut 1.2147e-07 to its first nine characters. The data files hold the full figure
     (1.2e-07 .. 1.4e-07: float32 sums against float64); the line now keeps the exponent."""
-    import gzip
-    import json
-    import os
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(root, "benchmarks"))
     import model_set
     assert model_set.check_text(1.2147079500141646e-07) == "1.21e-07"
     assert model_set.check_text(None) == ""
-    with gzip.open(os.path.join(root, "docs", "data", "model_set_2026-12-01f_sim7_held8.json.gz"), "rt") as f:
-        errs = [c["rel_error"] for c in json.load(f)["cases"]
-                if c["family"] == "gather_hash"]
+    errs = [c["rel_error"] for c in measured_cases(HELD8).values()
+            if c["family"] == "gather_hash"]
     assert errs and all(0 < e < 1e-6 for e in errs)
 
 
@@ -115,16 +110,8 @@ def test_a_scatter_add_over_many_bins_is_l2_request_bound_near_its_h200_time():
     """ptx_red_scatter (held6, SEEN): 4M red.global.add.f32 at random bins of 100003 took
     52.5 us on the H200; priced at a sector per lane the model said 22.5 (-57 %). With the
     read-modify-write per partial sector (the fitting scatter's figure, not fitted here)."""
-    import gzip
-    import json
-    import os
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(root, "benchmarks"))
     import model_eval
-    with gzip.open(os.path.join(root, "docs", "data", "model_set_2026-12-01f_sim7_held8.json.gz"), "rt") as f:
-        case = next(c for c in json.load(f)["cases"]
-                    if c["name"] == "ptx_red_scatter n=4000037 bins=100003")
+    case = measured_case(HELD8, "ptx_red_scatter n=4000037 bins=100003")
     rep, _ = model_eval.predict(case, launch_path=case["path"])
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.25
 
@@ -133,15 +120,8 @@ def test_l2_takes_every_store_to_a_sector_while_dram_takes_it_once():
     """store_lanes k=4 (fitting part): four scalar stores per thread, lanes 16 bytes apart,
     fill each sector together. The H200 wrote 512 MiB so in 276 us, twice the k=2 time: L2
     takes each store's 16 sectors. Counting a sector only at its first store said 131 us."""
-    import gzip
-    import json
-    import os
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(root, "benchmarks"))
     import model_eval
-    with gzip.open(os.path.join(root, "docs", "data", "model_set_2026-12-01f_sim7_held8.json.gz"), "rt") as f:
-        cases = {c["name"]: c for c in json.load(f)["cases"]}
+    cases = measured_cases(HELD8)
     for name in ("store_lanes k=4 512MiB", "store_lanes k=2 512MiB"):
         case = cases[name]
         rep, _ = model_eval.predict(case, launch_path=case["path"])
@@ -153,15 +133,8 @@ def test_hashed_loads_over_a_table_larger_than_l2_miss_it():
     thread index (not loaded data). The 256 MiB table took 3.3x the 4 MiB table's time on the
     H200 (688 / 210 us); the scattered-DRAM rule used to fire for data-dependent addresses only
     and priced both alike (-70 %)."""
-    import gzip
-    import json
-    import os
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(root, "benchmarks"))
     import model_eval
-    with gzip.open(os.path.join(root, "docs", "data", "model_set_2026-12-01f_sim7_held8.json.gz"), "rt") as f:
-        cases = {c["name"]: c for c in json.load(f)["cases"]}
+    cases = measured_cases(HELD8)
     small, big = (model_eval.predict(cases[f"gather_hash n=4194304 table={t}MiB"])[0]
                   for t in (4, 256))
     assert big.device_us > 2 * small.device_us

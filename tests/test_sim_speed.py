@@ -3,13 +3,12 @@ simulates in <= 5 s of CPU). One of the slowest seen cases, triton_matmul 2048^3
 ~1.7M issued instructions over its SM runs), took 2.2-2.9 s of CPU on the 2-core CPU machine at
 load 1-3 after round sim10c (docs/MODEL.md); the bound is three times the upper figure, so
 a slowdown of the issue loop or the path walk by 3x fails while a busy machine does not."""
-import gzip
-import json
 import os
 import sys
+from model_data import measured_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01g_held9.json.gz")
+DATA = "model_set_2026-12-01g_held9.json.gz"
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 CASE, CPU_BOUND_S = "triton_matmul 2048^3", 9.0
@@ -17,8 +16,7 @@ CASE, CPU_BOUND_S = "triton_matmul 2048^3", 9.0
 
 def test_slow_case_simulates_within_bound():
     import model_eval
-    with gzip.open(DATA, "rt") as f:
-        case = next(c for c in json.load(f)["cases"] if c["name"] == CASE)
+    case = measured_case(DATA, CASE)
     assert case["split"] != "held9"
     rep, _wall = model_eval.predict(case, launch_path=case.get("path", "cuda.core"))
     # the simulation ran the whole case (not a shortcut): a prediction near the measurement
@@ -31,13 +29,12 @@ def test_slow_case_simulates_within_bound():
 # for one pipe: the scheduler's scan moved several warps on per issued instruction) took 3.07 s
 # of CPU at len=24 before, 2.86 s after (load 1.5); bound three times the former
 SLOW_LOCAL, LOCAL_BOUND_S = "edit_distance_local pairs=200003 len=24", 9.0
-SET10 = os.path.join(ROOT, "docs", "data", "model_set_2026-12-01l_fit10ab.json")
+SET10 = "model_set_2026-12-01l_fit10ab.json"
 
 
 def test_local_memory_dp_case_simulates_within_bound():
     import model_eval
-    with open(SET10) as f:
-        case = next(c for c in json.load(f)["cases"] if c["name"] == SLOW_LOCAL)
+    case = measured_case(SET10, SLOW_LOCAL)
     rep, _wall = model_eval.predict(case, launch_path=case.get("path", "cuda.core"))
     assert abs(rep.device_us - case["gpu_us"]) / case["gpu_us"] < 0.5
     assert model_eval.predict.cpu_s < LOCAL_BOUND_S, \
@@ -57,8 +54,7 @@ SLOW_DP32, DP32_BOUND_S, DP32_ISSUES = "edit_distance_local pairs=600011 len=32"
 def test_long_iteration_dp_case_simulates_within_bound(monkeypatch):
     import model_eval
     from ptxgen.sim.engine import Sm
-    with open(SET10) as f:
-        case = next(c for c in json.load(f)["cases"] if c["name"] == SLOW_DP32)
+    case = measured_case(SET10, SLOW_DP32)
     issues, step = [0], Sm.step
 
     def counted(self, w, s, now):
