@@ -35,8 +35,7 @@ def edit_pad(ptx, loads, stores):
     for line in ptx.splitlines(keepends=True):
         if re.match(r"\.visible \.entry pad_copy", line):
             inside = True
-        if inside and line.strip() == "{" and loads is not None or \
-                inside and line.strip() == "{" and stores is not None:
+        if inside and line.strip() == "{" and (loads or stores):
             out.append(line)
             out.append(POLICIES)
             continue

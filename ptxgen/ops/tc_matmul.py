@@ -201,9 +201,8 @@ class TcMatmul(Operator):
             grid = min(self.tiles(shape), sm_count_or_default(None, TC_CHIP))
             a_rows, b_rows = first_wave_rows(s, shape["M"], shape["N"], grid)
             want = (True, False) if a_rows <= b_rows else (False, True)
-        staged = s.c_store(self.out, shape["M"], shape["N"])
-        need = s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) + staging_bytes(want)
-        if need > target_limits(DEFAULT_TARGET)["max_shared_per_block"]:
+        limit = target_limits(DEFAULT_TARGET)["max_shared_per_block"]
+        if self._shared_bytes(s, shape, want) > limit:
             return (False, False)           # no room for the copy's staging buffer
         return want
 
@@ -297,10 +296,15 @@ class TcMatmul(Operator):
         clusters = self.tiles(shape)
         if s.persistent:
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
-        staged = s.c_store(self.out, shape["M"], shape["N"])
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) +
-                      side_bytes(s, self.ldg(shape)) + staging_bytes(self.fused(shape)))
+                      shared_bytes=self._shared_bytes(s, shape, self.fused(shape)))
+
+    def _shared_bytes(self, s, shape, fused):
+        """Dynamic shared memory of schedule s at shape: its stages and staged C, the cp.async
+        producer's side words, the fused copy's staging (for `fused`)."""
+        staged = s.c_store(self.out, shape["M"], shape["N"])
+        return (s.shared_bytes(ELEM_BYTES[self.dtype], staged, self.out) +
+                side_bytes(s, self.ldg(shape)) + staging_bytes(fused))
 
     def _np_in(self):
         return {"bf16": np.uint16, "f16": np.float16, "tf32": np.float32}[self.dtype]
