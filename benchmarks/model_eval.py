@@ -144,7 +144,7 @@ def summarize(cases, preds):
                          predicted_time_us=p["time_us"]))
     out = {}
     for part in ("fit", "held", "held2", "held3", "held4", "held5", "held6", "held7",
-                 "held8", "held9", "held10", "all"):
+                 "held8", "held9", "held10", "held11", "all"):
         e = [abs(r["error"]) for r in rows if part == "all" or r["split"] == part]
         out[part] = dict(n=len(e), mape=100 * float(np.mean(e)) if e else float("nan"))
     e = [abs(r["predicted_time_us"] - r["single_launch_us"]) / r["single_launch_us"]
