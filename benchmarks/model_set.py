@@ -14,8 +14,8 @@ of one launch on an idle stream minus the same kernel's held-batch GPU time.
 The split into a fitting part and a held-out part is fixed here, before any model change, by
 kernel family: the model may be fitted on `fit` cases only; `held` cases only report. Two later
 held-out groups of new kinds followed: held2 (below), held3 (model_set_held3.py: its cases
-were never simulated before the model was frozen) and held4 .. held10
-(model_set_held4.py .. model_set_held10.py, built the same blind way: BLIND below);
+were never simulated before the model was frozen) and held4 .. held11
+(model_set_held4.py .. model_set_held11.py, built the same blind way: BLIND below);
 model_eval.py reports each group apart.
 """
 import json
@@ -38,6 +38,7 @@ import model_set_held7 as H7  # noqa: E402
 import model_set_held8 as H8  # noqa: E402
 import model_set_held9 as H9  # noqa: E402
 import model_set_held10 as H10  # noqa: E402
+import model_set_held11 as H11  # noqa: E402
 import model_set_fit_l1 as FL  # noqa: E402  (round sim10a's fitting cases)
 import model_set_fit_dram as FD  # noqa: E402  (round sim10b's fitting cases)
 
@@ -60,10 +61,11 @@ HELD7_FAMILIES = H7.FAMILIES     # the seventh (model_set_held7.py), built blind
 HELD8_FAMILIES = H8.FAMILIES     # the eighth (model_set_held8.py), built blind as held4
 HELD9_FAMILIES = H9.FAMILIES     # the ninth (model_set_held9.py), built blind as held4
 HELD10_FAMILIES = H10.FAMILIES   # the tenth (model_set_held10.py), built blind as held4
+HELD11_FAMILIES = H11.FAMILIES   # the eleventh (model_set_held11.py), built blind as held4
 # The blind groups on one interface (numba_case / triton_case / ptx_case / ptx_kernel returning
 # argument inits; kernels in model_set_<split>_numba.py and _triton.py): split -> case module.
 BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8, "held9": H9,
-         "held10": H10}
+         "held10": H10, "held11": H11}
 
 
 # Fitting cases on the same interface, their kernels built per case (ptx_kernel(family, case)):
@@ -535,6 +537,7 @@ def collect(path, only=None):
                 held5_families=sorted(HELD5_FAMILIES), held6_families=sorted(HELD6_FAMILIES),
                 held7_families=sorted(HELD7_FAMILIES), held8_families=sorted(HELD8_FAMILIES),
                 held9_families=sorted(HELD9_FAMILIES), held10_families=sorted(HELD10_FAMILIES),
+                held11_families=sorted(HELD11_FAMILIES),
                 command="python benchmarks/model_set.py "
                 "collect $OUT/model_set.json")
     try:
@@ -589,13 +592,5 @@ if __name__ == "__main__":
         sys.exit(collect(sys.argv[2], sys.argv[4] if len(sys.argv) == 5 else None))
     for c in cases():
         print(f"{c['split']:5s} {c['source']:7s} {c['name']}")
-    print(len(cases()), "cases,", sum(c["split"] == "held" for c in cases()), "held out,",
-          sum(c["split"] == "held2" for c in cases()), "in the second held-out group,",
-          sum(c["split"] == "held3" for c in cases()), "in the third,",
-          sum(c["split"] == "held4" for c in cases()), "in the fourth,",
-          sum(c["split"] == "held5" for c in cases()), "in the fifth,",
-          sum(c["split"] == "held6" for c in cases()), "in the sixth,",
-          sum(c["split"] == "held7" for c in cases()), "in the seventh,",
-          sum(c["split"] == "held8" for c in cases()), "in the eighth,",
-          sum(c["split"] == "held9" for c in cases()), "in the ninth,",
-          sum(c["split"] == "held10" for c in cases()), "in the tenth")
+    counts = {s: sum(c["split"] == s for c in cases()) for s in ("held", "held2", "held3", *BLIND)}
+    print(len(cases()), "cases;", ", ".join(f"{n} in {s}" for s, n in counts.items()))

@@ -62,7 +62,8 @@ def test_the_split_was_fixed_before_fitting(cases):
 @pytest.mark.parametrize("split,min_cases,min_kinds",
                          [("held3", 16, 8), ("held4", 24, 12), ("held5", 24, 12),
                           ("held6", 20, 10), ("held7", 20, 10), ("held8", 18, 9),
-                          ("held9", 18, 9), ("held10", 18, 9)])
+                          ("held9", 18, 9), ("held10", 18, 9),
+                          ("held11", 18, 9)])
 def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds):
     import model_set
     fams = {}
@@ -89,8 +90,9 @@ def _module(split):
     import model_set_held8 as H8
     import model_set_held9 as H9
     import model_set_held10 as H10
+    import model_set_held11 as H11
     return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8,
-            "held9": H9, "held10": H10}[split]
+            "held9": H9, "held10": H10, "held11": H11}[split]
 
 
 def _numba_kernels(split):
@@ -101,9 +103,10 @@ def _numba_kernels(split):
     import model_set_held8_numba as N8
     import model_set_held9_numba as N9
     import model_set_held10_numba as N10
+    import model_set_held11_numba as N11
     import model_set_numba as N
     return {"held4": N4, "held5": N5, "held6": N6, "held7": N7, "held8": N8,
-            "held9": N9, "held10": N10}.get(split, N).KERNELS
+            "held9": N9, "held10": N10, "held11": N11}.get(split, N).KERNELS
 
 
 def _saved_triton(split, fam):
@@ -122,7 +125,8 @@ def _small(split, source):
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
                          + _small("held5", "numba") + _small("held6", "numba")
                          + _small("held7", "numba") + _small("held8", "numba")
-                         + _small("held9", "numba") + _small("held10", "numba"),
+                         + _small("held9", "numba") + _small("held10", "numba")
+                         + _small("held11", "numba"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
@@ -136,7 +140,7 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
 
 
 @pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7", "held8",
-                                   "held9", "held10"])
+                                   "held9", "held10", "held11"])
 def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
@@ -158,7 +162,7 @@ def test_held_triton_kernels_compile_and_are_right(split):
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
                          + _small("held6", "ptx") + _small("held7", "ptx")
                          + _small("held8", "ptx") + _small("held9", "ptx")
-                         + _small("held10", "ptx"),
+                         + _small("held10", "ptx") + _small("held11", "ptx"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
@@ -171,7 +175,7 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
 
 
 _GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7", "held8",
-                                                 "held9", "held10")
+                                                 "held9", "held10", "held11")
            for source in ("numba", "triton", "ptx")]
 
 
@@ -487,6 +491,54 @@ def test_held10_checks_on_outputs_past_their_slice(fam):
     _check_past_slice(H10, c, _held10_outputs,
                       H10.TOLERANCE.get(fam, 0.0 if fam in H10.PTX_FAMILIES else 1e-5))
 
+
+
+def _held11_outputs(fam, args):
+    """(output array, its right values, an index inside the check's slice) of a held11 case:
+    numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
+    import model_set_held11 as H11
+    if fam == "lif_step":
+        rv, args[4][:], args[5][:], judged = H11.lif_ref(*args[:3])
+        return args[3], rv, np.flatnonzero(judged[:1 << 16])[-1]
+    if fam == "cic_deposit":
+        dens = args[3]
+        return dens, H11.cic_ref(*args[:3], *dens.shape), (dens.shape[0] - 1, 0)
+    if fam == "haversine":
+        return args[4], H11.haversine_ref(*args[:4]), (1 << 16) - 1
+    if fam == "triton_swiglu_f16":
+        return args[1], H11.swiglu_ref(args[0]), (63, 0)
+    if fam == "triton_kl_div_rows":
+        return args[2], H11.kl_rows_ref(args[0], args[1]), 255
+    if fam == "triton_paged_kv_write":
+        key, val, kc, vc, slot, d = args
+        ref = kc.copy()
+        ref.reshape(-1, d)[slot] = key
+        vc.reshape(-1, d)[slot] = val
+        return kc, ref, (*divmod(int(slot[63]), H11.KV_BS), d - 1)
+    if fam == "ptx_crc32c":
+        rec = np.asarray(args[1], np.int32).view(np.uint8).reshape(len(args[2]), -1)
+        return args[2], H11.crc32c_ref(rec).view(np.int32), (1 << 16) - 1
+    if fam == "ptx_morton3d":
+        return args[4], H11.morton_ref(args[3]).view(np.int32), (1 << 20) - 1
+    x = np.asarray(args[1], np.float64)
+    return args[2], x / np.sqrt((x * x).sum(1, keepdims=True) + 1e-12), (4095, 127)
+
+
+@pytest.mark.parametrize("fam", sorted(__import__("model_set_held11").FAMILIES))
+def test_held11_checks_on_outputs_past_their_slice(fam):
+    """Each held11 check on a case larger than the slice it checks (the emulated sizes are
+    smaller): the right output passes, one wrong element at the slice's far end fails."""
+    import model_set_held11 as H11
+    c = dict(family=fam, **{
+        "lif_step": dict(n=(1 << 16) + 5), "cic_deposit": dict(n=3001, ny=13, nx=17),
+        "haversine": dict(n=(1 << 16) + 3),
+        "triton_swiglu_f16": dict(rows=70, h=40),
+        "triton_kl_div_rows": dict(rows=260, cols=30),
+        "triton_paged_kv_write": dict(tokens=70, d=24),
+        "ptx_crc32c": dict(n=(1 << 16) + 7), "ptx_morton3d": dict(n=(1 << 20) + 3),
+        "ptx_warp_l2norm": dict(n=4100)}[fam])
+    _check_past_slice(H11, c, _held11_outputs,
+                      H11.TOLERANCE.get(fam, 0.0 if fam in H11.PTX_FAMILIES else 1e-5))
 
 def _fit10a_small():
     import model_set_fit_l1 as F
