@@ -37,9 +37,6 @@ VARIANTS = {
     "x2f0": TcMatmulSchedule(cluster_m=2, inflight=0),
     "x2f0g4": TcMatmulSchedule(cluster_m=2, inflight=0, group_m=4),
     "tma": TcMatmulSchedule(epilogue="tma", stages=3),
-    # the raster fused_head picks at 4096x4096 (tc_fused_pad.head_group): the aligned GEMM's
-    # own speed with it
-    "tmag16": TcMatmulSchedule(epilogue="tma", stages=3, group_m=16),
     "x2tma": TcMatmulSchedule(cluster_m=2, epilogue="tma", stages=3),
     "x2f0tma": TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3),
     "n128": TcMatmulSchedule(BN=128, wgmma_n=128, stages=6),
@@ -74,15 +71,10 @@ LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
 # POLL_AHEAD, set while that variant is built and launched)
 K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
           "fused4": dict(k_pack="fused"), "fused10": dict(k_pack="fused"),
-          "fusedp1": dict(k_pack="fused"), "fused1": dict(k_pack="fused1"),
-          "fused_head": dict(k_pack="fused_head"), "fusedh25": dict(k_pack="fused_head"),
-          "fusedh75": dict(k_pack="fused_head"), "fusedh100": dict(k_pack="fused_head")}
-# "fusedh<p>": fused_head with p % of the first wave's k-blocks pad-copied before the GEMM
+          "fusedp1": dict(k_pack="fused"), "fused1": dict(k_pack="fused1")}
 FUSED_KNOBS = {"fused4": dict(STAGED_ROUNDS=4), "fused10": dict(STAGED_ROUNDS=10),
-               "fusedp1": dict(POLL_AHEAD=1), "fusedh25": dict(HEAD_FRACTION=0.25),
-               "fusedh75": dict(HEAD_FRACTION=0.75), "fusedh100": dict(HEAD_FRACTION=1.0)}
-FUSED_DEFAULTS = dict(STAGED_ROUNDS=fpad.STAGED_ROUNDS, POLL_AHEAD=fpad.POLL_AHEAD,
-                      HEAD_FRACTION=fpad.HEAD_FRACTION)
+               "fusedp1": dict(POLL_AHEAD=1)}
+FUSED_DEFAULTS = dict(STAGED_ROUNDS=fpad.STAGED_ROUNDS, POLL_AHEAD=fpad.POLL_AHEAD)
 SMALL = [(67, 45, 40), (200, 136, 72), (129, 257, 64), (300, 520, 136), (1000, 777, 1032)]
 NAMED = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192), "6144": (6144, 6144, 6144),
          "odd": (4095, 4097, 4093), "oddn": (4096, 4097, 4096), "oddk": (4096, 4096, 4093),

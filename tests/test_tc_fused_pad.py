@@ -144,12 +144,9 @@ def test_emulator_runs_every_cta_in_one_batch_for_gpu_acquires():
 
 
 @needs_ptxas
-@pytest.mark.parametrize("M, N, K, k_pack", [(4096, 4096, 4093, "fused"),
-                                             (4095, 4097, 4093, "fused"),
-                                             (8192, 8192, 8189, "fused"),
-                                             (4096, 4096, 4093, "fused_head")])
-def test_fused_kernel_assembles_without_spills(M, N, K, k_pack):
-    op = TcMatmul("bf16", "bf16", k_pack=k_pack)
+@pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
+def test_fused_kernel_assembles_without_spills(M, N, K):
+    op = TcMatmul("bf16", "bf16", k_pack="fused")
     shape = op.shape(M=M, N=N, K=K)
     assert op.fused(shape) == (True, True) and op.schedule_for(shape).cluster_m == 1
     ptx = emit_module(op.build(shape, ARCH), ARCH)
@@ -180,13 +177,11 @@ def _gpu(op, shape, arrays, sm_count, launches=1):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, out, M, N, K, sms, k_pack", [
-    ("bf16", "bf16", 300, 520, 137, 8, "fused"), ("f16", "f32", 70, 131, 41, 2, "fused"),
-    ("tf32", "f32", 300, 200, 77, 5, "fused"), ("bf16", "bf16", 1000, 777, 203, 16, "fused"),
-    ("bf16", "bf16", 1000, 777, 1037, 16, "fused_head"), ("tf32", "f32", 300, 200, 77, 5,
-                                                          "fused_head")])
-def test_gpu_fused_float64_and_bit_equal_to_emulator(dtype, out, M, N, K, sms, k_pack):
-    op = TcMatmul(dtype, out, k_pack=k_pack)
+@pytest.mark.parametrize("dtype, out, M, N, K, sms", [
+    ("bf16", "bf16", 300, 520, 137, 8), ("f16", "f32", 70, 131, 41, 2),
+    ("tf32", "f32", 300, 200, 77, 5), ("bf16", "bf16", 1000, 777, 203, 16)])
+def test_gpu_fused_float64_and_bit_equal_to_emulator(dtype, out, M, N, K, sms):
+    op = TcMatmul(dtype, out, k_pack="fused")
     shape = op.shape(M=M, N=N, K=K)
     inputs = dict(op.make_inputs(shape, np.random.default_rng()), **op.workspace_arrays(shape))
     got = _gpu(op, shape, {k: v.copy() for k, v in inputs.items()}, sms, launches=3)
@@ -197,13 +192,10 @@ def test_gpu_fused_float64_and_bit_equal_to_emulator(dtype, out, M, N, K, sms, k
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("M, N, K, k_pack", [(4096, 4096, 4093, "fused"),
-                                             (4095, 4097, 4093, "fused"),
-                                             (4096, 4096, 4093, "fused_head"),
-                                             (4095, 4097, 4093, "fused_head")])
-def test_gpu_fused_full_grid_large_shapes(M, N, K, k_pack):
+@pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093)])
+def test_gpu_fused_full_grid_large_shapes(M, N, K):
     from ptxgen.runtime import sm_count
-    op = TcMatmul("bf16", "bf16", k_pack=k_pack)
+    op = TcMatmul("bf16", "bf16", k_pack="fused")
     shape = op.shape(M=M, N=N, K=K)
     arrays = dict(op.make_inputs(shape, np.random.default_rng()), **op.workspace_arrays(shape))
     got = _gpu(op, shape, arrays, sm_count(), launches=2)
@@ -268,7 +260,7 @@ def test_a_chunk_never_copied_traps_instead_of_hanging():
     arrays = dict(op.make_inputs(shape, np.random.default_rng()), **op.workspace_arrays(shape))
     st = op.steps(shape, ARCH, 2)[-1]
     args = st.args(arrays)
-    args[-4] = np.uint32(0)                 # nchunks (the head's three values follow)
+    args[-1] = np.uint32(0)
     old, tc_fused_pad.SPIN_LIMIT_NS = tc_fused_pad.SPIN_LIMIT_NS, 2 * 10 ** 7
     try:
         m = op.build(shape, ARCH)
@@ -278,48 +270,3 @@ def test_a_chunk_never_copied_traps_instead_of_hanging():
     with pytest.raises(EmulationError, match="trap"):
         emulate(m, st.kernel, st.launch.grid, st.launch.block, *args,
                 shared_bytes=st.launch.shared_bytes, check="off")
-
-
-@pytest.mark.parametrize("M, N, K, sms", [
-    (300, 520, 1037, 8),     # 15 tiles of 128x128 on 8 CTAs, 17 k-blocks: a head of 8
-    (129, 257, 203, 3),
-])
-def test_fused_head_pad_copies_the_first_waves_head_and_the_kernel_the_rest(M, N, K, sms):
-    """k_pack="fused_head": pad kernels copy the first HEAD_FRACTION of the k-blocks of the
-    panels the chip's first wave needs, the kernel every other chunk (their flags reach 3, the
-    head's stay 0: the TMA thread takes them as copied). C bit for bit that of the pad path."""
-    seed = int(np.random.default_rng().integers(2 ** 31))
-    op, shape, got, want = _pair("bf16", "bf16", dict(M=M, N=N, K=K), sms, seed,
-                                 k_pack="fused_head")
-    rows_a, rows_b, kb = op.head(shape)
-    s = op.schedule_for(shape)
-    kbs = -(-K // s.BK)
-    assert op.fused(shape) == (True, True) and rows_a and rows_b and 0 < kb < kbs
-    assert [st.kernel for st in op.steps(shape, ARCH, sms)] == \
-        ["pad_copy_b16", "pad_copy_b16", "tc_matmul"]
-    assert op.check(shape, got)[0]
-    assert np.array_equal(got["C"].view(np.uint8), want["C"].view(np.uint8))
-    flags = got["fused_flags"][HEADER_WORDS:]
-    tiles_m = -(-M // s.BM)
-    in_head = np.zeros(len(flags), bool)
-    for p in range(tiles_m):
-        in_head[p * kbs:p * kbs + kb] = p * s.BM < rows_a
-    for p in range(-(-N // s.BN)):
-        at = tiles_m * kbs + p * kbs
-        in_head[at:at + kb] = p * s.BN < rows_b
-    assert (flags[in_head] == 0).all() and (flags[~in_head] == tc_fused_pad.COPIER_WARPS).all()
-    order, _ = op._chunks(shape, sms)
-    assert not in_head[order[:, 0]].any() and len(order) == (~in_head).sum()
-
-
-def test_head_group_takes_the_raster_whose_first_wave_needs_fewest_rows():
-    s = TcMatmulSchedule(epilogue="tma", stages=3)
-    # 4096x4096 in 128x256 tiles on 132 SMs: group 8 needs A 12 panels + every B panel (5632
-    # rows), group 16 A 16 + B 9 (4352)
-    assert tc_fused_pad.first_wave_rows(s, 4096, 4096, 132) == (1536, 4096)
-    assert tc_fused_pad.head_group(s, 4096, 4096, 132) == 16
-    op = TcMatmul("bf16", "bf16", k_pack="fused_head")
-    shape = op.shape(M=4096, N=4096, K=4093)
-    assert op.schedule_for(shape).group_m == 16
-    assert op.head(shape) == (2048, 2304, 32)
-    assert TcMatmul("bf16", "bf16", k_pack="fused").schedule_for(shape).group_m == 8

@@ -32,7 +32,6 @@ from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
 from ..ir import types as T
-from ..schedule import tc_fused_pad as fpad
 from ..schedule.tc_fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
 from ..schedule.tc_ldg_producer import side_bytes
 from ..schedule.matmul import target_limits
@@ -64,12 +63,8 @@ MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps'
 # copy cannot feed the first wave all of B. Same run: 649.3 at 4096x4096x4093 and 732.2 at
 # 8192x8192x8189 (pad 640.3, 724.3), 600.0 at 4095x4097x4093 (pad 625.3): within run-to-run
 # noise of the pad copies, so "auto" stays "pad".
-# "fused_head": both operands copied in the kernel but for the head, the first
-# tc_fused_pad.HEAD_FRACTION of the k-blocks of the panels the first wave needs, which a pad
-# kernel copies before the GEMM; the raster's group_m is the one whose first wave needs the
-# fewest operand rows (tc_fused_pad.head_group).
-K_PACKS = ("auto", "pad", "ldg", "fused", "fused1", "fused_head")
-FUSED_PACKS = ("fused", "fused1", "fused_head")
+K_PACKS = ("auto", "pad", "ldg", "fused", "fused1")
+FUSED_PACKS = ("fused", "fused1")
 
 
 def default_tc_schedule(shape, sm_count=None):
@@ -168,15 +163,8 @@ class TcMatmul(Operator):
                 or default_tc_schedule(shape).for_dtype(self.dtype)
             # no TMA multicast of B with the ld.global producer or the fused copy (their
             # registers: lower_tc_matmul)
-            if self._ldg_wanted(shape) or \
-                    (self.k_pack in FUSED_PACKS and any(self._misaligned_k_major(shape))):
-                s = dataclasses.replace(s, cluster_m=1)
-            if self.k_pack == "fused_head" and s.persistent and \
-                    all(self._misaligned_k_major(shape)):
-                grid = min(_tiles(shape, s.BM, s.BN), sm_count_or_default(None, TC_CHIP))
-                s = dataclasses.replace(s, group_m=fpad.head_group(s, shape["M"], shape["N"],
-                                                                   grid))
-            return s
+            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) or \
+                (self.k_pack in FUSED_PACKS and any(self._misaligned_k_major(shape))) else s
         return self.schedule
 
     def _ldg_wanted(self, shape):
@@ -221,25 +209,8 @@ class TcMatmul(Operator):
     def _chunks(self, shape, sm_count=None):
         """The fused copy's chunk order and flag count (schedule/tc_fused_pad.chunk_table) for
         the grid launch() gives with `sm_count` SMs."""
-        return chunk_table(self.schedule_for(shape), shape, self.fused(shape),
-                           self.launch(shape, sm_count).grid[0], self.head(shape))
-
-    def head(self, shape):
-        """(rows of A, rows of Bt, k-blocks) that pad kernels copy before the GEMM with
-        k_pack="fused_head": the first HEAD_FRACTION of the k-blocks of the panels the first
-        wave needs on the chip's SMs (zeros otherwise, and for an operand not copied in the
-        kernel). The same whatever grid a test forces: the pad kernels, the chunk order and the
-        kernel's arguments must agree on it."""
-        fused = self.fused(shape)
-        if self.k_pack != "fused_head" or not any(fused):
-            return (0, 0, 0)
-        s = self.schedule_for(shape)
-        rows = fpad.first_wave_head(s, shape["M"], shape["N"], self.launch(shape).grid[0])
-        kb = min(self.kblocks(shape), round(fpad.HEAD_FRACTION * self.kblocks(shape)))
-        return tuple(r if f else 0 for r, f in zip(rows, fused)) + (kb,)
-
-    def kblocks(self, shape):
-        return -(-shape["K"] // self.schedule_for(shape).BK)
+        grid = self.launch(shape, sm_count).grid[0]
+        return chunk_table(self.schedule_for(shape), shape, self.fused(shape), grid)
 
     def kernel_name(self):
         return "tc_matmul"
@@ -274,7 +245,7 @@ class TcMatmul(Operator):
                             name=self.kernel_name(), a_major=self.a_layout == "row",
                             b_major=self.b_layout == "col", ldg=self.ldg(shape),
                             fused=self.fused(shape))
-        if not self.packs(shape) and not any(self.head(shape)[:2]):
+        if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
 
@@ -284,18 +255,12 @@ class TcMatmul(Operator):
         main = super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
         per = self._per16
 
-        def pad(name, rows, cols, head_cols=None):
+        def pad(name, rows, cols):
             c8 = packmod.padded(cols, per)
-            # the head: the launch covers only its chunks of each row (rows are c8 apart)
-            launch = packmod.pad_launch(rows, head_cols or c8, per)
-            return Step(self._pad_kernel(), launch,
+            return Step(self._pad_kernel(), packmod.pad_launch(rows, c8, per),
                         lambda a: packmod.pad_args(rows, cols, rows, c8, a[name],
                                                    a[name + "_packed"], per))
-        *head_rows, head_kb = self.head(shape)
-        bk = self.schedule_for(shape).BK
-        heads = [pad(name, r, cols, head_kb * bk) for (name, _, cols), r
-                 in zip(self.operands(shape), head_rows) if r]
-        return [pad(*o) for o in self.packed(shape)] + heads + main
+        return [pad(*o) for o in self.packed(shape)] + main
 
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         padded = self.packed(shape) + [o for o, f in zip(self.operands(shape),
@@ -393,7 +358,6 @@ class TcMatmul(Operator):
                     args += [arrays[x], arrays[x + "_packed"]]
             order = arrays["fused_order"]
             args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
-            args += [np.uint32(v) for v in self.head(shape)]
         return args
 
     def matrices(self, arrays):

@@ -43,7 +43,6 @@ correct on the H200, but slower than separate pad copies (4096x4096x4093: 537-54
 the plain GEMM's speed), three warps per SM cannot keep enough bytes in flight for the first
 wave's panels. k_pack="fused1" copies only the lighter operand here (649 at 4096x4096x4093).
 """
-import dataclasses
 import functools
 
 import numpy as np
@@ -76,9 +75,6 @@ ROUND_BYTES = 4 * STAGED_ROW_BYTES
 PRODUCER_REGS = 80
 FULL_MASK = 0xFFFFFFFF
 POLL_AHEAD = 8                  # k-blocks whose flags the TMA thread reads in one round trip
-# k_pack="fused_head": the share of the first wave's k-blocks (of the panels it needs) a pad
-# kernel copies before the GEMM, so the in-kernel copy starts that far ahead of the consumers
-HEAD_FRACTION = 0.5
 # the longest a TMA thread waits for one chunk before it traps: a copy takes microseconds, so
 # seconds mean a CTA that is not resident (a GPU shared with other work) or a bug
 SPIN_LIMIT_NS = 2 * 10 ** 9
@@ -115,8 +111,7 @@ def fused_params(fused, elem_t):
             ps += [Param(f"{x}_src", T.u64, ptr(elem_t)),
                    Param(f"{x}_pad", T.u64, ptr(elem_t, align=16))]
     return ps + [Param("order", T.u64, ptr(T.u32, align=16)), Param("flags", T.u64, ptr(T.u32)),
-                 Param("nchunks", T.u32), Param("head_rows_a", T.u32),
-                 Param("head_rows_b", T.u32), Param("head_kb", T.u32)]
+                 Param("nchunks", T.u32)]
 
 
 def _grouped(tile, tm, tn, group):
@@ -140,37 +135,18 @@ def first_wave_rows(s, M, N, grid):
     return len({pm for pm, _ in wave}) * s.BM, len({pn for _, pn in wave}) * s.BN
 
 
-def first_wave_head(s, M, N, grid):
-    """(rows of A, rows of Bt) from row 0 that cover every panel the first wave needs (the
-    raster's first panels are 0, 1, ...: the same as first_wave_rows, but never a gap)."""
-    tm, tn = -(-M // s.BM), -(-N // s.BN)
-    wave = [_grouped(t, tm, tn, s.group_m) for t in range(min(grid, tm * tn))]
-    return (min(M, (1 + max(pm for pm, _ in wave)) * s.BM),
-            min(N, (1 + max(pn for _, pn in wave)) * s.BN))
-
-
-def head_group(s, M, N, grid, groups=(4, 8, 16, 32)):
-    """The group_m (of `groups` and s's own) whose first wave needs the fewest operand rows:
-    the rows k_pack="fused_head" pad-copies before the kernel (ties keep s.group_m)."""
-    def rows(g):
-        return sum(first_wave_rows(dataclasses.replace(s, group_m=g), M, N, grid))
-    return min((s.group_m,) + tuple(groups), key=rows)
-
-
-def chunk_table(s, shape, fused, grid, head=(0, 0, 0)):
+def chunk_table(s, shape, fused, grid):
     """(order, nflags): the chunk order as a (chunks, ENTRY_WORDS) uint32 array and the flag
     count, for schedule `s` (cluster_m 1, persistent), `shape` and a grid of `grid` CTAs:
     wave by wave of the tile raster the kernel walks (tile t on CTA t % grid), k-block by
-    k-block, each chunk where it is first needed; without the head (rows of A, rows of Bt,
-    k-blocks) a pad kernel copied before the GEMM. (A fresh array; the walk is cached: about a
+    k-block, each chunk where it is first needed. (A fresh array; the walk is cached: about a
     second in Python at 16384^3, and the operator asks for it twice.)"""
-    order, nflags = _walk(s, shape["M"], shape["N"], shape["K"], tuple(fused), grid,
-                          tuple(head))
+    order, nflags = _walk(s, shape["M"], shape["N"], shape["K"], tuple(fused), grid)
     return order.copy(), nflags
 
 
 @functools.lru_cache(maxsize=16)
-def _walk(s, M, N, K, fused, grid, head=(0, 0, 0)):
+def _walk(s, M, N, K, fused, grid):
     tm, tn = -(-M // s.BM), -(-N // s.BN)
     kbs = -(-K // s.BK)
     base_b = tm * kbs if fused[0] else 0
@@ -183,8 +159,6 @@ def _walk(s, M, N, K, fused, grid, head=(0, 0, 0)):
                 for x, on, p, rows, base in ((0, fused[0], pm, s.BM, 0),
                                              (1, fused[1], pn, s.BN, base_b)):
                     idx = base + p * kbs + kb
-                    if p * rows < head[x] and kb < head[2]:
-                        continue                    # the head: copied before the kernel
                     if on and idx not in seen:
                         seen.add(idx)
                         order.append((idx, x, p * rows, kb))
@@ -225,7 +199,6 @@ class FusedPad:
         tiles_m = b.shr(b.add(self.M, s.BM - 1), pow2_exponent(s.BM), name="ptm")
         self.base_b = b.mul(tiles_m, self.kblocks, name="baseb") if self.fused[0] else None
         self.ready = b.const(0, T.u32, name="ready")
-        self.head = [b.param(n) for n in ("head_rows_a", "head_rows_b", "head_kb")]
 
     def fused_wait(self, m0, n0, kb):
         """TMA thread, before k-block kb's loads: unless kb is known copied, poll the flags of
@@ -238,14 +211,12 @@ class FusedPad:
         b.selp(0, self.ready, b.setp("eq", kb, 0, type=T.u32), type=T.u32, out=self.ready)
         known = b.new_label("known")
         b.branch(known, b.setp("lt", kb, self.ready, type=T.u32, name="known"))
-        bases, heads = [], []
+        bases = []
         if self.fused[0]:
             bases.append(b.mad(b.shr(m0, pow2_exponent(s.BM)), self.kblocks, kb, name="fa"))
-            heads.append(b.setp("lt", m0, self.head[0], type=T.u32, name="hda"))
         if self.fused[1]:
             i = b.mad(b.shr(n0, pow2_exponent(s.BN)), self.kblocks, kb, name="fb")
             bases.append(b.add(i, self.base_b, name="fb") if self.base_b is not None else i)
-            heads.append(b.setp("lt", n0, self.head[1], type=T.u32, name="hdb"))
         addrs = [b.element_addr(self.flags, b.add(i, HEADER_WORDS), 4, name="fl") for i in bases]
         spin = b.new_label("spin")
         t0 = b.special("globaltimer")
@@ -262,15 +233,10 @@ class FusedPad:
             values.append((inside, vs))
         run = None
         count = b.const(0, T.u32, name="run")
-        for d, (inside, vs) in enumerate(values):
+        for inside, vs in values:
             ok = inside
-            # a chunk of the head (the panel's first rows and k-block under the head's) was
-            # copied by the pad kernel before this one: its flag is never raised
-            in_head = b.setp("lt", b.add(kb, d), self.head[2], type=T.u32, name="hdk")
-            for v, h in zip(vs, heads):
-                copied = b.or_(b.setp("ge", v, self.target, type=T.u32),
-                               b.and_(h, in_head, name="hd"), name="cp")
-                ok = b.and_(ok, copied, name="cp")
+            for v in vs:
+                ok = b.and_(ok, b.setp("ge", v, self.target, type=T.u32), name="cp")
             run = ok if run is None else b.and_(run, ok, name="cp")
             b.add(count, b.selp(1, 0, run, type=T.u32), out=count)
         go = b.new_label("copied")
