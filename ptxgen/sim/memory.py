@@ -161,7 +161,7 @@ class SmMemory:
             self.loads["L1"] += 1
             return self.servers["L1"].request(t, nbytes) + self.cfg.latencies["L1"]
         if through_l1 and acc is not None:
-            start = self.servers["L1"].request(t, acc.l1_bytes or nbytes)
+            start = self.servers["L1"].request(t, acc.l1_data_bytes or acc.l1_bytes or nbytes)
             if self._hit(st, acc):
                 self.loads["L1"] += 1
                 return start + self.cfg.latencies["L1"]
