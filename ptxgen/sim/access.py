@@ -62,6 +62,7 @@ class Access:
     merged: float = 0.0         # stores: fraction of its sectors an earlier store of the
                                 # block wrote in the same warp (merged with it: no more DRAM)
     l2_sectors: int = -1        # stores: sectors L2 takes from this execution (-1: all)
+    paced: bool = False         # stores: a global load of the warp comes before (store_sectors)
     dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
                                 # CTA writes too (L2 merges those before they leave for DRAM)
     data_bytes: int = -1        # stores: distinct bytes the lanes write (-1: `bytes`)
@@ -459,6 +460,7 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     if group is not None and done is not None:
         thin = {s for s, b in w0.items() if b < min_bytes}
         new = [s for s in w0 if s not in done]
+        acc.paced = paced
         if paced:
             # round sim10a (fit10a_store_ld, fitting part): stores that follow a global load
             # reach L2 merged: a sector the warp's earlier store wrote (not thin) is no new L2
