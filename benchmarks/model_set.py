@@ -41,6 +41,7 @@ import model_set_held10 as H10  # noqa: E402
 import model_set_held11 as H11  # noqa: E402
 import model_set_fit_l1 as FL  # noqa: E402  (round sim10a's fitting cases)
 import model_set_fit_dram as FD  # noqa: E402  (round sim10b's fitting cases)
+import model_set_fit14a as F14  # noqa: E402  (round sim14a's fitting cases)
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -70,8 +71,8 @@ BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8, "held9
 
 # Fitting cases on the same interface, their kernels built per case (ptx_kernel(family, case)):
 # round sim10a's stores after loads and lanes per line, round sim10b's atomics over buckets and
-# strided row pieces.
-FIT_MODULES = (FL, FD)
+# strided row pieces, round sim14a's thin stores behind loads and one-sector lines.
+FIT_MODULES = (FL, FD, F14)
 
 
 def _blind(family):
@@ -149,7 +150,7 @@ def cases():
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in FL.cases()]   # sim10a
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
-    for H in (*BLIND.values(), FD):
+    for H in (*BLIND.values(), FD, F14):
         out += [_case(fam, src, size, **kw) for fam, src, size, kw in H.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"

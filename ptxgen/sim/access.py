@@ -39,7 +39,9 @@ SAMPLED_WARP = 1 << 20          # record keys from here on: warps sampled across
 class Access:
     """One static memory instruction's per-execution cost."""
     bytes: int                  # global: sectors x sector bytes; shared: wavefronts x 128
-    l1_bytes: int = 0           # global: lines x line bytes through L1's data path (0: bytes)
+    l1_bytes: int = 0           # global: lines x line bytes the access touches (0: bytes)
+    l1_data_bytes: float = 0.0  # global loads: L1 data-path cycles x line bytes (0: l1_bytes):
+                                # bank wavefronts, no fewer than the tag stage's lines / rate
     miss: float = 1.0           # global loads: fraction of executions that reach L2
     share: float = 1.0          # fraction of a miss's sectors no other warp of the CTA fetched
     wavefronts: float = 1.0     # shared: bank passes
@@ -60,6 +62,7 @@ class Access:
     merged: float = 0.0         # stores: fraction of its sectors an earlier store of the
                                 # block wrote in the same warp (merged with it: no more DRAM)
     l2_sectors: int = -1        # stores: sectors L2 takes from this execution (-1: all)
+    paced: bool = False         # stores: a global load of the warp comes before (store_sectors)
     dram_share: float = 1.0     # stores: fraction of the written sectors no other warp of the
                                 # CTA writes too (L2 merges those before they leave for DRAM)
     data_bytes: int = -1        # stores: distinct bytes the lanes write (-1: `bytes`)
@@ -171,6 +174,25 @@ def shared_wavefronts(addrs, size, banks, bank_bytes):
         if words:
             total += max(len(v) for v in words.values())
     return max(total, 1)
+
+
+def l1_data_bytes(execs, size, line, banks, bank_bytes, tag_lines_per_cycle):
+    """A global load's L1 data-path time per execution (mean over `execs`, each a list of lane
+    addresses) in line-bytes: L1 shares its data array with shared memory, so a warp's lanes
+    take bank wavefronts as there (per bank, one distinct 128-byte line's word per pass; a
+    whole-line access is one pass a line), but the tag stage looks up no more than
+    `tag_lines_per_cycle` lines a cycle. Round sim14a (fit14a_pitch, H200): 16 lines of two
+    bytes a load, at the same offset of each line (pitch 128 .. 4096 bytes: one bank, 16
+    passes) 40.0 us; 4099 bytes apart (offsets spread over the banks: 2 passes) 12.1 us.
+    Without the tag figure the line count (one line a cycle) stands."""
+    if not tag_lines_per_cycle:
+        return 0.0
+    total = 0.0
+    for ex in execs:
+        lines = len(sectors(ex, size, line))
+        wf = shared_wavefronts(ex, size, banks, bank_bytes) if lines else 0
+        total += max(wf, lines / tag_lines_per_cycle) * line
+    return total / max(len(execs), 1)
 
 
 def _last_def(prog, i, reg):
@@ -293,6 +315,8 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                      indirect=indirect)
         if line:
             acc.l1_bytes = len(sectors(ex0[0], size, line)) * line
+            acc.l1_data_bytes = l1_data_bytes([ex0[0]], size, line, banks, bank_bytes,
+                                              mm.get("l1_tag_lines_per_cycle"))
         if st.kind == LDG or is_async_copy(ins):
             if len(ex0) > 1:
                 acc.miss = temporal_miss(ex0[0], ex0[1], sector)
@@ -332,6 +356,10 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             allx = {w: rec[w] + (later or {}).get(i, {}).get(w, []) for w in live}
             if live and spreading(allx[live[0]], size, sector):
                 spread_cost(acc, allx, size, sector, line)
+                if line:
+                    acc.l1_data_bytes = l1_data_bytes(
+                        [ex for w in allx for ex in allx[w]], size, line, banks, bank_bytes,
+                        mm.get("l1_tag_lines_per_cycle"))
                 s0 = set(range(acc.bytes // sector))    # (its mean size, for the rule below)
             elif live and indirect and len(allx[live[0]]) > 2 and \
                     data_steered_loop(prog, i, loaded):
@@ -432,6 +460,7 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     if group is not None and done is not None:
         thin = {s for s, b in w0.items() if b < min_bytes}
         new = [s for s in w0 if s not in done]
+        acc.paced = paced
         if paced:
             # round sim10a (fit10a_store_ld, fitting part): stores that follow a global load
             # reach L2 merged: a sector the warp's earlier store wrote (not thin) is no new L2
