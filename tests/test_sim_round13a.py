@@ -1,5 +1,5 @@
 """Round sim13a of the simulator (issue 14): held10's misses (docs/data/
-model_set_2026-12-02a_held10.json, measured on the H200; held10 is seen data since its blind
+model_set_2026-12-02a_held10.json.gz, measured on the H200; held10 is seen data since its blind
 evaluation)."""
 
 import numpy as np
@@ -19,7 +19,7 @@ KEYS, BINS = 1 << 32, 1 << 33          # synthetic array addresses
 
 
 def _case(name):
-    return measured_case("model_set_2026-12-02a_held10.json", name)
+    return measured_case("model_set_2026-12-02a_held10.json.gz", name)
 
 
 def _walk(ptx, entry, params, memory, record):

@@ -1,12 +1,12 @@
 """Round sim14a of the simulator (issue 14): what the fitting cases of
-benchmarks/model_set_fit14a.py, measured on the H200 (docs/data/model_set_2026-12-02b_fit14a.json),
+benchmarks/model_set_fit14a.py, measured on the H200 (docs/data/model_set_2026-12-02b_fit14a.json.gz),
 say about L1: a global load takes bank passes in L1's data path, as shared memory does, but no
 fewer cycles than its lines over the tag stage's rate (isa memory_model.l1_tag_lines_per_cycle);
 and about thin stores: after a load of the warp they cost L2 less
 (isa memory_model.l2_paced_thin_sector_bytes)."""
 from model_data import measured_cases
 
-SET = "model_set_2026-12-02b_fit14a.json"
+SET = "model_set_2026-12-02b_fit14a.json.gz"
 
 
 def _err(cases, name):
