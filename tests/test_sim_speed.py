@@ -50,7 +50,7 @@ def test_local_memory_dp_case_simulates_within_bound():
 # a regression in what is simulated fails here even where the CPU bound would not
 # Round sim14c: the event loop issues the plain instructions itself (engine_loop.issue_loop);
 # Sm.step, one Python call chain an issue, takes only the rest: 6 % of this case's issues
-# (all of them before), a second load-independent guard. 2.8-3.7 s of CPU here at load 2-4.5
+# (all of them before), a second load-independent guard. 4.0-4.6 s of CPU here at load 3-6
 SLOW_DP32, DP32_BOUND_S, DP32_ISSUES = "edit_distance_local pairs=600011 len=32", 7.0, 1.65e6
 DP32_STEP_SHARE = 0.1
 
