@@ -12,6 +12,7 @@ from ptxgen.sim.program import compile_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_sim_round12a import loop_kernel  # noqa: E402
+from test_sim_round14c import count_issues  # noqa: E402
 
 TABLE = isa.load("sm_90")
 
@@ -19,20 +20,13 @@ TABLE = isa.load("sm_90")
 def _simulate(monkeypatch, grid, share):
     """simulate() of a sampled FMA loop, and the instructions the engine issued for it;
     share=False: the shorter sample simulated in a run of its own (set_alternative off)."""
-    issued = []
-    step = Sm.step
-
-    def counted(self, w, s, now):
-        issued.append(1)
-        return step(self, w, s, now)
-
-    monkeypatch.setattr(Sm, "step", counted)
+    issued = count_issues(monkeypatch)
     if not share:
         monkeypatch.setattr(Sm, "set_alternative", lambda self, traces: None)
     m, k = loop_kernel(12)
     rep = simulate(k, (grid,), (256,), module=m, args={"n": 5000}, registers=32)
     monkeypatch.undo()
-    return rep, len(issued)
+    return rep, sum(issued)
 
 
 def test_shorter_sample_is_copied_off_the_longer_run_with_the_same_result(monkeypatch):

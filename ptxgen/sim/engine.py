@@ -23,11 +23,9 @@ warp waits on a register (`dependency`, or `memory` when a load produced it), a 
 """
 import math
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
 
-from ..errors import PtxgenError
 from .access import async_roles, shared_atomics
+from .engine_loop import issue_loop, plain_issue, reference_loop
 from .fork import path_splits, without_pending
 from .program import ALU, ATOM, BAR, BRANCH, FIXED, LDG, LDS, STG, STS
 
@@ -118,6 +116,8 @@ class Sm:
     instruction does to the scoreboard and the memory system), `schedule` (when a warp can
     issue next, and the stall that costs), `arrive`/`release` (barriers), `finish`."""
 
+    inline = True       # the event loop with its common case written out (engine_loop.py)
+
     def __init__(self, prog, cta_traces, table, memory, trace_warps=0, max_events=4000,
                  resident=None):
         h = table.header
@@ -135,6 +135,10 @@ class Sm:
         # after the instruction, `advance` has work: a barrier, or a folded one next
         self.stops = [st.kind == BAR or (i + 1 < len(self.instrs) and self.instrs[i + 1].free)
                       for i, st in enumerate(self.instrs)]
+        # what issue_loop reads to issue an instruction itself (engine_loop.plain_issue)
+        self.roles = async_roles(prog)
+        self.shared_atoms = shared_atomics(prog)
+        self.plain = plain_issue(self)
         self.nb = len(prog.blocks)
         nunits = len(prog.units)
         self.bar_latency = table.ops["BAR"].latency
@@ -142,8 +146,6 @@ class Sm:
         self.branch_latency = table.ops["BRANCH"].latency
         self.lds_latency = table.ops["LDS"].latency
         self.atom_latency = table.ops["ATOM"].latency
-        self.roles = async_roles(prog)
-        self.shared_atoms = shared_atomics(prog)
         self.warps, self.ctas, self.cta_first = [], [], []
         n = len(cta_traces) if resident is None else min(resident, len(cta_traces))
         self.pending = list(range(len(cta_traces)))[n:]      # CTAs waiting for a free slot
@@ -167,7 +169,9 @@ class Sm:
                        for s in range(self.nsched)]
         self.last = [None] * self.nsched
         self.held = [0.0] * self.nsched      # a scheduler issuing ptxas's extra SASS
-        self.unit_free = [[0.0] * nunits for _ in range(self.nsched)]
+        # per scheduler, when each pipe frees; the last entry, read as pipe -1 (an async
+        # tensor op, which only joins its pipe's queue), is never busy
+        self.unit_free = [[0.0] * nunits + [-_INF] for _ in range(self.nsched)]
         self.unit_busy = [0.0] * nunits
         self.stalls = dict.fromkeys(STALLS, 0.0)
         self.issued = 0
@@ -333,70 +337,35 @@ class Sm:
             u, ub = uf[a], uf[pipe_b[w.pc]]
             if (ub if ub < u else u) < end:
                 return w
-        # the stall sums are kept in locals while the scan runs (the same additions in the
-        # same order), written back before a traced warp's stall and when it ends
-        stalls = self.stalls
-        ns = th = None
-        found = None
+        # (engine_loop.issue_loop writes this scan out)
         for c in self.queues[s]:
             if c.ready < end:
                 pc = c.pc
                 a = pipe_a[pc]
                 if a < 0:
-                    found = c
-                    break
+                    return c
                 u, ub = uf[a], uf[pipe_b[pc]]
                 if ub < u:
                     u = ub
                 if u < end:
-                    found = c
-                    break
-                # its pipe was taken: stall(c, "not_selected", now) then stall(c,
-                # "throughput", u), written out (with 16 warps a scheduler contending for
-                # one pipe this runs several times per issued instruction)
-                if c.tracing:
-                    if ns is not None:
-                        stalls["not_selected"], stalls["throughput"] = ns, th
-                        ns = None
-                    self.stall(c, "not_selected", max(now, c.cursor))
-                    self.stall(c, "throughput", u)
-                else:
-                    if ns is None:
-                        ns, th = stalls["not_selected"], stalls["throughput"]
-                    cur = c.cursor
-                    if now > cur:
-                        ns += now - cur
-                        cur = now
-                    if u > cur:
-                        th += u - cur
-                        cur = u
-                    c.cursor = cur
+                    return c
+                # its pipe was taken: waiting since the cycle began, then for the pipe
+                self.stall(c, "not_selected", max(now, c.cursor))
+                self.stall(c, "throughput", u)
                 c.ready = u
-        if ns is not None:
-            stalls["not_selected"], stalls["throughput"] = ns, th
-        return found
+        return None
 
     def step(self, w, s, now):
         """Issue w's next instruction on scheduler s (in the cycle starting at now), move w on
-        to its next instruction and work out when that can issue (issue and advance in one:
-        this runs once per issued instruction, so the pipe's free time and stall are written
-        out). Returns the issue time."""
+        to its next instruction and work out when that can issue (issue and advance in one;
+        engine_loop.issue_loop writes the common case out). Returns the issue time."""
         self.last[s] = w
         pc = w.pc
         st = self.instrs[pc]
         uf = self.unit_free[s]
         a = self.pipe_a[pc]
-        if a < 0:
-            pf = 0.0
-        else:
-            pf, ub = uf[a], uf[self.pipe_b[pc]]
-            if ub < pf:
-                pf = ub
-        t = w.ready
-        if now > t:
-            t = now
-        if pf > t:
-            t = pf
+        pf = 0.0 if a < 0 else min(uf[a], uf[self.pipe_b[pc]])
+        t = max(w.ready, now, pf)
         if w.tracing:
             if t > w.cursor:
                 self.stall(w, "not_selected", t)
@@ -550,37 +519,8 @@ class Sm:
 
     def loop(self, now, s0, busy):
         """The event loop from scheduler s0's turn in the cycle at `now` (busy: a scheduler
-        before it issued in this cycle)."""
-        self.looping = True
-        scheds = range(self.nsched)
-        order = range(s0, self.nsched)
-        queues, held = self.queues, self.held
-        pick, step = self.pick, self.step
-        while self.live:
-            end = now + 1.0
-            for s in order:
-                if not queues[s] or held[s] > now:
-                    continue
-                w = pick(s, now, end)
-                if w is None:
-                    continue
-                busy = True
-                step(w, s, now)
-            order = scheds
-            if not self.live:
-                break
-            if busy:
-                now += 1
-                busy = False
-                continue
-            # nothing could issue: jump to the first cycle something can
-            nxt = min(map(attrgetter("ready"), chain.from_iterable(queues)), default=_INF)
-            if nxt == _INF:
-                stuck = [w.wid for w in self.warps if not w.done]
-                raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
-                                  f"no other warp of their CTA reaches")
-            now = max(now + 1, float(math.floor(nxt)))
-        return self.result()
+        before it issued in this cycle); sim/engine_loop.py."""
+        return (issue_loop if self.inline else reference_loop)(self, now, s0, busy)
 
     def result(self):
         # the launch is over when the last warp has exited and the memory system has
