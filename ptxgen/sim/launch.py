@@ -169,7 +169,7 @@ def _ptxas_order(kernel, table, module, arch):
                  if most_held_in_a_block(kernel) > 1 else None)
     except ToolchainError:
         limit = None
-    return schedule_kernel(kernel, isa=table, in_flight=limit)
+    return schedule_kernel(kernel, isa=table, in_flight=limit or None)
 
 
 def _data_exits(prog, plan):
