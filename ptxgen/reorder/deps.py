@@ -1,9 +1,9 @@
 """Scheduling regions and the dependence graph of one region.
 
-A region is a maximal run of instructions between labels, branches and verbatim statements that
-carry structure ('{', '}', '.reg'); comments and '.loc' lines ride along with the instruction
-that follows them. Inside a region an edge i → j (i before j in program order) means j must stay
-after i:
+A region is a maximal run of instructions between labels something refers to, branches and
+verbatim statements that carry structure ('{', '}', '.reg'); comments, '.loc' lines and labels
+nothing refers to ride along with the instruction that follows them. Inside a region an edge
+i → j (i before j in program order) means j must stay after i:
 
 - registers and predicates, the guard included: read after write, write after read, write after
   write (so every use keeps the same reaching definitions, predicated or not);
@@ -19,10 +19,11 @@ Which instructions are pure, loads or stores is the opcode table's `effect` (ir/
 The rules are decided per instruction by `access(instr)`, which the property tests check
 against a brute-force pairwise definition (`conflict`).
 """
+import re
 from dataclasses import dataclass, field
 
-from ..ir.instr import Instr, Verbatim
-from ..ir.values import Raw, Special
+from ..ir.instr import Instr, Label, Verbatim
+from ..ir.values import Addr, LabelRef, Raw, Special, Sym
 
 # Spaces a store in each space may write; read-only spaces have none.
 WRITABLE = {"global": ("global",), "shared": ("shared",), "local": ("local",),
@@ -33,6 +34,7 @@ READABLE = {"global": ("global",), "shared": ("shared",), "local": ("local",),
             "const": ("const",)}
 # Clock reads measure time: instructions must not move across them.
 CLOCKS = ("clock", "clock64", "globaltimer")
+_WORD = re.compile(r"[$%\w.]+")
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,31 @@ def conflict(a, b):
 
 
 # -- regions -----------------------------------------------------------------------------------
-def _rides_along(stmt):
-    """Comments and line info travel with the next instruction; other verbatim text is
-    structure ('{', '}', '.reg' …) the scheduler must not cross."""
+def _rides_along(stmt, targets=frozenset()):
+    """Comments, line info and labels nothing refers to (Triton's $L__tmp debug marks) travel
+    with the next instruction; other verbatim text is structure ('{', '}', '.reg' …) and
+    other labels are branch targets: the scheduler must not cross them."""
+    if isinstance(stmt, Label):
+        return stmt.name not in targets
+    if not isinstance(stmt, Verbatim):
+        return False
     t = stmt.text.strip()
     return t.startswith("//") or t.startswith(".loc") or t == ""
+
+
+def _referenced(body):
+    """Names any instruction operand or verbatim statement (a .branchtargets table) mentions."""
+    names = set()
+    for s in body:
+        if isinstance(s, Instr):
+            for o in s.operands:
+                if isinstance(o, (LabelRef, Sym)):
+                    names.add(o.name)
+                elif isinstance(o, Addr) and isinstance(o.base, Sym):
+                    names.add(o.base.name)
+        elif isinstance(s, Verbatim):
+            names.update(_WORD.findall(s.text))
+    return names
 
 
 @dataclass
@@ -90,6 +112,7 @@ class Region:
 def split_body(body):
     """The body as a list of items: Region (schedulable) or a lone statement kept in place."""
     items, cur, pending = [], None, []
+    targets = _referenced(body)
 
     def close():
         nonlocal cur
@@ -106,7 +129,7 @@ def split_body(body):
             pending = []
             if s.is_terminator:
                 close()
-        elif isinstance(s, Verbatim) and _rides_along(s):
+        elif _rides_along(s, targets):
             pending.append(s)
         else:
             close()

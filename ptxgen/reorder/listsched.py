@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
 from .deps import Region, build_graph, critical_path, split_body
+from .inflight import held as is_held, load_slots
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,20 @@ def _simulate_order(instrs, graph, costs, order):
     return end
 
 
-def schedule_block(instrs, isa=DEFAULT_TARGET, debug=False):
+def schedule_block(instrs, isa=DEFAULT_TARGET, debug=False, in_flight=None):
     """Reorder one region's instructions; returns a BlockSchedule. `debug` True records the
-    ready list of every cycle (`.debug`, `.format_debug()`); a writable file also prints it."""
+    ready list of every cycle (`.debug`, `.format_debug()`); a writable file also prints it.
+
+    in_flight: the most 32-bit registers of global/generic load results that may wait for
+    their first reader at once (inflight.py: what ptxas's SASS of the kernel keeps; None: no
+    limit). A load that would exceed it waits while another instruction can issue or will
+    once its operands arrive, as ptxas issues a block's loads in rounds under its budget."""
     costs = _Costs(_table(isa))
     instrs = list(instrs)
     n = len(instrs)
+    # registers each load the limit holds back fills (global or generic ones: inflight.py)
+    held = [load_slots(ins) if in_flight is not None and is_held(ins) else 0 for ins in instrs]
+    flying = {}                         # held load issued → its registers, until a reader
     graph = build_graph(instrs, costs.latency)
     height = critical_path(graph, costs.latency)
     key = [critical_path_first(Candidate(i, height[i], len(graph.succs[i]))) for i in range(n)]
@@ -133,17 +142,32 @@ def schedule_block(instrs, isa=DEFAULT_TARGET, debug=False):
         else:                           # (the same test without the reasons: hot on big bodies)
             issuable = [j for j in ready if earliest[j] <= cycle and
                         unit_free.get(unit[j], 0.0) <= cycle]
+        waits = ()
+        if flying:
+            now = sum(flying.values())
+            over = {j for j in ready if held[j] and now + held[j] > in_flight}
+            if over and len(over) < len(ready):     # (only loads left: they go)
+                issuable = [j for j in issuable if j not in over]
+                waits = over
+                if views is not None:
+                    states.update((j, "loads in flight") for j in over)
         pick = min(issuable, key=lambda j: key[j]) if issuable else None
         if views is not None:
             views.append(CycleView(cycle, [(j, key[j], states[j])
                                                 for j in sorted(ready, key=lambda j: key[j])],
                                    pick))
         if pick is None:
-            # nothing can issue: jump to the first cycle something can
+            # nothing can issue: jump to the first cycle something not held back can
             cycle = min(max(earliest[j], unit_free.get(costs.info(instrs[j]).unit, 0.0))
-                        for j in ready)
+                        for j in ready if j not in waits)
             continue
         info = costs.info(instrs[pick])
+        if flying:
+            for i, _ in graph.preds[pick]:
+                if i in flying and graph.kinds[(i, pick)] == "raw":
+                    del flying[i]
+        if held[pick]:
+            flying[pick] = held[pick]
         order.append(pick)
         ready.discard(pick)
         unit_free[info.unit] = cycle + info.issue_interval
@@ -163,8 +187,9 @@ def schedule_block(instrs, isa=DEFAULT_TARGET, debug=False):
     return res
 
 
-def schedule_body(body, isa=DEFAULT_TARGET):
-    """A new statement list: every region reordered, everything else in place."""
+def schedule_body(body, isa=DEFAULT_TARGET, in_flight=None):
+    """A new statement list: every region reordered (under the load limit `in_flight`, if
+    given: schedule_block), everything else in place."""
     table = _table(isa)
     out = []
     for item in split_body(body):
@@ -172,7 +197,7 @@ def schedule_body(body, isa=DEFAULT_TARGET):
             out.append(item)
             continue
         if len(item.instrs) > 1:
-            res = schedule_block(item.instrs, table)
+            res = schedule_block(item.instrs, table, in_flight=in_flight)
             order = res.indices
         else:
             order = [0]
@@ -182,12 +207,13 @@ def schedule_body(body, isa=DEFAULT_TARGET):
     return out
 
 
-def schedule_kernel(kernel, arch=DEFAULT_TARGET, isa=None):
-    """A copy of `kernel` whose body has every basic block list-scheduled. The instructions
-    are the same objects, each block keeps its instructions, and every dependence keeps its
-    order, so the kernel computes what it did."""
+def schedule_kernel(kernel, arch=DEFAULT_TARGET, isa=None, in_flight=None):
+    """A copy of `kernel` whose body has every basic block list-scheduled (keeping at most
+    `in_flight` registers of global-load results waiting, if given). The instructions are the
+    same objects, each block keeps its instructions, and every dependence keeps its order, so
+    the kernel computes what it did."""
     table = _table(isa if isa is not None else arch)
-    return dataclasses.replace(kernel, body=schedule_body(kernel.body, table),
+    return dataclasses.replace(kernel, body=schedule_body(kernel.body, table, in_flight),
                                regs=list(kernel.regs), vars=list(kernel.vars),
                                directives=list(kernel.directives))
 
@@ -202,3 +228,4 @@ def schedule_module(module, arch=None):
 def print_debug(instrs, isa=DEFAULT_TARGET, file=None):
     """Schedule one region and print its per-cycle ready lists."""
     return schedule_block(instrs, isa, debug=file or sys.stdout)
+

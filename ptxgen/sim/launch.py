@@ -16,6 +16,7 @@
   and every counter is extended linearly by the iterations left out.
 """
 import dataclasses
+import functools
 import time
 
 import numpy as np
@@ -25,6 +26,7 @@ from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.module import Module
 from ..names import display_name
+from ..toolchain import ToolchainError, assemble
 from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, Sm, run_sm
@@ -130,15 +132,22 @@ def _symbols(kernel, module):
     return syms
 
 
+def _ptxas(module, arch):
+    """ptxas's Assembled for the module, in the PTX version the arch needs (remembered)."""
+    from ..emit import emit_module
+    return _assemble_text(emit_module(dataclasses.replace(module, version=""), arch), arch)
+
+
+@functools.lru_cache(maxsize=8)
+def _assemble_text(text, arch):
+    return assemble(text, arch)
+
+
 def _registers(module, kernel, arch, warnings, given=None):
     """(registers per thread, ptxas's spill load bytes, spill store bytes): the registers
     given, else ptxas's count; spills from ptxas (none when it is not at hand)."""
-    from ..emit import emit_module
-    from ..toolchain import ToolchainError, assemble
     try:
-        # the emitter picks the PTX version the arch needs (a parsed file may carry an older)
-        res = assemble(emit_module(dataclasses.replace(module, version=""), arch),
-                       arch).resources[kernel.name]
+        res = _ptxas(module, arch).resources[kernel.name]
         return (res.registers if given is None else given), res.spill_loads, res.spill_stores
     except (ToolchainError, KeyError) as e:
         if given is not None:
@@ -149,6 +158,18 @@ def _registers(module, kernel, arch, warnings, given=None):
         warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed {regs} "
                                  f"(registers do not limit occupancy) — pass registers= / --regs")
         return regs, 0, 0
+
+
+def _ptxas_order(kernel, table, module, arch):
+    """The kernel list-scheduled block by block (ptxgen.reorder) with no more global-load
+    results in flight than ptxas's SASS of it keeps (reorder/inflight.py), or no limit."""
+    from ..reorder import most_held_in_a_block, sass_in_flight, schedule_kernel
+    try:                                # (a lone load per block: no limit changes anything)
+        limit = (sass_in_flight(_ptxas(module, arch).cubin, kernel.name)
+                 if most_held_in_a_block(kernel) > 1 else None)
+    except ToolchainError:
+        limit = None
+    return schedule_kernel(kernel, isa=table, in_flight=limit or None)
 
 
 def _data_exits(prog, plan):
@@ -348,11 +369,10 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if module is None:
         module = Module(target=arch, kernels=[kernel])
     warnings = {}
-    if ptxas_order:
-        from ..reorder import schedule_kernel
-        kernel = schedule_kernel(kernel, isa=table)
-    prog = compile_kernel(kernel, table)
     regs, spill_loads, spill_stores = _registers(module, kernel, arch, warnings, registers)
+    if ptxas_order:
+        kernel = _ptxas_order(kernel, table, module, arch)
+    prog = compile_kernel(kernel, table)
     add_spills(prog, table, spill_loads, spill_stores)
     smem = kernel.static_shared_bytes + int(shared_bytes)
     from ..analysis.occupancy import occupancy
