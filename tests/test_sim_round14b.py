@@ -16,7 +16,7 @@ from ptxgen.toolchain import assemble, disassemble, have_tool
 from model_data import measured_case
 
 TABLE = isa.load("sm_90")
-SET = "model_set_2026-12-02a_held10.json"
+SET = "model_set_2026-12-02a_held10.json.gz"
 needs_tools = pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
                                  reason="ptxas / nvdisasm not installed")
 

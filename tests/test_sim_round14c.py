@@ -13,7 +13,7 @@ from ptxgen.sim.engine import Sm
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 
-SET = "model_set_2026-12-02a_held10.json"
+SET = "model_set_2026-12-02a_held10.json.gz"
 # barriers and shuffles; shared atomics; cp.async and mma.sync (async-copy roles); 64-bit
 # division and remainder (ptxas's extra SASS) with local memory; a warp-aggregated atomic
 # (match.any); a long-iteration DP row in local memory (16 warps a scheduler on one pipe)
