@@ -40,7 +40,7 @@ TIMING_OPTIONAL = ("kernel_gap_us", "launch_overhead_numba_us", "launch_overhead
 # how soon the block scheduler refills a CTA's slots
 MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "atomic_same_address_ns",
                      "shared_atomic_cycles_per_wavefront", "atomic_op_ns", "atomic_float_op_ns",
-                     "atomic_interleave_bytes", "l2_partial_write_bytes",
+                     "atomic_interleave_bytes", "l2_partial_write_bytes", "l2_red_partial_bytes",
                      "l2_partial_write_min_bytes", "l2_filled_thin_sector_bytes",
                      "l2_filled_thin_line_bytes", "l2_load_line_bytes", "l2_load_bandwidth_gbs",
                      "l1_tag_lines_per_cycle", "l2_paced_thin_sector_bytes",

@@ -55,6 +55,7 @@ class Access:
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
     atom_float: bool = False    # a floating-point atomic (its lanes on one address take the
                                 # float operation's time each, not the integer one's)
+    atom_reply: bool = True     # an atomic whose SASS returns the old value (not a reduction)
     partial_sectors: int = 0    # stores: sectors the warp writes only part of (L2 merges them
                                 # into the sector it holds: a read-modify-write there)
     filled_thin: int = 0        # stores: of those, thin ones the warp's later stores complete
@@ -307,6 +308,9 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             out[i] = Access(bytes=h.warp_size * max(sector, size),
                             l1_bytes=h.warp_size * (line or sector), indirect=True,
                             pattern="indirect")
+            if st.kind == ATOM:
+                atomics.unknown_scatter(out[i], st.instr, h.warp_size, size, sector)
+                out[i].atom_reply = atomics.replies(prog, st)
             continue
         if not first:
             continue
@@ -390,6 +394,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                                int(mm.get("atomic_interleave_bytes", 0)), sector)
             acc.partial_sectors = atomics.partial_sectors(ex0[0], size, sector) if ex0 else 0
             acc.atom_float = atomics.is_float(st.instr)
+            acc.atom_reply = atomics.replies(prog, st)
         out[i] = acc
     return out
 

@@ -37,12 +37,40 @@ def partial_sectors(lanes, size, sector):
     return sum(1 for n in per.values() if n < sector)
 
 
-def l2_bytes(acc, sector, partial_write):
+def unknown_scatter(acc, ins, lanes, size, sector):
+    """Fill acc for a global atomic whose addresses come from data the pilot does not know
+    (a particle's cell from its loaded position, round sim15b): taken as scattered, as its
+    bytes already are, each lane on its own sector, so a lane narrower than a sector is the
+    read-modify-write of a partial one (the fitting part's fitd_atom on 1000003 hashed buckets
+    costs what its partial sectors do); no address shared, so no queue behind one."""
+    acc.partial_sectors = lanes if size < sector else 0
+    acc.atom_float = is_float(ins)
+
+
+def replies(prog, st):
+    """Whether the atomic's SASS returns the old value to the SM. ptxas 13.0 (sm_90) makes
+    `red` a REDG, and `atom.global` whose old value no instruction reads a REDG too; a generic
+    `atom` stays an ATOM (with RZ as destination when unread: the address may be shared
+    memory's, Numba's form), as does one whose old value is read (fit15b_atom's SASS), and
+    exch / cas, which have no reduction form (PTX ISA: red takes and, or, xor, add, inc, dec,
+    min, max; an unread atom.global.exch stays ATOMG with RZ, ptxas 13.0)."""
+    ins = st.instr
+    if ins.opcode == "red":
+        return False
+    if ins.space == "global" and st.defs and not {"exch", "cas"} & set(ins.mods):
+        return any(d in o.uses for o in prog.instrs for d in st.defs)
+    return True
+
+
+def l2_bytes(acc, sector, partial_write, red_partial=0.0):
     """L2 bytes of one warp execution of a global atomic with Access `acc`: its sectors, a
-    partial one at the read-modify-write's figure instead of a sector's."""
+    partial one at the read-modify-write's figure instead of a sector's (a reduction's figure
+    when its SASS returns nothing: round sim15b's fit15b_atom, 0.75 of the returning form's
+    time on the same scattered words)."""
     if acc is None or not partial_write:
         return acc.bytes if acc is not None else 0
-    return acc.bytes + acc.partial_sectors * (partial_write - sector)
+    per = red_partial if red_partial and not acc.atom_reply else partial_write
+    return acc.bytes + acc.partial_sectors * (per - sector)
 
 
 def chao1(incidence):

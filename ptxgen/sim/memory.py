@@ -58,6 +58,7 @@ class MemoryConfig:
     atomic_ns_rate: float = None        # ns of an atomic unit's time this SM gets per cycle
     same_address_ns: float = 0.0        # one address: one warp's atomic at a time, this long
     partial_write_bytes: float = 0.0    # L2 bytes a partial-sector store costs (0: a sector)
+    red_partial_bytes: float = 0.0      # the same for an atomic without a reply (0: as above)
     filled_thin_bytes: tuple = (0.0, 0.0)   # L2 bytes per thin sector the warp later completes
                                         # and per line of them (0: partial_write_bytes each)
     paced_thin_bytes: float = 0.0       # the per-sector figure when a load paces the stores
@@ -96,6 +97,7 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time
     cfg.same_address_ns = mm.get("atomic_same_address_ns") or 0.0
     cfg.partial_write_bytes = mm.get("l2_partial_write_bytes") or 0.0
+    cfg.red_partial_bytes = mm.get("l2_red_partial_bytes") or 0.0
     cfg.filled_thin_bytes = (mm.get("l2_filled_thin_sector_bytes") or 0.0,
                              mm.get("l2_filled_thin_line_bytes") or 0.0)
     cfg.paced_thin_bytes = mm.get("l2_paced_thin_sector_bytes") or 0.0
@@ -255,7 +257,8 @@ class SmMemory:
         acc = self.cfg.access.get(st.index)
         c = self.cfg
         done = self.servers["L2"].request(t, atomics.l2_bytes(acc, c.sector_bytes,
-                                                              c.partial_write_bytes)
+                                                              c.partial_write_bytes,
+                                                              c.red_partial_bytes)
                                           if acc is not None else st.bytes)
         if acc is not None and acc.atom_ops and c.atomic_ns_rate:
             per_address = max(c.same_address_ns, acc.serial_lanes
