@@ -170,7 +170,7 @@ def summarize(cases, preds):
 # modules of fitting microbenchmarks (one mechanism each, hand-written PTX): their cases are
 # reported apart from the kernels
 MICRO_MODULES = ("model_set_fit_l1", "model_set_fit_dram", "model_set_fit14a",
-                 "model_set_fit15b")
+                 "model_set_fit15b", "model_set_fit15c")
 
 
 def micro_families():

@@ -43,6 +43,7 @@ import model_set_fit_l1 as FL  # noqa: E402  (round sim10a's fitting cases)
 import model_set_fit_dram as FD  # noqa: E402  (round sim10b's fitting cases)
 import model_set_fit14a as F14  # noqa: E402  (round sim14a's fitting cases)
 import model_set_fit15b as F15  # noqa: E402  (round sim15b's fitting cases)
+import model_set_fit15c as F15C  # noqa: E402  (round sim15c's fitting cases)
 
 MB = 1 << 20
 HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
@@ -73,8 +74,8 @@ BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8, "held9
 # Fitting cases on the same interface, their kernels built per case (ptx_kernel(family, case)):
 # round sim10a's stores after loads and lanes per line, round sim10b's atomics over buckets and
 # strided row pieces, round sim14a's thin stores behind loads and one-sector lines, round
-# sim15b's scattered atomics by form (atom, red, generic).
-FIT_MODULES = (FL, FD, F14, F15)
+# sim15b's scattered atomics by form (atom, red, generic), round sim15c's sort8_network shapes.
+FIT_MODULES = (FL, FD, F14, F15, F15C)
 
 
 def _blind(family):
@@ -152,7 +153,7 @@ def cases():
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in FL.cases()]   # sim10a
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
     out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
-    for H in (*BLIND.values(), FD, F14, F15):
+    for H in (*BLIND.values(), FD, F14, F15, F15C):
         out += [_case(fam, src, size, **kw) for fam, src, size, kw in H.cases()]
     for c in out:
         c["name"] = f"{c['family']} {c['size']}"

@@ -86,18 +86,19 @@ def _chain(b, x, count):
     return x
 
 
-def _store(b, generic, addr, v):
+def _store(b, generic, addr, v, type=T.u32):
+    """A global store by st.global, or (generic) by generic st (Numba's form)."""
     if generic:
-        b.emit(Instr("st", ("u32",), (addr, v)))
+        b.emit(Instr("st", (type.name,), (addr, v)))
     else:
-        b.st("global", addr, v, type=T.u32)
+        b.st("global", addr, v, type=type)
 
 
-def _load(b, generic, addr, name):
+def _load(b, generic, addr, name, type=T.u32):
     if not generic:
-        return b.ld("global", T.u32, addr, name=name)
-    r = b.reg(T.u32, name)
-    b.emit(Instr("ld", ("u32",), (r, addr)))
+        return b.ld("global", type, addr, name=name)
+    r = b.reg(type, name)
+    b.emit(Instr("ld", (type.name,), (r, addr)))
     return r
 
 

@@ -1,6 +1,6 @@
 """Round sim15b of the simulator (issue 14): global atomics at addresses the simulator cannot
 know (held11's cic_deposit, -65/-68 % before), and reductions, whose SASS returns nothing
-(fit15b_atom, measured on the H200: docs/data/model_set_2026-12-02e_fit15b.json)."""
+(fit15b_atom, measured on the H200: docs/data/model_set_2026-12-02e_fit15b.json.gz)."""
 import pytest
 
 from ptxgen import isa
@@ -11,7 +11,7 @@ from model_data import measured_case
 
 TABLE = isa.load("sm_90")
 MM = TABLE.memory_model
-DATA = "model_set_2026-12-02e_fit15b.json"
+DATA = "model_set_2026-12-02e_fit15b.json.gz"
 
 
 def _predict(name):

@@ -26,7 +26,7 @@ import numpy as np
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS
-from . import atomics
+from . import atomics, thin_stores
 from .paths import backward_closure
 from .reuse import (data_steered_loop, spread_cost, spreading, temporal_miss,
                     reuse_region, sectors, spread_miss)
@@ -380,7 +380,8 @@ def analyze(prog, table, records, warps_per_cta, later=None):
             done = written.setdefault((blk, w), set())
             store_sectors(acc, rec, live, size, sector, groups.get((blk, w)), done,
                           int(mm.get("l2_partial_write_min_bytes", 0)), line or 4 * sector,
-                          paced=first_load is not None and first_load < i)
+                          paced=first_load is not None and first_load < i
+                          and thin_stores.paced_by(prog, records, i, sector, mm, lane_bytes))
         if st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
             # scattered lanes (data-dependent or hashed addresses, round sim9b: gather_hash's
             # 256 MiB table): L2 holds the part of the region they spread over it can keep

@@ -19,7 +19,7 @@ bandwidth and no register waits on them.
 from dataclasses import dataclass, field
 
 from ..errors import PtxgenError
-from . import atomics
+from . import atomics, thin_stores
 
 LEVELS = ("L1", "L2", "DRAM")
 
@@ -61,7 +61,7 @@ class MemoryConfig:
     red_partial_bytes: float = 0.0      # the same for an atomic without a reply (0: as above)
     filled_thin_bytes: tuple = (0.0, 0.0)   # L2 bytes per thin sector the warp later completes
                                         # and per line of them (0: partial_write_bytes each)
-    paced_thin_bytes: float = 0.0       # the per-sector figure when a load paces the stores
+    paced_thin_bytes: tuple = (0.0, 0.0)    # the per-sector figures when loads pace the stores
     random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
     load_line_bytes: float = 0.0        # L2 bytes a global load costs at least per line (0: none)
     l2_load_scale: float = 1.0          # L2 bandwidth / L2's bandwidth for loads alone
@@ -100,7 +100,7 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     cfg.red_partial_bytes = mm.get("l2_red_partial_bytes") or 0.0
     cfg.filled_thin_bytes = (mm.get("l2_filled_thin_sector_bytes") or 0.0,
                              mm.get("l2_filled_thin_line_bytes") or 0.0)
-    cfg.paced_thin_bytes = mm.get("l2_paced_thin_sector_bytes") or 0.0
+    cfg.paced_thin_bytes = thin_stores.paced_figures(mm)
     cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
     cfg.load_line_bytes = mm.get("l2_load_line_bytes") or 0.0
     cfg.line_bytes = mm.get("l1_line_bytes") or cfg.line_bytes
@@ -226,12 +226,11 @@ class SmMemory:
             nbytes *= 1.0 - acc.merged          # the sectors an earlier store wrote: merged
         if acc is not None and acc.partial_sectors and self.cfg.partial_write_bytes:
             per_sector, per_line = self.cfg.filled_thin_bytes
-            if acc.paced and self.cfg.paced_thin_bytes:
-                # round sim14a (fit14a_store): the same thin stores take 10-28 % less time when
-                # the warp loads before them (any load: one word, eight coalesced, sort8's thin
-                # ones), not when it computes (a 64-op chain: 3 %); presumably fewer partly
-                # written sectors wait in L2 at once. Measured, not explained.
-                per_sector = self.cfg.paced_thin_bytes
+            # rounds sim14a / sim15c (fit14a_store, fit15c_sort): the same thin stores take
+            # 10-37 % less time when the warp loads before them, the more so after thin loads
+            # (thin_stores); not when it computes. Measured, not explained.
+            per_sector = thin_stores.sector_bytes(self.cfg.paced_thin_bytes, acc.paced,
+                                                  per_sector)
             filled = acc.filled_thin if per_sector else 0
             l2 += (acc.partial_sectors - filled) * (self.cfg.partial_write_bytes
                                                     - self.cfg.sector_bytes)
