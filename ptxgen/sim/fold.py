@@ -3,7 +3,10 @@
 The simulator issues PTX, but the GPU issues ptxas's SASS, which fuses common address
 arithmetic: a 32-bit shift left by a constant feeding a 32-bit add becomes one LEA (the shift
 folds only where the shifted value has exactly one reader, in the same basic block, so nothing
-else needs it in a register of its own); a copy between registers is coalesced away; and a small
+else needs it in a register of its own); a copy between registers is coalesced away; a 32-bit
+constant moved into a register that one 32-bit float or integer instruction of the block reads
+becomes that instruction's immediate operand (NVVM writes `mov.f32 %f4, 0fBFC90FDA; fma.rn.f32
+%f5, %f3, %f4, %f1`, ptxas `FFMA R8, R9, -1.5707962..., R14`: haversine, round sim15a); and a small
 loop counted by a 32-bit register is unrolled 4x, so its counter's add and compare run once
 per four trips (`unrolled_control`; the back-edge branch still issues every trip, standing in
 for the unrolled loop's add, compare and branch per four). The instructions found here still
@@ -75,7 +78,28 @@ def folded(instrs, blocks):
                     out.add(i)
             elif _copy(ins):
                 out.add(i)
+            elif _constant(ins):
+                j = _sole_reader(instrs, start, end, i, ins.operands[0], reads)
+                if j is not None and _takes_immediate(instrs[j], ins.operands[0]):
+                    out.add(i)
     return out
+
+
+def _constant(ins):
+    """mov of a 32-bit immediate into a register."""
+    return ins.opcode == "mov" and ins.guard is None and len(ins.operands) == 2 and \
+        isinstance(ins.operands[0], Reg) and isinstance(ins.operands[1], Imm) and \
+        ins.type is not None and ins.type.bits == 32
+
+
+def _takes_immediate(ins, reg):
+    """A 32-bit float or integer arithmetic instruction (the opcode table's fp32 / integer
+    mix classes: FFMA, FMUL, FADD, FSETP, IMAD, IADD3, LOP3... in SASS) with no immediate
+    of its own, reading `reg` in one operand: SASS gives it the constant as its one
+    immediate operand."""
+    return ins.cls in ("fp32", "integer") and ins.type is not None and \
+        ins.type.bits == 32 and not any(isinstance(o, Imm) for o in ins.operands) and \
+        sum(o == reg for o in ins.operands[1:]) == 1
 
 
 def unrolled_control(instrs, loops, limit):

@@ -10,7 +10,10 @@ values: parameters, special registers, constants. Branches follow the lanes:
   after the branch (the warp runs a code path while any of its lanes needs it);
 - a lane's condition is unknown (it depends on loaded data): a loop's exit test or back-edge
   follows the trip count (the user's `trip`, or 1 with a warning); any other branch is assumed
-  not taken, so a guarded body runs (the interior-CTA assumption of bounds checks).
+  not taken, so a guarded body runs (the interior-CTA assumption of bounds checks). A float
+  the walk does not know is of ordinary magnitude, though: compared with a constant beyond it
+  (an infinity test, libdevice sinf's switch to Payne-Hanek reduction) it is decided as ordinary
+  data decides it (values._ordinary).
 
 With `trip` given, every loop's exit test and back-edge follow it, known values or not.
 

@@ -153,6 +153,31 @@ def value_getter(o, t, reg_index, env):
     return lambda vals, spec: None
 
 
+# Data the walk has not got (a float loaded from an array given without values, or computed
+# from one) is taken to be of ordinary magnitude: finite and within the range of float16 (the
+# half-precision format much data is kept in: an assumption about data). A comparison of such a value with a constant beyond
+# that range (an infinity test, or libdevice's sinf/cosf switch to Payne-Hanek argument
+# reduction above |x| = 105615) is then decided as every ordinary value decides it, so the
+# walk follows the common path instead of the exceptional one (round sim15a, haversine).
+DATA_MAGNITUDE = float(np.finfo(np.float16).max)
+
+
+def _ordinary(get, other, t):
+    """get, or where the operand it reads is unknown and `other` is a float constant beyond
+    DATA_MAGNITUDE: a getter giving 0.0, a value that every ordinary value compares with that
+    constant like (any |x| <= DATA_MAGNITUDE is on the same side of it; not NaN)."""
+    if t is None or not t.is_float or not isinstance(other, Imm):
+        return get
+    c = convert(other.value, t)
+    if c is None or math.isnan(c) or abs(c) <= DATA_MAGNITUDE:
+        return get
+
+    def ordinary(vals, spec):
+        v = get(vals, spec)
+        return 0.0 if v is None else v
+    return ordinary
+
+
 def _param_load(ins, env):
     a = ins.operands[1]
     if isinstance(a, Addr) and isinstance(a.base, Sym) and a.offset == 0:
@@ -275,7 +300,8 @@ def evaluator(st, reg_index, env, atomic_old=()):
         cmp = next((_CMP[m] for m in mods if m in _CMP), None)
         comb = next((_BOOL[m] for m in mods if m in _BOOL), None)
         ct = _unsigned(t) if any(m in ("lo", "ls", "hi", "hs") for m in mods) else t
-        a, b = (value_getter(o, ct, reg_index, env) for o in srcs[:2])
+        a, b = (_ordinary(value_getter(o, ct, reg_index, env), other, ct)
+                for o, other in ((srcs[0], srcs[1]), (srcs[1], srcs[0])))
         c = value_getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
         pair = isinstance(ins.dests[0], PredPair)
         if c is None and not pair and cmp is not None:
