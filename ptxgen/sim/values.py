@@ -178,6 +178,19 @@ def _ordinary(get, other, t):
     return ordinary
 
 
+def _absorbing(op, mods, t):
+    """The operand value that decides a two-operand integer or predicate op whatever the other
+    operand is (and: 0 / false, mul.lo and mul.wide: 0, or of predicates: true), else None.
+    Not for floats: 0 * NaN is NaN."""
+    if t is None or t.is_float:
+        return None
+    if t.kind == "pred":
+        return {"and": False, "or": True}.get(op)
+    if op == "and" or (op == "mul" and ("lo" in mods or "wide" in mods)):
+        return 0
+    return None
+
+
 def _param_load(ins, env):
     a = ins.operands[1]
     if isinstance(a, Addr) and isinstance(a.base, Sym) and a.offset == 0:
@@ -334,11 +347,17 @@ def evaluator(st, reg_index, env, atomic_old=()):
                 ts[2] = dst_t
             getters = [value_getter(o, tt, reg_index, env) for o, tt in zip(srcs, ts)]
             conv_dst = converter(dst_t)
-            direct = lambda d: _arith_fn(d, f, getters, conv_dst)
+            zero = _absorbing(op, mods, t) if len(srcs) == 2 else None
+            direct = (lambda d: _arith_fn(d, f, getters, conv_dst)) if zero is None else \
+                (lambda d: _absorbing_fn(d, f, *getters, zero, conv_dst))
 
             def compute(vals, spec):
                 xs = [g(vals, spec) for g in getters]
                 if any(x is None for x in xs):
+                    # x & 0, x * 0, p and false, p or true: known whatever x is (an address
+                    # offset by loaded bits masked with a zero parameter stays known)
+                    if zero is not None and any(x is not None and x == zero for x in xs):
+                        return (conv_dst(zero),)
                     return (None,)
                 try:
                     return (conv_dst(f(*xs)),)
@@ -430,6 +449,24 @@ def _arith_fn(d, f, getters, conv):
                 vals[d] = conv(f(*xs))
             except errors:
                 vals[d] = None
+    return fn
+
+
+def _absorbing_fn(d, f, g0, g1, zero, conv):
+    """_arith_fn for a two-operand op with an absorbing value (`_absorbing`): known when
+    either operand is it, the other unknown (as `compute` does it)."""
+    errors = (ArithmeticError, ValueError, TypeError)
+
+    def fn(vals, spec):
+        x, y = g0(vals, spec), g1(vals, spec)
+        if x is None or y is None:
+            vals[d] = conv(zero) if (x is not None and x == zero) or \
+                (y is not None and y == zero) else None
+            return
+        try:
+            vals[d] = conv(f(x, y))
+        except errors:
+            vals[d] = None
     return fn
 
 
