@@ -63,6 +63,7 @@ class MemoryConfig:
                                         # and per line of them (0: partial_write_bytes each)
     paced_thin_bytes: tuple = (0.0, 0.0)    # the per-sector figures when loads pace the stores
     random_sector_bytes: float = 0.0    # DRAM bytes a sector at a random place costs
+    random_read_sector_bytes: float = 0.0   # ... a load's (read only: no write-back)
     load_line_bytes: float = 0.0        # L2 bytes a global load costs at least per line (0: none)
     l2_load_scale: float = 1.0          # L2 bandwidth / L2's bandwidth for loads alone
     line_bytes: float = 128.0
@@ -102,6 +103,7 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
                              mm.get("l2_filled_thin_line_bytes") or 0.0)
     cfg.paced_thin_bytes = thin_stores.paced_figures(mm)
     cfg.random_sector_bytes = mm.get("dram_random_sector_bytes") or 0.0
+    cfg.random_read_sector_bytes = mm.get("dram_random_read_sector_bytes") or 0.0
     cfg.load_line_bytes = mm.get("l2_load_line_bytes") or 0.0
     cfg.line_bytes = mm.get("l1_line_bytes") or cfg.line_bytes
     if mm.get("l2_load_bandwidth_gbs") and "L2" in table.memory:
@@ -202,7 +204,7 @@ class SmMemory:
             self._miss[("dram", st.index)] = c - 1.0
             self.loads["DRAM"] += 1
             sectors = nbytes / self.cfg.sector_bytes
-            done = max(self.servers["DRAM"].request(t, sectors * self._random_bytes()),
+            done = max(self.servers["DRAM"].request(t, sectors * self._random_read_bytes()),
                        self.servers["L2"].request(t, nbytes))
             return done + self.cfg.latencies["DRAM"]
         self._miss[("dram", st.index)] = c
@@ -211,6 +213,11 @@ class SmMemory:
 
     def _random_bytes(self):
         return self.cfg.random_sector_bytes or self.cfg.sector_bytes
+
+    def _random_read_bytes(self):
+        """A scattered load's missed sector is read, not written back: its own figure where the
+        isa file has one (round sim16, gather_hash), else a store's."""
+        return self.cfg.random_read_sector_bytes or self._random_bytes()
 
     def store_global(self, t, st):
         """Stores pass L2, where a sector the warp writes only part of costs a read-modify-write
