@@ -34,7 +34,8 @@ def is_tensor(a):
 _TORCH_DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16",
                  "bfloat16": "V2", "int8": "int8", "int16": "int16", "int32": "int32",
                  "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
-                 "uint64": "uint64", "bool": "bool"}
+                 "uint64": "uint64", "bool": "bool",
+                 "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}     # fp8: their bytes
 
 
 def torch_dtype(t):
@@ -75,8 +76,8 @@ TENSOR_MAP_ALIGN = 64
 # CU_TENSOR_MAP_INTERLEAVE_NONE and swizzle is used, boxDim[0] * elementSize must be <= the
 # swizzle size".
 SWIZZLE_BYTES = {0: None, 32: 32, 64: 64, 128: 128}
-DTYPES = ("bf16", "f16", "f32")
-_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
+DTYPES = ("bf16", "f16", "f32", "u8")
+_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4, "u8": 1}       # u8: fp8 bytes
 
 
 @dataclass(frozen=True, eq=False)

@@ -31,10 +31,16 @@ class Numerics:
     width: int = 26         # bits kept from the weight of 2^(E+1) down
     align: str = "trunc"    # how aligned terms lose their low bits: trunc or floor
     final: str = "rz"       # rounding of each block's sum into the accumulator: rz or rn
+    frac_bits: int = None   # fraction bits the rounded sum keeps (None: the accumulator's)
+    c_align: str = "block"  # "block": C aligned with the products; "after": the products'
+                            # kept sum first, then added to C and rounded (by final, frac_bits)
 
 
 MODEL = Numerics()
 MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded to nearest even
+# wgmma m64nNk32 with e4m3/e5m2 inputs into f32 accumulators (see MODEL_FP8_DOC)
+MODEL_FP8 = Numerics(block=32, width=25, frac_bits=13)
+FP8_TYPES = ("e4m3", "e5m2")
 
 
 def _exponent(x):
@@ -55,21 +61,33 @@ def block_dot(a, b, c, acc="f32", model=None):
     prods = a[..., :, None, :] * bt[..., None, :, :]                     # (..., M, N, K)
     pexp = _exponent(a)[..., :, None, :] + _exponent(bt)[..., None, :, :]
     pexp = np.where(prods == 0, _NONE, pexp)
+    cut = np.trunc if model.align == "trunc" else np.floor
     for k0 in range(0, K, model.block):
         p = prods[..., k0:k0 + model.block]
-        top = np.maximum(pexp[..., k0:k0 + model.block].max(-1), _exponent(d))
+        top = pexp[..., k0:k0 + model.block].max(-1)
+        if model.c_align == "block":
+            top = np.maximum(top, _exponent(d))
         shift = np.clip(top + 1 - model.width, -1100, 1100)
-        cut = np.trunc if model.align == "trunc" else np.floor
-        kept = cut(np.ldexp(p, -shift[..., None])).sum(-1) + cut(np.ldexp(d, -shift))
-        s = np.ldexp(kept, shift)
+        kept = cut(np.ldexp(p, -shift[..., None])).sum(-1)
+        if model.c_align == "block":
+            s = np.ldexp(kept + cut(np.ldexp(d, -shift)), shift)
+        else:
+            s = np.ldexp(kept, shift) + d          # exact in float64 for the widths fitted
         finite = np.isfinite(p).all(-1) & np.isfinite(d)
         if not finite.all():
             s = np.where(finite, s, p.sum(-1) + d)
-        d = _round(s, acc, model.final)
+        d = _round(s, acc, model.final, model.frac_bits)
     return d
 
 
-def _round(x, acc, mode):
+def _round(x, acc, mode, frac_bits=None):
+    if frac_bits is not None:                   # to frac_bits fraction bits, then (exactly) acc
+        x = np.asarray(x, F64)
+        _, e = np.frexp(np.where(np.isfinite(x) & (x != 0), x, 1.0))
+        q = np.ldexp(1.0, e - 1 - frac_bits)
+        r = x / q
+        r = np.trunc(r) if mode == "rz" else np.rint(r)
+        x = np.where(np.isfinite(x), r * q, x)
     out = fp.to_f32(x, mode) if acc == "f32" else fp.to_f16(x, mode)
     return out.astype(F64)
 

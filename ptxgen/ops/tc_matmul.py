@@ -44,7 +44,8 @@ TC_CHIP = DEFAULT_TARGET
 F32_ULP = 2.0 ** -23
 BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
-MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps' element type
+MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32",     # the tensor maps' element type
+             "e4m3": "u8", "e5m2": "u8"}
 # How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
 # copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, schedule/tc_ldg_producer.py)
 # or "auto", the measured choice: pad copies. On the H200 (2026-12-01, docs/PERF.md, "Odd K
@@ -109,10 +110,12 @@ class TcMatmul(Operator):
     shape_names = ("M", "N", "K")
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
+    dtypes = ("bf16", "f16", "tf32")        # fp8: ops/fp8_matmul.Fp8Matmul
+
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
                  k_pack="auto"):
-        if dtype not in ELEM_BYTES:
-            raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
+        if dtype not in self.dtypes:
+            raise PtxgenError(f"matmul: --dtype must be one of {', '.join(self.dtypes)} on the "
                               f"tensor-core path, got {dtype!r}")
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")

@@ -55,13 +55,22 @@ from .c_stores import PairStores
 from .raster import grouped_tile
 from .tc_fused_pad import FusedPad, check_fused, fused_params, producer_regs
 from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
-from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
-                        TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
+from .tc_matmul import (ELEM_BYTES, FP8, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES,
+                        SWIZZLE_BYTES, TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
-          b_major=True, ldg=(False, False), fused=(False, False)):
+          b_major=True, ldg=(False, False), fused=(False, False), b_dtype=None, scales=False):
     s.validate(arch, dtype)
+    b_dtype = b_dtype or dtype
+    if (dtype in FP8 or b_dtype in FP8) and not (dtype in FP8 and b_dtype in FP8 and a_major
+                                                 and b_major and not any(ldg) and not any(fused)):
+        raise ScheduleError(f"tc_matmul: fp8 wgmma takes e4m3/e5m2 A and B, both K-major "
+                            f"through TMA (row-major A, column-major B), got {dtype} x "
+                            f"{b_dtype}")
+    if b_dtype != dtype and dtype not in FP8:
+        raise ScheduleError(f"tc_matmul: A and B differ in type ({dtype} x {b_dtype}): only "
+                            f"the fp8 formats mix")
     check_ldg(s, ldg)
     check_fused(s, fused)
     if any(ldg) and any(fused):
@@ -90,18 +99,21 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     m = Module(target=arch)
     out_t = T.TYPES[out]
     staged = s.c_store(out, shape["M"], shape["N"])
-    in_t = T.f32 if dtype == "tf32" else T.b16
+    in_t = T.f32 if dtype == "tf32" else T.b8 if dtype in FP8 else T.b16
     k = m.add_kernel(name, [
         Param(p, T.u64, ptr(in_t)) if on else tensor_map_param(p + "_map")
         for p, on in zip(("A", "B"), ldg)] +
         ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
-        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t))
+        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t) +
+        [Param(p, T.u64, ptr(T.f32)) for p in (("scale_a", "scale_b") if scales else ())])
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused).run()
+    low = _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused)
+    low.ab, low.scales = (dtype, b_dtype) if b_dtype != dtype else dtype, scales
+    low.run()
     return m
 
 
@@ -291,6 +303,9 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         trans = dict(trans_a=int(not self.a_major), trans_b=int(not self.b_major)) \
             if not (self.a_major and self.b_major) else {}
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
+        if self.scales:                 # the per-tensor scales' product, once per consumer
+            scale = b.mul(*(b.ld("global", T.f32, b.param(p), name=p)
+                            for p in ("scale_a", "scale_b")), type=T.f32, name="scale")
         if self.staged in TMA_C_STORES:
             self.cmap = self.b.tensor_map_address("C_map", name="map")
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
@@ -316,7 +331,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                         for nb in range(s.n_blocks):
                             dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4,
                                         name="dbn")
-                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.dtype,
+                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.ab,
                                               scale_d=scale_d, **trans)
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(s.inflight)
@@ -333,6 +348,9 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
                     self.release(prev)
+            if self.scales:
+                for r in (r for mb in acc for nb in mb for r in nb):
+                    b.mul(r, scale, type=T.f32, out=r)
             if self.staged == "rows_st":
                 self.rows_st_epilogue(acc, cw, t, m0, n0)
             elif self.staged:

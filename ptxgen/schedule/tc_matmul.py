@@ -31,16 +31,17 @@ from .matmul import target_limits
 SWIZZLE_BYTES = 128
 SWIZZLE_ATOM_BYTES = 1024
 WARPGROUP = 128
-# wgmma shapes: M is 64, N a multiple of 8 up to 256, K 16 for 16-bit inputs and 8 for tf32
-# (32-bit elements: 32 bytes of a row either way). Source: PTX ISA 9.0, section 9.7.15.5
-# (wgmma.mma_async shapes, .f16/.bf16 and .tf32 rows).
+# wgmma shapes: M is 64, N a multiple of 8 up to 256, K 16 for 16-bit inputs, 8 for tf32 and
+# 32 for the fp8 formats (32 bytes of a row each). Source: PTX ISA 9.0, section 9.7.15.5
+# (wgmma.mma_async shapes, .f16/.bf16, .tf32 and .e4m3/.e5m2 rows).
 WGMMA_M, WGMMA_MAX_N = 64, 256
-WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8}
+WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32}
 TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
 C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
 MN_BOX = 64                    # an M-/N-major operand is loaded in boxes 64 16-bit elements wide
                                # (one 128-byte swizzled row; 8 of them along K make an atom)
-ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4}
+ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}
+FP8 = ("e4m3", "e5m2")         # 8-bit inputs: K-major only (wgmma has no fp8 transpose)
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 TMA_C_STORES = ("tile", "rows")   # staged C kinds stored by TMA through a C tensor map
 
@@ -262,12 +263,16 @@ class TcMatmulSchedule:
 
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
-                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False)):
+                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False),
+                    b_dtype=None, scales=False):
     """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
     False: M- (N-) major, read through wgmma's transpose bit. ldg: (A, B) loaded by the
     producer warpgroup with ld.global from a raw pointer instead of TMA (K-major rows that are
     not 16-byte aligned; tc_ldg_producer.py). fused: (A, B) loaded by TMA from a padded
-    workspace the kernel fills itself (tc_fused_pad.py)."""
+    workspace the kernel fills itself (tc_fused_pad.py). b_dtype: B's type where it differs
+    from A's (fp8 only: e4m3 x e5m2). scales: two more parameters, scale_a and scale_b
+    (pointers to one f32 each), whose product multiplies the accumulators before C is stored
+    (fp8's per-tensor scales)."""
     from .lower_tc_matmul import lower
     return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
-                 b_major=b_major, ldg=ldg, fused=fused)
+                 b_major=b_major, ldg=ldg, fused=fused, b_dtype=b_dtype, scales=scales)

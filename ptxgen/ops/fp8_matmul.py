@@ -1,0 +1,117 @@
+"""FP8 tensor-core matmul: C = scale_a * scale_b * (A @ B) with e4m3 or e5m2 A and B (each its
+own format), f32 accumulation, f32 or bf16 C, on the sm_90a kernel of ops/tc_matmul.py.
+
+Layouts: A row-major ("A", M x K) and B column-major ("Bt", N x K), both K-major: wgmma reads
+8-bit operands only that way (no transpose, PTX ISA 9.0, 9.7.15.5). Inputs travel as numpy
+uint8 arrays of fp8 bit patterns (ml_dtypes' float8_e4m3fn / float8_e5m2 arrays viewed as
+uint8 are the same bytes); scale_a and scale_b are one-element float32 arrays (device scalars,
+as torch._scaled_mm takes them), multiplied together and into the accumulators in the epilogue.
+A K step is one 128-byte swizzled row: BK = 128 elements, four wgmma m64nNk32 per stage. K not a
+multiple of 16 (rows not 16-byte aligned) goes through the zero-padded copy (pad_copy_b8).
+
+Numerics: the products are exact (4 x 4 significand bits) but wgmma's fp8 accumulation keeps
+fewer bits than f32 (emu/tensor_math.MODEL_FP8, measured on the GPU); error_bound derives each
+element's bound in float64 from that model's fields, so it holds for the model the emulator
+runs, plus the two f32 roundings of the scales and a bf16 C's rounding.
+"""
+import numpy as np
+
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
+from ..emu import tensor_math as TM
+from ..errors import PtxgenError
+from ..ir import types as T
+from ..schedule.tc_matmul import FP8, lower_tc_matmul
+from . import pack as packmod
+from .tc_matmul import BF16_ULP, F32_ULP, TcMatmul
+
+SCALES = ("scale_a", "scale_b")
+
+
+class Fp8Matmul(TcMatmul):
+    """dtype: A's fp8 format ("e4m3" or "e5m2"); b_dtype: B's (default: A's); out: "f32" or
+    "bf16"; schedule: "auto" or a TcMatmulSchedule (BK = 128, for_dtype gives it)."""
+    dtypes = FP8
+
+    def __init__(self, dtype="e4m3", out="bf16", schedule="auto", b_dtype=None, k_pack="pad"):
+        b_dtype = b_dtype or dtype
+        for what, v in (("dtype", dtype), ("b_dtype", b_dtype)):
+            if v not in FP8:
+                raise PtxgenError(f"matmul: {what} must be e4m3 or e5m2 for the fp8 GEMM, got "
+                                  f"{v!r}")
+        if k_pack not in ("auto", "pad"):
+            raise PtxgenError(f"matmul: fp8 operands with misaligned rows are pad-copied "
+                              f"(k_pack='pad'), got k_pack={k_pack!r}")
+        if getattr(schedule, "instruction", "wgmma") != "wgmma" and schedule != "auto":
+            raise PtxgenError("matmul: the fp8 GEMM runs on wgmma only (sm_90a): schedule must "
+                              "be 'auto' or a TcMatmulSchedule")
+        super().__init__(dtype, out, schedule, "row", "col", "pad")
+        self.b_dtype = b_dtype
+        self.inputs = ("A", "Bt") + SCALES
+
+    def handover(self, arch):
+        from .mma_matmul import uses_mma_sync
+        if uses_mma_sync(arch, self.schedule):
+            raise PtxgenError(f"matmul: the fp8 GEMM needs wgmma (--arch sm_90a), not {arch}")
+        return None
+
+    def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        self.handover(arch)
+        m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype,
+                            out=self.out, name=self.kernel_name(), b_dtype=self.b_dtype,
+                            scales=True)
+        return packmod.add_pad_copy(m, T.b8) if self.packs(shape) else m
+
+    def _pad_kernel(self):
+        return packmod.KERNEL8
+
+    def _np_in(self):
+        return np.uint8
+
+    def to_input(self, x, fmt=None):
+        """float array -> fp8 bytes of `fmt` (A's format by default), nearest even, saturated."""
+        return TM.to_fp8(x, fmt or self.dtype)
+
+    def values(self, a, dtype):
+        return TM.from_fp8(a, dtype) if dtype in FP8 else super().values(a, dtype)
+
+    def make_inputs(self, shape, rng):
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        arrays = super().make_inputs(shape, rng)
+        arrays["Bt"] = self.to_input(rng.standard_normal((N, K)), self.b_dtype)
+        for s in SCALES:
+            arrays[s] = np.array([rng.uniform(0.25, 2.0)], np.float32)
+        return arrays
+
+    def kernel_args(self, shape, arrays):
+        return super().kernel_args(shape, arrays) + [arrays[s] for s in SCALES]
+
+    def matrices(self, arrays):
+        return self.values(arrays["A"], self.dtype), self.values(arrays["Bt"], self.b_dtype).T
+
+    def scale(self, arrays):
+        """The scales' product as the kernel forms it (an f32 multiply), float64."""
+        return float(np.float32(arrays["scale_a"][0]) * np.float32(arrays["scale_b"][0]))
+
+    def reference(self, shape, arrays):
+        a, b = self.matrices(arrays)
+        s = self.scale(arrays)
+        return {"C": s * (a @ b), "bound": s * self.error_bound(shape, np.abs(a) @ np.abs(b))}
+
+    def error_bound(self, shape, abs_products):
+        """Per element, of the unscaled sum S = sum |a||b| (reference() scales it): each block of
+        `block` products and the accumulator are cut at 2^(E+1-width), E the largest exponent,
+        below which each term loses < 2^(1-width) of the largest term (<= S), and the block sum
+        is rounded to frac_bits (< 2^-frac_bits of S); K/block blocks; then the scale multiply
+        (an f32 rounding, 2^-24) and a bf16 C's rounding."""
+        m = TM.MODEL_FP8
+        blocks = -(-shape["K"] // m.block)
+        frac = 23 if m.frac_bits is None else m.frac_bits
+        per_block = (m.block + 1) * 2.0 ** (1 - m.width) + 2.0 ** -frac
+        bound = (blocks * per_block * 1.01 + F32_ULP) * abs_products
+        if self.out == "bf16":
+            bound += BF16_ULP * abs_products
+        return bound + 1e-30
+
+    def bytes_moved(self, shape):
+        return (shape["M"] + shape["N"]) * shape["K"] + \
+            (4 if self.out == "f32" else 2) * shape["M"] * shape["N"]
