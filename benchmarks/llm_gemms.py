@@ -243,15 +243,31 @@ def bf16_vs_cublas(part, M, N, K, sms, op=None, label=None):
                cublas_weight_gbs=2.0 * N * K / t_ref / 1e6)
 
 
+SPLITS = {"k2_64": dict(BM=64, BN=128, wgmma_n=128, consumers=1, stages=8, split_k=2),
+          "k2_128": dict(BM=128, BN=128, wgmma_n=128, stages=6, split_k=2),
+          "k4_64": dict(BM=64, BN=128, wgmma_n=128, consumers=1, stages=8, split_k=4),
+          "k3_128": dict(BM=128, BN=128, wgmma_n=128, stages=6, split_k=3),
+          "n64k1_64": dict(BM=64, BN=64, wgmma_n=64, consumers=1, stages=8)}
+
+
+def variants(part, M, N, K, sms, names):
+    from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+    for v in names:
+        op = TcMatmul("bf16", "bf16", "auto" if v == "auto" else TcMatmulSchedule(**SPLITS[v]))
+        bf16_vs_cublas(part, M, N, K, sms, op, v)
+
+
 def part_skinny(sms):
     row(part="copy", copy_gbs=copy_bandwidth())
     for M in (16, 64, 128):
-        bf16_vs_cublas("skinny", M, 8192, 8192, sms)
+        variants("skinny", M, 8192, 8192, sms,
+                 ("auto", "k2_64", "k2_128", "k4_64", "n64k1_64") if M <= 64 else
+                 ("auto", "k2_128", "k3_128"))
 
 
 def part_square(sms):
-    for n in (1024, 2048):
-        bf16_vs_cublas("square", n, n, n, sms)
+    variants("square", 1024, 1024, 1024, sms, ("auto", "k2_128"))
+    variants("square", 2048, 2048, 2048, sms, ("auto",))
 
 
 # -- grouped --------------------------------------------------------------------------------------------

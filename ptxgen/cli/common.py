@@ -67,9 +67,12 @@ def shape_from_args(op, args):
 
 def add_dtype(p):
     """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
-    p.add_argument("--dtype", choices=("bf16", "f16", "tf32"),
+    p.add_argument("--dtype", choices=("bf16", "f16", "tf32", "e4m3", "e5m2"),
                    help="matmul: bf16, f16 or tf32 inputs on the tensor cores (wgmma on "
-                        "sm_90a, mma.sync on the other targets)")
+                        "sm_90a, mma.sync on the other targets); e4m3/e5m2: the fp8 GEMM "
+                        "with per-tensor scales (sm_90a only)")
+    p.add_argument("--b-dtype", choices=("e4m3", "e5m2"), default=None,
+                   help="matmul with an fp8 --dtype: B's format, where it differs from A's")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
     p.add_argument("--a-layout", choices=("row", "col"), default="row",
@@ -100,6 +103,18 @@ def operator_from_args(args):
         if args.kernel != "matmul":
             raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
         from ..ops.tc_matmul import TcMatmul
+        if getattr(args, "b_dtype", None) and args.dtype not in ("e4m3", "e5m2"):
+            raise PtxgenError(f"matmul: --b-dtype applies to an fp8 --dtype (e4m3, e5m2), not "
+                              f"{args.dtype}")
+        if args.dtype in ("e4m3", "e5m2"):
+            if (getattr(args, "a_layout", "row"), getattr(args, "b_layout", "col")) != \
+                    ("row", "col"):
+                raise PtxgenError("matmul: fp8 wgmma reads K-major operands only: --a-layout "
+                                  "must be row and --b-layout col with --dtype "
+                                  f"{args.dtype}")
+            from ..ops.fp8_matmul import Fp8Matmul
+            return Fp8Matmul(args.dtype, out=args.out_dtype,
+                             b_dtype=getattr(args, "b_dtype", None))
         op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
                       a_layout=getattr(args, "a_layout", "row"),
                       b_layout=getattr(args, "b_layout", "col"))

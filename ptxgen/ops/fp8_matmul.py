@@ -31,6 +31,7 @@ class Fp8Matmul(TcMatmul):
     """dtype: A's fp8 format ("e4m3" or "e5m2"); b_dtype: B's (default: A's); out: "f32" or
     "bf16"; schedule: "auto" or a TcMatmulSchedule (BK = 128, for_dtype gives it)."""
     dtypes = FP8
+    scale_inputs = SCALES
 
     def __init__(self, dtype="e4m3", out="bf16", schedule="auto", b_dtype=None, k_pack="pad"):
         b_dtype = b_dtype or dtype
@@ -81,9 +82,6 @@ class Fp8Matmul(TcMatmul):
         for s in SCALES:
             arrays[s] = np.array([rng.uniform(0.25, 2.0)], np.float32)
         return arrays
-
-    def kernel_args(self, shape, arrays):
-        return super().kernel_args(shape, arrays) + [arrays[s] for s in SCALES]
 
     def matrices(self, arrays):
         return self.values(arrays["A"], self.dtype), self.values(arrays["Bt"], self.b_dtype).T

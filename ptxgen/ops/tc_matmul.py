@@ -34,6 +34,7 @@ from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
 from ..ir import types as T
 from ..schedule.tc_fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
 from ..schedule.tc_ldg_producer import side_bytes
+from ..schedule.tc_split_k import split_k_workspace
 from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
@@ -80,12 +81,26 @@ def default_tc_schedule(shape, sm_count=None):
     sm_count = sm_count_or_default(sm_count, TC_CHIP)
     tiles = _tiles(shape, 128, 256)
     if tiles < sm_count:
-        return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
+        return skinny_schedule(shape, sm_count) or TcMatmulSchedule(BN=128, wgmma_n=128,
+                                                                    stages=6)
     s = TcMatmulSchedule(epilogue="tma", stages=3) if tiles < 8 * sm_count else \
         TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
     if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
         s = dataclasses.replace(s, BM=256, BN=128, wgmma_n=128)
     return s
+
+
+def skinny_schedule(shape, sm_count):
+    """Split-K (schedule/tc_split_k.py) where 128-wide tiles leave over half the SMs idle:
+    64-row tiles (one consumer) for M <= 64, else 128; the K loop cut into as many pieces
+    as keep every SM busy, at least 8 k-blocks each; None where no split is worth it."""
+    bm = 64 if shape["M"] <= 64 else 128
+    tiles = _tiles(shape, bm, 128)
+    split = min(sm_count // tiles, -(-shape["K"] // 64) // 8)
+    if split < 2:
+        return None
+    return TcMatmulSchedule(BM=bm, BN=128, wgmma_n=128, consumers=bm // 64,
+                            stages=8 if bm == 64 else 6, split_k=split)
 
 
 def _tiles(shape, bm, bn):
@@ -111,6 +126,7 @@ class TcMatmul(Operator):
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
     dtypes = ("bf16", "f16", "tf32")        # fp8: ops/fp8_matmul.Fp8Matmul
+    scale_inputs = ()                       # fp8's per-tensor scale arrays
 
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
                  k_pack="auto"):
@@ -270,6 +286,9 @@ class TcMatmul(Operator):
                                                           self.fused(shape)) if f]
         ws = {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
               for name, rows, cols in padded}
+        if not self._sm80:
+            ws.update({k: (shp, np.dtype(dt)) for k, (shp, dt) in
+                       split_k_workspace(self.schedule_for(shape), self.tiles(shape)).items()})
         if any(self.fused(shape)):
             order, nflags = self._chunks(shape)
             ws["fused_order"] = (order.shape, np.uint32)
@@ -296,7 +315,7 @@ class TcMatmul(Operator):
         if self._sm80:
             return self._sm80.launch(shape, sm_count)
         s = self.schedule_for(shape)
-        clusters = self.tiles(shape)
+        clusters = self.tiles(shape) * s.split_k          # work units: tiles x K pieces
         if s.persistent:
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
@@ -353,6 +372,8 @@ class TcMatmul(Operator):
                                  row_stride=packmod.padded(mn, 16 // OUT_BYTES[self.out])))
         args = maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                        np.uint32(shape["K"])]
+        late = [arrays[x] for x in self.scale_inputs] + \
+            [arrays[x] for x in split_k_workspace(s, 1)]     # after the fused copy's
         fused = self.fused(shape)
         if any(fused):
             for x, on in zip((a, b), fused):
@@ -361,7 +382,7 @@ class TcMatmul(Operator):
                     args += [arrays[x], arrays[x + "_packed"]]
             order = arrays["fused_order"]
             args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
-        return args
+        return args + late
 
     def matrices(self, arrays):
         """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""

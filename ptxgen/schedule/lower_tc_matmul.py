@@ -55,6 +55,7 @@ from .c_stores import PairStores
 from .raster import grouped_tile
 from .tc_fused_pad import FusedPad, check_fused, fused_params, producer_regs
 from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
+from .tc_split_k import SplitK, split_k_params
 from .tc_matmul import (ELEM_BYTES, FP8, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES,
                         SWIZZLE_BYTES, TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
@@ -73,6 +74,9 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
                             f"the fp8 formats mix")
     check_ldg(s, ldg)
     check_fused(s, fused)
+    if s.split_k > 1 and (any(ldg) or any(fused)):
+        raise ScheduleError("tc_matmul: split_k takes TMA-loaded operands (no ldg or fused "
+                            "copies)")
     if any(ldg) and any(fused):
         raise ScheduleError("tc_matmul: an operand is either copied by the cp.async producer "
                             "(ldg) or by the fused pad copy, not both")
@@ -106,7 +110,8 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
         ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t) +
-        [Param(p, T.u64, ptr(T.f32)) for p in (("scale_a", "scale_b") if scales else ())])
+        [Param(p, T.u64, ptr(T.f32)) for p in (("scale_a", "scale_b") if scales else ())] +
+        split_k_params(s))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
@@ -117,7 +122,7 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     return m
 
 
-class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
+class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
     def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False),
                  fused=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
@@ -165,6 +170,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                    name="tiles_m")
         tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
         self.ntiles = b.mul(tm, tn, name="ntiles")          # cluster tiles: cluster_m x BM rows
+        self.nunits = self.units()                          # x split_k pieces (tc_split_k.py)
         self.kblocks = b.shr(b.add(self.K, s.BK - 1), pow2_exponent(s.BK), name="kblocks")
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
@@ -205,8 +211,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         else:
             first, count = b.special("ctaid.x"), b.special("nctaid.x")
         # not persistent: one tile per CTA (cluster), and a step of ntiles runs the loop once
-        return b.for_range(first, self.ntiles, count if s.persistent else self.ntiles,
-                           type=T.u32, name="tile")
+        return b.for_range(first, self.nunits, count if s.persistent else self.ntiles,
+                           type=T.u32, name="unit")
 
     def tile_origin(self, tile):
         """(m0, n0) of this CTA's BM x BN tile: the cluster tile's rows split by CTA rank."""
@@ -251,11 +257,12 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         if any(self.fused):
             self.fused_setup()
-        with self.tiles() as tile:
+        with self.tiles() as unit:
+            tile, piece = self.unit_tile(unit)
             m0, n0 = self.tile_origin(tile)
             if s.cluster_m > 1:
                 n0 = b.mad(self.rank, b_rows, n0, name="nb0")
-            with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+            with b.for_range(*self.k_range(piece), type=T.u32, name="kb") as kb:
                 if any(self.fused):
                     self.fused_wait(m0, n0, kb)
                 b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
@@ -312,11 +319,13 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         prev = b.const(0, T.u32, name="prev")
         acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
                for _ in range(s.m_blocks)]
-        with self.tiles() as tile:
+        with self.tiles() as unit:
+            tile, piece = self.unit_tile(unit)
             m0, n0 = self.tile_origin(tile)
+            klo, khi = self.k_range(piece)
             for r in (r for mb in acc for nb in mb for r in nb):
                 b.mov(0.0, type=T.f32, out=r)
-            with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+            with b.for_range(klo, khi, type=T.u32, name="kb") as kb:
                 b.mbarrier_wait_parity(self.full_bar(stage), phase)
                 off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
                 da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
@@ -337,7 +346,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 b.wgmma_wait_group(s.inflight)
                 if s.inflight:
                     # the group before this one has finished reading its slot
-                    with b.predicated(b.and_(leader, b.setp("ne", kb, 0), name="rel")):
+                    with b.predicated(b.and_(leader, b.setp("ne", kb, klo), name="rel")):
                         self.release(prev)
                     b.mov(stage, out=prev)
                 else:
@@ -346,8 +355,11 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 self.advance(stage, phase)
             if s.inflight:
                 b.wgmma_wait_group(0)
-                with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
+                with b.predicated(b.and_(leader, b.setp("ne", khi, klo), name="rel")):
                     self.release(prev)
+            if piece is not None:       # split-K: only a tile's last piece stores C
+                skip = b.new_label("notlast")
+                self.split_k_fixup(acc, cw, t, tile, piece, m0, skip)
             if self.scales:
                 for r in (r for mb in acc for nb in mb for r in nb):
                     b.mul(r, scale, type=T.f32, out=r)
@@ -357,6 +369,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 self.staged_epilogue(acc, cw, t, leader, m0, n0)
             else:
                 self.epilogue(acc, cw, t, m0, n0)
+            if piece is not None:
+                b.label(skip)
 
     def release(self, stage):
         """Arrive on the slot's empty barrier in every CTA whose producer fills it."""

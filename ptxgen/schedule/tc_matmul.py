@@ -92,6 +92,8 @@ class TcMatmulSchedule:
                                  # boxes; where C's rows are not 16-byte aligned, staged the
                                  # same way and copied by the threads with st.global);
                                  # "rows": TMA row by row (aligned rows)
+    split_k: int = 1             # pieces each tile's K loop is cut into, summed in-kernel
+                                 # (tc_split_k.py; direct epilogue, cluster_m=1, persistent)
 
     instruction = "wgmma"        # the operator's path (schedule/mma_matmul.py: "mma.sync")
 
@@ -99,7 +101,8 @@ class TcMatmulSchedule:
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
                 f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
-                f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}")
+                f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}"
+                f"{f'_k{self.split_k}' if self.split_k > 1 else ''}")
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -242,6 +245,12 @@ class TcMatmulSchedule:
                 f"be a multiple of {C_BOX_COLS}")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")
+        if self.split_k < 1:
+            bad(f"split_k={self.split_k} must be >= 1")
+        if self.split_k > 1 and (self.epilogue != "direct" or self.cluster_m != 1 or
+                                 not self.persistent):
+            bad(f"split_k={self.split_k} needs epilogue='direct', cluster_m=1 and a persistent "
+                f"grid (the last piece of a tile stores C from its fragments)")
         lim = target_limits(DEFAULT_TARGET)
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")
