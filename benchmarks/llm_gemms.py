@@ -306,7 +306,8 @@ def part_grouped(sms):
             r.update(bmm_ms=t, bmm_tflops=fl / t / 1e9)
         # ptxgen's dense GEMM of the same FLOPs: T x K times K x N
         dense = bf16_vs_cublas("grouped-dense", T_, N, K, sms)
-        r.update(dense_ptxgen_ms=dense.get("ptxgen_ms"), dense_cublas_ms=dense.get("cublas_ms"))
+        r.update(dense_ptxgen_ms=dense.get("ptxgen_ms"), dense_cublas_ms=dense.get("cublas_ms"),
+                 dense_ptxgen_tflops=dense.get("ptxgen_tflops"))
         try:
             from ptxgen.ops.grouped_matmul import GroupedMatmul
             r.update(grouped_ptxgen(GroupedMatmul, sets, counts, offs, G, K, N, sms))
@@ -323,10 +324,10 @@ def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms):
     import torch
     T_ = sum(counts)
     op = cls("bf16", "bf16")
-    shape = op.shape(T=T_, N=N, K=K, G=G)
+    shape = op.shape(M=T_, N=N, K=K, G=G)
     outs = [torch.full((T_, N), float("nan"), device="cuda", dtype=torch.bfloat16)
             for _ in sets]
-    calls = ptxgen_calls(op, shape, [dict(X=bits16(s["x"]), W=bits16(s["w"]), offsets=offs,
+    calls = ptxgen_calls(op, shape, [dict(X=bits16(s["x"]), W=bits16(s["w"]), rows=offs,
                                           C=bits16(o)) for s, o in zip(sets, outs)], sms)
     calls[0]()
     torch.cuda.synchronize()

@@ -61,7 +61,10 @@ from .tc_matmul import (ELEM_BYTES, FP8, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES,
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
-          b_major=True, ldg=(False, False), fused=(False, False), b_dtype=None, scales=False):
+          b_major=True, ldg=(False, False), fused=(False, False), b_dtype=None, scales=False,
+          lowering=None, extra_params=()):
+    """lowering: the _Lowering class (or a factory of one) to run, extra_params: Params after
+    the others (a grouped GEMM's, lower_grouped_matmul.py)."""
     s.validate(arch, dtype)
     b_dtype = b_dtype or dtype
     if (dtype in FP8 or b_dtype in FP8) and not (dtype in FP8 and b_dtype in FP8 and a_major
@@ -111,12 +114,13 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t) +
         [Param(p, T.u64, ptr(T.f32)) for p in (("scale_a", "scale_b") if scales else ())] +
-        split_k_params(s))
+        split_k_params(s) + list(extra_params))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    low = _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused)
+    low = (lowering or _Lowering)(Builder(k), s, dtype, out, shape, a_major, b_major, ldg,
+                                  fused)
     low.ab, low.scales = (dtype, b_dtype) if b_dtype != dtype else dtype, scales
     low.run()
     return m
@@ -166,10 +170,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
         else:
             b.bar_sync(0)
         self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
-        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), pow2_exponent(s.BM * s.cluster_m),
-                   name="tiles_m")
-        tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
-        self.ntiles = b.mul(tm, tn, name="ntiles")          # cluster tiles: cluster_m x BM rows
+        self.ntiles = self.count_tiles()
         self.nunits = self.units()                          # x split_k pieces (tc_split_k.py)
         self.kblocks = b.shr(b.add(self.K, s.BK - 1), pow2_exponent(s.BK), name="kblocks")
         consumer, end = b.new_label("consumer"), b.new_label("done")
@@ -203,6 +204,18 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
             b.barrier_cluster_wait(aligned=False)
         b.ret()
 
+    def count_tiles(self):
+        """Cluster tiles of C: cluster_m x BM rows by BN columns."""
+        b, s = self.b, self.s
+        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), pow2_exponent(s.BM * s.cluster_m),
+                   name="tiles_m")
+        tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
+        return b.mul(tm, tn, name="ntiles")
+
+    def b_row(self, n0):
+        """B's tensor-map row of C column n0 (a grouped GEMM's experts stack their B rows)."""
+        return n0
+
     def tiles(self):
         """for_range over this CTA's (cluster's) tiles: from its id, the grid's count apart."""
         b, s = self.b, self.s
@@ -212,7 +225,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
             first, count = b.special("ctaid.x"), b.special("nctaid.x")
         # not persistent: one tile per CTA (cluster), and a step of ntiles runs the loop once
         return b.for_range(first, self.nunits, count if s.persistent else self.ntiles,
-                           type=T.u32, name="unit")
+                           type=T.u32, name="tile")
 
     def tile_origin(self, tile):
         """(m0, n0) of this CTA's BM x BN tile: the cluster tile's rows split by CTA rank."""
@@ -272,7 +285,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
                 kc = b.shl(kb, pow2_exponent(s.BK), name="kc")
                 self.load(dst, maps[0], kc, m0, s.BM, self.a_major, full)
-                self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, n0, b_rows,
+                self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, self.b_row(n0), b_rows,
                           self.b_major, full, mask)
                 self.advance(stage, phase)
         if any(self.fused):
