@@ -153,58 +153,91 @@ def recheck(path):
               f"(emulator within the bound: {op.check(shape, arrays)[0]})")
 
 
-def part_fp8(sms, sizes=(4096, 8192), variants=("auto", "x2f0tma", "tma")):
+def block_check(op, shape, A, Bt, C, sa, sb, n=16, seed=0):
+    """Block-scaled C's sampled rows against float64 (op.reference's sum and bound)."""
+    import torch
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(shape["M"], n, replace=False))
+    ti = torch.tensor(idx, device=A.device)
+    arrays = dict(A=A[ti].view(torch.uint8).cpu().numpy(), Bt=Bt.view(torch.uint8).cpu().numpy(),
+                  a_scales=sa[:, ti].cpu().numpy(), b_scales=sb.cpu().numpy())
+    ref = op.reference(dict(shape, M=n), arrays)
+    got = C[ti].double().cpu().numpy()
+    return bool(np.isfinite(got).all() and (np.abs(got - ref["C"]) <= ref["bound"]).all())
+
+
+def part_fp8(sms, sizes=(4096, 8192), variants=("auto", "x2f0tma", "tma", "block")):
+    import torch
+    for n, v in itertools.product(sizes, variants):
+        try:
+            fp8_case(sms, n, v)
+        except Exception as e:                      # report, go on with the next variant
+            row(part="fp8", n=n, variant=v, error=f"{type(e).__name__}: {e}"[:300])
+        torch.cuda.empty_cache()
+
+
+def fp8_case(sms, n, v):
     import torch
     from ptxgen.schedule.tc_matmul import TcMatmulSchedule
-    for n, v in itertools.product(sizes, variants):
-        M = N = K = n
-        sched = FP8_VARIANTS[v]
-        op = Fp8Matmul("e4m3", "bf16", sched if sched == "auto" else
-                       TcMatmulSchedule(**sched).for_dtype("e4m3"))
-        shape = op.shape(M=M, N=N, K=K)
-        nsets = sets_for((M + N) * K + 2 * M * N)
-        sets = []
-        for s in range(nsets):
-            g = torch.Generator(device="cuda").manual_seed(100 + s)
-            A = torch.randn(M, K, device="cuda", generator=g).to(torch.float8_e4m3fn)
-            Bt = torch.randn(N, K, device="cuda", generator=g).to(torch.float8_e4m3fn)
-            sa = torch.tensor([0.75], device="cuda")
-            sb = torch.tensor([1.25], device="cuda")
-            sets.append(dict(A=A, Bt=Bt, sa=sa, sb=sb,
-                             C=torch.full((M, N), float("nan"), device="cuda",
-                                          dtype=torch.bfloat16),
-                             Cref=torch.empty((M, N), device="cuda", dtype=torch.bfloat16)))
-        try:
-            ours = ptxgen_calls(op, shape, [dict(A=x["A"].view(torch.uint8),
-                                                 Bt=x["Bt"].view(torch.uint8), C=bits16(x["C"]),
-                                                 scale_a=x["sa"], scale_b=x["sb"])
-                                            for x in sets], sms)
-        except Exception as e:
-            row(part="fp8", n=n, variant=v, error=f"{type(e).__name__}: {e}"[:300])
-            continue
+    M = N = K = n
+    sched = FP8_VARIANTS.get(v, "auto")
+    op = Fp8Matmul("e4m3", "bf16", sched if sched == "auto" else
+                   TcMatmulSchedule(**sched).for_dtype("e4m3"),
+                   scaling="block" if v == "block" else "tensor")
+    shape = op.shape(M=M, N=N, K=K)
+    nsets = sets_for((M + N) * K + 2 * M * N)
+    sets = []
+    for s in range(nsets):
+        g = torch.Generator(device="cuda").manual_seed(100 + s)
+        A = torch.randn(M, K, device="cuda", generator=g).to(torch.float8_e4m3fn)
+        Bt = torch.randn(N, K, device="cuda", generator=g).to(torch.float8_e4m3fn)
+        sa = torch.tensor([0.75], device="cuda")
+        sb = torch.tensor([1.25], device="cuda")
+        if v == "block":
+            sa = torch.rand(K // 128, M, device="cuda", generator=g) + 0.5
+            sb = torch.rand(N // 128, K // 128, device="cuda", generator=g) + 0.5
+        sets.append(dict(A=A, Bt=Bt, sa=sa, sb=sb,
+                         C=torch.full((M, N), float("nan"), device="cuda",
+                                      dtype=torch.bfloat16),
+                         Cref=torch.empty((M, N), device="cuda", dtype=torch.bfloat16)))
+    names = ("scale_a", "scale_b") if v != "block" else ("a_scales", "b_scales")
+    try:
+        ours = ptxgen_calls(op, shape, [dict({names[0]: x["sa"], names[1]: x["sb"]},
+                                             A=x["A"].view(torch.uint8),
+                                             Bt=x["Bt"].view(torch.uint8), C=bits16(x["C"]))
+                                        for x in sets], sms)
+    except Exception as e:
+        return row(part="fp8", n=n, variant=v, error=f"{type(e).__name__}: {e}"[:300])
 
-        def scaled(x):
-            def go():
-                torch._scaled_mm(x["A"], x["Bt"].t(), x["sa"], x["sb"], out_dtype=torch.bfloat16,
-                                 out=x["Cref"])
-            return go
-        theirs = [scaled(x) for x in sets]
-        ours[0]()
-        theirs[0]()
-        torch.cuda.synchronize()
-        x = sets[0]
-        sc = float(np.float32(0.75) * np.float32(1.25))
+    one = torch.tensor([1.0], device="cuda")
+
+    def scaled(x):
+        def go():
+            torch._scaled_mm(x["A"], x["Bt"].t(), x["sa"] if v != "block" else one,
+                             x["sb"] if v != "block" else one, out_dtype=torch.bfloat16,
+                             out=x["Cref"])
+        return go
+    theirs = [scaled(x) for x in sets]
+    ours[0]()
+    theirs[0]()
+    torch.cuda.synchronize()
+    x = sets[0]
+    sc = float(np.float32(0.75) * np.float32(1.25))
+    if v == "block":
+        ok = block_check(op, shape, x["A"], x["Bt"], x["C"], x["sa"], x["sb"])
+        ok_ref, diff = None, None
+    else:
         ok = sampled_check(op, shape, x["A"].float(), x["Bt"].float().t(), x["C"], sc)
-        ok_ref = sampled_check(op, shape, x["A"].float(), x["Bt"].float().t(), x["Cref"], sc)
+        ok_ref = sampled_check(op, shape, x["A"].float(), x["Bt"].float().t(), x["Cref"],
+                               sc)
         diff = float((x["C"].float() - x["Cref"].float()).abs().max())
-        t_ours, t_ref = median_ms(ours), median_ms(theirs)
-        fl = 2.0 * M * N * K
-        row(part="fp8", n=n, variant=v, schedule=str(op.schedule_for(shape)), sets=nsets,
-            ptxgen_ms=t_ours, scaled_mm_ms=t_ref, ptxgen_tflops=fl / t_ours / 1e9,
-            scaled_mm_tflops=fl / t_ref / 1e9, ratio=t_ref / t_ours, ok=ok,
-            scaled_mm_within_bound=ok_ref, max_diff_vs_scaled_mm=diff)
-        del sets, ours, theirs
-        torch.cuda.empty_cache()
+    t_ours, t_ref = median_ms(ours), median_ms(theirs)
+    fl = 2.0 * M * N * K
+    row(part="fp8", n=n, variant=v, schedule=str(op.schedule_for(shape)), sets=nsets,
+        ptxgen_ms=t_ours, scaled_mm_ms=t_ref, ptxgen_tflops=fl / t_ours / 1e9,
+        scaled_mm_tflops=fl / t_ref / 1e9, ratio=t_ref / t_ours, ok=ok,
+        scaled_mm_within_bound=ok_ref, max_diff_vs_scaled_mm=diff)
+    del sets, ours, theirs
 
 
 # -- bf16 skinny and square ----------------------------------------------------------------------------

@@ -14,6 +14,8 @@ fewer bits than f32 (emu/tensor_math.MODEL_FP8, measured on the GPU); error_boun
 element's bound in float64 from that model's fields, so it holds for the model the emulator
 runs, plus the two f32 roundings of the scales and a bf16 C's rounding.
 """
+import dataclasses
+
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
@@ -25,6 +27,9 @@ from . import pack as packmod
 from .tc_matmul import BF16_ULP, F32_ULP, TcMatmul
 
 SCALES = ("scale_a", "scale_b")
+BLOCK_SCALES = ("a_scales", "b_scales")   # f32 [K/128, M] and [N/128, K/128] (tc_block_scales)
+SCALINGS = ("tensor", "block")
+BLOCK = 128
 
 
 class Fp8Matmul(TcMatmul):
@@ -33,8 +38,12 @@ class Fp8Matmul(TcMatmul):
     dtypes = FP8
     scale_inputs = SCALES
 
-    def __init__(self, dtype="e4m3", out="bf16", schedule="auto", b_dtype=None, k_pack="pad"):
+    def __init__(self, dtype="e4m3", out="bf16", schedule="auto", b_dtype=None, k_pack="pad",
+                 scaling="tensor"):
         b_dtype = b_dtype or dtype
+        if scaling not in SCALINGS:
+            raise PtxgenError(f"matmul: scaling must be one of {', '.join(SCALINGS)}, got "
+                              f"{scaling!r}")
         for what, v in (("dtype", dtype), ("b_dtype", b_dtype)):
             if v not in FP8:
                 raise PtxgenError(f"matmul: {what} must be e4m3 or e5m2 for the fp8 GEMM, got "
@@ -46,8 +55,20 @@ class Fp8Matmul(TcMatmul):
             raise PtxgenError("matmul: the fp8 GEMM runs on wgmma only (sm_90a): schedule must "
                               "be 'auto' or a TcMatmulSchedule")
         super().__init__(dtype, out, schedule, "row", "col", "pad")
-        self.b_dtype = b_dtype
-        self.inputs = ("A", "Bt") + SCALES
+        self.b_dtype, self.scaling = b_dtype, scaling
+        self.scale_inputs = SCALES if scaling == "tensor" else BLOCK_SCALES
+        self.inputs = ("A", "Bt") + self.scale_inputs
+
+    def schedule_for(self, shape):
+        """Per-tensor scales: the bf16 GEMM's choice (tune cache, else default_tc_schedule).
+        Block scales: that choice turned into 128x128 tiles with one k-block per stage and no
+        wgmma group left in flight (tc_block_scales.py), 5 stages."""
+        s = super().schedule_for(shape)
+        if self.scaling == "tensor" or self.schedule != "auto":
+            return s
+        return dataclasses.replace(s, BM=128, BN=128, wgmma_n=128, consumers=2, inflight=0,
+                                   split_k=1, stages=5, epilogue="tma" if s.epilogue == "direct"
+                                   else s.epilogue)
 
     def handover(self, arch):
         from .mma_matmul import uses_mma_sync
@@ -59,7 +80,8 @@ class Fp8Matmul(TcMatmul):
         self.handover(arch)
         m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype,
                             out=self.out, name=self.kernel_name(), b_dtype=self.b_dtype,
-                            scales=True)
+                            scales=self.scaling == "tensor",
+                            block_scales=self.scaling == "block")
         return packmod.add_pad_copy(m, T.b8) if self.packs(shape) else m
 
     def _pad_kernel(self):
@@ -79,8 +101,13 @@ class Fp8Matmul(TcMatmul):
         M, N, K = shape["M"], shape["N"], shape["K"]
         arrays = super().make_inputs(shape, rng)
         arrays["Bt"] = self.to_input(rng.standard_normal((N, K)), self.b_dtype)
-        for s in SCALES:
-            arrays[s] = np.array([rng.uniform(0.25, 2.0)], np.float32)
+        if self.scaling == "tensor":
+            for s in SCALES:
+                arrays[s] = np.array([rng.uniform(0.25, 2.0)], np.float32)
+        else:
+            kb, nb = -(-K // BLOCK), -(-N // BLOCK)
+            arrays["a_scales"] = rng.uniform(0.25, 2.0, (kb, M)).astype(np.float32)
+            arrays["b_scales"] = rng.uniform(0.25, 2.0, (nb, kb)).astype(np.float32)
         return arrays
 
     def matrices(self, arrays):
@@ -92,8 +119,33 @@ class Fp8Matmul(TcMatmul):
 
     def reference(self, shape, arrays):
         a, b = self.matrices(arrays)
+        if self.scaling == "block":
+            return self._block_reference(shape, arrays, a, b)
         s = self.scale(arrays)
         return {"C": s * (a @ b), "bound": s * self.error_bound(shape, np.abs(a) @ np.abs(b))}
+
+    def _block_reference(self, shape, arrays, a, b):
+        """C = sum over k-blocks of a_scale[row] * b_scale[column block] * (A_kb @ B_kb); the
+        bound: each block's wgmma sum (error_bound for K = 128) scaled, the scales' product
+        and each promotion fma rounded in f32 (2^-24 of the running sum's sum |terms|
+        each), a bf16 C's rounding."""
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        sa = arrays["a_scales"].astype(np.float32)
+        sb = arrays["b_scales"].astype(np.float32)
+        cols = np.arange(N) // BLOCK
+        want, scaled = np.zeros((M, N)), np.zeros((M, N))
+        per_block = self.error_bound(dict(M=M, N=N, K=BLOCK), 1.0) - 1e-30
+        if self.out == "bf16":
+            per_block -= BF16_ULP
+        kbs = -(-K // BLOCK)
+        for kb in range(kbs):
+            ks = slice(kb * BLOCK, (kb + 1) * BLOCK)
+            f = (sa[kb][:, None] * sb[cols, kb][None, :]).astype(np.float64)   # f32 products
+            want += f * (a[:, ks] @ b[ks])
+            scaled += np.abs(f) * (np.abs(a[:, ks]) @ np.abs(b[ks]))
+        bound = (per_block + (kbs + 1) * 2.0 ** -24 + (BF16_ULP if self.out == "bf16" else 0)) \
+            * scaled
+        return {"C": want, "bound": bound + 1e-30}
 
     def error_bound(self, shape, abs_products):
         """Per element, of the unscaled sum S = sum |a||b| (reference() scales it): each block of

@@ -56,16 +56,20 @@ from .raster import grouped_tile
 from .tc_fused_pad import FusedPad, check_fused, fused_params, producer_regs
 from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
 from .tc_split_k import SplitK, split_k_params
+from .tc_block_scales import BlockScales, block_scale_params, check_block_scales
 from .tc_matmul import (ELEM_BYTES, FP8, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES,
                         SWIZZLE_BYTES, TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
           b_major=True, ldg=(False, False), fused=(False, False), b_dtype=None, scales=False,
-          lowering=None, extra_params=()):
+          lowering=None, extra_params=(), block_scales=False):
     """lowering: the _Lowering class (or a factory of one) to run, extra_params: Params after
-    the others (a grouped GEMM's, lower_grouped_matmul.py)."""
+    the others (a grouped GEMM's, lower_grouped_matmul.py). block_scales: fp8 scales per
+    1 x 128 block of A and 128 x 128 block of B (tc_block_scales.py) instead of `scales`."""
     s.validate(arch, dtype)
+    if block_scales:
+        check_block_scales(s, dtype, lambda what: _refuse(s, what))
     b_dtype = b_dtype or dtype
     if (dtype in FP8 or b_dtype in FP8) and not (dtype in FP8 and b_dtype in FP8 and a_major
                                                  and b_major and not any(ldg) and not any(fused)):
@@ -114,7 +118,8 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t) +
         [Param(p, T.u64, ptr(T.f32)) for p in (("scale_a", "scale_b") if scales else ())] +
-        split_k_params(s) + list(extra_params))
+        split_k_params(s) + (block_scale_params() if block_scales else []) +
+        list(extra_params))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
@@ -122,11 +127,17 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     low = (lowering or _Lowering)(Builder(k), s, dtype, out, shape, a_major, b_major, ldg,
                                   fused)
     low.ab, low.scales = (dtype, b_dtype) if b_dtype != dtype else dtype, scales
+    low.block_scales = block_scales
     low.run()
     return m
 
 
-class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
+def _refuse(s, what):
+    raise ScheduleError(f"tc_matmul schedule {s}: {what}")
+
+
+class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScales):
+    block_scales = False
     def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False),
                  fused=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
@@ -332,11 +343,14 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
         prev = b.const(0, T.u32, name="prev")
         acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
                for _ in range(s.m_blocks)]
+        if self.block_scales:           # the promoted f32 sum beside the per-block accumulator
+            self.block_scale_setup()
+            total = [[[b.reg(T.f32, "tot") for _ in nb] for nb in mb] for mb in acc]
         with self.tiles() as unit:
             tile, piece = self.unit_tile(unit)
             m0, n0 = self.tile_origin(tile)
             klo, khi = self.k_range(piece)
-            for r in (r for mb in acc for nb in mb for r in nb):
+            for r in (r for mb in (total if self.block_scales else acc) for nb in mb for r in nb):
                 b.mov(0.0, type=T.f32, out=r)
             with b.for_range(klo, khi, type=T.u32, name="kb") as kb:
                 b.mbarrier_wait_parity(self.full_bar(stage), phase)
@@ -354,9 +368,12 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
                             dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4,
                                         name="dbn")
                             b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.ab,
-                                              scale_d=scale_d, **trans)
+                                              scale_d=0 if self.block_scales and kk == 0
+                                              else scale_d, **trans)
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(s.inflight)
+                if self.block_scales:
+                    self.promote(acc, total, kb, m0, n0, cw, t)
                 if s.inflight:
                     # the group before this one has finished reading its slot
                     with b.predicated(b.and_(leader, b.setp("ne", kb, klo), name="rel")):
@@ -370,6 +387,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", khi, klo), name="rel")):
                     self.release(prev)
+            if self.block_scales:
+                acc_out, acc = acc, total     # C is the promoted sum (acc restored below)
             if piece is not None:       # split-K: only a tile's last piece stores C
                 skip = b.new_label("notlast")
                 self.split_k_fixup(acc, cw, t, tile, piece, m0, skip)
@@ -384,6 +403,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK):
                 self.epilogue(acc, cw, t, m0, n0)
             if piece is not None:
                 b.label(skip)
+            if self.block_scales:
+                acc = acc_out
 
     def release(self, stage):
         """Arrive on the slot's empty barrier in every CTA whose producer fills it."""

@@ -273,7 +273,7 @@ class TcMatmulSchedule:
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
                     a_major=True, b_major=True, ldg=(False, False), fused=(False, False),
-                    b_dtype=None, scales=False):
+                    b_dtype=None, scales=False, block_scales=False):
     """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
     False: M- (N-) major, read through wgmma's transpose bit. ldg: (A, B) loaded by the
     producer warpgroup with ld.global from a raw pointer instead of TMA (K-major rows that are
@@ -281,7 +281,9 @@ def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_mat
     workspace the kernel fills itself (tc_fused_pad.py). b_dtype: B's type where it differs
     from A's (fp8 only: e4m3 x e5m2). scales: two more parameters, scale_a and scale_b
     (pointers to one f32 each), whose product multiplies the accumulators before C is stored
-    (fp8's per-tensor scales)."""
+    (fp8's per-tensor scales). block_scales: a_scales and b_scales instead, one f32 per
+    1 x 128 block of A and per 128 x 128 block of B (tc_block_scales.py)."""
     from .lower_tc_matmul import lower
     return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
-                 b_major=b_major, ldg=ldg, fused=fused, b_dtype=b_dtype, scales=scales)
+                 b_major=b_major, ldg=ldg, fused=fused, b_dtype=b_dtype, scales=scales,
+                 block_scales=block_scales)
