@@ -72,3 +72,16 @@ def test_grouped_schedule_must_store_from_fragments():
     op = GroupedMatmul("bf16", "bf16", TcMatmulSchedule(epilogue="tma", stages=3))
     with pytest.raises(ScheduleError, match="epilogue='direct'"):
         op.build(op.shape(M=256, N=256, K=64, G=2), ARCH)
+
+
+def test_cli_runs_grouped_on_the_emulator():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "ptxgen", "run", "matmul", "--groups", "3",
+                          "--dtype", "e4m3", "--group-layout", "masked", "--M", "192", "--N",
+                          "80", "--K", "64", "--backend", "emu", "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "check: PASS" in out.stdout, out.stdout + out.stderr
+    bad = subprocess.run([sys.executable, "-m", "ptxgen", "run", "saxpy", "--groups", "2",
+                          "--backend", "emu"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--groups applies to matmul" in bad.stderr

@@ -58,6 +58,12 @@ def add_shape(p):
     for name in ("B", "H", "S", "D"):
         p.add_argument(f"--{name}", type=positive_int, default=None,
                        help="attention: batch, heads, sequence length, head dim (64 or 128)")
+    p.add_argument("--groups", dest="G", type=positive_int, default=None,
+                   help="matmul: the grouped (mixture-of-experts) GEMM with this many experts; "
+                        "--M is then every expert's tokens together (ops/grouped_matmul.py)")
+    p.add_argument("--group-layout", choices=("offsets", "masked"), default="offsets",
+                   help="matmul with --groups: experts' rows given by their end offsets, or "
+                        "by counts within M/G-row blocks")
 
 
 def shape_from_args(op, args):
@@ -99,6 +105,12 @@ def operator_from_args(args):
     if getattr(args, "causal", False) or getattr(args, "scale", None) is not None:
         raise PtxgenError(f"--causal and --scale apply to attention only, not {args.kernel}")
     op = get_operator(args.kernel)
+    if getattr(args, "G", None) is not None:
+        if args.kernel != "matmul":
+            raise PtxgenError(f"--groups applies to matmul only, not {args.kernel}")
+        from ..ops.grouped_matmul import GroupedMatmul
+        return GroupedMatmul(args.dtype or "bf16", out=args.out_dtype,
+                             layout=args.group_layout, b_dtype=getattr(args, "b_dtype", None))
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":
             raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
