@@ -147,8 +147,9 @@ def test_tc_matmul_keeps_fp8_out():
 @needs_ptxas
 @pytest.mark.parametrize("shape", [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192),
                                    dict(M=67, N=45, K=200)])
-def test_fp8_emits_ptxas_clean_without_spills(shape):
-    op = Fp8Matmul("e4m3", "bf16")
+@pytest.mark.parametrize("scaling", ["tensor", "block"])
+def test_fp8_emits_ptxas_clean_without_spills(shape, scaling):
+    op = Fp8Matmul("e4m3", "bf16", scaling=scaling)
     m = op.build(shape, ARCH)
     asm = toolchain.assemble(emit_module(m, ARCH), ARCH)
     r = asm.resources["tc_matmul"]
@@ -165,3 +166,31 @@ def test_cli_runs_fp8_on_the_emulator():
                           "--b-layout", "row", "--backend", "emu"], capture_output=True,
                          text=True)
     assert bad.returncode != 0 and "--b-layout" in bad.stderr
+
+
+# -- block scales ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("out, shape", [("bf16", dict(M=67, N=45, K=300)),
+                                        ("f32", dict(M=130, N=200, K=256))])
+def test_block_scaled_fp8_on_the_emulator(out, shape):
+    op = Fp8Matmul("e4m3", out, scaling="block")
+    arrays = op.make_inputs(shape, np.random.default_rng(shape["K"]))
+    assert arrays["a_scales"].shape == (-(-shape["K"] // 128), shape["M"])
+    ref = op.reference(shape, arrays)
+    first = {k: v.copy() for k, v in arrays.items()}
+    run_operator(op, shape, first, ARCH)
+    assert op.check(shape, first, ref)[0]
+    # one A scale block (row 5, k-block 1) doubled changes row 5 only
+    arrays["a_scales"][1, 5] *= 2
+    run_operator(op, shape, arrays, ARCH)
+    changed = np.any(op.values(arrays["C"], out) != op.values(first["C"], out), axis=1)
+    assert changed[5] and changed.sum() == 1
+    assert op.check(shape, arrays)[0]
+
+
+def test_block_scales_need_128_wide_tiles():
+    from ptxgen.errors import ScheduleError
+    from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+    op = Fp8Matmul("e4m3", "bf16", TcMatmulSchedule(inflight=0).for_dtype("e4m3"),
+                   scaling="block")
+    with pytest.raises(ScheduleError, match="BN = wgmma_n = BK = 128"):
+        op.build(dict(M=256, N=256, K=256), ARCH)
