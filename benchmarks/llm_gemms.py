@@ -351,22 +351,24 @@ def part_grouped(sms):
         dense = bf16_vs_cublas("grouped-dense", T_, N, K, sms)
         r.update(dense_ptxgen_ms=dense.get("ptxgen_ms"), dense_cublas_ms=dense.get("cublas_ms"),
                  dense_ptxgen_tflops=dense.get("ptxgen_tflops"))
-        try:
-            from ptxgen.ops.grouped_matmul import GroupedMatmul
-            r.update(grouped_ptxgen(GroupedMatmul, sets, counts, offs, G, K, N, sms))
-        except ImportError:
-            pass
-        except Exception as e:
-            r["ptxgen_error"] = f"{type(e).__name__}: {e}"[:300]
+        from ptxgen.ops.grouped_matmul import GroupedMatmul
+        from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+        for v, sched in (("", "auto"), ("_n128",
+                                         TcMatmulSchedule(BN=128, wgmma_n=128, stages=6))):
+            try:
+                got = grouped_ptxgen(GroupedMatmul, sets, counts, offs, G, K, N, sms, sched)
+                r.update({k + v: x for k, x in got.items()})
+            except Exception as e:
+                r["ptxgen_error" + v] = f"{type(e).__name__}: {e}"[:300]
         row(**r)
         del sets
         torch.cuda.empty_cache()
 
 
-def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms):
+def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms, sched="auto"):
     import torch
     T_ = sum(counts)
-    op = cls("bf16", "bf16")
+    op = cls("bf16", "bf16", sched)
     shape = op.shape(M=T_, N=N, K=K, G=G)
     outs = [torch.full((T_, N), float("nan"), device="cuda", dtype=torch.bfloat16)
             for _ in sets]
