@@ -286,9 +286,10 @@ class TcMatmul(Operator):
                                                           self.fused(shape)) if f]
         ws = {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
               for name, rows, cols in padded}
-        if not self._sm80:
+        s = self.schedule_for(shape)
+        if getattr(s, "split_k", 1) > 1:
             ws.update({k: (shp, np.dtype(dt)) for k, (shp, dt) in
-                       split_k_workspace(self.schedule_for(shape), self.tiles(shape)).items()})
+                       split_k_workspace(s, self.tiles(shape)).items()})
         if any(self.fused(shape)):
             order, nflags = self._chunks(shape)
             ws["fused_order"] = (order.shape, np.uint32)

@@ -26,14 +26,15 @@ FULL_MASK = 0xFFFFFFFF
 
 def split_k_params(s):
     from ..ir import Param, ptr
-    if s.split_k == 1:
+    if getattr(s, "split_k", 1) == 1:
         return []
     return [Param("partials", T.u64, ptr(T.f32, align=16)), Param("counters", T.u64, ptr(T.u32))]
 
 
 def split_k_workspace(s, tiles):
-    """{name: (shape, numpy dtype name)} of split-K's workspace for `tiles` C tiles."""
-    if s.split_k == 1:
+    """{name: (shape, numpy dtype name)} of split-K's workspace for `tiles` C tiles (none for
+    a schedule without split_k, an sm_80 one included)."""
+    if getattr(s, "split_k", 1) == 1:
         return {}
     warps = tiles * s.consumers * (WARPGROUP // 32)
     return {"partials": ((warps * s.split_k, s.acc_regs * 32), "float32"),
