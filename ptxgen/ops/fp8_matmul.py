@@ -8,6 +8,10 @@ uint8 are the same bytes); scale_a and scale_b are one-element float32 arrays (d
 as torch._scaled_mm takes them), multiplied together and into the accumulators in the epilogue.
 A K step is one 128-byte swizzled row: BK = 128 elements, four wgmma m64nNk32 per stage. K not a
 multiple of 16 (rows not 16-byte aligned) goes through the zero-padded copy (pad_copy_b8).
+scaling="block": DeepSeek-style scales instead, a_scales (f32 [ceil(K/128), M], one per 1 x 128
+block of A) and b_scales (f32 [ceil(N/128), ceil(K/128)], one per 128 x 128 block of B); each
+stage's block accumulator is promoted into an f32 total with its scales
+(schedule/tc_block_scales.py), on 128 x 128 tiles.
 
 Numerics: the products are exact (4 x 4 significand bits) but wgmma's fp8 accumulation keeps
 fewer bits than f32 (emu/tensor_math.MODEL_FP8, measured on the GPU); error_bound derives each

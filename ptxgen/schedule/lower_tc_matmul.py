@@ -12,6 +12,10 @@ consumer warpgroups through an mbarrier ring.
                "rows_st" (rows not 16-byte aligned: the threads copy the staged tile with
                st.global, c_row_stores.py)
         C:     M x N row-major, f32 or bf16
+    then, each only where asked: scale_a, scale_b (fp8 per-tensor scales, one f32 each,
+    multiplied into the accumulators before C is stored), partials, counters (split_k > 1,
+    tc_split_k.py), a_scales, b_scales (fp8 block scales, tc_block_scales.py), and a
+    grouped GEMM's rows (lower_grouped_matmul.py).
     With ldg=(A, B) (K-major rows not 16-byte aligned, odd K), that operand's map is replaced by
     a raw pointer ("A" / "B", rows K elements apart) and the whole producer warpgroup copies it
     with cp.async (tc_ldg_producer.py; cluster_m=1, stages >= 3).
