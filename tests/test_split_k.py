@@ -1,6 +1,8 @@
 """Split-K on the sm_90a tensor-core GEMM (schedule/tc_split_k.py): odd shapes against float64 on
 the emulator, the in-kernel reduction's determinism and its counters, schedule checks, and the
-skinny shapes' default schedule."""
+tuner's split-K points for skinny shapes."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
 from ptxgen.errors import ScheduleError
 from ptxgen.ops.fp8_matmul import Fp8Matmul
-from ptxgen.ops.tc_matmul import TcMatmul, default_tc_schedule
+from ptxgen.ops.tc_matmul import TcMatmul
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
 ARCH = "sm_90a"
@@ -67,12 +69,19 @@ def test_split_k_schedule_errors(fields, words):
         TcMatmulSchedule(**fields).validate(ARCH)
 
 
-@pytest.mark.parametrize("M, bm", [(16, 64), (64, 64), (128, 128)])
-def test_skinny_shapes_split_k_by_default(M, bm):
-    s = default_tc_schedule(dict(M=M, N=8192, K=8192), sm_count=132)
-    assert s.split_k >= 2 and s.BM == bm
-    assert -(-M // s.BM) * (8192 // s.BN) * s.split_k <= 132
-    assert default_tc_schedule(dict(M=4096, N=4096, K=4096), sm_count=132).split_k == 1
+def test_tuner_searches_split_k_for_skinny_shapes_only():
+    from ptxgen.tune.tc_space import bound_us, tc_space
+    skinny = tc_space(ARCH, "bf16", dict(M=16, N=8192, K=8192))
+    splits = [s for s in skinny.points if s.split_k > 1]
+    assert splits and all(s.epilogue == "direct" and s.cluster_m == 1 for s in splits)
+    assert {s.BM for s in splits} == {64, 128}
+    assert not any(s.split_k > 1 for s in tc_space(ARCH, "bf16",
+                                                   dict(M=4096, N=4096, K=4096)).points)
+    # the bound counts work units: 2 pieces of 64 tiles fill twice the SMs of 64 tiles
+    shape = dict(M=16, N=8192, K=8192)
+    one = TcMatmulSchedule(**dict(S64, stages=8))
+    assert bound_us(dataclasses.replace(one, split_k=2), shape, ARCH) < bound_us(one, shape,
+                                                                                  ARCH)
 
 
 @pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")

@@ -81,26 +81,12 @@ def default_tc_schedule(shape, sm_count=None):
     sm_count = sm_count_or_default(sm_count, TC_CHIP)
     tiles = _tiles(shape, 128, 256)
     if tiles < sm_count:
-        return skinny_schedule(shape, sm_count) or TcMatmulSchedule(BN=128, wgmma_n=128,
-                                                                    stages=6)
+        return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
     s = TcMatmulSchedule(epilogue="tma", stages=3) if tiles < 8 * sm_count else \
         TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
     if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
         s = dataclasses.replace(s, BM=256, BN=128, wgmma_n=128)
     return s
-
-
-def skinny_schedule(shape, sm_count):
-    """Split-K (schedule/tc_split_k.py) where 128-wide tiles leave over half the SMs idle:
-    64-row tiles (one consumer) for M <= 64, else 128; the K loop cut into as many pieces
-    as keep every SM busy, at least 8 k-blocks each; None where no split is worth it."""
-    bm = 64 if shape["M"] <= 64 else 128
-    tiles = _tiles(shape, bm, 128)
-    split = min(sm_count // tiles, -(-shape["K"] // 64) // 8)
-    if split < 2:
-        return None
-    return TcMatmulSchedule(BM=bm, BN=128, wgmma_n=128, consumers=bm // 64,
-                            stages=8 if bm == 64 else 6, split_k=split)
 
 
 def _tiles(shape, bm, bn):
