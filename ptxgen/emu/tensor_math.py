@@ -13,6 +13,9 @@ step. The model (`Numerics`), fitted to the H200 (docs/EMULATOR.md, "Tensor core
 3. the kept bits are summed exactly and the sum rounded into the accumulator format by `final`:
    toward zero into f32 accumulators, to nearest even into f16 ones (MODEL_F16).
 
+fp8 wgmma (m64nNk32) uses MODEL_FP8: the same steps with a 32-product block and the sum kept
+to `frac_bits` fraction bits before it is stored as f32 (see its comment: not yet measured).
+
 Blocks follow in k order. Integer shapes are exact (s32 wraps, or saturates with .satfinite).
 """
 from dataclasses import dataclass
@@ -38,7 +41,12 @@ class Numerics:
 
 MODEL = Numerics()
 MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded to nearest even
-# wgmma m64nNk32 with e4m3/e5m2 inputs into f32 accumulators (see MODEL_FP8_DOC)
+# wgmma m64nNk32 with e4m3/e5m2 inputs into f32 accumulators: the 32 products of one
+# instruction (exact: 4 x 4 significand bits) and C aligned to the largest exponent, each cut
+# toward zero below 2^(E+1-25), the kept bits summed and the sum truncated to 13 fraction bits
+# (the f32 result's low 10 bits zero). A prior from public reports (DeepSeek-V3: Hopper's fp8
+# accumulation keeps "around 14 bits"), not yet measured here: benchmarks/fp8_numerics.py
+# measures and fits it on the GPU (docs/EMULATOR.md, "fp8 wgmma").
 MODEL_FP8 = Numerics(block=32, width=25, frac_bits=13)
 FP8_TYPES = ("e4m3", "e5m2")
 
