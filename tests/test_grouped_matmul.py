@@ -85,3 +85,29 @@ def test_cli_runs_grouped_on_the_emulator():
     bad = subprocess.run([sys.executable, "-m", "ptxgen", "run", "saxpy", "--groups", "2",
                           "--backend", "emu"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--groups applies to matmul" in bad.stderr
+
+
+@pytest.mark.parametrize("layout", ["offsets", "masked"])
+def test_grouped_n_major_w_on_the_emulator(layout):
+    """W as G x K x N (torch._grouped_mm's layout) through wgmma's transpose: the same C as the
+    K-major W holding the same weights."""
+    sched = TcMatmulSchedule(BM=64, BN=128, wgmma_n=128, consumers=1, stages=3)
+    kn = GroupedMatmul("bf16", "f32", sched, layout, w_layout="kn")
+    shape = kn.shape(M=192, N=136, K=128, G=3)
+    arrays = kn.make_inputs(shape, np.random.default_rng(9))
+    assert arrays["W"].shape == (3, 128, 136)
+    ref = kn.reference(shape, arrays)
+    nk_arrays = dict(arrays, W=np.ascontiguousarray(arrays["W"].transpose(0, 2, 1)),
+                     C=arrays["C"].copy())
+    run_operator(kn, shape, arrays, ARCH)
+    assert kn.check(shape, arrays, ref)[0]
+    nk = GroupedMatmul("bf16", "f32", sched, layout)
+    run_operator(nk, shape, nk_arrays, ARCH)
+    assert np.array_equal(arrays["C"], nk_arrays["C"], equal_nan=True)
+
+
+def test_grouped_n_major_w_needs_whole_k_boxes():
+    with pytest.raises(PtxgenError, match="K=100"):
+        GroupedMatmul("bf16", w_layout="kn").shape(M=64, N=64, K=100, G=2)
+    with pytest.raises(PtxgenError, match="transpose"):
+        GroupedMatmul("e4m3", w_layout="kn")

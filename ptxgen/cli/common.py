@@ -109,8 +109,11 @@ def operator_from_args(args):
         if args.kernel != "matmul":
             raise PtxgenError(f"--groups applies to matmul only, not {args.kernel}")
         from ..ops.grouped_matmul import GroupedMatmul
+        # --b-layout col: W is G x N x K (K-major, nn.Linear's); row: G x K x N (N-major)
         return GroupedMatmul(args.dtype or "bf16", out=args.out_dtype,
-                             layout=args.group_layout, b_dtype=getattr(args, "b_dtype", None))
+                             layout=args.group_layout, b_dtype=getattr(args, "b_dtype", None),
+                             w_layout="kn" if getattr(args, "b_layout", "col") == "row"
+                             else "nk")
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":
             raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")

@@ -2,7 +2,9 @@
 experts in one persistent sm_90a launch (schedule/lower_grouped_matmul.py).
 
 Arrays: X (M x K, row-major: every expert's tokens), W (G x N x K: each expert's weights K-major,
-as torch's nn.Linear stores them; torch._grouped_mm's (G, K, N) operand is W.transpose(1, 2)),
+as torch's nn.Linear stores them; torch._grouped_mm's (G, K, N) operand is W.transpose(1, 2)) or,
+with w_layout="kn", a contiguous G x K x N (N-major, read through wgmma's transpose; bf16/f16,
+K a multiple of 64),
 C (M x N), rows (uint32 [G]): with layout="offsets" the end row of each expert's tokens
 (torch._grouped_mm's offs), with layout="masked" each expert's token count, expert g's tokens
 in rows g*(M/G) .. of a padded X (the counts may live on the device, for CUDA graphs). Rows of C
@@ -16,9 +18,12 @@ from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import PtxgenError
 from ..schedule.lower_grouped_matmul import LAYOUTS, lower_grouped_matmul
-from ..schedule.tc_matmul import ELEM_BYTES, FP8, TcMatmulSchedule
+from ..schedule.tc_matmul import ELEM_BYTES, FP8, MN_BOX, TcMatmulSchedule
 from .base import Launch, Operator, sm_count_or_default
 from .tc_matmul import MAP_DTYPE, TC_CHIP, TcMatmul
+
+
+W_LAYOUTS = ("nk", "kn")       # W as G x N x K (K-major) or G x K x N (N-major, 16-bit only)
 
 
 class GroupedMatmul(Operator):
@@ -28,7 +33,7 @@ class GroupedMatmul(Operator):
     outputs = ("C",)
 
     def __init__(self, dtype="bf16", out="bf16", schedule="auto", layout="offsets",
-                 b_dtype=None):
+                 b_dtype=None, w_layout="nk"):
         if dtype in FP8:
             from .fp8_matmul import Fp8Matmul
             self.dense = Fp8Matmul(dtype, out, b_dtype=b_dtype)
@@ -43,10 +48,17 @@ class GroupedMatmul(Operator):
         if layout not in LAYOUTS:
             raise PtxgenError(f"grouped_matmul: layout must be one of {', '.join(LAYOUTS)}, "
                               f"got {layout!r}")
+        if w_layout not in W_LAYOUTS:
+            raise PtxgenError(f"grouped_matmul: w_layout must be one of {', '.join(W_LAYOUTS)}, "
+                              f"got {w_layout!r}")
+        if w_layout == "kn" and dtype not in ("bf16", "f16"):
+            raise PtxgenError(f"grouped_matmul: an N-major W (w_layout='kn') is read through "
+                              f"wgmma's transpose, which {dtype} has not: use w_layout='nk'")
         if schedule != "auto" and not isinstance(schedule, TcMatmulSchedule):
             raise PtxgenError(f"grouped_matmul: schedule must be 'auto' or a TcMatmulSchedule, "
                               f"got {schedule!r}")
         self.dtype, self.out, self.layout, self.schedule = dtype, out, layout, schedule
+        self.w_layout = w_layout
         self.b_dtype = b_dtype or dtype
         self.fp8 = dtype in FP8
         self.inputs = ("X", "W", "rows") + (("scale_a", "scale_b") if self.fp8 else ())
@@ -57,6 +69,13 @@ class GroupedMatmul(Operator):
         if shape["K"] % per16:
             raise PtxgenError(f"grouped_matmul: K={shape['K']} must be a multiple of {per16} "
                               f"(16-byte rows of {self.dtype} for the tensor maps)")
+        if self.w_layout == "kn" and shape["K"] % self.schedule_for(shape).BK:
+            raise PtxgenError(f"grouped_matmul: an N-major W (w_layout='kn') needs K="
+                              f"{shape['K']} a multiple of {self.schedule_for(shape).BK} (a "
+                              f"k-box must stay inside its expert)")
+        if self.w_layout == "kn" and shape["N"] % 8:
+            raise PtxgenError(f"grouped_matmul: an N-major W needs N={shape['N']} a multiple "
+                              f"of 8 (16-byte rows for its tensor map)")
         if self.layout == "masked" and shape["M"] % shape["G"]:
             raise PtxgenError(f"grouped_matmul: masked layout needs M={shape['M']} a multiple "
                               f"of G={shape['G']} (M/G rows per expert)")
@@ -76,7 +95,8 @@ class GroupedMatmul(Operator):
         return lower_grouped_matmul(self.schedule_for(shape), arch, shape, self.dtype,
                                     self.out, self.layout,
                                     b_dtype=self.b_dtype if self.fp8 else None,
-                                    scales=self.fp8, name=self.kernel_name())
+                                    scales=self.fp8, name=self.kernel_name(),
+                                    w_major=self.w_layout == "nk")
 
     def launch(self, shape, sm_count=None):
         """One CTA per SM: how many tiles there are is known on the device only."""
@@ -91,7 +111,8 @@ class GroupedMatmul(Operator):
         dt = MAP_DTYPE[self.dtype]
         w = arrays["W"]
         maps = [TiledMap(arrays["X"], dt, s.BM, s.BK),
-                TiledMap(w, dt, s.BN, s.BK, rows=G * N, cols=K)]
+                TiledMap(w, dt, s.BN, s.BK, rows=G * N, cols=K) if self.w_layout == "nk" else
+                TiledMap(w, dt, s.BK, MN_BOX, rows=G * K, cols=N)]
         args = maps + [arrays["C"], np.uint32(M), np.uint32(N), np.uint32(K)]
         if self.fp8:
             args += [arrays["scale_a"], arrays["scale_b"]]
@@ -116,7 +137,8 @@ class GroupedMatmul(Operator):
             rows = rng.integers(0, M // G + 1, G).astype(np.uint32)
         d = self.dense
         arrays = dict(X=d.to_input(rng.standard_normal((M, K))),
-                      W=d.to_input(rng.standard_normal((G, N, K)), *(
+                      W=d.to_input(rng.standard_normal((G, N, K) if self.w_layout == "nk"
+                                                       else (G, K, N)), *(
                           (self.b_dtype,) if self.fp8 else ())),
                       rows=rows, C=d.make_inputs(dict(M=M, N=N, K=8), rng)["C"])
         if self.fp8:
@@ -125,7 +147,9 @@ class GroupedMatmul(Operator):
         return arrays
 
     def _dense_arrays(self, arrays, g, lo, hi):
-        a = dict(A=arrays["X"][lo:hi], Bt=arrays["W"][g], C=arrays["C"][lo:hi])
+        w = arrays["W"][g]
+        a = dict(A=arrays["X"][lo:hi], Bt=w if self.w_layout == "nk" else w.T,
+                 C=arrays["C"][lo:hi])
         if self.fp8:
             a.update(scale_a=arrays["scale_a"], scale_b=arrays["scale_b"])
         return a

@@ -4,7 +4,8 @@ multiplies each expert's rows of X by that expert's weights, over all experts' t
     grouped_matmul(X_map, W_map, C, M, N, K, rows [, scale_a, scale_b])
         X_map: tensor map of X (M x K row-major, the tokens of every expert), box BM x BK
         W_map: tensor map of W seen as (G*N) x K (expert g's weights, N x K K-major, are rows
-               g*N ..), box BN x BK
+               g*N ..), box BN x BK; or N-major (w_major=False: W is G x K x N, seen as
+               (G*K) x N, BK x 64 boxes from row g*K, wgmma's transpose bit)
         C:     M x N row-major; only the rows of some expert are written
         rows:  u32[G]; layout "offsets": the end row of each expert's tokens (torch's
                _grouped_mm offsets: expert g owns rows offsets[g-1] .. offsets[g]); "masked":
@@ -79,12 +80,16 @@ class GroupedLowering(_Lowering):
         g, local, first, count = found
         pm, pn = grouped_tile(b, count, self.N, s.BM, s.BN, s.group_m or 1 << 20, pid=local)
         self.end_row = b.add(first, count, name="erow")
-        self.w_row = b.mul(g, self.N, name="wrow")
+        # W's rows of this expert: N of them (K-major W) or K (N-major)
+        self.w_row = b.mul(g, self.N if self.b_major else self.K, name="wrow")
         return (b.add(first, b.shl(pm, pow2_exponent(s.BM)), name="m0"),
                 b.shl(pn, pow2_exponent(s.BN), name="n0"))
 
     def b_row(self, n0):
-        return self.b.add(self.w_row, n0, name="wr")
+        return self.b.add(self.w_row, n0, name="wr") if self.b_major else n0
+
+    def b_k(self, kc):
+        return kc if self.b_major else self.b.add(self.w_row, kc, name="wk")
 
     def epilogue(self, acc, cw, t, m0, n0):
         """The dense kernel's fragment stores, C's rows limited to this tile's expert."""
@@ -97,9 +102,11 @@ class GroupedLowering(_Lowering):
 
 
 def lower_grouped_matmul(s, arch, shape, dtype="bf16", out="bf16", layout="offsets",
-                         b_dtype=None, scales=False, name="grouped_matmul"):
+                         b_dtype=None, scales=False, name="grouped_matmul", w_major=True):
     """The grouped kernel for schedule s (epilogue "direct", cluster_m=1, split_k=1,
-    persistent) at shape {M (all tokens), N, K, G}."""
+    persistent) at shape {M (all tokens), N, K, G}. w_major=False: W is G x K x N (N-major,
+    torch._grouped_mm's layout; 16-bit inputs), its map (G*K) x N in BK x 64 boxes read through
+    wgmma's transpose, K a multiple of BK (a box must not run into the next expert)."""
     from ..errors import ScheduleError
     if layout not in LAYOUTS:
         raise ScheduleError(f"grouped_matmul: layout must be one of {', '.join(LAYOUTS)}, got "
@@ -109,6 +116,9 @@ def lower_grouped_matmul(s, arch, shape, dtype="bf16", out="bf16", layout="offse
                             f"cluster_m=1, split_k=1 and a persistent grid (C rows stop at "
                             f"each expert's end)")
     G = shape["G"]
+    if not w_major and shape["K"] % s.BK:
+        raise ScheduleError(f"grouped_matmul: an N-major W needs K={shape['K']} a multiple of "
+                            f"BK={s.BK} (a k-box must stay inside its expert)")
     if layout == "masked" and shape["M"] % G:
         raise ScheduleError(f"grouped_matmul: masked layout needs M={shape['M']} a multiple of "
                             f"G={G} (each expert's block of rows)")
@@ -118,5 +128,5 @@ def lower_grouped_matmul(s, arch, shape, dtype="bf16", out="bf16", layout="offse
         low.groups, low.layout = G, layout
         return low
     return lower(s, arch, shape, dtype=dtype, out=out, name=name, b_dtype=b_dtype,
-                 scales=scales, lowering=make,
+                 scales=scales, lowering=make, b_major=w_major,
                  extra_params=[Param("rows", T.u64, ptr(T.u32))])

@@ -228,8 +228,13 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
         return b.mul(tm, tn, name="ntiles")
 
     def b_row(self, n0):
-        """B's tensor-map row of C column n0 (a grouped GEMM's experts stack their B rows)."""
+        """B's tensor-map coordinate of C column n0 (a grouped GEMM's experts stack their B
+        rows)."""
         return n0
+
+    def b_k(self, kc):
+        """B's tensor-map coordinate of k element kc (likewise, for an N-major B)."""
+        return kc
 
     def tiles(self):
         """for_range over this CTA's (cluster's) tiles: from its id, the grid's count apart."""
@@ -300,7 +305,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
                 kc = b.shl(kb, pow2_exponent(s.BK), name="kc")
                 self.load(dst, maps[0], kc, m0, s.BM, self.a_major, full)
-                self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, self.b_row(n0), b_rows,
+                self.load(b.add(dst, b_off, name="dstb"), maps[1], self.b_k(kc),
+                          self.b_row(n0), b_rows,
                           self.b_major, full, mask)
                 self.advance(stage, phase)
         if any(self.fused):
