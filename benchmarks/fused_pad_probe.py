@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ptxgen.ops.tc_matmul import TcMatmul                              # noqa: E402
-from ptxgen.schedule import tc_fused_pad as fpad                       # noqa: E402
+from ptxgen.lower import fused_pad as fpad                       # noqa: E402
 from ptxgen.runtime import time_calls                                 # noqa: E402
 
 ARCH = "sm_90a"

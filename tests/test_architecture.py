@@ -42,6 +42,7 @@ LAYERS = [
     ("static analyses", {"analysis", "reorder"}),
     ("lifting", {"lift"}),
     ("schedules", {"schedule"}),
+    ("lowering", {"lower"}),
     ("operators", {"ops"}),
     ("runners", {"emu", "runtime", "sim"}),
     ("kernel objects", {"kernel_object"}),

@@ -11,7 +11,8 @@ from ptxgen.ir import Module
 from ptxgen.ir.verify import verify_module
 from ptxgen.ops.matmul import Matmul
 from ptxgen.ops.pack import add_pad_copy, pad_args, pad_launch, padded
-from ptxgen.schedule import CANDIDATES, lower_matmul
+from ptxgen.lower import lower_matmul
+from ptxgen.schedule import CANDIDATES
 
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")

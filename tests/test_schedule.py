@@ -14,7 +14,8 @@ from ptxgen.errors import PtxgenError, ScheduleError
 from ptxgen.ir.verify import verify_module
 from ptxgen.ops import get_operator
 from ptxgen.ops.matmul import Matmul
-from ptxgen.schedule import (CANDIDATES, MatmulSchedule, default_schedule, lower_matmul,
+from ptxgen.lower import lower_matmul
+from ptxgen.schedule import (CANDIDATES, MatmulSchedule, default_schedule,
                              target_limits)
 
 needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and

@@ -1,4 +1,4 @@
-"""The sm_90a GEMM's fused pad copy (schedule/tc_fused_pad.py, TcMatmul k_pack="fused"): the
+"""The sm_90a GEMM's fused pad copy (lower/fused_pad.py, TcMatmul k_pack="fused"): the
 producer's idle warps fill the padded workspace chunk by chunk while the kernel runs and the TMA
 thread waits on per-chunk flags. On the CPU emulator (every CTA in one batch, memcheck and
 racecheck on): bit for bit equal to the pad-copy path, against float64, with small forced grids
@@ -15,9 +15,9 @@ from ptxgen.emit import emit_module
 from ptxgen.emu import compile_kernel, emulate
 from ptxgen.errors import ScheduleError
 from ptxgen.ops.tc_matmul import TcMatmul
-from ptxgen.schedule import tc_fused_pad
-from ptxgen.schedule.tc_fused_pad import HEADER_WORDS, chunk_table
-from ptxgen.schedule.tc_matmul import TcMatmulSchedule, lower_tc_matmul
+from ptxgen.lower import fused_pad as tc_fused_pad, lower_tc_matmul
+from ptxgen.lower.fused_pad import HEADER_WORDS, chunk_table
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
 ARCH = "sm_90a"
 needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")

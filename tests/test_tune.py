@@ -11,7 +11,7 @@ from ptxgen import emit_module, toolchain
 from ptxgen.errors import PtxgenError
 from ptxgen.ops.matmul import Matmul
 from ptxgen.schedule import CANDIDATES, MatmulSchedule, default_schedule
-from ptxgen.schedule.matmul import lower_matmul
+from ptxgen.lower import lower_matmul
 from ptxgen.schedule import tuned as cachemod
 from ptxgen.tune import space as spacemod
 from ptxgen.tune import stages, static, tuner
@@ -249,14 +249,15 @@ def test_worker_processes_agree_with_one_process():
 
 
 def test_lower_matmul_stays_a_function(tmp_path):
-    """Loading the lowering submodule (schedule/matmul_lowering.py) must leave
-    ptxgen.schedule.lower_matmul the function (the tuner's workers import the operator after
+    """Loading the lowering submodule (lower/sgemm.py) must leave
+    ptxgen.lower.lower_matmul the function (the tuner's workers import the operator after
     lowering)."""
     import subprocess
     import sys
-    code = ("from ptxgen.schedule.matmul import MatmulSchedule, lower_matmul\n"
+    code = ("from ptxgen.schedule.matmul import MatmulSchedule\n"
+            "from ptxgen.lower import lower_matmul\n"
             "lower_matmul(MatmulSchedule(), 'sm_90')\n"
-            "import ptxgen.schedule as S\n"
+            "import ptxgen.lower as S\n"
             "from ptxgen.ops.matmul import Matmul\n"
             "assert callable(S.lower_matmul)\n"
             "Matmul().build({'M': 64, 'N': 64, 'K': 64})\n")

@@ -3,7 +3,7 @@ logsumexp LSE (what a backward pass needs), for Q, K, V of shape B x H x S x D.
 
 Inputs bf16 (numpy uint16 bit patterns: numpy has no bfloat16) or f16; O in the input type; the
 softmax statistics in f32. D is 64 or 128; S anything (not a tile multiple). The kernel is
-lowered from an AttentionSchedule for sm_90a (ptxgen/schedule/lower_attention.py).
+lowered from an AttentionSchedule for sm_90a (ptxgen/lower/attention.py).
 
 Reference: float64 of the exact 16-bit inputs. What the kernel rounds, and check()'s bound per
 element of O: P = 2^(S' - m) is rounded to the input type before P·V (relative error u, the
@@ -18,8 +18,8 @@ import numpy as np
 from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import PtxgenError
-from ..schedule.attention import (COL_BLOCK, DTYPES, HEAD_DIMS,
-                                  default_attention_schedule, lower_attention)
+from ..lower import lower_attention
+from ..schedule.attention import COL_BLOCK, DTYPES, HEAD_DIMS, default_attention_schedule
 from .base import Launch, Operator, sm_count_or_default
 from .tc_matmul import TC_CHIP, bf16_bits, bf16_values
 

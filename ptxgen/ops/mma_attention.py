@@ -1,6 +1,6 @@
 """The attention forward's sm_80 path: the Attention operator (same inputs, outputs, reference
 and bounds; ops/attention.py) with the kernel lowered from an MmaAttentionSchedule —
-FlashAttention-2's form on mma.sync, ldmatrix and cp.async (schedule/lower_mma_attention.py) —
+FlashAttention-2's form on mma.sync, ldmatrix and cp.async (lower/mma_attention.py) —
 which runs on every target from sm_80. Attention hands itself over to this class for targets
 without wgmma (or for an MmaAttentionSchedule). Q, K, V, O are passed as plain pointers.
 """
@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import arch as archmod
 from ..errors import PtxgenError
-from ..schedule.mma_attention import MmaAttentionSchedule, lower_mma_attention
+from ..lower import lower_mma_attention
+from ..schedule.mma_attention import MmaAttentionSchedule
 from .attention import Attention
 from .base import Launch
 

@@ -1,6 +1,6 @@
 """The tensor-core matmul's sm_80 path: TcMatmul's operator (same inputs, outputs, reference and
 bound; ops/tc_matmul.py) with the kernel lowered from an MmaMatmulSchedule — mma.sync, ldmatrix
-and a cp.async pipeline (schedule/lower_mma_matmul.py) — which runs on every target from sm_80
+and a cp.async pipeline (lower/mma_matmul.py) — which runs on every target from sm_80
 (sm_80, sm_86, sm_89, and sm_90 without the arch-specific wgmma).
 
 TcMatmul hands itself over to this class for such targets (or for an MmaMatmulSchedule), so
@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import arch as archmod
 from ..errors import PtxgenError
-from ..schedule.mma_matmul import (INSTRUCTION, MmaMatmulSchedule, default_mma_schedule,
-                                   lower_mma_matmul)
+from ..lower import lower_mma_matmul
+from ..schedule.mma_matmul import INSTRUCTION, MmaMatmulSchedule, default_mma_schedule
 from ..schedule.tc_matmul import ELEM_BYTES
 from ..ir import types as T
 from . import pack as packmod

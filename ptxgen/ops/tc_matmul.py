@@ -7,14 +7,14 @@ are M-/N-major, loaded in 64-wide boxes and read through wgmma's transpose bits 
 only: tf32 wgmma has no transpose, so tf32 takes the K-major layouts). 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
 has no bfloat16) and as float16 for f16; a bf16 C is uint16 bits too. tf32 inputs are float32
 arrays: the tensor cores read their top 19 bits (sign, exponent, 10 fraction bits). The kernel is lowered from
-a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
+a TcMatmulSchedule for sm_90a (ptxgen/lower/tc_matmul.py): TMA loads, an mbarrier
 ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand whose
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
 copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
-memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS), or with
+memory (lower/ldg_producer.py; slower on the H200 so far: K_PACKS), or with
 k_pack="fused" pad-copied inside the GEMM kernel by the producer's idle warps while it runs
-(schedule/tc_fused_pad.py; correct on the H200, slower than pad copies so far: K_PACKS).
+(lower/fused_pad.py; correct on the H200, slower than pad copies so far: K_PACKS).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -29,11 +29,11 @@ import numpy as np
 from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
-from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
-                                  TcMatmulSchedule, lower_tc_matmul)
+from ..lower import lower_tc_matmul
+from ..schedule.tc_matmul import ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES, TcMatmulSchedule
 from ..ir import types as T
-from ..schedule.tc_fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
-from ..schedule.tc_ldg_producer import side_bytes
+from ..lower.fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
+from ..lower.ldg_producer import side_bytes
 from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
@@ -46,20 +46,20 @@ BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
 MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps' element type
 # How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
-# copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, schedule/tc_ldg_producer.py)
+# copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, lower/ldg_producer.py)
 # or "auto", the measured choice: pad copies. On the H200 (2026-12-01, docs/PERF.md, "Odd K
 # without pad copies") bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with "ldg" (four
 # schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against 630.6,
 # 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against 714.1, tf32
 # 4096x4096x4093 at 214.4 against 320.2. M-/N-major misaligned operands are always pad-copied.
-# "fused" (schedule/tc_fused_pad.py): TMA from the padded workspace as with "pad", but the
+# "fused" (lower/fused_pad.py): TMA from the padded workspace as with "pad", but the
 # workspace is filled inside the GEMM kernel by the producer's idle warps, chunk by chunk in the
 # order the persistent grid needs them; it falls back to pad copies where the schedule is not
 # persistent with cluster_m=1 (the copy needs every CTA resident at once). Correct on the H200
 # but slower than "pad" (2026-12-02, docs/PERF.md, "Odd K, sixth session"): 4096x4096x4093
 # 548.7 against 639.1, 4095x4097x4093 555.7 against 624.1, 8192x8192x8189 650.6 against 722.5.
 # "fused1": only the operand whose panels the first wave of tiles needs fewer rows of is copied
-# in the kernel, the other pad-copied before it (tc_fused_pad.first_wave_rows): the in-kernel
+# in the kernel, the other pad-copied before it (fused_pad.first_wave_rows): the in-kernel
 # copy cannot feed the first wave all of B. Same run: 649.3 at 4096x4096x4093 and 732.2 at
 # 8192x8192x8189 (pad 640.3, 724.3), 600.0 at 4095x4097x4093 (pad 625.3): within run-to-run
 # noise of the pad copies, so "auto" stays "pad".
@@ -178,7 +178,7 @@ class TcMatmul(Operator):
                      for name, _, cols in self.operands(shape))
 
     def ldg(self, shape):
-        """(A, B): loaded by the producer's cp.async copies (tc_ldg_producer.py) instead of a
+        """(A, B): loaded by the producer's cp.async copies (lower/ldg_producer.py) instead of a
         pad copy and TMA (k_pack="ldg"; a schedule that cannot take it, clusters or < 3
         stages, is lower_tc_matmul's one-line error)."""
         if self._sm80 or not self._ldg_wanted(shape):
@@ -207,7 +207,7 @@ class TcMatmul(Operator):
         return want
 
     def _chunks(self, shape, sm_count=None):
-        """The fused copy's chunk order and flag count (schedule/tc_fused_pad.chunk_table) for
+        """The fused copy's chunk order and flag count (lower/fused_pad.chunk_table) for
         the grid launch() gives with `sm_count` SMs."""
         grid = self.launch(shape, sm_count).grid[0]
         return chunk_table(self.schedule_for(shape), shape, self.fused(shape), grid)

@@ -53,7 +53,7 @@ from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.instr import Instr
 from .pad_rows import CHUNK
-from .tc_matmul import SWIZZLE_BYTES
+from ..schedule.tc_matmul import SWIZZLE_BYTES
 
 HEADER_WORDS = 4                # flags[0] epoch, flags[1] exit counter, 2..3 unused
 ENTRY_WORDS = 4                 # order entry: flag index, operand (0 A, 1 B), first row, kb

@@ -33,9 +33,9 @@ from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import tensor_map_param
-from .attention import COL_BLOCK
-from .attention_softmax import NEG_INF, OnlineSoftmax
-from .tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
+from ..schedule.attention import COL_BLOCK
+from .online_softmax import NEG_INF, OnlineSoftmax
+from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
 
 WGMMA_K = 16
 

@@ -23,7 +23,7 @@ from ..ir.builder import pow2_exponent
 from ..ir import Addr, Imm, Vec
 from ..ir import types as T
 from ..ir.instr import Instr
-from .tc_matmul import OUT_BYTES, SWIZZLE_BYTES, WGMMA_M
+from ..schedule.tc_matmul import OUT_BYTES, SWIZZLE_BYTES, WGMMA_M
 
 ROWS_PER_WARP = 16         # rows of a 64-row wgmma block one warp's fragments (and stmatrix) hold
 PAIRS_PER_STEP = 32        # one pair per lane: 64 elements of a row per warp instruction

@@ -8,7 +8,7 @@ A mixin: the lowering provides self.b (the Builder), self.out ("f32" or "bf16"),
 from ..ir import Addr
 from ..ir import types as T
 from ..ir.values import Vec
-from .tc_matmul import OUT_BYTES
+from ..schedule.tc_matmul import OUT_BYTES
 
 
 class PairStores:

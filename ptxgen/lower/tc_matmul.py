@@ -51,11 +51,11 @@ from ..ir import types as T
 from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
 from .c_row_stores import RowStores
-from .c_stores import PairStores
+from .c_pair_stores import PairStores
 from .raster import grouped_tile
-from .tc_fused_pad import FusedPad, check_fused, fused_params, producer_regs
-from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
-from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
+from .fused_pad import FusedPad, check_fused, fused_params, producer_regs
+from .ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
+from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
                         TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 

@@ -62,7 +62,7 @@ from ..errors import ScheduleError
 from ..ir import Addr, Imm
 from ..ir import types as T
 from ..ir.instr import Instr
-from .tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP
+from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP
 
 WORD = 4                        # cp.async.ca copies of 4 bytes: the alignment odd K leaves
 ROW_WORDS = SWIZZLE_BYTES // WORD

@@ -15,7 +15,7 @@ import math
 from ..ir import Addr, Imm
 from ..ir import types as T
 from ..ir.instr import Instr
-from .attention import COL_BLOCK
+from ..schedule.attention import COL_BLOCK
 
 LN2 = math.log(2.0)
 NEG_INF = float("-inf")

@@ -32,10 +32,10 @@ row (a warp-uniform branch; the loads and bar.syncs stay CTA-wide).
 from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
-from .attention import COL_BLOCK
-from .attention_softmax import NEG_INF, OnlineSoftmax
+from ..schedule.attention import COL_BLOCK
+from .online_softmax import NEG_INF, OnlineSoftmax
 from .cp_async_ring import cp_async_ring
-from .mma_matmul import CHUNK, MMA_M, MMA_N
+from ..schedule.mma_matmul import CHUNK, MMA_M, MMA_N
 
 MMA_K = 16
 SWIZZLE_ALIGN = 128      # shared rows start on bank 0: the XOR swizzle's bank groups hold

@@ -34,11 +34,11 @@ from ..errors import ScheduleError
 from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
-from .mma_matmul import CHUNK, MMA_K_BYTES, MMA_M, MMA_N, MMA_SHAPE, WARP
-from .c_stores import PairStores
+from ..schedule.mma_matmul import CHUNK, MMA_K_BYTES, MMA_M, MMA_N, MMA_SHAPE, WARP
+from .c_pair_stores import PairStores
 from .cp_async_ring import cp_async_ring
 from .raster import grouped_tile
-from .tc_matmul import ELEM_BYTES, OUT_BYTES, SWIZZLE_BYTES
+from ..schedule.tc_matmul import ELEM_BYTES, OUT_BYTES, SWIZZLE_BYTES
 
 IN_TYPE = {"bf16": T.b16, "f16": T.f16, "tf32": T.f32}
 ROW_CHUNKS = SWIZZLE_BYTES // CHUNK          # 16-byte chunks in one 128-byte tile row
