@@ -1,5 +1,5 @@
 """Stores of m16n8-style accumulator pairs to a row-major C, shared by the tensor-core GEMM
-lowerings (lower_tc_matmul.py, lower_mma_matmul.py): both hold C as pairs of adjacent columns
+lowerings (tc_matmul.py, mma_matmul.py): both hold C as pairs of adjacent columns
 per lane (the mma.sync C layout, which wgmma repeats along N).
 
 A mixin: the lowering provides self.b (the Builder), self.out ("f32" or "bf16"), self.even_n

@@ -1,5 +1,5 @@
-"""The multi-stage cp.async pipeline of the sm_80-style lowerings (lower_mma_matmul.py,
-lower_mma_attention.py): `stages` shared-memory slots, one commit group per block.
+"""The multi-stage cp.async pipeline of the sm_80-style lowerings (mma_matmul.py,
+mma_attention.py): `stages` shared-memory slots, one commit group per block.
 
 The prologue issues blocks 0 .. stages-2 (one group each, an empty one past the last block);
 block kb waits until at most stages-2 groups are pending (block kb has landed), bar.syncs (every

@@ -13,7 +13,7 @@ k-block of BK elements). Chunk (X, p, kb) has flag index base_X + p * kblocks + 
 base_B = A's panels x kblocks when A is fused too). The host orders the chunks by when the
 persistent grid first needs them (chunk_table: wave by wave of the tile raster, k-block by
 k-block) and passes the order as a workspace array; CTA c's copier warps copy entries c,
-c + G, c + 2G, ... (G = the grid) with the realigning 16-byte copy of schedule/pad_rows.py, two
+c + G, c + 2G, ... (G = the grid) with the realigning 16-byte copy of pad_rows.py, two
 chunks of 16 bytes per thread in flight.
 
 Hand-over (generic-proxy stores, async-proxy TMA loads, other CTAs): each copier thread fences
@@ -70,7 +70,7 @@ STAGED_ROW_BYTES = 9 * 16       # a misaligned 128-byte row piece spans nine 16-
 ROUND_BYTES = 4 * STAGED_ROW_BYTES
 # the producer's setmaxnreg share, the least without spills (ptxas 13.0, 4096x4096x4093,
 # 4095x4097x4093, 8192x8192x8189 bf16: 12-16 bytes spilled at 72, none at 80); the consumers
-# get what is left of the CTA's 168 x 384 registers (tc_ldg_producer.ldg_schedule): 208. A split needing more than the CTA
+# get what is left of the CTA's 168 x 384 registers (ldg_producer.ldg_schedule): 208. A split needing more than the CTA
 # holds hangs the consumers' setmaxnreg.inc (the first H200 run of this mode, 64 + 2 x 224, did).
 PRODUCER_REGS = 80
 FULL_MASK = 0xFFFFFFFF

@@ -20,8 +20,8 @@ refilled now), issues block kb+stages-1 and computes block kb.
 Per warp and key block (PTX ISA 9.0, 9.7.14.5.8 fragments, 9.7.14.4 ldmatrix):
     S  = Q·Kᵀ    D/16 k-steps x BN/8 m16n8k16; A = Q fragments held in registers since the
                  start (ldmatrix.x4 once), B from K rows (keys) read without transposing: Kᵀ
-                 is the "col" B layout, as Bt in the GEMM (lower_mma_matmul.py)
-    online softmax on the S fragment (attention_softmax.py: masks, row max and sum over the
+                 is the "col" B layout, as Bt in the GEMM (mma_matmul.py)
+    online softmax on the S fragment (online_softmax.py: masks, row max and sum over the
                  quad by shfl.bfly, ex2.approx with the log2 e scaling, α-rescaling of O)
     O += P·V     BN/16 k-steps x D/8 m16n8k16; A = P packed to 16-bit pairs straight from S's
                  accumulators (registers 8j..8j+7 of S are k-step j's A fragment), B = V by

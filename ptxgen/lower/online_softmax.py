@@ -1,6 +1,6 @@
 """The online softmax of a FlashAttention-style forward on m16n8 accumulator fragments, and its
-epilogue: shared by the sm_90a lowering (lower_attention.py, wgmma) and the sm_80 one
-(lower_mma_attention.py, mma.sync), whose score and output fragments have the same layout —
+epilogue: shared by the sm_90a lowering (attention.py, wgmma) and the sm_80 one
+(mma_attention.py, mma.sync), whose score and output fragments have the same layout —
 a lane holds rows g and g + 8 (g = lane / 4) of its 16-row slice, columns 8c + 2(lane % 4) and
 +1 of every 8-column block c, as registers 4c + 2h + e (h: the row, e: the column).
 

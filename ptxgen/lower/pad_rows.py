@@ -1,5 +1,5 @@
 """The realigning 16-byte row copy shared by the pad-copy kernel (ops/pack.py) and the GEMM's
-fused pad copy (schedule/tc_fused_pad.py): one lane writes one 16-byte chunk of a zero-padded
+fused pad copy (fused_pad.py): one lane writes one 16-byte chunk of a zero-padded
 row whose source row is not 16-byte aligned.
 
 Why this shape: a source row of `cols` 16-bit (or 32-bit) elements starts at byte

@@ -14,9 +14,9 @@ consumer warpgroups through an mbarrier ring.
         C:     M x N row-major, f32 or bf16
     With ldg=(A, B) (K-major rows not 16-byte aligned, odd K), that operand's map is replaced by
     a raw pointer ("A" / "B", rows K elements apart) and the whole producer warpgroup copies it
-    with cp.async (tc_ldg_producer.py; cluster_m=1, stages >= 3).
+    with cp.async (ldg_producer.py; cluster_m=1, stages >= 3).
     With fused=(A, B) the operand's map is of its padded workspace, which producer warps 1..3
-    fill chunk by chunk while the kernel runs (tc_fused_pad.py: parameters A_src, A_pad, B_src,
+    fill chunk by chunk while the kernel runs (fused_pad.py: parameters A_src, A_pad, B_src,
     B_pad, order, flags, nchunks after K; cluster_m=1, persistent).
 
 K-major operands are the layout wgmma reads from shared memory without transposing; an M- or
@@ -157,10 +157,10 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
         b.setmaxnreg(s.producer_regs, inc=False)
-        if any(self.ldg):               # the whole warpgroup loads (tc_ldg_producer.py)
+        if any(self.ldg):               # the whole warpgroup loads (ldg_producer.py)
             self.ldg_producer(tid)
         else:
-            if any(self.fused):         # warps 1..3 copy chunks (first: see tc_fused_pad.py)
+            if any(self.fused):         # warps 1..3 copy chunks (first: see fused_pad.py)
                 self.flags = b.param("flags")       # loaded where both roles pass
                 tma = b.new_label("tma")
                 b.branch(tma, b.setp("lt", tid, 32))
