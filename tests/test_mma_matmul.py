@@ -7,9 +7,11 @@ import pytest
 from ptxgen import toolchain
 from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
-from ptxgen.errors import ScheduleError
-from ptxgen.ops.mma_matmul import MmaMatmul, uses_mma_sync
-from ptxgen.ops.tc_matmul import TcMatmul
+from ptxgen.errors import PtxgenError, ScheduleError
+from ptxgen.ops.matmul import Matmul
+from ptxgen.ops.mma_matmul import MmaSyncMatmulPath
+from ptxgen.ops.tc_matmul import TcMatmul, WgmmaMatmulPath
+from ptxgen.ops.tensor_path import uses_mma_sync
 from ptxgen.schedule.mma_matmul import MmaMatmulSchedule, default_mma_schedule
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
@@ -57,6 +59,22 @@ def test_paths_by_target():
     assert op.launch(shape).block == (384, 1, 1)              # back on the sm_90a path
 
 
+def test_one_operator_picks_its_path_from_the_table():
+    """TcMatmul is one operator whose path (PATHS) follows the target of its last build and
+    its schedule; the SGEMM and it are both `matmul` to the user but differ by name."""
+    op = TcMatmul("bf16", "f32")
+    assert op.path() is WgmmaMatmulPath                       # not built yet: sm_90a
+    op.build(op.shape(M=64, N=64, K=64), "sm_86")
+    assert op.path() is MmaSyncMatmulPath and op.arch == "sm_86"
+    assert TcMatmul("bf16", "f32", SMALL).path() is MmaSyncMatmulPath
+    assert set(TcMatmul.PATHS) == {"wgmma", "mma.sync"}
+    assert TcMatmul().label == Matmul().label == "matmul" and TcMatmul().name != Matmul().name
+    with pytest.raises(PtxgenError, match="matmul: size K must"):
+        TcMatmul().shape(K=0)
+    with pytest.raises(PtxgenError, match="a_layout='col'"):
+        TcMatmul("bf16", "f32", SMALL, a_layout="col")
+
+
 def _check(op, shape, arch):
     arrays = op.make_inputs(shape, np.random.default_rng())
     run_operator(op, shape, arrays, arch)
@@ -83,7 +101,7 @@ def test_emulator_matches_float64_at_odd_shapes(dtype, out, M, N, K):
 @pytest.mark.parametrize("arch, schedule", [("sm_86", THREE), ("sm_89", "auto"),
                                             ("sm_90", "auto")])
 def test_emulator_three_stages_and_default_tiles(arch, schedule):
-    op = MmaMatmul("f16", "bf16", schedule, arch=arch)
+    op = TcMatmul("f16", "bf16", schedule)
     _check(op, op.shape(M=45, N=97, K=300), arch)
 
 

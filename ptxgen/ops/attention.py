@@ -3,7 +3,8 @@ logsumexp LSE (what a backward pass needs), for Q, K, V of shape B x H x S x D.
 
 Inputs bf16 (numpy uint16 bit patterns: numpy has no bfloat16) or f16; O in the input type; the
 softmax statistics in f32. D is 64 or 128; S anything (not a tile multiple). The kernel is
-lowered from an AttentionSchedule for sm_90a (ptxgen/lower/attention.py).
+lowered from an AttentionSchedule for sm_90a (ptxgen/lower/attention.py), or on targets
+without wgmma from an MmaAttentionSchedule (ops/mma_attention.py).
 
 Reference: float64 of the exact 16-bit inputs. What the kernel rounds, and check()'s bound per
 element of O: P = 2^(S' - m) is rounded to the input type before P·V (relative error u, the
@@ -15,23 +16,57 @@ import math
 
 import numpy as np
 
-from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import PtxgenError
 from ..lower import lower_attention
 from ..schedule.attention import COL_BLOCK, DTYPES, HEAD_DIMS, default_attention_schedule
 from .base import Launch, Operator, sm_count_or_default
+from .mma_attention import MmaSyncAttentionPath
 from .tc_matmul import TC_CHIP, bf16_bits, bf16_values
+from .tensor_path import INSTRUCTIONS, MMA_SYNC, WGMMA, InstructionPaths
 
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
 
 
-class Attention(Operator):
+class WgmmaAttentionPath:
+    """Attention on sm_90a: TMA loads of Q, K, V, wgmma, a producer warpgroup."""
+    instruction = WGMMA
+
+    @staticmethod
+    def schedule_for(op, shape):
+        if op.schedule == "auto":
+            return default_attention_schedule(shape["D"], op.causal)
+        return op.schedule
+
+    @staticmethod
+    def build(op, shape):
+        return lower_attention(op.schedule_for(shape), op.arch, shape, dtype=op.dtype,
+                               causal=op.causal, name=op.kernel_name())
+
+    @staticmethod
+    def kernel_args(op, shape, arrays):
+        s = op.schedule_for(shape)
+        rows = shape["B"] * shape["H"] * shape["S"]
+        mt = "bf16" if op.dtype == "bf16" else "f16"
+
+        def tmap(name, box_rows):
+            return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=rows, cols=shape["D"])
+        return [tmap("Q", s.BM), tmap("K", s.BN), tmap("V", s.BN), arrays["O"], arrays["LSE"],
+                np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))]
+
+
+class Attention(InstructionPaths, Operator):
+    """The attention forward, one operator for both instruction paths (PATHS): wgmma on
+    sm_90a, mma.sync on the other targets or for an MmaAttentionSchedule. launch() and
+    kernel_args() take no target: they follow the last build()/steps() (self.arch)."""
     name = "attention"
     shape_names = ("B", "H", "S", "D")
     defaults = {"B": 1, "H": 2, "S": 77, "D": 64}
     inputs = ("Q", "K", "V")
     outputs = ("O", "LSE")
+    PATHS = {WGMMA: WgmmaAttentionPath, MMA_SYNC: MmaSyncAttentionPath}
+
     def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto"):
         if dtype not in DTYPES:
             raise PtxgenError(f"attention: --dtype must be one of {', '.join(DTYPES)}, "
@@ -39,25 +74,10 @@ class Attention(Operator):
         if scale is not None and not (isinstance(scale, (int, float)) and scale > 0
                                       and math.isfinite(scale)):
             raise PtxgenError(f"attention: scale must be a positive number, got {scale!r}")
-        if schedule != "auto" and getattr(schedule, "instruction", None) not in ("wgmma",
-                                                                              "mma.sync"):
+        if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
             raise PtxgenError(f"attention: schedule must be 'auto', an AttentionSchedule or an "
                               f"MmaAttentionSchedule, got {schedule!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
-        self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
-        if getattr(schedule, "instruction", None) == "mma.sync":
-            self.handover(None)
-
-    def handover(self, arch):
-        """For a target without wgmma (or an MmaAttentionSchedule) the sm_80 path's operator
-        (ops/mma_attention.py), which then also answers launch() and kernel_args(); else
-        None."""
-        from .mma_attention import MmaAttention
-        from .mma_matmul import uses_mma_sync
-        self._sm80 = MmaAttention(self.dtype, self.causal, self.scale, self.schedule,
-                                  arch or BASELINE_TARGET) \
-            if uses_mma_sync(arch, self.schedule) else None
-        return self._sm80
 
     def shape(self, **given):
         shape = super().shape(**given)
@@ -67,30 +87,21 @@ class Attention(Operator):
         return shape
 
     def schedule_for(self, shape):
-        if self._sm80:
-            return self._sm80.schedule_for(shape)
-        if self.schedule == "auto":
-            return default_attention_schedule(shape["D"], self.causal)
-        return self.schedule
+        return self.path().schedule_for(self, shape)
 
     def softmax_scale(self, shape):
         return 1.0 / math.sqrt(shape["D"]) if self.scale is None else float(self.scale)
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        if self.handover(arch):
-            return self._sm80.build(shape, arch)
-        return lower_attention(self.schedule_for(shape), arch, shape, dtype=self.dtype,
-                               causal=self.causal, name=self.kernel_name())
+        return self.for_target(arch).build(self, shape)
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
-        if self.handover(arch):
-            return self._sm80.steps(shape, arch, sm_count)
+        self.for_target(arch)
         # sm_90a has no isa model of its own: the chip's (sm_90) SM count
         return super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
 
     def launch(self, shape, sm_count=None):
-        if self._sm80:
-            return self._sm80.launch(shape, sm_count)
+        """One CTA per BM query rows of one (batch, head); either path's schedule."""
         s = self.schedule_for(shape)
         return Launch(grid=(-(-shape["S"] // s.BM), shape["B"] * shape["H"], 1),
                       block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
@@ -115,16 +126,7 @@ class Attention(Operator):
                 "LSE": np.full(dims[:3], np.nan, dtype=np.float32)}
 
     def kernel_args(self, shape, arrays):
-        if self._sm80:
-            return self._sm80.kernel_args(shape, arrays)
-        s = self.schedule_for(shape)
-        rows = shape["B"] * shape["H"] * shape["S"]
-        mt = "bf16" if self.dtype == "bf16" else "f16"
-
-        def tmap(name, box_rows):
-            return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=rows, cols=shape["D"])
-        return [tmap("Q", s.BM), tmap("K", s.BN), tmap("V", s.BN), arrays["O"], arrays["LSE"],
-                np.uint32(shape["S"]), np.float32(self.softmax_scale(shape) * math.log2(math.e))]
+        return self.path().kernel_args(self, shape, arrays)
 
     # -- reference -----------------------------------------------------------------------------
     def reference(self, shape, arrays):

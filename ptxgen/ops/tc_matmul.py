@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..arrays import TiledMap
 from ..lower import lower_tc_matmul
@@ -38,6 +38,8 @@ from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
+from .mma_matmul import MmaSyncMatmulPath
+from .tensor_path import INSTRUCTIONS, MMA_SYNC, WGMMA, InstructionPaths
 
 # the chip sm_90a code runs on: its SM count (isa) sizes default grids and picks schedules
 TC_CHIP = DEFAULT_TARGET
@@ -104,11 +106,99 @@ def bf16_values(bits):
         .astype(np.float64)
 
 
-class TcMatmul(Operator):
-    name = "matmul"
+class WgmmaMatmulPath:
+    """TcMatmul on sm_90a: TMA loads, an mbarrier ring, wgmma, persistent CTAs (module
+    docstring); misaligned K-major operands as k_pack says."""
+    instruction = WGMMA
+    own_loads = True                # k_pack "ldg" / "fused" apply
+
+    @staticmethod
+    def schedule_for(op, shape):
+        """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
+        tune matmul --dtype`), else default_tc_schedule(shape)."""
+        if op.schedule == "auto":
+            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, op.dtype, op.out) \
+                or default_tc_schedule(shape).for_dtype(op.dtype)
+            # no TMA multicast of B with the ld.global producer or the fused copy (their
+            # registers: lower_tc_matmul)
+            return dataclasses.replace(s, cluster_m=1) if op.ldg_wanted(shape) or \
+                (op.k_pack in FUSED_PACKS and any(op.misaligned_k_major(shape))) else s
+        return op.schedule
+
+    @staticmethod
+    def build(op, shape):
+        m = lower_tc_matmul(op.schedule_for(shape), op.arch, shape, dtype=op.dtype, out=op.out,
+                            name=op.kernel_name(), a_major=op.a_layout == "row",
+                            b_major=op.b_layout == "col", ldg=op.ldg(shape),
+                            fused=op.fused(shape))
+        if not op.packs(shape):
+            return m
+        return packmod.add_pad_copy(m, T.f32 if op.dtype == "tf32" else T.b16)
+
+    @staticmethod
+    def tiles(op, shape):
+        """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
+        s = op.schedule_for(shape)
+        return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
+
+    @staticmethod
+    def launch(op, shape, sm_count=None):
+        """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
+        for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
+        s = op.schedule_for(shape)
+        clusters = op.tiles(shape)
+        if s.persistent:
+            clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
+        return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
+                      shared_bytes=op.shared_bytes(s, shape, op.fused(shape)))
+
+    @staticmethod
+    def kernel_args(op, shape, arrays):
+        s = op.schedule_for(shape)
+        (a, _, _), (b, _, _) = op.operands(shape)
+        packed = [o[0] for o in op.packed(shape)] + \
+            [x for x, f in zip((a, b), op.fused(shape)) if f]
+        a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
+        dt = MAP_DTYPE[op.dtype]
+        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes);
+        # operands the producer loads with ld.global: the array itself (rows K apart)
+        ldg = op.ldg(shape)
+        maps = [a_arr if ldg[0] else TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
+                TiledMap(a_arr, dt, s.BK, MN_BOX),
+                b_arr if ldg[1] else TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
+                TiledMap(b_arr, dt, s.BK, MN_BOX)]
+        kind = s.c_store(op.out, shape["M"], shape["N"])
+        cols = SWIZZLE_BYTES // OUT_BYTES[op.out]         # a box row: 128 bytes of C
+        if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
+            maps.append(TiledMap(arrays["C"], op.out, s.rows_per_consumer, cols))
+        elif kind == "rows":                # ... or one row piece at a time, C seen as flat
+            mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
+            maps.append(TiledMap(arrays["C"], op.out, 1, cols, rows=1, cols=mn,
+                                 row_stride=packmod.padded(mn, 16 // OUT_BYTES[op.out])))
+        args = maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
+                       np.uint32(shape["K"])]
+        fused = op.fused(shape)
+        if any(fused):
+            for x, on in zip((a, b), fused):
+                if on:
+                    _check_16_byte_aligned(arrays[x], x)
+                    args += [arrays[x], arrays[x + "_packed"]]
+            order = arrays["fused_order"]
+            args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
+        return args
+
+
+class TcMatmul(InstructionPaths, Operator):
+    """The tensor-core matmul, one operator for both instruction paths (PATHS): wgmma on
+    sm_90a, mma.sync on the other targets or for an MmaMatmulSchedule. launch() and
+    kernel_args() take no target: they follow the last build()/steps() (self.arch)."""
+    name = "tc_matmul"
+    label = "matmul"
     shape_names = ("M", "N", "K")
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
+    PATHS = {WGMMA: WgmmaMatmulPath, MMA_SYNC: MmaSyncMatmulPath}
+
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
                  k_pack="auto"):
         if dtype not in ELEM_BYTES:
@@ -116,8 +206,7 @@ class TcMatmul(Operator):
                               f"tensor-core path, got {dtype!r}")
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
-        if schedule != "auto" and getattr(schedule, "instruction", None) not in ("wgmma",
-                                                                              "mma.sync"):
+        if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
             raise PtxgenError(f"matmul: schedule must be 'auto', a TcMatmulSchedule or an "
                               f"MmaMatmulSchedule, got {schedule!r}")
         for what, v, k_major in (("a_layout", a_layout, "row"), ("b_layout", b_layout, "col")):
@@ -134,56 +223,34 @@ class TcMatmul(Operator):
         self.k_pack = k_pack
         self.a_layout, self.b_layout = a_layout, b_layout
         self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
-        self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
-        if getattr(schedule, "instruction", None) == "mma.sync":
-            self.handover(None)
+        self.path()
 
-    def handover(self, arch):
-        """For a target without wgmma (or an MmaMatmulSchedule) the sm_80 path's operator
-        (ops/mma_matmul.py), which then also answers launch() and kernel_args(), whose callers
-        pass no arch; else None."""
-        from .mma_matmul import MmaMatmul, uses_mma_sync
-        if not uses_mma_sync(arch, self.schedule):
-            self._sm80 = None
-            return None
-        if (self.a_layout, self.b_layout) != ("row", "col"):
+    def check_path(self, path):
+        if path.instruction == MMA_SYNC and (self.a_layout, self.b_layout) != ("row", "col"):
             raise PtxgenError(f"matmul: the sm_80 (mma.sync) path reads a row-major A and a "
                               f"column-major B only, got a_layout={self.a_layout!r}, "
                               f"b_layout={self.b_layout!r} (use --arch sm_90a)")
-        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET)
-        return self._sm80
 
     def schedule_for(self, shape):
-        """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
-        tune matmul --dtype`), else default_tc_schedule(shape)."""
-        if self._sm80:
-            return self._sm80.schedule_for(shape)
-        if self.schedule == "auto":
-            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype, self.out) \
-                or default_tc_schedule(shape).for_dtype(self.dtype)
-            # no TMA multicast of B with the ld.global producer or the fused copy (their
-            # registers: lower_tc_matmul)
-            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) or \
-                (self.k_pack in FUSED_PACKS and any(self._misaligned_k_major(shape))) else s
-        return self.schedule
+        return self.path().schedule_for(self, shape)
 
-    def _ldg_wanted(self, shape):
+    def ldg_wanted(self, shape):
         """Whether misaligned K-major operands come by the producer's cp.async copies:
         k_pack "ldg" and some operand needs it."""
-        return self.k_pack == "ldg" and any(self._misaligned_k_major(shape))
+        return self.k_pack == "ldg" and any(self.misaligned_k_major(shape))
 
-    def _misaligned_k_major(self, shape):
+    def misaligned_k_major(self, shape):
         """(A, B): K-major and rows not 16-byte aligned (K % 8, tf32 K % 4)."""
-        return tuple(name in ("A", "Bt") and cols % self._per16 != 0
+        return tuple(name in ("A", "Bt") and cols % self.per16 != 0
                      for name, _, cols in self.operands(shape))
 
     def ldg(self, shape):
         """(A, B): loaded by the producer's cp.async copies (lower/ldg_producer.py) instead of a
         pad copy and TMA (k_pack="ldg"; a schedule that cannot take it, clusters or < 3
         stages, is lower_tc_matmul's one-line error)."""
-        if self._sm80 or not self._ldg_wanted(shape):
+        if not self.path().own_loads or not self.ldg_wanted(shape):
             return (False, False)
-        return self._misaligned_k_major(shape)
+        return self.misaligned_k_major(shape)
 
     def fused(self, shape):
         """(A, B): K-major operands with misaligned rows pad-copied inside the GEMM kernel
@@ -191,18 +258,18 @@ class TcMatmul(Operator):
         fewer rows of), where the schedule allows it: persistent and one CTA
         per cluster, so the grid is at most one CTA per SM and all of it is resident at once
         (validate() guarantees one CTA fits an SM); otherwise pad copies (never a hang)."""
-        if self._sm80 or self.k_pack not in FUSED_PACKS:
+        if not self.path().own_loads or self.k_pack not in FUSED_PACKS:
             return (False, False)
         s = self.schedule_for(shape)
         if not s.persistent or s.cluster_m != 1:
             return (False, False)
-        want = self._misaligned_k_major(shape)
+        want = self.misaligned_k_major(shape)
         if self.k_pack == "fused1" and all(want):
             grid = min(self.tiles(shape), sm_count_or_default(None, TC_CHIP))
             a_rows, b_rows = first_wave_rows(s, shape["M"], shape["N"], grid)
             want = (True, False) if a_rows <= b_rows else (False, True)
         limit = target_limits(DEFAULT_TARGET)["max_shared_per_block"]
-        if self._shared_bytes(s, shape, want) > limit:
+        if self.shared_bytes(s, shape, want) > limit:
             return (False, False)           # no room for the copy's staging buffer
         return want
 
@@ -216,7 +283,7 @@ class TcMatmul(Operator):
         return "tc_matmul"
 
     @property
-    def _per16(self):
+    def per16(self):
         """Elements in 16 bytes: tensor-map rows are padded to a multiple of it."""
         return 16 // ELEM_BYTES[self.dtype]
 
@@ -230,7 +297,7 @@ class TcMatmul(Operator):
         """The operands first copied into zero-padded arrays of 16-byte aligned rows (cols
         rounded up to 8 16-bit or 4 tf32 elements: tensor maps need 16-byte row strides)."""
         inside = [a or b for a, b in zip(self.ldg(shape), self.fused(shape))]
-        return [o for o, own in zip(self.operands(shape), inside) if o[2] % self._per16 and not own]
+        return [o for o, own in zip(self.operands(shape), inside) if o[2] % self.per16 and not own]
 
     def packs(self, shape):
         return bool(self.packed(shape))
@@ -239,21 +306,12 @@ class TcMatmul(Operator):
         return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        if self.handover(arch):
-            return self._sm80.build(shape, arch)
-        m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype, out=self.out,
-                            name=self.kernel_name(), a_major=self.a_layout == "row",
-                            b_major=self.b_layout == "col", ldg=self.ldg(shape),
-                            fused=self.fused(shape))
-        if not self.packs(shape):
-            return m
-        return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
+        return self.for_target(arch).build(self, shape)
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
-        if self.handover(arch):
-            return self._sm80.steps(shape, arch, sm_count)
+        self.for_target(arch)
         main = super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
-        per = self._per16
+        per = self.per16
 
         def pad(name, rows, cols):
             c8 = packmod.padded(cols, per)
@@ -265,7 +323,7 @@ class TcMatmul(Operator):
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         padded = self.packed(shape) + [o for o, f in zip(self.operands(shape),
                                                           self.fused(shape)) if f]
-        ws = {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
+        ws = {name + "_packed": ((rows, packmod.padded(cols, self.per16)), self._np_in())
               for name, rows, cols in padded}
         if any(self.fused(shape)):
             order, nflags = self._chunks(shape)
@@ -281,25 +339,12 @@ class TcMatmul(Operator):
         return ws
 
     def tiles(self, shape):
-        """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
-        if self._sm80:
-            return self._sm80.tiles(shape)
-        s = self.schedule_for(shape)
-        return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
+        return self.path().tiles(self, shape)
 
     def launch(self, shape, sm_count=None):
-        """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
-        for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
-        if self._sm80:
-            return self._sm80.launch(shape, sm_count)
-        s = self.schedule_for(shape)
-        clusters = self.tiles(shape)
-        if s.persistent:
-            clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
-        return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=self._shared_bytes(s, shape, self.fused(shape)))
+        return self.path().launch(self, shape, sm_count)
 
-    def _shared_bytes(self, s, shape, fused):
+    def shared_bytes(self, s, shape, fused):
         """Dynamic shared memory of schedule s at shape: its stages and staged C, the cp.async
         producer's side words, the fused copy's staging (for `fused`)."""
         staged = s.c_store(self.out, shape["M"], shape["N"])
@@ -325,40 +370,7 @@ class TcMatmul(Operator):
         return dict(arrays, C=np.full((shape["M"], shape["N"]), fill, dtype=c_dtype))
 
     def kernel_args(self, shape, arrays):
-        if self._sm80:
-            return self._sm80.kernel_args(shape, arrays)
-        s = self.schedule_for(shape)
-        (a, _, _), (b, _, _) = self.operands(shape)
-        packed = [o[0] for o in self.packed(shape)] + \
-            [x for x, f in zip((a, b), self.fused(shape)) if f]
-        a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
-        dt = MAP_DTYPE[self.dtype]
-        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes);
-        # operands the producer loads with ld.global: the array itself (rows K apart)
-        ldg = self.ldg(shape)
-        maps = [a_arr if ldg[0] else TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
-                TiledMap(a_arr, dt, s.BK, MN_BOX),
-                b_arr if ldg[1] else TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
-                TiledMap(b_arr, dt, s.BK, MN_BOX)]
-        kind = s.c_store(self.out, shape["M"], shape["N"])
-        cols = SWIZZLE_BYTES // OUT_BYTES[self.out]       # a box row: 128 bytes of C
-        if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
-            maps.append(TiledMap(arrays["C"], self.out, s.rows_per_consumer, cols))
-        elif kind == "rows":                # ... or one row piece at a time, C seen as flat
-            mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
-            maps.append(TiledMap(arrays["C"], self.out, 1, cols, rows=1, cols=mn,
-                                 row_stride=packmod.padded(mn, 16 // OUT_BYTES[self.out])))
-        args = maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
-                       np.uint32(shape["K"])]
-        fused = self.fused(shape)
-        if any(fused):
-            for x, on in zip((a, b), fused):
-                if on:
-                    _check_16_byte_aligned(arrays[x], x)
-                    args += [arrays[x], arrays[x + "_packed"]]
-            order = arrays["fused_order"]
-            args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
-        return args
+        return self.path().kernel_args(self, shape, arrays)
 
     def matrices(self, arrays):
         """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""

@@ -49,14 +49,14 @@ def check_memory(op, shape, backend):
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
     host = available_host_bytes()
     if host is not None and need * HOST_BYTES_PER_ARRAY_BYTE > host:
-        raise PtxgenError(f"{op.name} {dims}: its arrays and float64 reference need about "
+        raise PtxgenError(f"{op.label} {dims}: its arrays and float64 reference need about "
                           f"{_gib(need * HOST_BYTES_PER_ARRAY_BYTE)} of host memory; "
                           f"{_gib(host)} is available")
     if backend == "gpu":
         from ..runtime.device import free_device_bytes
         free = free_device_bytes()
         if need > free:
-            raise PtxgenError(f"{op.name} {dims}: its arrays need {_gib(need)} of GPU memory; "
+            raise PtxgenError(f"{op.label} {dims}: its arrays need {_gib(need)} of GPU memory; "
                               f"{_gib(free)} is free")
 
 
@@ -89,7 +89,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
     check_memory(op, shape, backend)
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
-    res = RunResult(op.name, dict(shape), backend)
+    res = RunResult(op.label, dict(shape), backend)
     if backend == "gpu":
         from ..runtime import (bound_steps, device_arch, load_steps, run_steps, time_calls,
                                to_device)

@@ -1,0 +1,42 @@
+"""The instruction path of a tensor-core operator (matmul, attention): wgmma on the
+arch-specific sm_90a, mma.sync on every target from sm_80. Each operator keeps one table
+{instruction: path} and looks its path up here; a path is a stateless object whose methods
+take the operator (schedule_for, build, launch, kernel_args, ...)."""
+from .. import arch as archmod
+
+WGMMA, MMA_SYNC = "wgmma", "mma.sync"
+INSTRUCTIONS = (WGMMA, MMA_SYNC)
+
+
+def instruction_for(arch, schedule="auto"):
+    """A given schedule's instruction; with "auto", mma.sync on a target without wgmma (every
+    one but the arch-specific sm_90a) and wgmma otherwise (arch None: not built yet)."""
+    if schedule != "auto":
+        return getattr(schedule, "instruction", None)
+    return MMA_SYNC if arch is not None and not archmod.is_arch_specific(arch) else WGMMA
+
+
+def uses_mma_sync(arch, schedule="auto"):
+    """Whether a tensor-core operator takes the sm_80 (mma.sync) path for `arch`/`schedule`."""
+    return instruction_for(arch, schedule) == MMA_SYNC
+
+
+class InstructionPaths:
+    """Mix-in of a tensor-core operator: PATHS maps an instruction to its path; the path
+    follows the target of the last build()/steps() (launch() and kernel_args() take none)."""
+    PATHS = {}
+    arch = None                 # the target of the last build()/steps(): picks the path
+
+    def path(self):
+        """The instruction path for self.arch and the operator's schedule."""
+        path = self.PATHS[instruction_for(self.arch, self.schedule)]
+        self.check_path(path)
+        return path
+
+    def check_path(self, path):
+        """A one-line PtxgenError when the operator's options do not fit `path`."""
+
+    def for_target(self, arch):
+        """The path for `arch`, which later launch() and kernel_args() calls follow."""
+        self.arch = arch
+        return self.path()
