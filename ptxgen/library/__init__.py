@@ -1,0 +1,8 @@
+"""ptxgen's operators as functions on torch tensors and numpy arrays (docs/operators.md):
+`ptxgen.matmul(a, b)`, `ptxgen.attention(q, k, v, causal=True)`, ... — compiled once per shape
+and target, cached in memory and on disk, torch custom ops under torch.compile and autograd."""
+from .compiled import clear_memory as clear_cache
+from .functions import attention, matmul
+from .launch import LaunchRecord, last_launch
+
+__all__ = ["LaunchRecord", "attention", "clear_cache", "last_launch", "matmul"]

@@ -1,0 +1,291 @@
+"""The operators as functions on torch tensors and numpy arrays (docs/operators.md).
+
+Each function takes the user's arrays as they are — a torch CUDA tensor runs on the GPU on
+torch's current stream, a CPU tensor or a numpy array on the CPU emulator (or on the GPU with
+backend="gpu") — allocates and returns the result, and picks the instruction path from the
+target: wgmma on sm_90a, mma.sync on the other tensor-core targets, FFMA (SIMT) for fp32.
+Kernels are compiled once per (operator, configuration, shape, target) and cached
+(library/compiled.py); a cached GPU call only fills in addresses and launches.
+"""
+import math
+
+import numpy as np
+
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..errors import PtxgenError
+from .inputs import emu_empty, emu_view, from_emu, operand, same_dtype, same_place
+from .launch import run_emu, run_gpu
+
+BACKENDS = ("auto", "gpu", "emu")
+_OPS = {}
+_DEVICE_ARCH = {}
+
+
+def _op(factory, *config):
+    """One operator object per configuration: its compiled kernels and plans are cached."""
+    key = (factory, config)
+    op = _OPS.get(key)
+    if op is None:
+        op = _OPS[key] = factory(*config)
+    return op
+
+
+def _backend(function, backend, on_gpu):
+    if backend not in BACKENDS:
+        raise PtxgenError(f"ptxgen.{function}: backend must be one of {', '.join(BACKENDS)}, "
+                          f"got {backend!r}")
+    if backend == "auto":
+        return "gpu" if on_gpu else "emu"
+    if backend == "emu" and on_gpu:
+        raise PtxgenError(f"ptxgen.{function}: backend='emu' takes CPU tensors or numpy "
+                          f"arrays; these are on the GPU (move them with .cpu())")
+    return backend
+
+
+def _target(function, target, backend, tensor_cores):
+    """The target a call compiles for: the given one, else the GPU's own (its arch-specific
+    variant sm_90a where it has one, for the tensor-core kernels), else on the emulator the
+    sm_90a kernel the GPU would run (tensor cores) or the default target (SIMT)."""
+    from .. import arch as archmod
+    if target is not None:
+        try:
+            return archmod.check_arch(target)
+        except PtxgenError as e:
+            raise PtxgenError(f"ptxgen.{function}: target: {e}") from None
+    if backend == "gpu":
+        arch = _DEVICE_ARCH.get(0)
+        if arch is None:
+            from ..runtime import device_arch
+            arch = _DEVICE_ARCH[0] = device_arch()
+        if tensor_cores and arch + "a" == DEFAULT_ARCH_SPECIFIC_TARGET:
+            return DEFAULT_ARCH_SPECIFIC_TARGET
+        return arch
+    return DEFAULT_ARCH_SPECIFIC_TARGET if tensor_cores else DEFAULT_TARGET
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")
+
+
+def _stream(t):
+    torch = _torch()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(t.get_device()) if raw is not None else torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _gpu_out(like, shape, dtype, out, function):
+    """A result tensor on like's device (or the user's `out=` after checking it)."""
+    torch = _torch()
+    from .inputs import torch_dtype
+    want = torch_dtype(dtype)
+    if out is not None:
+        if tuple(out.shape) != tuple(shape) or out.dtype != want or out.device != like.device \
+                or not out.is_contiguous():
+            raise PtxgenError(f"ptxgen.{function}: out must be a contiguous {want} tensor of "
+                              f"shape {tuple(shape)} on {like.device}, got {out.dtype} "
+                              f"{tuple(out.shape)} on {out.device}")
+        return out
+    return torch.empty(shape, dtype=want, device=like.device)
+
+
+_TORCH_WS = {np.dtype(np.uint16): "int16", np.dtype(np.float16): "float16",
+             np.dtype(np.float32): "float32", np.dtype(np.uint32): "int32",
+             np.dtype(np.uint8): "uint8"}
+
+
+def _gpu_workspace(op, shape, arch, like):
+    torch = _torch()
+    ws = {}
+    for name, (dims, dt) in op.workspace(shape, arch).items():
+        ws[name] = torch.empty(dims, dtype=getattr(torch, _TORCH_WS[np.dtype(dt)]),
+                               device=like.device)
+    return ws
+
+
+def _to_torch_gpu(function, ops):
+    """numpy operands sent to the GPU (backend='gpu'): as torch CUDA tensors."""
+    torch = _torch()
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            raise PtxgenError(f"ptxgen.{function}: backend='gpu' with numpy arrays needs "
+                              f"PyTorch (pip install 'ptxgen[torch]')") from None
+    out = []
+    for o in ops:
+        v = o.value
+        if not o.is_torch:
+            t = torch.from_numpy(np.ascontiguousarray(emu_view(v, o.dtype)))
+            from .inputs import torch_dtype
+            if o.dtype in ("bf16", "e4m3", "e5m2"):
+                t = t.view(torch.int16 if o.dtype == "bf16" else torch.uint8).view(
+                    torch_dtype(o.dtype))
+            v = t.cuda()
+        out.append(v)
+    return out
+
+
+# -- matmul ------------------------------------------------------------------------------------
+def _layout(x, rows, cols):
+    """'row' when x (rows x cols) is row-major, 'col' when its transpose is, else None."""
+    s = x.stride() if hasattr(x, "stride") and callable(x.stride) else \
+        tuple(v // x.itemsize for v in x.strides)
+    if s[1] == 1 and (s[0] == cols or rows == 1):
+        return "row"
+    if s[0] == 1 and (s[1] == rows or cols == 1):
+        return "col"
+    return None
+
+
+def _contiguous(x):
+    return x.contiguous() if hasattr(x, "contiguous") else np.ascontiguousarray(x)
+
+
+def matmul(a, b, *, out=None, precision="highest", backend="auto", target=None):
+    """C = a @ b. a: (..., K) (leading dimensions are rows), b: (K, N); torch tensors or numpy
+    arrays of bf16, f16 or f32 (numpy bf16: ml_dtypes.bfloat16). bf16 gives a bf16 C, f16 and
+    f32 an f32 C (the kernels store f32 or bf16). f32 runs the FP32 SIMT GEMM, or with
+    precision="tf32" the tensor cores on tf32. A row-major or transposed (column-major) a and b
+    are read in place (a transposed view of b is the kernel's other layout, not a copy)."""
+    from .dispatch import matmul_call
+    return matmul_call(a, b, out=out, precision=precision, backend=backend, target=target)
+
+
+def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None):
+    """The eager implementation (also the torch custom op's body)."""
+    fn = "matmul"
+    A = operand("a", a, fn, ("bf16", "f16", "f32"))
+    B = operand("b", b, fn, ("bf16", "f16", "f32"))
+    dtype = same_dtype(fn, A, B)
+    on_gpu = same_place(fn, A, B)
+    if precision not in ("highest", "tf32"):
+        raise PtxgenError(f"ptxgen.{fn}: precision must be 'highest' or 'tf32', got "
+                          f"{precision!r}")
+    if len(A.shape) < 2 or len(B.shape) != 2:
+        raise PtxgenError(f"ptxgen.{fn}: a must be (..., K) with at least 2 dimensions and b "
+                          f"(K, N); got a {A.shape}, b {B.shape}")
+    lead, K = A.shape[:-1], A.shape[-1]
+    if B.shape[0] != K:
+        raise PtxgenError(f"ptxgen.{fn}: a is {A.shape} and b is {B.shape}: inner dimensions "
+                          f"{K} and {B.shape[0]} differ")
+    M, N = int(np.prod(lead)), B.shape[1]
+    if min(M, N, K) == 0:
+        raise PtxgenError(f"ptxgen.{fn}: empty operand (M={M}, N={N}, K={K})")
+    av = a if len(A.shape) == 2 else _flatten(a, M, K)
+    be = _backend(fn, backend, on_gpu)
+    tensor_cores = dtype != "f32" or precision == "tf32"
+    arch = _target(fn, target, be, tensor_cores)
+    if tensor_cores:
+        from ..ops.tc_matmul import TcMatmul
+        tc_dtype = "tf32" if dtype == "f32" else dtype
+        al, bl = _layout(av, M, K), _layout(b, K, N)
+        mma_sync = not arch.endswith("a")
+        if al is None or (tc_dtype == "tf32" or mma_sync) and al != "row":
+            av, al = _contiguous(av), "row"
+        if bl is None or (tc_dtype == "tf32" or mma_sync) and bl != "col":
+            b, bl = _contiguous(b.T).T if hasattr(b, "contiguous") else \
+                np.ascontiguousarray(b.T).T, "col"
+        c_dtype = "bf16" if dtype == "bf16" else "f32"
+        op = _op(TcMatmul, tc_dtype, c_dtype, "auto", al, bl)
+        arrays = {("A" if al == "row" else "At"): av if al == "row" else av.T,
+                  ("Bt" if bl == "col" else "B"): b.T if bl == "col" else b}
+    else:
+        from ..ops.matmul import Matmul
+        c_dtype = "f32"
+        op = _op(Matmul)
+        arrays = {"A": _contiguous(av), "B": _contiguous(b)}
+    shape = op.shape(M=M, N=N, K=K)
+    result = _run(fn, op, shape, arch, be, dtype, arrays, {"C": ((M, N), c_dtype)}, on_gpu,
+                  A.is_torch, out)["C"]
+    return result.reshape(*lead, N) if len(lead) != 1 else result
+
+
+def _flatten(x, M, K):
+    try:
+        return x.reshape(M, K)
+    except Exception:                                  # noqa: BLE001 - torch or numpy
+        return _contiguous(x).reshape(M, K)
+
+
+def _run(fn, op, shape, arch, backend, dtype, arrays, outputs, on_gpu, is_torch, out=None,
+         scalars=None):
+    """Launch op with input `arrays` (name -> user array) and fresh outputs
+    ({name: (shape, kernel dtype)}); returns {name: result in the user's kind}."""
+    scalars = scalars or {}
+    if backend == "gpu":
+        ins = dict(arrays)
+        if not on_gpu:
+            ins = dict(zip(ins, _to_torch_gpu(fn, [operand(n, v, fn, (_dt(v),))
+                                                   for n, v in ins.items()])))
+        like = next(iter(ins.values()))
+        outs = {n: _gpu_out(like, s, d, out if len(outputs) == 1 else None, fn)
+                for n, (s, d) in outputs.items()}
+        dev = dict(ins, **outs, **_gpu_workspace(op, shape, arch, like), **scalars)
+        run_gpu(fn, op, shape, arch, dtype, dev, _stream(like), like.get_device())
+        if on_gpu:
+            return outs
+        return {n: _back_to_numpy(t, outputs[n][1]) for n, t in outs.items()}
+    host = {n: emu_view(v, _dt(v)) for n, v in arrays.items()}
+    outs = {n: emu_empty(s, d) for n, (s, d) in outputs.items()}
+    run_emu(fn, op, shape, arch, dtype, dict(host, **outs, **scalars))
+    res = {n: from_emu(o, outputs[n][1], is_torch) for n, o in outs.items()}
+    if out is not None and len(res) == 1:
+        (name, r), = res.items()
+        out[...] = r if not is_torch else r.to(out.dtype)
+        res[name] = out
+    return res
+
+
+def _dt(v):
+    from .inputs import kernel_dtype
+    return kernel_dtype(v)
+
+
+def _back_to_numpy(t, dtype):
+    from .inputs import ml_dtype
+    torch = _torch()
+    t = t.cpu()
+    if dtype in ("bf16", "e4m3", "e5m2"):
+        return t.view(torch.int16 if dtype == "bf16" else torch.uint8).numpy().view(
+            ml_dtype(dtype))
+    return t.numpy()
+
+
+# -- attention ---------------------------------------------------------------------------------
+def attention(q, k, v, *, causal=False, scale=None, return_lse=False, backend="auto",
+              target=None):
+    """Fused attention forward O = softmax(scale · q kᵀ [causal]) v over (B, H, S, D) arrays
+    (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S.
+    scale defaults to 1/sqrt(D). return_lse: also return the per-row logsumexp (B, H, S), f32,
+    natural log (what a backward pass needs)."""
+    from .dispatch import attention_call
+    return attention_call(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
+                          backend=backend, target=target)
+
+
+def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=None):
+    """(O, LSE): the eager implementation (also the torch custom op's body)."""
+    fn = "attention"
+    Q, K, V = (operand(n, x, fn, ("bf16", "f16")) for n, x in (("q", q), ("k", k), ("v", v)))
+    dtype = same_dtype(fn, Q, K, V)
+    on_gpu = same_place(fn, Q, K, V)
+    if len(Q.shape) != 4 or K.shape != Q.shape or V.shape != Q.shape:
+        raise PtxgenError(f"ptxgen.{fn}: q, k and v must be (B, H, S, D) of one shape; got "
+                          f"q {Q.shape}, k {K.shape}, v {V.shape}")
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)
+                                  and scale > 0):
+        raise PtxgenError(f"ptxgen.{fn}: scale must be a positive number, got {scale!r}")
+    Bn, H, S, D = Q.shape
+    be = _backend(fn, backend, on_gpu)
+    arch = _target(fn, target, be, True)
+    from ..ops.attention import Attention
+    op = _op(Attention, dtype, bool(causal), None if scale is None else float(scale))
+    try:
+        shape = op.shape(B=Bn, H=H, S=S, D=D)
+    except PtxgenError as e:
+        raise PtxgenError(f"ptxgen.{fn}: {str(e).removeprefix('attention: ')}") from None
+    arrays = {"Q": _contiguous(q), "K": _contiguous(k), "V": _contiguous(v)}
+    res = _run(fn, op, shape, arch, be, dtype, arrays,
+               {"O": ((Bn, H, S, D), dtype), "LSE": ((Bn, H, S), "f32")}, on_gpu, Q.is_torch)
+    return res["O"], res["LSE"]
