@@ -2,7 +2,9 @@
 `ptxgen.matmul(a, b)`, `ptxgen.attention(q, k, v, causal=True)`, ... — compiled once per shape
 and target, cached in memory and on disk, torch custom ops under torch.compile and autograd."""
 from .compiled import clear_memory as clear_cache
-from .functions import attention, matmul
+from .functions import (add, attention, matmul, row_max, row_sum, saxpy, scale, softmax,
+                        transpose)
 from .launch import LaunchRecord, last_launch
 
-__all__ = ["LaunchRecord", "attention", "clear_cache", "last_launch", "matmul"]
+__all__ = ["LaunchRecord", "add", "attention", "clear_cache", "last_launch", "matmul",
+           "row_max", "row_sum", "saxpy", "scale", "softmax", "transpose"]

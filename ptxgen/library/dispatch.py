@@ -10,7 +10,7 @@ if "torch" in sys.modules:          # register the custom ops before any torch.c
     from . import torch_ops  # noqa: F401
 
 
-def _through_torch(*tensors):
+def through_torch(*tensors):
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(tensors[0], torch.Tensor):
         return False
@@ -20,7 +20,7 @@ def _through_torch(*tensors):
 
 
 def matmul_call(a, b, out=None, precision="highest", backend="auto", target=None):
-    if _through_torch(a, b) and out is None:
+    if through_torch(a, b) and out is None:
         from . import torch_ops  # noqa: F401
         return sys.modules["torch"].ops.ptxgen.matmul(a, b, precision, backend, target)
     return matmul_impl(a, b, out, precision, backend, target)
@@ -28,7 +28,7 @@ def matmul_call(a, b, out=None, precision="highest", backend="auto", target=None
 
 def attention_call(q, k, v, causal=False, scale=None, return_lse=False, backend="auto",
                    target=None):
-    if _through_torch(q, k, v):
+    if through_torch(q, k, v):
         from . import torch_ops  # noqa: F401
         o, lse = sys.modules["torch"].ops.ptxgen.attention(q, k, v, bool(causal), scale,
                                                            backend, target)

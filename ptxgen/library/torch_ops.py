@@ -58,6 +58,70 @@ def _register():
                           "gradient yet; use torch's scaled_dot_product_attention to train)")
 
     attention.register_autograd(attention_backward, setup_context=attention_setup)
+    _register_f32()
+
+
+def _register_f32():
+    """The fp32 operators: a custom op each, with a fake implementation and a backward written
+    with torch operations (they are cheap next to the forward's kernel)."""
+    from . import functions as F
+
+    def unary(name, impl, fake, backward):
+        @torch.library.custom_op(f"ptxgen::{name}", mutates_args=())
+        def op(x: torch.Tensor, backend: str = "auto", target: str | None = None) \
+                -> torch.Tensor:
+            return impl(x, backend=backend, target=target)
+        op.register_fake(lambda x, backend="auto", target=None: fake(x))
+
+        def setup(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0], output)
+
+        def bwd(ctx, g):
+            x, y = ctx.saved_tensors
+            return backward(name, x, y, g), None, None
+        op.register_autograd(bwd, setup_context=setup)
+
+    def not_differentiable(name, x, y, g):
+        raise PtxgenError(f"ptxgen.{name}: backward not implemented")
+
+    unary("softmax", F.softmax_impl, torch.empty_like,
+          lambda n, x, y, g: y * (g - (g * y).sum(-1, keepdim=True)))
+    unary("transpose", F.transpose_impl, lambda x: x.new_empty((x.shape[1], x.shape[0])),
+          lambda n, x, y, g: g.t())
+    unary("row_sum", F.row_sum_impl, lambda x: x.new_empty((x.shape[0],)),
+          lambda n, x, y, g: g[:, None].expand_as(x))
+    unary("row_max", F.row_max_impl, lambda x: x.new_empty((x.shape[0],)), not_differentiable)
+
+    @torch.library.custom_op("ptxgen::add", mutates_args=())
+    def add(x: torch.Tensor, y: torch.Tensor, backend: str = "auto",
+            target: str | None = None) -> torch.Tensor:
+        return F.add_impl(x, y, backend=backend, target=target)
+    add.register_fake(lambda x, y, backend="auto", target=None: torch.empty_like(x))
+    add.register_autograd(lambda ctx, g: (g, g, None, None),
+                          setup_context=lambda ctx, inputs, output: None)
+
+    @torch.library.custom_op("ptxgen::scale", mutates_args=())
+    def scale(s: float, x: torch.Tensor, backend: str = "auto",
+              target: str | None = None) -> torch.Tensor:
+        return F.scale_impl(s, x, backend=backend, target=target)
+    scale.register_fake(lambda s, x, backend="auto", target=None: torch.empty_like(x))
+
+    def scale_setup(ctx, inputs, output):
+        ctx.s = inputs[0]
+    scale.register_autograd(lambda ctx, g: (None, ctx.s * g, None, None),
+                            setup_context=scale_setup)
+
+    @torch.library.custom_op("ptxgen::saxpy", mutates_args=())
+    def saxpy(a: float, x: torch.Tensor, y: torch.Tensor, backend: str = "auto",
+              target: str | None = None) -> torch.Tensor:
+        return F.saxpy_impl(a, x, y, backend=backend, target=target)
+    saxpy.register_fake(lambda a, x, y, backend="auto", target=None: torch.empty_like(x))
+    saxpy.register_autograd(lambda ctx, g: (None, ctx.a * g, g, None, None),
+                            setup_context=scale_setup_a)
+
+
+def scale_setup_a(ctx, inputs, output):
+    ctx.a = inputs[0]
 
 
 _register()
