@@ -81,7 +81,7 @@ class Node:
         return (self.op, self.args, self.dtype, self.attr)
 
 
-class _Trace:
+class Trace:
     def __init__(self, tensors):
         self.nodes, self.index, self.tensors = [], {}, tensors
 
@@ -95,6 +95,26 @@ class _Trace:
             self.index[k] = len(self.nodes)
             self.nodes.append(node)
         return Sym(self, self.index[k])
+
+
+class tracing:
+    """Context: operations on Syms record into `trace` (a Trace): front ends that build an
+    epilogue while running a kernel function (frontends/block_tc.py)."""
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.saved = getattr(_state, "trace", None)
+        _state.trace = self.trace
+        return self.trace
+
+    def __exit__(self, *exc):
+        _state.trace = self.saved
+
+
+def as_value(x, like="f32"):
+    """A number, Sym or front-end proxy as a Sym of the trace being recorded."""
+    return _sym(x, like)
 
 
 def _trace():
@@ -166,11 +186,20 @@ class Sym:
     def to(self, dtype):
         return cast(self, dtype)
 
+    def __getitem__(self, idx):
+        """x[None, :] / x[:, None]: broadcasting, a no-op on an elementwise value."""
+        if all(i is None or i == slice(None) for i in (idx if isinstance(idx, tuple) else
+                                                        (idx,))):
+            return self
+        raise PtxgenError("an epilogue value is elementwise: only [None, :] / [:, None]")
+
 
 def _sym(x, like):
     """A Python number or a Sym as a Sym (numbers take the other operand's type)."""
     if isinstance(x, Sym):
         return x
+    if hasattr(x, "epilogue_value"):        # a front end's proxy (frontends/block_tc.py)
+        return x.epilogue_value()
     t = _trace()
     if isinstance(x, bool):
         return t.add("const", (), "pred", bool(x))
@@ -224,6 +253,8 @@ def _unary(op, x):
 # -- the functions an epilogue calls ----------------------------------------------------------
 def where(cond, a, b):
     """cond ? a : b, elementwise (cond a predicate)."""
+    cond = cond.epilogue_value() if hasattr(cond, "epilogue_value") else cond
+    a = a.epilogue_value() if hasattr(a, "epilogue_value") else a
     if not isinstance(cond, Sym) or cond.dtype != "pred":
         raise PtxgenError("where() takes a predicate (a comparison) first")
     t = cond.t
@@ -235,12 +266,12 @@ def where(cond, a, b):
 
 
 def maximum(a, b):
-    a = a if isinstance(a, Sym) else _sym(a, b.dtype)
+    a = a if isinstance(a, Sym) else _sym(a, getattr(b, "dtype", "f32"))
     return _binary("max", a, _sym(b, a.dtype))
 
 
 def minimum(a, b):
-    a = a if isinstance(a, Sym) else _sym(a, b.dtype)
+    a = a if isinstance(a, Sym) else _sym(a, getattr(b, "dtype", "f32"))
     return _binary("min", a, _sym(b, a.dtype))
 
 
@@ -385,7 +416,7 @@ def trace_epilogue(fn, name=None, **tensors):
                               f"got {v!r}")
         if not k.isidentifier():
             raise PtxgenError(f"epilogue tensor name {k!r} is not an identifier")
-    t = _Trace(tensors)
+    t = Trace(tensors)
     saved = getattr(_state, "trace", None)
     _state.trace = t
     try:
