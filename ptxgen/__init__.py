@@ -6,7 +6,7 @@ from .emit import emit_module
 __version__ = "0.1.0"
 
 __all__ = ["matmul", "attention", "softmax", "transpose", "row_sum", "row_max", "saxpy", "add",
-           "scale", "last_launch", "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
+           "scale", "epilogues", "last_launch", "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
            "bank_conflicts", "warp_efficiency", "roofline", "torch_op", "PtxgenError",
            "ParseError", "VerifyError", "ToolchainError", "LaunchError", "EmulationError",
            "__version__"]
@@ -24,6 +24,9 @@ _LAZY = {"parse_ptx": ".parse", "kernel": ".kernel_object", "analyze": ".analysi
 
 
 def __getattr__(name):
+    if name == "epilogues":
+        import importlib
+        return importlib.import_module(".epilogues", __name__)
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)

@@ -51,7 +51,7 @@ LAYERS = [
     ("public operators", {"library"}),
     ("tuner", {"tune"}),
     ("command line", {"cli"}),
-    ("entry points", {"__main__", "ptxgen"}),
+    ("entry points", {"__main__", "ptxgen", "epilogues"}),
 ]
 NUMBA_HOME = "runtime"
 PUBLIC_ONLY = {"emu"}          # stages the rest of ptxgen reaches only through their __init__

@@ -247,3 +247,31 @@ def test_gpu_numpy_on_request_and_cuda_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, ptxgen.matmul(x, w))
+
+
+def test_matmul_with_a_named_and_a_traced_epilogue():
+    import math
+    from ptxgen.epilogues import tanh
+    rng = np.random.default_rng()
+    M, N, K = 67, 45, 40
+    a, b = rand(rng, (M, K), BF16), rand(rng, (K, N), BF16)
+    bias = rng.standard_normal(N).astype(np.float32)
+    acc = a.astype(np.float64) @ b.astype(np.float64)
+    c = ptxgen.matmul(a, b, epilogue="bias_gelu", bias=bias)
+    x = acc + bias
+    want = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    bound = matmul_bound(a.astype(np.float64), b.astype(np.float64), True) * 1.2 + \
+        2.0 ** -8 * np.abs(want) + 1e-5
+    assert np.all(np.abs(c.astype(np.float64) - want) <= bound)
+    assert "bias_gelu" in ptxgen.last_launch().kernel
+
+    def mine(acc, row, col, s, resid):
+        return tanh(acc * s) + resid[row, col]
+    r = rng.standard_normal((M, N)).astype(np.float32)
+    c = ptxgen.matmul(a, b, epilogue=mine, s=0.1, resid=r)
+    want = np.tanh(0.1 * acc) + r
+    assert np.all(np.abs(c.astype(np.float64) - want) <= 2.0 ** -8 * np.abs(want) + 1e-3)
+    with pytest.raises(PtxgenError, match="missing bias"):
+        ptxgen.matmul(a, b, epilogue="bias_gelu")
+    with pytest.raises(PtxgenError, match="has shape"):
+        ptxgen.matmul(a, b, epilogue="bias", bias=np.ones(7, np.float32))

@@ -24,7 +24,8 @@ _MEMORY = {}
 
 def operator_key(op):
     """A stable text of an operator object's configuration (public attributes, sorted)."""
-    items = sorted((k, v) for k, v in vars(op).items() if not k.startswith("_"))
+    items = sorted((k, getattr(v, "key", v)) for k, v in vars(op).items()
+                   if not k.startswith("_"))
     return f"{type(op).__module__}.{type(op).__qualname__}({items!r})"
 
 

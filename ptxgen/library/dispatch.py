@@ -19,7 +19,12 @@ def through_torch(*tensors):
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-def matmul_call(a, b, out=None, precision="highest", backend="auto", target=None):
+def matmul_call(a, b, epilogue=None, out=None, precision="highest", backend="auto",
+                target=None, tensors=None):
+    if epilogue is not None or tensors:
+        # fused epilogues: eager only for now (the custom op's schema has no place for a
+        # traced function); autograd through them is not defined
+        return matmul_impl(a, b, out, precision, backend, target, epilogue, tensors)
     if through_torch(a, b) and out is None:
         from . import torch_ops  # noqa: F401
         return sys.modules["torch"].ops.ptxgen.matmul(a, b, precision, backend, target)

@@ -23,7 +23,7 @@ _DEVICE_ARCH = {}
 
 def _op(factory, *config):
     """One operator object per configuration: its compiled kernels and plans are cached."""
-    key = (factory, config)
+    key = (factory, tuple(getattr(c, "key", c) for c in config))
     op = _OPS.get(key)
     if op is None:
         op = _OPS[key] = factory(*config)
@@ -142,17 +142,79 @@ def _contiguous(x):
     return x.contiguous() if hasattr(x, "contiguous") else np.ascontiguousarray(x)
 
 
-def matmul(a, b, *, out=None, precision="highest", backend="auto", target=None):
-    """C = a @ b. a: (..., K) (leading dimensions are rows), b: (K, N); torch tensors or numpy
-    arrays of bf16, f16 or f32 (numpy bf16: ml_dtypes.bfloat16). bf16 gives a bf16 C, f16 and
-    f32 an f32 C (the kernels store f32 or bf16). f32 runs the FP32 SIMT GEMM, or with
-    precision="tf32" the tensor cores on tf32. A row-major or transposed (column-major) a and b
-    are read in place (a transposed view of b is the kernel's other layout, not a copy)."""
+def matmul(a, b, *, epilogue=None, out=None, precision="highest", backend="auto",
+           target=None, **tensors):
+    """C = a @ b, or epilogue(a @ b). a: (..., K) (leading dimensions are rows), b: (K, N); torch
+    tensors or numpy arrays of bf16, f16 or f32 (numpy bf16: ml_dtypes.bfloat16). bf16 gives a
+    bf16 C, f16 and f32 an f32 C (the kernels store f32 or bf16). f32 runs the FP32 SIMT GEMM,
+    or with precision="tf32" the tensor cores on tf32. A row-major or transposed (column-major)
+    a and b are read in place (a transposed view of b is the kernel's other layout, not a copy).
+
+    epilogue: fused into the tensor-core GEMM's C store — a name ("bias_gelu", "silu", ...:
+    ptxgen.epilogues) or a function fn(acc, row, col, **tensors) traced once into IR; `tensors`
+    are its extra arrays: 1-D of length N per column (bias[col]), of length M per row, (M, N)
+    per element, a Python float a scalar (a 1-D array with M == N is per column)."""
     from .dispatch import matmul_call
-    return matmul_call(a, b, out=out, precision=precision, backend=backend, target=target)
+    return matmul_call(a, b, epilogue=epilogue, out=out, precision=precision, backend=backend,
+                       target=target, tensors=tensors)
 
 
-def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None):
+def _epilogue(fn, epilogue, tensors, M, N):
+    """The traced Epilogue of a user's epilogue argument and the kernel arrays of its tensors."""
+    from ..schedule.epilogue import Epilogue, Tensor, named_epilogue, trace_epilogue
+    from .inputs import kernel_dtype
+    specs, arrays = {}, {}
+    for name, t in tensors.items():
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            specs[name], arrays[name] = Tensor("scalar"), np.float32(t)
+            continue
+        dt = kernel_dtype(t) if hasattr(t, "dtype") else None
+        if dt not in ("f32", "bf16", "f16"):
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be an f32, bf16 or "
+                              f"f16 array or a float, got {getattr(t, 'dtype', type(t).__name__)}")
+        shape = tuple(t.shape)
+        if shape == (N,):
+            kind = "col"
+        elif shape == (M,):
+            kind = "row"
+        elif shape == (M, N):
+            kind = "elem"
+        elif shape in ((), (1,)):
+            specs[name], arrays[name] = Tensor("scalar"), np.float32(float(t.reshape(())))
+            continue
+        else:
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} has shape {shape}; want "
+                              f"({N},) per column, ({M},) per row or ({M}, {N}) per element")
+        specs[name], arrays[name] = Tensor(kind, dt), _contiguous(t)
+    if isinstance(epilogue, Epilogue):
+        epi = epilogue
+    elif isinstance(epilogue, str):
+        epi = named_epilogue(epilogue)
+    elif callable(epilogue):
+        epi = trace_epilogue(epilogue, getattr(epilogue, "__name__", None), **specs)
+    else:
+        raise PtxgenError(f"ptxgen.{fn}: epilogue must be a name, a function or None, got "
+                          f"{type(epilogue).__name__}")
+    missing = sorted(set(epi.tensors) - set(arrays))
+    extra = sorted(set(arrays) - set(epi.tensors))
+    if missing or extra:
+        raise PtxgenError(f"ptxgen.{fn}: epilogue {epi.name} takes tensors "
+                          f"{', '.join(sorted(epi.tensors)) or 'none'}; "
+                          + (f"missing {', '.join(missing)}" if missing else
+                             f"unexpected {', '.join(extra)}"))
+    for name, spec in epi.tensors.items():
+        if spec.kind != specs[name].kind and specs[name].kind != "scalar" \
+                and not (spec.kind == "row" and specs[name].kind == "col" and M == N):
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be per {spec.kind}, "
+                              f"got shape {tuple(getattr(tensors[name], 'shape', ()))}")
+        if spec.dtype != specs[name].dtype and specs[name].kind != "scalar":
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be {spec.dtype}, got "
+                              f"{specs[name].dtype}")
+    return epi, arrays
+
+
+def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None,
+                epilogue=None, tensors=None):
     """The eager implementation (also the torch custom op's body)."""
     fn = "matmul"
     A = operand("a", a, fn, ("bf16", "f16", "f32"))
@@ -187,17 +249,25 @@ def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None
             b, bl = _contiguous(b.T).T if hasattr(b, "contiguous") else \
                 np.ascontiguousarray(b.T).T, "col"
         c_dtype = "bf16" if dtype == "bf16" else "f32"
-        op = _op(TcMatmul, tc_dtype, c_dtype, "auto", al, bl)
+        epi, extra = (None, {}) if epilogue is None and not tensors else \
+            _epilogue(fn, epilogue, tensors or {}, M, N)
+        op = _op(TcMatmul, tc_dtype, c_dtype, "auto", al, bl, "auto", epi)
         arrays = {("A" if al == "row" else "At"): av if al == "row" else av.T,
                   ("Bt" if bl == "col" else "B"): b.T if bl == "col" else b}
+        scalars = {k: v for k, v in extra.items() if isinstance(v, np.generic)}
+        arrays.update({k: v for k, v in extra.items() if k not in scalars})
     else:
+        if epilogue is not None or tensors:
+            raise PtxgenError(f"ptxgen.{fn}: epilogues run on the tensor-core GEMM: pass bf16 "
+                              f"or f16 operands, or f32 with precision='tf32'")
         from ..ops.matmul import Matmul
         c_dtype = "f32"
         op = _op(Matmul)
         arrays = {"A": _contiguous(av), "B": _contiguous(b)}
+        scalars = {}
     shape = op.shape(M=M, N=N, K=K)
     result = _run(fn, op, shape, arch, be, dtype, arrays, {"C": ((M, N), c_dtype)}, on_gpu,
-                  A.is_torch, out)["C"]
+                  A.is_torch, out, scalars)["C"]
     return result.reshape(*lead, N) if len(lead) != 1 else result
 
 
