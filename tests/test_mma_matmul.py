@@ -65,9 +65,14 @@ def test_one_operator_picks_its_path_from_the_table():
     op = TcMatmul("bf16", "f32")
     assert op.path() is WgmmaMatmulPath                       # not built yet: sm_90a
     op.build(op.shape(M=64, N=64, K=64), "sm_86")
-    assert op.path() is MmaSyncMatmulPath and op.arch == "sm_86"
+    assert op.path() is MmaSyncMatmulPath and op.built_arch == "sm_86"
     assert TcMatmul("bf16", "f32", SMALL).path() is MmaSyncMatmulPath
     assert set(TcMatmul.PATHS) == {"wgmma", "mma.sync"}
+    # the path's target is no part of the operator's configuration (the kernel cache's key)
+    from ptxgen.library.compiled import operator_key
+    key = operator_key(op)
+    op.build(op.shape(M=64, N=64, K=64), "sm_90a")
+    assert op.path() is WgmmaMatmulPath and operator_key(op) == key
     assert TcMatmul().label == Matmul().label == "matmul" and TcMatmul().name != Matmul().name
     with pytest.raises(PtxgenError, match="matmul: size K must"):
         TcMatmul().shape(K=0)

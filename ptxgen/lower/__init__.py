@@ -1,7 +1,7 @@
 """IR lowering: a schedule (ptxgen.schedule) turned into a Module through the IR builder, one
 module per kernel family (sgemm, tc_matmul, mma_matmul, attention, mma_attention) and the
 lowering pieces they share, each named for what it adds (online_softmax, c_pair_stores,
-c_row_stores, cp_async_ring, pad_rows, fused_pad, ldg_producer, raster)."""
+c_row_stores, cp_async_ring, pad_rows, fused_pad, ldg_producer, raster, epilogue)."""
 from ..arch import DEFAULT_TARGET
 from . import attention, mma_attention, mma_matmul, sgemm, tc_matmul
 
@@ -14,19 +14,25 @@ def lower_matmul(schedule, arch=DEFAULT_TARGET, shape=None, name="matmul"):
 
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
-                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False)):
+                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False),
+                    epilogue=None):
     """The sm_90a wgmma/TMA GEMM. a_major / b_major: A (B) is K-major in global memory
     (row-major A, column-major B); False: M- (N-) major, read through wgmma's transpose bit.
     ldg: (A, B) loaded by the producer warpgroup with ld.global from a raw pointer instead of
     TMA (K-major rows that are not 16-byte aligned; ldg_producer.py). fused: (A, B) loaded by
-    TMA from a padded workspace the kernel fills itself (fused_pad.py)."""
+    TMA from a padded workspace the kernel fills itself (fused_pad.py). epilogue: a traced
+    Epilogue (schedule/epilogue.py) applied to the accumulators before C is stored; its
+    tensors are parameters after the others."""
     return tc_matmul.lower(schedule, arch, shape, dtype=dtype, out=out, name=name,
-                           a_major=a_major, b_major=b_major, ldg=ldg, fused=fused)
+                           a_major=a_major, b_major=b_major, ldg=ldg, fused=fused,
+                           epilogue=epilogue)
 
 
-def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
-    """The sm_80 mma.sync GEMM."""
-    return mma_matmul.lower(schedule, arch, shape, dtype=dtype, out=out, name=name)
+def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
+                     epilogue=None):
+    """The sm_80 mma.sync GEMM (epilogue: as lower_tc_matmul's)."""
+    return mma_matmul.lower(schedule, arch, shape, dtype=dtype, out=out, name=name,
+                            epilogue=epilogue)
 
 
 def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):

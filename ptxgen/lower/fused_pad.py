@@ -4,7 +4,7 @@ a zero-padded workspace copy, but the copy is made inside the GEMM kernel by the
 warpgroup's three idle warps, chunk by chunk, while the consumers multiply, instead of by two
 pad-copy launches before it (ops/pack.py; ~39 us of ~215 us at 4096x4096x4093 on the H200).
 
-A mixin of lower_tc_matmul._Lowering: it provides self.b, self.s, self.elem, self.M, self.N,
+A mixin of tc_matmul._Lowering: it provides self.b, self.s, self.elem, self.M, self.N,
 self.K, self.kblocks, self.ntiles, self.fused, self.tiles() and self.tile_origin().
 
 Chunks: the padded workspace of operand X (A: M x Kp, Bt: N x Kp, Kp = K rounded up to 16

@@ -5,7 +5,7 @@ warpgroup copies the tile with cp.async (LDGSTS: global to shared without regist
 unchanged, and re-aligns the rows that start 2 bytes off a 4-byte boundary in shared memory with
 funnel shifts. No pad copy of the operand is needed (ops/tc_matmul.py, k_pack="ldg").
 
-A mixin of lower_tc_matmul._Lowering: it provides self.b, self.s, self.elem, self.base,
+A mixin of tc_matmul._Lowering: it provides self.b, self.s, self.elem, self.base,
 self.stage_bytes, self.a_bytes, self.M, self.N, self.K, self.kblocks, self.ldg, self.k_odd,
 self.side, self.tiles(), self.tile_origin(), self.full_bar(), self.empty_bar(), self.advance()
 and self.load() (TMA).

@@ -41,7 +41,7 @@ class WgmmaAttentionPath:
 
     @staticmethod
     def build(op, shape):
-        return lower_attention(op.schedule_for(shape), op.arch, shape, dtype=op.dtype,
+        return lower_attention(op.schedule_for(shape), op.built_arch, shape, dtype=op.dtype,
                                causal=op.causal, name=op.kernel_name())
 
     @staticmethod
@@ -59,7 +59,7 @@ class WgmmaAttentionPath:
 class Attention(InstructionPaths, Operator):
     """The attention forward, one operator for both instruction paths (PATHS): wgmma on
     sm_90a, mma.sync on the other targets or for an MmaAttentionSchedule. launch() and
-    kernel_args() take no target: they follow the last build()/steps() (self.arch)."""
+    kernel_args() take no target: they follow the last build()/steps() (built_arch)."""
     name = "attention"
     shape_names = ("B", "H", "S", "D")
     defaults = {"B": 1, "H": 2, "S": 77, "D": 64}

@@ -19,7 +19,7 @@ class MmaSyncAttentionPath:
     @staticmethod
     def arch(op):
         """The target: the operator's last build's, else the sm_80 baseline."""
-        return archmod.check_arch(op.arch or archmod.BASELINE_TARGET)
+        return archmod.check_arch(op.built_arch or archmod.BASELINE_TARGET)
 
     @staticmethod
     def schedule_for(op, shape):

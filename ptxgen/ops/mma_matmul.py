@@ -12,7 +12,6 @@ from .. import arch as archmod
 from ..lower import lower_mma_matmul
 from ..schedule.mma_matmul import default_mma_schedule
 from ..schedule.tc_matmul import ELEM_BYTES
-from ..ir import types as T
 from . import pack as packmod
 from .base import Launch
 from .tensor_path import MMA_SYNC
@@ -27,7 +26,7 @@ class MmaSyncMatmulPath:
     @staticmethod
     def arch(op):
         """The target: the operator's last build's, else the sm_80 baseline."""
-        return archmod.check_arch(op.arch or archmod.BASELINE_TARGET)
+        return archmod.check_arch(op.built_arch or archmod.BASELINE_TARGET)
 
     @staticmethod
     def schedule_for(op, shape):
@@ -37,12 +36,11 @@ class MmaSyncMatmulPath:
 
     @staticmethod
     def build(op, shape):
+        """The GEMM kernel's module (TcMatmul.build adds the pad copy)."""
         main = dict(shape, K=packmod.padded(shape["K"], op.per16))
-        m = lower_mma_matmul(op.schedule_for(shape), MmaSyncMatmulPath.arch(op), main,
-                             dtype=op.dtype, out=op.out, name=op.kernel_name())
-        if not op.packs(shape):
-            return m
-        return packmod.add_pad_copy(m, T.f32 if op.dtype == "tf32" else T.b16)
+        return lower_mma_matmul(op.schedule_for(shape), MmaSyncMatmulPath.arch(op), main,
+                                dtype=op.dtype, out=op.out, name=op.kernel_name(),
+                                epilogue=op.epilogue)
 
     @staticmethod
     def tiles(op, shape):
@@ -58,6 +56,7 @@ class MmaSyncMatmulPath:
 
     @staticmethod
     def kernel_args(op, shape, arrays):
+        """The GEMM kernel's arguments (TcMatmul.kernel_args adds the epilogue's)."""
         a, bt = ("A_packed", "Bt_packed") if op.packs(shape) else ("A", "Bt")
         K = packmod.padded(shape["K"], op.per16)
         return [arrays[a], arrays[bt], arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),

@@ -36,6 +36,7 @@ from ..lower.fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, stagin
 from ..lower.ldg_producer import side_bytes
 from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
+from ..schedule.epilogue import as_epilogue
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
 from .mma_matmul import MmaSyncMatmulPath
@@ -127,13 +128,11 @@ class WgmmaMatmulPath:
 
     @staticmethod
     def build(op, shape):
-        m = lower_tc_matmul(op.schedule_for(shape), op.arch, shape, dtype=op.dtype, out=op.out,
-                            name=op.kernel_name(), a_major=op.a_layout == "row",
-                            b_major=op.b_layout == "col", ldg=op.ldg(shape),
-                            fused=op.fused(shape))
-        if not op.packs(shape):
-            return m
-        return packmod.add_pad_copy(m, T.f32 if op.dtype == "tf32" else T.b16)
+        """The GEMM kernel's module (TcMatmul.build adds the pad copy)."""
+        return lower_tc_matmul(op.schedule_for(shape), op.built_arch, shape, dtype=op.dtype,
+                               out=op.out, name=op.kernel_name(), a_major=op.a_layout == "row",
+                               b_major=op.b_layout == "col", ldg=op.ldg(shape),
+                               fused=op.fused(shape), epilogue=op.epilogue)
 
     @staticmethod
     def tiles(op, shape):
@@ -154,6 +153,7 @@ class WgmmaMatmulPath:
 
     @staticmethod
     def kernel_args(op, shape, arrays):
+        """The GEMM kernel's arguments (TcMatmul.kernel_args adds the epilogue's)."""
         s = op.schedule_for(shape)
         (a, _, _), (b, _, _) = op.operands(shape)
         packed = [o[0] for o in op.packed(shape)] + \
@@ -191,7 +191,7 @@ class WgmmaMatmulPath:
 class TcMatmul(InstructionPaths, Operator):
     """The tensor-core matmul, one operator for both instruction paths (PATHS): wgmma on
     sm_90a, mma.sync on the other targets or for an MmaMatmulSchedule. launch() and
-    kernel_args() take no target: they follow the last build()/steps() (self.arch)."""
+    kernel_args() take no target: they follow the last build()/steps() (built_arch)."""
     name = "tc_matmul"
     label = "matmul"
     shape_names = ("M", "N", "K")
@@ -200,7 +200,7 @@ class TcMatmul(InstructionPaths, Operator):
     PATHS = {WGMMA: WgmmaMatmulPath, MMA_SYNC: MmaSyncMatmulPath}
 
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
-                 k_pack="auto"):
+                 k_pack="auto", epilogue=None):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
                               f"tensor-core path, got {dtype!r}")
@@ -223,6 +223,15 @@ class TcMatmul(InstructionPaths, Operator):
         self.k_pack = k_pack
         self.a_layout, self.b_layout = a_layout, b_layout
         self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
+        self.epilogue = as_epilogue(epilogue)
+        if self.epilogue is not None:
+            taken = set(self.inputs) | {"C", "A_packed", "Bt_packed", "At_packed", "B_packed",
+                                        "fused_order", "fused_flags"}
+            clash = sorted(set(self.epilogue.tensors) & taken)
+            if clash:
+                raise PtxgenError(f"matmul: epilogue tensor name {clash[0]!r} is taken by the "
+                                  f"GEMM's own arrays; rename it")
+            self.inputs += tuple(self.epilogue.tensors)
         self.path()
 
     def check_path(self, path):
@@ -280,7 +289,8 @@ class TcMatmul(InstructionPaths, Operator):
         return chunk_table(self.schedule_for(shape), shape, self.fused(shape), grid)
 
     def kernel_name(self):
-        return "tc_matmul"
+        """tc_matmul, or with an epilogue tc_matmul_<its name>_<hash of its graph>."""
+        return "tc_matmul" if self.epilogue is None else f"tc_matmul_{self.epilogue.key}"
 
     @property
     def per16(self):
@@ -306,7 +316,10 @@ class TcMatmul(InstructionPaths, Operator):
         return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        return self.for_target(arch).build(self, shape)
+        m = self.for_target(arch).build(self, shape)
+        if not self.packs(shape):
+            return m
+        return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
         self.for_target(arch)
@@ -367,10 +380,11 @@ class TcMatmul(InstructionPaths, Operator):
         fill = np.nan if self.out == "f32" else 0x7FC0            # NaN in either format
         arrays = {name: self.to_input(rng.standard_normal((rows, cols)))
                   for name, rows, cols in self.operands(shape)}
+        arrays.update(epilogue_inputs(self.epilogue, shape, rng))
         return dict(arrays, C=np.full((shape["M"], shape["N"]), fill, dtype=c_dtype))
 
     def kernel_args(self, shape, arrays):
-        return self.path().kernel_args(self, shape, arrays)
+        return self.path().kernel_args(self, shape, arrays) + epilogue_args(self.epilogue, arrays)
 
     def matrices(self, arrays):
         """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""
@@ -380,24 +394,37 @@ class TcMatmul(InstructionPaths, Operator):
             self.values(arrays["B"], self.dtype)
         return a, b
 
-    def reference(self, shape, arrays):
+    def reference(self, shape, arrays, rows=None):
+        """float64 C and its per-element bound; rows: only these rows of C (large shapes)."""
         a, b = self.matrices(arrays)
-        return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        if rows is not None:
+            a = a[np.asarray(rows)]
+        if self.epilogue is None:
+            return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        acc = a @ b
+        acc_err = self.error_bound(shape, np.abs(a) @ np.abs(b), out="f32")
+        v, e = self.epilogue.evaluate(acc, acc_err, arrays, rows=rows)
+        if self.out == "bf16":
+            e = e + BF16_ULP * np.abs(v)
+        return {"C": v, "bound": e + 1e-30}
 
-    def error_bound(self, shape, abs_products):
+    def error_bound(self, shape, abs_products, out=None):
         """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus
         one bf16 ulp of that sum for a bf16 C; for tf32 inputs, which lose up to a tf32 ulp each
         (relative), each product may be off by 2 tf32 ulps (+ their square) as well."""
         bound = 2.0 * shape["K"] * F32_ULP * abs_products
         if self.dtype == "tf32":
             bound += (2 * TF32_ULP + TF32_ULP ** 2) * abs_products
-        if self.out == "bf16":
+        if (out or self.out) == "bf16":
             bound += BF16_ULP * abs_products
         return bound + 1e-30
 
-    def check(self, shape, arrays, reference=None):
-        ref = reference or self.reference(shape, arrays)
+    def check(self, shape, arrays, reference=None, rows=None):
+        """(ok, worst relative error) of C (only `rows` of it, when given) against float64."""
+        ref = reference or self.reference(shape, arrays, rows=rows)
         got = self.values(arrays["C"], self.out)
+        if rows is not None:
+            got = got[np.asarray(rows)]
         err = np.abs(got - ref["C"])
         ok = bool(np.all(np.isfinite(got)) and np.all(err <= ref["bound"]))
         worst = float(np.max(err / np.maximum(np.abs(ref["C"]), 1.0))) if err.size else 0.0
@@ -410,6 +437,30 @@ class TcMatmul(InstructionPaths, Operator):
         e = ELEM_BYTES[self.dtype]
         return e * (shape["M"] + shape["N"]) * shape["K"] + \
             OUT_BYTES[self.out] * shape["M"] * shape["N"]
+
+
+def epilogue_inputs(epi, shape, rng):
+    """Random extra tensors of an epilogue: standard normal, in each tensor's element type
+    (bf16 as uint16 bits); a scalar is a numpy float32."""
+    if epi is None:
+        return {}
+    out = {}
+    for name, spec in epi.tensors.items():
+        x = rng.standard_normal(spec.shape(shape["M"], shape["N"]))
+        if spec.kind == "scalar":
+            out[name] = np.float32(x)
+        else:
+            out[name] = bf16_bits(x) if spec.dtype == "bf16" else \
+                np.ascontiguousarray(x, dtype=np.float16 if spec.dtype == "f16" else np.float32)
+    return out
+
+
+def epilogue_args(epi, arrays):
+    """The epilogue's kernel arguments (after the GEMM's), in its tensors' order."""
+    if epi is None:
+        return []
+    return [np.float32(arrays[n]) if spec.kind == "scalar" else arrays[n]
+            for n, spec in epi.tensors.items()]
 
 
 def _check_16_byte_aligned(arr, name):

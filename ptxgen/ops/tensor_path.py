@@ -25,11 +25,16 @@ class InstructionPaths:
     """Mix-in of a tensor-core operator: PATHS maps an instruction to its path; the path
     follows the target of the last build()/steps() (launch() and kernel_args() take none)."""
     PATHS = {}
-    arch = None                 # the target of the last build()/steps(): picks the path
+    _built_arch = None          # private: not part of the operator's configuration (cache keys)
+
+    @property
+    def built_arch(self):
+        """The target of the last build()/steps() (None before the first): picks the path."""
+        return self._built_arch
 
     def path(self):
-        """The instruction path for self.arch and the operator's schedule."""
-        path = self.PATHS[instruction_for(self.arch, self.schedule)]
+        """The instruction path for built_arch and the operator's schedule."""
+        path = self.PATHS[instruction_for(self._built_arch, self.schedule)]
         self.check_path(path)
         return path
 
@@ -38,5 +43,5 @@ class InstructionPaths:
 
     def for_target(self, arch):
         """The path for `arch`, which later launch() and kernel_args() calls follow."""
-        self.arch = arch
+        self._built_arch = arch
         return self.path()
