@@ -536,20 +536,31 @@ def _eval_float(op, a):
             v = np.exp(x)
             # the kernel's exp: a few ulps (range reduction, degree-6 polynomial, 2^n scaling)
             return v, np.exp(x + ex) - v + 4 * U * np.exp(x + ex)
+        # monotone functions: the exact spread over [x - ex, x + ex], plus the kernel's own
+        # error (rounding, polynomial, the erf approximation)
         if op == "sigmoid":
-            v = 1.0 / (1.0 + np.exp(-x))
-            return v, 0.25 * ex + 8 * U * v + 1e-45
+            f = _sigmoid
+            return f(x), _spread(f, x, ex) + 8 * U * f(x) + 1e-43     # e^-x clamped at e^100
         if op == "tanh":
-            v = np.tanh(x)
-            return v, ex * np.minimum(1.0, 1.0 - np.tanh(np.maximum(np.abs(x) - ex, 0)) ** 2) \
-                + 16 * U
+            return np.tanh(x), _spread(np.tanh, x, ex) + 16 * U
         if op == "erf":
-            v = _erf(x)
-            return v, (2 / math.sqrt(math.pi)) * ex + ERF_ABS + 8 * U
+            return _erf(x), _spread(_erf, x, ex) + ERF_ABS + 8 * U
         if op == "sqrt":
             v = np.sqrt(x)
             return v, np.sqrt(x + ex) - np.sqrt(np.maximum(x - ex, 0)) + U * v
     raise PtxgenError(f"epilogue: no float64 rule for {op!r}")
+
+
+def _sigmoid(x):
+    """1/(1 + e^-x) without overflow, accurate in both tails."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _spread(f, x, ex):
+    """The largest change of a monotone f over [x - ex, x + ex]."""
+    v = f(x)
+    return np.maximum(np.abs(f(x + ex) - v), np.abs(v - f(x - ex)))
 
 
 _erf = np.frompyfunc(math.erf, 1, 1)
