@@ -202,3 +202,101 @@ def test_bias_gelu_at_4096_assembles_without_spills(arch):
     text = emit_module(op.build(shape, arch), arch)
     r = toolchain.assemble(text, arch).resources[op.kernel_name()]
     assert r.spills == 0
+
+
+# -- bk.dot on the tensor cores ----------------------------------------------------------------
+def _block_kernel():
+    from ptxgen.frontends import block as bk
+
+    @bk.kernel(num_warps=8)
+    def mm_epi(A: bk.pointer_to(bk.bf16), B: bk.pointer_to(bk.bf16), C: bk.pointer,
+               bias: bk.pointer, res: bk.pointer_to(bk.bf16), M: bk.int32, N: bk.int32,
+               K: bk.int32, BM: bk.constexpr, BN: bk.constexpr, BK: bk.constexpr):
+        rm = bk.program_id(0) * BM + bk.arange(0, BM)
+        rn = bk.program_id(1) * BN + bk.arange(0, BN)
+        rk = bk.arange(0, BK)
+        acc = bk.zeros([BM, BN])
+        for k in bk.range(0, K, BK):
+            a = bk.load(A + rm[:, None] * K + (k + rk)[None, :],
+                        mask=(rm[:, None] < M) & ((k + rk)[None, :] < K))
+            b = bk.load(B + (k + rk)[:, None] * N + rn[None, :])
+            acc += bk.dot(a, b)
+        acc = acc + bk.load(bias + rn)[None, :]
+        acc = bk.where(rn[None, :] < 8, bk.maximum(acc, 0.0), bk.tanh(acc))
+        acc = acc + bk.load(res + rm[:, None] * N + rn[None, :])
+        bk.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    return mm_epi
+
+
+def _reference_epi(acc, row, col, bias, res):
+    x = acc + bias[col]
+    return where(col < 8, E.maximum(x, 0.0), E.tanh(x)) + res[row, col]
+
+
+def test_a_bf16_block_dot_kernel_is_the_tensor_core_gemm_with_its_epilogue(arch=ARCH):
+    k = _block_kernel()
+    op, roles = k.tc_operator(BM=128, BN=128, BK=64)
+    assert roles == dict(A="A", B="B", C="C", M="M", N="N", K="K")
+    assert op.b_layout == "row" and op.out == "f32" and op.inputs == ("A", "B", "bias", "res")
+    assert {n: (t.kind, t.dtype) for n, t in op.epilogue.tensors.items()} == \
+        {"bias": ("col", "f32"), "res": ("elem", "bf16")}
+    shape = op.shape(M=67, N=45, K=40)
+    arrays = _run(op, shape, arch)
+    _ok(op, shape, arrays)
+    # the same function written as a library epilogue gives the same C
+    lib = TcMatmul("bf16", "f32", b_layout="row", epilogue=E.trace_epilogue(
+        _reference_epi, bias=E.Tensor("col"), res=E.Tensor("elem", "bf16")))
+    assert lib.check(shape, arrays)[0]
+    again = dict(arrays, C=np.full_like(arrays["C"], np.nan))
+    run_operator(lib, shape, again, arch)
+    assert np.array_equal(again["C"], arrays["C"])
+
+
+def test_block_dot_kernel_on_sm80_is_a_one_line_error():
+    """A row-major B (the block form's) has no sm_80 (mma.sync) path yet."""
+    op, _ = _block_kernel().tc_operator(BM=128, BN=128, BK=64)
+    with pytest.raises(PtxgenError, match="column-major B"):
+        op.build(op.shape(M=64, N=64, K=64), "sm_80")
+
+
+def test_block_dot_kernel_ptx_is_wgmma():
+    k = _block_kernel()
+    text = k.ptx(ARCH, shape=dict(M=512, N=512, K=512), BM=128, BN=128, BK=64)
+    assert "wgmma.mma_async" in text and k.tc_kernel_name in text
+
+
+@pytest.mark.parametrize("body, msg", [
+    ("bk.store(C + rm[:, None] * N + rn[None, :], acc)", None),
+    ("bk.store(C + rn[None, :] * M + rm[:, None], acc)", "rm \\* N \\+ rn"),
+    ("bk.store(C + rm[:, None] * N + rn[None, :], acc + bk.load(bias + rm * 2))", "offset"),
+])
+def test_block_dot_kernel_forms(body, msg):
+    from ptxgen.frontends import block as bk
+    src = f'''
+@bk.kernel(num_warps=8)
+def kern(A: bk.pointer_to(bk.f16), B: bk.pointer_to(bk.f16), C: bk.pointer_to(bk.bf16),
+         bias: bk.pointer, M: bk.int32, N: bk.int32, K: bk.int32,
+         BM: bk.constexpr, BN: bk.constexpr, BK: bk.constexpr):
+    rm = bk.program_id(0) * BM + bk.arange(0, BM)
+    rn = bk.program_id(1) * BN + bk.arange(0, BN)
+    rk = bk.arange(0, BK)
+    acc = bk.zeros([BM, BN])
+    for k in bk.range(0, K, BK):
+        a = bk.load(A + rm[:, None] * K + (k + rk)[None, :])
+        b = bk.load(B + (k + rk)[:, None] * N + rn[None, :])
+        acc += bk.dot(a, b)
+    {body}
+'''
+    import linecache
+    fname = f"<block-form-{abs(hash(body))}>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    ns = {"bk": bk}
+    exec(compile(src, fname, "exec"), ns)
+    if msg is None:
+        op, _ = ns["kern"].tc_operator(BM=64, BN=64, BK=32)
+        assert op.dtype == "f16" and op.out == "bf16" and op.epilogue is None
+        shape = op.shape(M=33, N=40, K=24)
+        _ok(op, shape, _run(op, shape))
+    else:
+        with pytest.raises(PtxgenError, match=msg):
+            ns["kern"].tc_operator(BM=64, BN=64, BK=32)
