@@ -300,3 +300,36 @@ def kern(A: bk.pointer_to(bk.f16), B: bk.pointer_to(bk.f16), C: bk.pointer_to(bk
     else:
         with pytest.raises(PtxgenError, match=msg):
             ns["kern"].tc_operator(BM=64, BN=64, BK=32)
+
+
+# -- command line ----------------------------------------------------------------------------
+def test_cli_emits_and_runs_a_fused_epilogue(cli):
+    rc, out, err = cli("emit", "matmul", "--M", "256", "--N", "256", "--K", "256", "--dtype",
+                       "bf16", "--epilogue", "bias_gelu", "--arch", "sm_90a")
+    assert rc == 0 and ".entry tc_matmul_bias_gelu_" in out and "epi_bias" in out
+    rc, out, err = cli("run", "matmul", "--M", "67", "--N", "45", "--K", "41", "--dtype", "bf16",
+                       "--epilogue", "bias_gelu:fast", "--backend", "emu", "--check")
+    assert rc == 0 and "PASS" in out, err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["emit", "matmul", "--dtype", "bf16", "--epilogue", "gelu_fast"], "unknown epilogue"),
+    (["emit", "add", "--epilogue", "bias"], "--epilogue applies"),
+    (["emit", "matmul", "--dtype", "bf16", "--epilogue", "bias:quick"], "math must be"),
+])
+def test_cli_bad_epilogues_are_one_line_errors(cli, argv, fragment):
+    rc, out, err = cli(*argv)
+    lines = err.strip().splitlines()
+    assert rc != 0 and len(lines) == 1 and fragment in lines[0]
+
+
+# -- fast math ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["bias_gelu:fast", "gelu_erf:fast", "bias_silu:fast",
+                                  "tanh:fast"])
+def test_fast_math_epilogues(name):
+    op = TcMatmul("bf16", "f32", epilogue=name)
+    text = emit_module(op.build(op.shape(M=67, N=45, K=64), ARCH))
+    assert ".approx" in text
+    assert op.kernel_name() != TcMatmul("bf16", epilogue=name.split(":")[0]).kernel_name()
+    shape = op.shape(M=67, N=45, K=64)
+    _ok(op, shape, _run(op, shape))
