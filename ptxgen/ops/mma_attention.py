@@ -17,8 +17,10 @@ from .base import Launch
 
 class MmaAttention(Attention):
     def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto",
-                 arch=archmod.BASELINE_TARGET):
+                 arch=archmod.BASELINE_TARGET, mods=None):
         super().__init__(dtype, causal, scale)
+        if mods is not None:                # the sm_90a operator's, traced already
+            self._mods = mods
         if schedule != "auto" and not isinstance(schedule, MmaAttentionSchedule):
             raise PtxgenError(f"attention: the sm_80 path takes 'auto' or an "
                               f"MmaAttentionSchedule, got {schedule!r}")
@@ -41,7 +43,8 @@ class MmaAttention(Attention):
     def build(self, shape, arch=None):
         self.arch = archmod.check_arch(arch or self.arch)
         return lower_mma_attention(self.schedule_for(shape), self.arch, shape, dtype=self.dtype,
-                                   causal=self.causal, name=self.kernel_name())
+                                   causal=self.causal, name=self.kernel_name(),
+                                   mods=self.mod_spec(shape))
 
     def launch(self, shape, sm_count=None):
         s = self.schedule_for(shape)
@@ -50,4 +53,5 @@ class MmaAttention(Attention):
 
     def kernel_args(self, shape, arrays):
         return [arrays["Q"], arrays["K"], arrays["V"], arrays["O"], arrays["LSE"],
-                np.uint32(shape["S"]), np.float32(self.softmax_scale(shape) * math.log2(math.e))]
+                np.uint32(shape["S"]), np.float32(self.softmax_scale(shape) * math.log2(math.e))
+                ] + self.mod_args(shape, arrays)

@@ -138,6 +138,8 @@ def default_attention_schedule(D, causal=False):
     return AttentionSchedule(**_BY_HEAD_DIM.get(D, {}))
 
 
-def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
+def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention",
+                    mods=None):
+    """mods: an AttentionMods (score_mods.py) for score_mod / mask_mod / a block mask."""
     from .lower_attention import lower
-    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)
+    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name, mods=mods)

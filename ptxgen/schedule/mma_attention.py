@@ -97,6 +97,7 @@ class MmaAttentionSchedule:
         return self
 
 
-def lower_mma_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
+def lower_mma_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention",
+                        mods=None):
     from .lower_mma_attention import lower
-    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)
+    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name, mods=mods)
