@@ -47,16 +47,20 @@ class BlockMask:
         return 1.0 - float((self.kv_num_blocks.sum() + self.full_kv_num_blocks.sum()) / tiles)
 
     def kernel_arrays(self):
-        """BM_counts ((Bm·Hm·QB) x 2: partial, full) and BM_lists ((Bm·Hm·QB) x KB: the partial
-        key blocks, then the full ones) as the kernel reads them (uint32)."""
+        """BM_counts (1 + Bm·Hm·QB rows of 2: the tile (Q_BLOCK, KV_BLOCK), then per query
+        block partial, full) and BM_lists ((Bm·Hm·QB) x KB: the key blocks computed, ascending,
+        a partial one's index with bit 31 set) as the kernel reads them (uint32). Ascending
+        order makes a mask_mod's result the built-in mask's, bit for bit."""
         Bm, Hm, QB, KB = self.shape
         counts = np.stack([self.kv_num_blocks, self.full_kv_num_blocks], -1).reshape(-1, 2)
         lists = np.zeros((Bm * Hm * QB, KB), np.uint32)
         part, full = self.kv_indices.reshape(-1, KB), self.full_kv_indices.reshape(-1, KB)
         for r, (np_, nf) in enumerate(counts):
-            lists[r, :np_] = part[r, :np_]
-            lists[r, np_:np_ + nf] = full[r, :nf]
-        return {"BM_counts": counts.astype(np.uint32), "BM_lists": lists}
+            entries = np.concatenate([part[r, :np_].astype(np.uint32) | np.uint32(1 << 31),
+                                      full[r, :nf].astype(np.uint32)])
+            lists[r, :np_ + nf] = entries[np.argsort(entries & 0x7FFFFFFF, kind="stable")]
+        head = np.array([[self.Q_BLOCK, self.KV_BLOCK]])
+        return {"BM_counts": np.concatenate([head, counts]).astype(np.uint32), "BM_lists": lists}
 
     def __repr__(self):
         Bm, Hm, QB, KB = self.shape
@@ -181,9 +185,10 @@ def alibi_slopes(H):
 
 def alibi(slopes):
     """score + slopes[h]·(kv_idx - q_idx) (slopes: one per head, e.g. alibi_slopes(H))."""
-    t = ModTensor(np.asarray(slopes, dtype=np.float64), "alibi_slopes")
-    if t.kind != "f" or t.array.ndim != 1:
+    a = np.asarray(slopes)
+    if a.ndim != 1 or a.size == 0 or a.dtype.kind not in "iuf":
         raise PtxgenError("alibi: slopes must be a 1-D array of numbers (one per head)")
+    t = ModTensor(a.astype(np.float64), "alibi_slopes")
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score + t[h] * (kv_idx - q_idx)

@@ -122,8 +122,9 @@ class OnlineSoftmax:
 
     # -- block lists (the block mask) --------------------------------------------------------
     def block_list_setup(self, qblk):
-        """This CTA's key blocks from the block mask: self.nkb of them, the first self.npart
-        partial, their indices at self.blist."""
+        """This CTA's key blocks from the block mask: self.nkb of them, their list at
+        self.blist (a partial block's entry has bit 31 set: times BN, a multiple of 2, it
+        leaves the first key exact)."""
         b = self.b
         per_b, per_h, QB, KB = self.mod_spec.block_lists
         heads = self.mod_spec.heads
@@ -133,9 +134,8 @@ class OnlineSoftmax:
             b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
                   name="mh") if per_h else None
         mrow = qblk if mh is None else b.mad(mh, QB, qblk, type=T.u32, name="mrow")
-        cnt = b.ld("global", T.u32, b.element_addr(b.param("BM_counts"), b.shl(mrow, 1), 4),
-                   vec=2, cache="nc", name="cnt")
-        self.npart = cnt[0]
+        cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1),
+                                                        4), 8), vec=2, cache="nc", name="cnt")
         self.nkb = b.add(cnt[0], cnt[1], type=T.u32, name="nkb")
         self.blist = b.element_addr(b.param("BM_lists"), b.mul(mrow, KB, type=T.u32), 4,
                                     name="blist")
@@ -146,14 +146,13 @@ class OnlineSoftmax:
 
     def key_start(self, kb):
         """With block lists: the first key of list entry kb (loaded early, before the wait for
-        its tile) and self.partial for it; else None (the caller uses kb·BN)."""
+        its tile) and self.partial (bit 31) for it; else None (the caller uses kb·BN)."""
         if self.blist is None:
             return None
         b = self.b
-        n0 = b.mul(self.list_entry(kb), self.s.BN, type=T.u32, name="n0")
-        kbr = kb if hasattr(kb, "type") else b.const(kb, T.u32)
-        self.partial = b.setp("lt", kbr, self.npart, type=T.u32, name="part")
-        return n0
+        entry = self.list_entry(kb)
+        self.partial = b.setp("lt", entry, 0, type=T.s32, name="part")
+        return b.mul(entry, self.s.BN, type=T.u32, name="n0")
 
     def rescale(self, alphas):
         """O *= α, row by row of the accumulator fragment."""

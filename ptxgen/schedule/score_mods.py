@@ -779,9 +779,10 @@ class ModLowering:
 class AttentionMods:
     """What an attention lowering needs of the mods: the traced graphs (None: none), the
     softmax scale, H, and with block_lists = (per batch, per head, QB, KB) the K/V loop walks
-    the block mask's lists: kernel parameters BM_counts (QB rows of (partial, full) per mask
-    head, u32 pairs) and BM_lists (QB rows of KB key-block indices, the partial ones first)
-    of the mask heads (batch if per batch, head if per head)."""
+    the block mask's lists: kernel parameters BM_counts (a row (Q_BLOCK, KV_BLOCK), then QB
+    rows of (partial, full) per mask head, u32 pairs) and BM_lists (QB rows of KB key-block
+    indices, ascending, bit 31 set on partial ones) of the mask heads (batch if per batch,
+    head if per head)."""
     score: object
     mask: object
     scale: float
