@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # stages only. A new subpackage or top-level module must be placed here (the test says so).
 LAYERS = [
     ("errors", {"errors"}),
+    ("cache root", {"cachedir"}),
     ("names", {"names", "arrays"}),
     ("targets", {"arch"}),
     ("toolchain", {"toolchain"}),
@@ -47,9 +48,10 @@ LAYERS = [
     ("kernel objects", {"kernel_object"}),
     ("PyTorch ops", {"torch_ops"}),
     ("reports", {"reports", "calibrate", "frontends"}),
+    ("public operators", {"library"}),
     ("tuner", {"tune"}),
     ("command line", {"cli"}),
-    ("entry points", {"__main__", "ptxgen"}),
+    ("entry points", {"__main__", "ptxgen", "epilogues"}),
 ]
 NUMBA_HOME = "runtime"
 PUBLIC_ONLY = {"emu"}          # stages the rest of ptxgen reaches only through their __init__

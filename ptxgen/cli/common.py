@@ -77,6 +77,10 @@ def add_dtype(p):
     p.add_argument("--b-layout", choices=("row", "col"), default="col",
                    help="matmul with --dtype: B column-major (given as Bt, N x K) or row-major "
                         "(K x N)")
+    p.add_argument("--epilogue", default=None, metavar="NAME",
+                   help="matmul with --dtype: a named epilogue fused before C is stored (bias, "
+                        "relu, gelu_tanh, gelu_erf, silu, residual, row_scale, col_scale, "
+                        "bias_gelu, bias_silu, ...; schedule/epilogue.py NAMED)")
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
     p.add_argument("--scale", type=float, default=None,
                    help="attention: softmax scale (default 1/sqrt(D))")
@@ -109,13 +113,18 @@ def operator_from_args(args):
         raise PtxgenError(f"--causal, --scale, --mask and --score-mod apply to attention only, "
                           f"not {args.kernel}")
     op = get_operator(args.kernel)
+    if getattr(args, "epilogue", None) and (args.kernel != "matmul" or
+                                            not getattr(args, "dtype", None)):
+        raise PtxgenError("--epilogue applies to the tensor-core matmul only (matmul with "
+                          "--dtype bf16|f16|tf32)")
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":
             raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
         from ..ops.tc_matmul import TcMatmul
         op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
                       a_layout=getattr(args, "a_layout", "row"),
-                      b_layout=getattr(args, "b_layout", "col"))
+                      b_layout=getattr(args, "b_layout", "col"),
+                      epilogue=getattr(args, "epilogue", None))
     return op
 
 

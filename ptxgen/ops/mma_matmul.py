@@ -18,7 +18,7 @@ from ..schedule.tc_matmul import ELEM_BYTES
 from ..ir import types as T
 from . import pack as packmod
 from .base import Launch
-from .tc_matmul import TcMatmul
+from .tc_matmul import TcMatmul, epilogue_args
 
 
 def uses_mma_sync(arch, schedule="auto"):
@@ -31,8 +31,9 @@ def uses_mma_sync(arch, schedule="auto"):
 
 
 class MmaMatmul(TcMatmul):
-    def __init__(self, dtype="bf16", out="f32", schedule="auto", arch=archmod.BASELINE_TARGET):
-        super().__init__(dtype, out)
+    def __init__(self, dtype="bf16", out="f32", schedule="auto", arch=archmod.BASELINE_TARGET,
+                 epilogue=None):
+        super().__init__(dtype, out, epilogue=epilogue)
         if schedule != "auto" and not isinstance(schedule, MmaMatmulSchedule):
             raise PtxgenError(f"matmul: the sm_80 path takes 'auto' or an MmaMatmulSchedule, "
                               f"got {schedule!r}")
@@ -50,7 +51,7 @@ class MmaMatmul(TcMatmul):
         self.arch = archmod.check_arch(arch or self.arch)
         main = dict(shape, K=packmod.padded(shape["K"], self._per16))
         m = lower_mma_matmul(self.schedule_for(shape), self.arch, main, dtype=self.dtype,
-                             out=self.out, name=self.kernel_name())
+                             out=self.out, name=self.kernel_name(), epilogue=self.epilogue)
         if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
@@ -69,4 +70,4 @@ class MmaMatmul(TcMatmul):
         a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
         K = packmod.padded(shape["K"], self._per16)
         return [arrays[a], arrays[bt], arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
-                np.uint32(K)]
+                np.uint32(K)] + epilogue_args(self.epilogue, arrays)

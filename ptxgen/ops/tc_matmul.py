@@ -36,6 +36,7 @@ from ..schedule.tc_fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, 
 from ..schedule.tc_ldg_producer import side_bytes
 from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
+from ..schedule.epilogue import as_epilogue
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
 
@@ -110,7 +111,7 @@ class TcMatmul(Operator):
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
-                 k_pack="auto"):
+                 k_pack="auto", epilogue=None):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
                               f"tensor-core path, got {dtype!r}")
@@ -134,6 +135,15 @@ class TcMatmul(Operator):
         self.k_pack = k_pack
         self.a_layout, self.b_layout = a_layout, b_layout
         self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
+        self.epilogue = as_epilogue(epilogue)
+        if self.epilogue is not None:
+            taken = set(self.inputs) | {"C", "A_packed", "Bt_packed", "At_packed", "B_packed",
+                                        "fused_order", "fused_flags"}
+            clash = sorted(set(self.epilogue.tensors) & taken)
+            if clash:
+                raise PtxgenError(f"matmul: epilogue tensor name {clash[0]!r} is taken by the "
+                                  f"GEMM's own arrays; rename it")
+            self.inputs += tuple(self.epilogue.tensors)
         self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
         if getattr(schedule, "instruction", None) == "mma.sync":
             self.handover(None)
@@ -150,7 +160,8 @@ class TcMatmul(Operator):
             raise PtxgenError(f"matmul: the sm_80 (mma.sync) path reads a row-major A and a "
                               f"column-major B only, got a_layout={self.a_layout!r}, "
                               f"b_layout={self.b_layout!r} (use --arch sm_90a)")
-        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET)
+        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET,
+                               epilogue=self.epilogue)
         return self._sm80
 
     def schedule_for(self, shape):
@@ -213,7 +224,8 @@ class TcMatmul(Operator):
         return chunk_table(self.schedule_for(shape), shape, self.fused(shape), grid)
 
     def kernel_name(self):
-        return "tc_matmul"
+        """tc_matmul, or with an epilogue tc_matmul_<its name>_<hash of its graph>."""
+        return "tc_matmul" if self.epilogue is None else f"tc_matmul_{self.epilogue.key}"
 
     @property
     def _per16(self):
@@ -244,7 +256,7 @@ class TcMatmul(Operator):
         m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype, out=self.out,
                             name=self.kernel_name(), a_major=self.a_layout == "row",
                             b_major=self.b_layout == "col", ldg=self.ldg(shape),
-                            fused=self.fused(shape))
+                            fused=self.fused(shape), epilogue=self.epilogue)
         if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
@@ -322,6 +334,7 @@ class TcMatmul(Operator):
         fill = np.nan if self.out == "f32" else 0x7FC0            # NaN in either format
         arrays = {name: self.to_input(rng.standard_normal((rows, cols)))
                   for name, rows, cols in self.operands(shape)}
+        arrays.update(epilogue_inputs(self.epilogue, shape, rng))
         return dict(arrays, C=np.full((shape["M"], shape["N"]), fill, dtype=c_dtype))
 
     def kernel_args(self, shape, arrays):
@@ -358,7 +371,7 @@ class TcMatmul(Operator):
                     args += [arrays[x], arrays[x + "_packed"]]
             order = arrays["fused_order"]
             args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
-        return args
+        return args + epilogue_args(self.epilogue, arrays)
 
     def matrices(self, arrays):
         """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""
@@ -368,24 +381,37 @@ class TcMatmul(Operator):
             self.values(arrays["B"], self.dtype)
         return a, b
 
-    def reference(self, shape, arrays):
+    def reference(self, shape, arrays, rows=None):
+        """float64 C and its per-element bound; rows: only these rows of C (large shapes)."""
         a, b = self.matrices(arrays)
-        return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        if rows is not None:
+            a = a[np.asarray(rows)]
+        if self.epilogue is None:
+            return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        acc = a @ b
+        acc_err = self.error_bound(shape, np.abs(a) @ np.abs(b), out="f32")
+        v, e = self.epilogue.evaluate(acc, acc_err, arrays, rows=rows)
+        if self.out == "bf16":
+            e = e + BF16_ULP * np.abs(v)
+        return {"C": v, "bound": e + 1e-30}
 
-    def error_bound(self, shape, abs_products):
+    def error_bound(self, shape, abs_products, out=None):
         """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus
         one bf16 ulp of that sum for a bf16 C; for tf32 inputs, which lose up to a tf32 ulp each
         (relative), each product may be off by 2 tf32 ulps (+ their square) as well."""
         bound = 2.0 * shape["K"] * F32_ULP * abs_products
         if self.dtype == "tf32":
             bound += (2 * TF32_ULP + TF32_ULP ** 2) * abs_products
-        if self.out == "bf16":
+        if (out or self.out) == "bf16":
             bound += BF16_ULP * abs_products
         return bound + 1e-30
 
-    def check(self, shape, arrays, reference=None):
-        ref = reference or self.reference(shape, arrays)
+    def check(self, shape, arrays, reference=None, rows=None):
+        """(ok, worst relative error) of C (only `rows` of it, when given) against float64."""
+        ref = reference or self.reference(shape, arrays, rows=rows)
         got = self.values(arrays["C"], self.out)
+        if rows is not None:
+            got = got[np.asarray(rows)]
         err = np.abs(got - ref["C"])
         ok = bool(np.all(np.isfinite(got)) and np.all(err <= ref["bound"]))
         worst = float(np.max(err / np.maximum(np.abs(ref["C"]), 1.0))) if err.size else 0.0
@@ -398,6 +424,30 @@ class TcMatmul(Operator):
         e = ELEM_BYTES[self.dtype]
         return e * (shape["M"] + shape["N"]) * shape["K"] + \
             OUT_BYTES[self.out] * shape["M"] * shape["N"]
+
+
+def epilogue_inputs(epi, shape, rng):
+    """Random extra tensors of an epilogue: standard normal, in each tensor's element type
+    (bf16 as uint16 bits); a scalar is a numpy float32."""
+    if epi is None:
+        return {}
+    out = {}
+    for name, spec in epi.tensors.items():
+        x = rng.standard_normal(spec.shape(shape["M"], shape["N"]))
+        if spec.kind == "scalar":
+            out[name] = np.float32(x)
+        else:
+            out[name] = bf16_bits(x) if spec.dtype == "bf16" else \
+                np.ascontiguousarray(x, dtype=np.float16 if spec.dtype == "f16" else np.float32)
+    return out
+
+
+def epilogue_args(epi, arrays):
+    """The epilogue's kernel arguments (after the GEMM's), in its tensors' order."""
+    if epi is None:
+        return []
+    return [np.float32(arrays[n]) if spec.kind == "scalar" else arrays[n]
+            for n, spec in epi.tensors.items()]
 
 
 def _check_16_byte_aligned(arr, name):

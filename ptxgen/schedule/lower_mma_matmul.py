@@ -36,6 +36,7 @@ from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from .mma_matmul import CHUNK, MMA_K_BYTES, MMA_M, MMA_N, MMA_SHAPE, WARP
 from .c_stores import PairStores
+from .epilogue_lower import apply_epilogue, epilogue_params
 from .cp_async_ring import cp_async_ring
 from .raster import grouped_tile
 from .tc_matmul import ELEM_BYTES, OUT_BYTES, SWIZZLE_BYTES
@@ -44,7 +45,7 @@ IN_TYPE = {"bf16": T.b16, "f16": T.f16, "tf32": T.f32}
 ROW_CHUNKS = SWIZZLE_BYTES // CHUNK          # 16-byte chunks in one 128-byte tile row
 
 
-def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", epilogue=None):
     s.validate(arch, dtype)
     if out not in ("f32", "bf16"):
         raise ScheduleError(f"mma_matmul: output type must be f32 or bf16, got {out!r}")
@@ -57,13 +58,16 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
     k = m.add_kernel(name, [
         Param("A", T.u64, ptr(in_t, align=CHUNK)), Param("Bt", T.u64, ptr(in_t, align=CHUNK)),
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
-        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)])
+        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + epilogue_params(epilogue))
     k.directives.append(f".maxntid {s.threads}, 1, 1")
-    _Lowering(Builder(k), s, dtype, out, shape).run()
+    low = _Lowering(Builder(k), s, dtype, out, shape)
+    low.epi = epilogue
+    low.run()
     return m
 
 
 class _Lowering(PairStores):
+    epi = None          # a traced epilogue (schedule/epilogue.py) applied before C is stored
     def __init__(self, b, s, dtype, out, shape):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
         self.elem = ELEM_BYTES[dtype]
@@ -96,6 +100,8 @@ class _Lowering(PairStores):
 
         cp_async_ring(b, s.stages, kblocks, 0, self.stage_bytes, self.load_step,
                       lambda kb, slot: self.compute_step(acc, slot))
+        if self.epi is not None:
+            self.user_epilogue(acc, lane, wm, wn)
         self.epilogue(acc, lane, wm, wn)
         b.ret()
 
@@ -176,6 +182,16 @@ class _Lowering(PairStores):
                     b.mma_sync(shape, am, bn, acc[mt][nt], ab=self.dtype, out=acc[mt][nt])
 
     # -- epilogue ---------------------------------------------------------------------------
+    def user_epilogue(self, acc, lane, wm, wn):
+        """The traced epilogue on every accumulator, in place (the m16n8 layout below)."""
+        b, s = self.b, self.s
+        row = b.add(self.m0, b.mad(wm, s.WM, b.shr(lane, 2)), name="erow")
+        col = b.add(self.n0, b.mad(wn, s.WN, b.shl(b.and_(lane, 3), 1)), name="ecol")
+        elements = [(acc[mt][nt][2 * h + e], mt * MMA_M + 8 * h, nt * MMA_N + e)
+                    for nt in range(s.WN // MMA_N) for e in (0, 1)
+                    for mt in range(s.WM // MMA_M) for h in (0, 1)]
+        apply_epilogue(b, self.epi, self.M, self.N, row, col, elements)
+
     def epilogue(self, acc, lane, wm, wn):
         """m16n8 accumulators: lane holds rows g, g+8 (g = lane/4) and columns 2*(lane%4)
         and +1 of each block; stored as pairs (whole tiles unpredicated)."""

@@ -52,6 +52,7 @@ from ..ir.builder_tensor import cluster_dims, tensor_map_param
 from ..ir.instr import Instr
 from .c_row_stores import RowStores
 from .c_stores import PairStores
+from .epilogue_lower import apply_epilogue, epilogue_params
 from .raster import grouped_tile
 from .tc_fused_pad import FusedPad, check_fused, fused_params, producer_regs
 from .tc_ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
@@ -60,7 +61,7 @@ from .tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZ
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
-          b_major=True, ldg=(False, False), fused=(False, False)):
+          b_major=True, ldg=(False, False), fused=(False, False), epilogue=None):
     s.validate(arch, dtype)
     check_ldg(s, ldg)
     check_fused(s, fused)
@@ -96,16 +97,20 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
         for p, on in zip(("A", "B"), ldg)] +
         ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
-        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t))
+        Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t) +
+        epilogue_params(epilogue))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused).run()
+    low = _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused)
+    low.epi = epilogue
+    low.run()
     return m
 
 
 class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
+    epi = None          # a traced epilogue (schedule/epilogue.py) applied before C is stored
     def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False),
                  fused=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
@@ -333,6 +338,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 b.wgmma_wait_group(0)
                 with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
                     self.release(prev)
+            if self.epi is not None:
+                self.user_epilogue(acc, cw, t, m0, n0)
             if self.staged == "rows_st":
                 self.rows_st_epilogue(acc, cw, t, m0, n0)
             elif self.staged:
@@ -351,6 +358,19 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
             b.mbarrier_arrive(b.mapa(bar, rank), cluster=True, scope="cta")
 
     # -- epilogue -------------------------------------------------------------------------------
+    def user_epilogue(self, acc, cw, t, m0, n0):
+        """The traced epilogue on every accumulator, in place, before any kind of C store (the
+        wgmma D layout: see epilogue())."""
+        b, s = self.b, self.s
+        lane = b.and_(t, 31, name="lane")
+        row = b.add(m0, b.mad(cw, s.rows_per_consumer, b.mad(b.shr(t, 5), 16, b.shr(lane, 2))),
+                    name="erow")
+        col = b.add(n0, b.shl(b.and_(lane, 3), 1), name="ecol")
+        elements = [(acc[mb][nb][4 * j + 2 * h + e], mb * WGMMA_M + 8 * h, nb * s.wgmma_n + 8 * j + e)
+                    for nb in range(s.n_blocks) for j in range(s.wgmma_n // 8) for e in (0, 1)
+                    for mb in range(s.m_blocks) for h in (0, 1)]
+        apply_epilogue(b, self.epi, self.M, self.N, row, col, elements)
+
     def epilogue(self, acc, cw, t, m0, n0):
         """Accumulator fragment of m64nN (PTX ISA 9.0, 9.7.15.5.1, wgmma D layout): thread t
         holds, for j < N/8, rows r = 16*(t/32) + (t%32)/4 and r+8, columns 8j + 2*(t%4) + {0,1},

@@ -165,6 +165,7 @@ def default_mma_schedule(arch, shape=None):
     return big
 
 
-def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
+def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
+                     epilogue=None):
     from .lower_mma_matmul import lower
-    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name)
+    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, epilogue=epilogue)

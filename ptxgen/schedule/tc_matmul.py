@@ -262,12 +262,15 @@ class TcMatmulSchedule:
 
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
-                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False)):
+                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False),
+                    epilogue=None):
     """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
     False: M- (N-) major, read through wgmma's transpose bit. ldg: (A, B) loaded by the
     producer warpgroup with ld.global from a raw pointer instead of TMA (K-major rows that are
     not 16-byte aligned; tc_ldg_producer.py). fused: (A, B) loaded by TMA from a padded
-    workspace the kernel fills itself (tc_fused_pad.py)."""
+    workspace the kernel fills itself (tc_fused_pad.py). epilogue: a traced Epilogue
+    (schedule/epilogue.py) applied to the accumulators before C is stored; its tensors are
+    parameters after the others."""
     from .lower_tc_matmul import lower
     return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
-                 b_major=b_major, ldg=ldg, fused=fused)
+                 b_major=b_major, ldg=ldg, fused=fused, epilogue=epilogue)
