@@ -46,6 +46,12 @@ class BlockMask:
         tiles = np.prod(self.shape)
         return 1.0 - float((self.kv_num_blocks.sum() + self.full_kv_num_blocks.sum()) / tiles)
 
+    def computed_pairs(self):
+        """(q, kv) pairs of the tiles computed (partial and full), summed over the mask heads:
+        the FLOPs FlexAttention's benchmarks count (density = 1 - sparsity)."""
+        tiles = int(self.kv_num_blocks.sum() + self.full_kv_num_blocks.sum())
+        return tiles * self.Q_BLOCK * self.KV_BLOCK
+
     def kernel_arrays(self):
         """BM_counts (1 + Bm·Hm·QB rows of 2: the tile (Q_BLOCK, KV_BLOCK), then per query
         block partial, full) and BM_lists ((Bm·Hm·QB) x KB: the key blocks computed, ascending,
