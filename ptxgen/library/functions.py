@@ -8,6 +8,7 @@ Kernels are compiled once per (operator, configuration, shape, target) and cache
 (library/compiled.py); a cached GPU call only fills in addresses and launches.
 """
 import math
+import sys
 
 import numpy as np
 
@@ -154,9 +155,13 @@ def matmul(a, b, *, epilogue=None, out=None, precision="highest", backend="auto"
     ptxgen.epilogues) or a function fn(acc, row, col, **tensors) traced once into IR; `tensors`
     are its extra arrays: 1-D of length N per column (bias[col]), of length M per row, (M, N)
     per element, a Python float a scalar (a 1-D array with M == N is per column)."""
-    from .dispatch import matmul_call
-    return matmul_call(a, b, epilogue=epilogue, out=out, precision=precision, backend=backend,
-                       target=target, tensors=tensors)
+    if epilogue is not None or tensors:
+        # fused epilogues: eager only for now (the custom op's schema has no place for a
+        # traced function); autograd through them is not defined
+        return matmul_impl(a, b, out, precision, backend, target, epilogue, tensors)
+    if _through_torch(a, b) and out is None:
+        return _torch_op("matmul")(a, b, precision, backend, target)
+    return matmul_impl(a, b, out, precision, backend, target)
 
 
 def _epilogue(fn, epilogue, tensors, M, N):
@@ -329,9 +334,11 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, backend="a
     (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S.
     scale defaults to 1/sqrt(D). return_lse: also return the per-row logsumexp (B, H, S), f32,
     natural log (what a backward pass needs)."""
-    from .dispatch import attention_call
-    return attention_call(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
-                          backend=backend, target=target)
+    if _through_torch(q, k, v):
+        o, lse = _torch_op("attention")(q, k, v, bool(causal), scale, backend, target)
+    else:
+        o, lse = attention_impl(q, k, v, causal, scale, backend, target)
+    return (o, lse) if return_lse else o
 
 
 def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=None):
@@ -491,13 +498,43 @@ def _scalar(function, name, v):
     return float(v)
 
 
+# -- which way a public call goes ---------------------------------------------------------------
+# Straight to the implementation (numpy arrays, and torch tensors in eager code that needs no
+# gradient: the fewest microseconds of Python), or through the registered torch custom op
+# (library/torch_ops.py) when torch.compile traces the call or autograd must record it.
 def _public(name, args, backend, target):
-    """Eager calls run the implementation; torch tensors under torch.compile or autograd go
-    through the registered custom op (library/torch_ops.py)."""
-    from .dispatch import through_torch
     tensors = [a for a in args if hasattr(a, "shape")]
-    if through_torch(*tensors):
-        import torch
-        from . import torch_ops  # noqa: F401
-        return getattr(torch.ops.ptxgen, name)(*args, backend, target)
-    return globals()[f"{name}_impl"](*args, backend=backend, target=target)
+    if _through_torch(*tensors):
+        return _torch_op(name)(*args, backend, target)
+    return IMPLS[name](*args, backend=backend, target=target)
+
+
+def _through_torch(*tensors):
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if not _TORCH_OPS:              # register the custom ops before any torch.compile trace
+        _register_torch_ops()
+    if not isinstance(tensors[0], torch.Tensor):
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _torch_op(name):
+    """torch.ops.ptxgen.<name>: the custom op over this module's implementation (registered
+    by _through_torch)."""
+    return getattr(sys.modules["torch"].ops.ptxgen, name)
+
+
+def _register_torch_ops():
+    from . import torch_ops
+    torch_ops.register(IMPLS)
+    _TORCH_OPS.append(True)
+
+
+_TORCH_OPS = []
+IMPLS = {"matmul": matmul_impl, "attention": attention_impl, "softmax": softmax_impl,
+         "transpose": transpose_impl, "row_sum": row_sum_impl, "row_max": row_max_impl,
+         "saxpy": saxpy_impl, "add": add_impl, "scale": scale_impl}

@@ -3,14 +3,26 @@ without graph breaks (each has a fake implementation giving the result's shape a
 CUDA graphs capture their launches (they run on torch's current stream and allocate through
 torch), and autograd differentiates them: matmul's backward is two ptxgen GEMMs in the layouts
 the kernel reads in place (dA = dC·Bᵀ, dB = Aᵀ·dC); attention's backward is not implemented
-and says so rather than returning a wrong gradient."""
+and says so rather than returning a wrong gradient.
+
+The ops wrap the implementations they are given (register(impl): library/functions.py passes
+its own), so this module imports nothing of the library back."""
 import torch
 
 from ..errors import PtxgenError
 
+_REGISTERED = []
 
-def _register():
-    from .functions import attention_impl, matmul_impl
+
+def register(impl):
+    """Register the custom ops over `impl` ({"matmul": matmul_impl, ...}) once per process."""
+    if not _REGISTERED:
+        _REGISTERED.append(impl)
+        _register(impl)
+
+
+def _register(impl):
+    matmul_impl, attention_impl = impl["matmul"], impl["attention"]
 
     @torch.library.custom_op("ptxgen::matmul", mutates_args=())
     def matmul(a: torch.Tensor, b: torch.Tensor, precision: str = "highest",
@@ -58,13 +70,12 @@ def _register():
                           "gradient yet; use torch's scaled_dot_product_attention to train)")
 
     attention.register_autograd(attention_backward, setup_context=attention_setup)
-    _register_f32()
+    _register_f32(impl)
 
 
-def _register_f32():
+def _register_f32(impl):
     """The fp32 operators: a custom op each, with a fake implementation and a backward written
     with torch operations (they are cheap next to the forward's kernel)."""
-    from . import functions as F
 
     def unary(name, impl, fake, backward):
         @torch.library.custom_op(f"ptxgen::{name}", mutates_args=())
@@ -84,18 +95,18 @@ def _register_f32():
     def not_differentiable(name, x, y, g):
         raise PtxgenError(f"ptxgen.{name}: backward not implemented")
 
-    unary("softmax", F.softmax_impl, torch.empty_like,
+    unary("softmax", impl["softmax"], torch.empty_like,
           lambda n, x, y, g: y * (g - (g * y).sum(-1, keepdim=True)))
-    unary("transpose", F.transpose_impl, lambda x: x.new_empty((x.shape[1], x.shape[0])),
+    unary("transpose", impl["transpose"], lambda x: x.new_empty((x.shape[1], x.shape[0])),
           lambda n, x, y, g: g.t())
-    unary("row_sum", F.row_sum_impl, lambda x: x.new_empty((x.shape[0],)),
+    unary("row_sum", impl["row_sum"], lambda x: x.new_empty((x.shape[0],)),
           lambda n, x, y, g: g[:, None].expand_as(x))
-    unary("row_max", F.row_max_impl, lambda x: x.new_empty((x.shape[0],)), not_differentiable)
+    unary("row_max", impl["row_max"], lambda x: x.new_empty((x.shape[0],)), not_differentiable)
 
     @torch.library.custom_op("ptxgen::add", mutates_args=())
     def add(x: torch.Tensor, y: torch.Tensor, backend: str = "auto",
             target: str | None = None) -> torch.Tensor:
-        return F.add_impl(x, y, backend=backend, target=target)
+        return impl["add"](x, y, backend=backend, target=target)
     add.register_fake(lambda x, y, backend="auto", target=None: torch.empty_like(x))
     add.register_autograd(lambda ctx, g: (g, g, None, None),
                           setup_context=lambda ctx, inputs, output: None)
@@ -103,7 +114,7 @@ def _register_f32():
     @torch.library.custom_op("ptxgen::scale", mutates_args=())
     def scale(s: float, x: torch.Tensor, backend: str = "auto",
               target: str | None = None) -> torch.Tensor:
-        return F.scale_impl(s, x, backend=backend, target=target)
+        return impl["scale"](s, x, backend=backend, target=target)
     scale.register_fake(lambda s, x, backend="auto", target=None: torch.empty_like(x))
 
     def scale_setup(ctx, inputs, output):
@@ -114,7 +125,7 @@ def _register_f32():
     @torch.library.custom_op("ptxgen::saxpy", mutates_args=())
     def saxpy(a: float, x: torch.Tensor, y: torch.Tensor, backend: str = "auto",
               target: str | None = None) -> torch.Tensor:
-        return F.saxpy_impl(a, x, y, backend=backend, target=target)
+        return impl["saxpy"](a, x, y, backend=backend, target=target)
     saxpy.register_fake(lambda a, x, y, backend="auto", target=None: torch.empty_like(x))
     saxpy.register_autograd(lambda ctx, g: (None, ctx.a * g, g, None, None),
                             setup_context=scale_setup_a)
@@ -123,5 +134,3 @@ def _register_f32():
 def scale_setup_a(ctx, inputs, output):
     ctx.a = inputs[0]
 
-
-_register()

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..arrays import TENSOR_MAP_BYTES, TiledMap, is_tensor
 from ..errors import LaunchError
-from .driver import GpuKernel, checked_launch, first_line, numba_cuda
+from .cuda import numba_cuda
+from .driver import GpuKernel, checked_launch, first_line
 from .tensormap import cu_function, encode_tiled
 
 _MAP_CACHE_LIMIT = 4096
