@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 
 from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..arrays import TiledMap
 from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
                                   TcMatmulSchedule, lower_tc_matmul)
@@ -112,8 +112,9 @@ class TcMatmul(Operator):
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
                  k_pack="auto"):
         if dtype not in ELEM_BYTES:
-            raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
-                              f"tensor-core path, got {dtype!r}")
+            raise PtxgenError(Spelled("matmul: ", Arg("dtype", "--dtype"), f" must be one of "
+                                      f"{', '.join(ELEM_BYTES)} on the tensor-core path, got "
+                                      f"{dtype!r}"))
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
         if schedule != "auto" and getattr(schedule, "instruction", None) not in ("wgmma",
@@ -147,9 +148,11 @@ class TcMatmul(Operator):
             self._sm80 = None
             return None
         if (self.a_layout, self.b_layout) != ("row", "col"):
-            raise PtxgenError(f"matmul: the sm_80 (mma.sync) path reads a row-major A and a "
-                              f"column-major B only, got a_layout={self.a_layout!r}, "
-                              f"b_layout={self.b_layout!r} (use --arch sm_90a)")
+            raise PtxgenError(Spelled(
+                "matmul: the sm_80 (mma.sync) path reads a row-major A and a column-major B "
+                "only, got ", Arg(f"a_layout={self.a_layout!r}", f"--a-layout {self.a_layout}"),
+                ", ", Arg(f"b_layout={self.b_layout!r}", f"--b-layout {self.b_layout}"),
+                " (use ", Arg("arch='sm_90a'", "--arch sm_90a"), ")"))
         self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET)
         return self._sm80
 
