@@ -23,3 +23,8 @@ def __getattr__(name):
         import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")
+
+
+def __dir__():
+    # the lazy names too, as tab completion and help() look for them here
+    return sorted(set(globals()) | set(_LAZY))
