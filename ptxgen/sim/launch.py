@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..ir.module import Module
 from ..names import display_name
 from ..toolchain import ToolchainError, assemble
@@ -156,8 +156,9 @@ def _registers(module, kernel, arch, warnings, given=None):
         # assume registers do not limit occupancy: the most a thread may use at full residency
         h = isamod.load(arch).header
         regs = h.registers_per_sm // h.max_threads_per_sm
-        warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed {regs} "
-                                 f"(registers do not limit occupancy) — pass registers= / --regs")
+        warnings["registers"] = Spelled(f"register count unknown ({str(e)[:80]}); assumed "
+                                        f"{regs} (registers do not limit occupancy) — pass ",
+                                        Arg("registers=N", "--regs N"))
         return regs, 0, 0
 
 

@@ -147,7 +147,9 @@ class SimReport:
         lines.append(f"  memory level: {_level_text(mm)}")
         return "\n".join(lines)
 
-    def to_text(self):
+    def to_text(self, warnings=True):
+        """The report in lines; its warnings last (warnings=False: without them, for a caller
+        that shows them itself)."""
         d = self.details
         lines = [
             f"{display_name(self.kernel)} on {self.arch} ({self.device}): "
@@ -180,7 +182,8 @@ class SimReport:
             f"  global loads: {_level_text(d['memory_model'])}",
             f"  simulated in {d['simulation_seconds']:.2f} s",
         ]
-        lines += [f"  warning: {w}" for w in self.warnings]
+        if warnings:
+            lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     # -- views of the first warps -------------------------------------------------------------
