@@ -28,7 +28,7 @@ def test_float_atomics_on_one_word_take_the_float_operations_time_per_lane(cases
     each. Priced at the integer operation's time the model said 199.6 us (-57 %)."""
     from ptxgen.sim import atomics
     from ptxgen.parse import parse_ptx
-    import model_set_fit_dram as F
+    import model_micro as F
     text, entry = F.atom_kernel("red_f32")
     red = next(s for s in parse_ptx(text).kernel(entry).body
                if getattr(s, "opcode", None) == "red")
