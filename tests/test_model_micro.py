@@ -9,6 +9,8 @@ import tempfile
 
 import numpy as np
 import pytest
+
+import model_micro as F
 from model_common import FAMILIES, HostArrays, emulate_ptx
 
 
@@ -68,7 +70,6 @@ def test_fit_dram_kernel_assembles_and_is_exact(case):
 
 
 def test_fit_dram_checks_catch_a_wrong_word():
-    import model_micro as F
     for c in (dict(family="fitd_atom", op="max_u32", n=999, buckets=7),
               dict(family="fitd_rows", piece=256, pitch=512, rows=128)):
         args, _grid, _block, check, _ = FAMILIES[c["family"]].setup(HostArrays(1), c)
@@ -109,7 +110,6 @@ def test_fit14a_kernel_assembles_and_is_exact(case):
 
 
 def test_fit14a_checks_catch_a_wrong_word():
-    import model_micro as F
     c = dict(family="fit14a_store", variant="coal", n=999)
     args, _g, _b, check, _ = FAMILIES[c["family"]].setup(HostArrays(1), c)
     x, out = args[1], args[2]
@@ -164,7 +164,6 @@ def test_fit15b_kernel_assembles_to_its_form_and_is_exact(op):
 
 
 def test_fit15b_check_catches_a_wrong_word():
-    import model_micro as F
     c = dict(family="fit15b_atom", op="gen_f32", n=3001, words=1024)
     args, _g, _b, check, _ = FAMILIES[c["family"]].setup(HostArrays(1), c)
     args[0][:] = F.form_ref("gen_f32", 3001, 1024)
@@ -183,7 +182,6 @@ def test_fit15b_cases_are_fitting_microbenchmarks():
 
 
 def _variants():
-    import model_micro as F
     return F.VARIANTS
 
 
@@ -197,7 +195,6 @@ def test_fit15c_kernel_assembles_and_is_exact(variant):
 
 
 def test_fit15c_checks_catch_a_wrong_word():
-    import model_micro as F
     for v in ("net", "net_nold", "thin_early"):
         c = dict(family="fit15c_sort", variant=v, n=999)
         args, _g, _b, check, _ = FAMILIES[c["family"]].setup(HostArrays(1), c)
@@ -210,7 +207,6 @@ def test_fit15c_checks_catch_a_wrong_word():
 
 def test_fit15c_reference_sorts_and_the_network_sorts():
     """The network is a sorting network (checked on all 0/1 inputs: the zero-one principle)."""
-    import model_micro as F
     for bits in range(256):
         v = [(bits >> j) & 1 for j in range(8)]
         for a, c in F.NETWORK:
