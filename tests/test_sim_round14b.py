@@ -12,13 +12,11 @@ from ptxgen.ir.values import LabelRef
 from ptxgen.parse import parse_ptx
 from ptxgen.reorder import loads_in_flight, schedule_block, split_body
 from ptxgen.reorder.deps import Region
-from ptxgen.toolchain import assemble, disassemble, have_tool
+from ptxgen.toolchain import assemble, disassemble
 from model_data import measured_case
 
 TABLE = isa.load("sm_90")
 SET = "model_set_2026-12-02a_held10.json.gz"
-needs_tools = pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                                 reason="ptxas / nvdisasm not installed")
 
 
 def _case(name):
@@ -39,7 +37,7 @@ def _lifted(ptx, entry):
     return ptx[:m.end()] + "\n.maxnreg 255\n" + ptx[m.end():]
 
 
-@needs_tools
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("name, default, lifted", [
     ("gemv_colmajor 24000x4000", 4, 8),           # 8 generic loads per unrolled trip
     ("triton_masked_mean 64x1000x300", 12, 32),   # 32 masked global loads per trip
@@ -126,7 +124,7 @@ def test_labels_nothing_refers_to_ride_along():
                    for r in regions2)
 
 
-@needs_tools
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("name, low, high", [
     ("gemv_colmajor 24000x4000", -0.45, 0.1),       # was -63.8 % (all 8 loads at once)
     ("triton_masked_mean 64x1000x300", -0.35, 0.1),  # was -49.9 %

@@ -131,7 +131,7 @@ def test_a_constant_moved_into_its_one_readers_register_is_that_readers_immediat
     assert free == ["0fBFC90FDA", "0fB3A22168", "0fA7C234C5"]
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 def test_ptxas_puts_the_constants_into_the_ffmas():
     sass = toolchain.disassemble(toolchain.assemble(HEAD + REDUCE, "sm_90").cubin)
     ffma = re.findall(r"FFMA R\d+, R\d+, (-?[0-9.e+-]+), R\d+", sass)

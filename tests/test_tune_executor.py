@@ -4,7 +4,6 @@ import os
 
 import pytest
 
-from ptxgen import toolchain
 from ptxgen.tune import stages, tuner
 from ptxgen.schedule.tuned import shape_class
 
@@ -53,7 +52,7 @@ def test_cluster_without_ray_is_one_line(monkeypatch):
         exmod.executor(cluster="auto")
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
+@pytest.mark.needs_ptxas
 def test_ray_local_instance_matches_local_processes():
     """The same search on a private local Ray instance: the same predictions, in order."""
     pytest.importorskip("ray")
