@@ -3,6 +3,8 @@
     python benchmarks/model_set.py collect $OUT/model_set.json   # GPU machine
     python benchmarks/model_eval.py docs/data/model_set_<date>.json.gz   # CPU: simulate, compare
     python benchmarks/model_set.py                                # list the cases
+    python benchmarks/model_set.py save-triton tests/data/model_set_triton_small.json
+                                   # the small Triton cases the CPU tests emulate (Triton, no GPU)
 
 Each case is a kernel (Numba, Triton, hand-written or Builder-made PTX) at one size. The kernel
 families are records (model_common.Family: sizes, setup with its check, kernel, tolerance)
@@ -387,6 +389,11 @@ def collect(path, only=None):
 if __name__ == "__main__":
     if len(sys.argv) in (3, 5) and sys.argv[1] == "collect":    # [--only SUBSTRING]
         sys.exit(collect(sys.argv[2], sys.argv[4] if len(sys.argv) == 5 else None))
+    if len(sys.argv) == 3 and sys.argv[1] == "save-triton":   # with Triton, no GPU needed
+        from model_common import save_triton_small
+        save_triton_small(sys.argv[2], sorted(f for f, fam in FAMILIES.items()
+                                              if fam.source == "triton" and fam.small))
+        sys.exit(0)
     for c in cases():
         print(f"{c['split']:5s} {c['source']:7s} {c['name']}")
     counts = {s: sum(c["split"] == s for c in cases()) for s in ("held", "held2", *BLIND)}
