@@ -25,6 +25,8 @@ class RunResult:
     time_ms: float = None
     registers: int = None
     engine: str = None             # the emulator's engine (interp or native)
+    path: str = None               # the instruction path and target, e.g. "wgmma (sm_90a)"
+    kernels: tuple = ()            # the kernels launched, in order
 
 
 def resolve_backend(name):
@@ -106,6 +108,10 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
         from ..emu import run_operator as emu_run
         res.engine = emu_run(op, shape, arrays, arch or DEFAULT_TARGET, engine=engine,
                              progress=progress).engine
+    from ..ops.tensor_path import describe_path
+    ran_on = arch or (device_arch() if backend == "gpu" else DEFAULT_TARGET)
+    res.path = describe_path(op, ran_on)
+    res.kernels = tuple(s.kernel for s in op.steps(shape, ran_on))
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res
