@@ -194,3 +194,9 @@ def test_block_scales_need_128_wide_tiles():
                    scaling="block")
     with pytest.raises(ScheduleError, match="BN = wgmma_n = BK = 128"):
         op.build(dict(M=256, N=256, K=256), ARCH)
+
+
+def test_operator_bound_follows_the_emulators_model():
+    from ptxgen.ops.fp8_matmul import FP8_ACCUMULATION
+    m = TM.MODEL_FP8
+    assert FP8_ACCUMULATION == (m.block, m.width, m.frac_bits)

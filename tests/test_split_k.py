@@ -1,4 +1,4 @@
-"""Split-K on the sm_90a tensor-core GEMM (schedule/tc_split_k.py): odd shapes against float64 on
+"""Split-K on the sm_90a tensor-core GEMM (lower/split_k.py): odd shapes against float64 on
 the emulator, the in-kernel reduction's determinism and its counters, schedule checks, and the
 tuner's split-K points for skinny shapes."""
 import dataclasses

@@ -72,11 +72,13 @@ def shape_from_args(op, args):
 
 
 def add_dtype(p):
-    """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
+    """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py); attention's
+    input type."""
     p.add_argument("--dtype", choices=("bf16", "f16", "tf32", "e4m3", "e5m2"),
                    help="matmul: bf16, f16 or tf32 inputs on the tensor cores (wgmma on "
-                        "sm_90a, mma.sync on the other targets); e4m3/e5m2: the fp8 GEMM "
-                        "with per-tensor scales (sm_90a only)")
+                        "sm_90a, mma.sync on the other targets), e4m3/e5m2: the fp8 GEMM "
+                        "with per-tensor scales (sm_90a only); attention: bf16 (default) "
+                        "or f16")
     p.add_argument("--b-dtype", choices=("e4m3", "e5m2"), default=None,
                    help="matmul with an fp8 --dtype: B's format, where it differs from A's")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
@@ -86,25 +88,45 @@ def add_dtype(p):
     p.add_argument("--b-layout", choices=("row", "col"), default="col",
                    help="matmul with --dtype: B column-major (given as Bt, N x K) or row-major "
                         "(K x N)")
+    p.add_argument("--epilogue", default=None, metavar="NAME",
+                   help="matmul with --dtype: a named epilogue fused before C is stored (bias, "
+                        "relu, gelu_tanh, gelu_erf, silu, residual, row_scale, col_scale, "
+                        "bias_gelu, bias_silu, ...; schedule/epilogue.py NAMED)")
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
     p.add_argument("--scale", type=float, default=None,
                    help="attention: softmax scale (default 1/sqrt(D))")
+    p.add_argument("--mask", default=None, metavar="SPEC",
+                   help="attention: a mask_mod with its block mask: causal, sliding:W, "
+                        "document:LEN (documents of LEN tokens) or prefix:N")
+    p.add_argument("--score-mod", default=None, metavar="SPEC",
+                   help="attention: a score_mod: alibi or softcap:C")
 
 
 def operator_from_args(args):
     """The library operator args.kernel names; with --dtype, the tensor-core matmul;
     `attention` is the fused attention forward (ops/attention.py, bf16 by default). Both take
     their sm_80 path (mma.sync) for a target without wgmma."""
-    from ..ops import get_operator
+    from ..ops import OPERATORS
+    if args.kernel not in OPERATORS and args.kernel != "attention":
+        raise PtxgenError(f"unknown kernel {args.kernel!r}; known: "
+                          f"{', '.join(sorted([*OPERATORS, 'attention']))}")
     if args.kernel == "attention":
         from ..ops.attention import Attention
         if getattr(args, "dtype", None) not in (None, "bf16", "f16"):
             raise PtxgenError(f"attention: --dtype must be bf16 or f16, got {args.dtype}")
+        from ..ops.attention_mods import mask_from_spec, score_mod_from_spec
+        mask, smod = getattr(args, "mask", None), getattr(args, "score_mod", None)
+        S = getattr(args, "S", None) or Attention.defaults["S"]
+        H = getattr(args, "H", None) or Attention.defaults["H"]
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
-                         causal=getattr(args, "causal", False), scale=getattr(args, "scale", None))
-    if getattr(args, "causal", False) or getattr(args, "scale", None) is not None:
-        raise PtxgenError(f"--causal and --scale apply to attention only, not {args.kernel}")
-    op = get_operator(args.kernel)
+                         causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
+                         mask_mod=mask_from_spec(mask, S) if mask else None,
+                         score_mod=score_mod_from_spec(smod, H) if smod else None)
+    if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
+            getattr(args, "mask", None) or getattr(args, "score_mod", None):
+        raise PtxgenError(f"--causal, --scale, --mask and --score-mod apply to attention only, "
+                          f"not {args.kernel}")
+    op = OPERATORS[args.kernel]
     if getattr(args, "G", None) is not None:
         if args.kernel != "matmul":
             raise PtxgenError(f"--groups applies to matmul only, not {args.kernel}")
@@ -114,9 +136,14 @@ def operator_from_args(args):
                              layout=args.group_layout, b_dtype=getattr(args, "b_dtype", None),
                              w_layout="kn" if getattr(args, "b_layout", "col") == "row"
                              else "nk")
+    if getattr(args, "epilogue", None) and (args.kernel != "matmul" or
+                                            not getattr(args, "dtype", None)):
+        raise PtxgenError("--epilogue applies to the tensor-core matmul only (matmul with "
+                          "--dtype bf16|f16|tf32)")
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":
-            raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
+            raise PtxgenError(f"--dtype applies to matmul and attention only, not "
+                              f"{args.kernel}")
         from ..ops.tc_matmul import TcMatmul
         if getattr(args, "b_dtype", None) and args.dtype not in ("e4m3", "e5m2"):
             raise PtxgenError(f"matmul: --b-dtype applies to an fp8 --dtype (e4m3, e5m2), not "
@@ -127,12 +154,16 @@ def operator_from_args(args):
                 raise PtxgenError("matmul: fp8 wgmma reads K-major operands only: --a-layout "
                                   "must be row and --b-layout col with --dtype "
                                   f"{args.dtype}")
+            if getattr(args, "epilogue", None):
+                raise PtxgenError("--epilogue applies to the bf16, f16 and tf32 matmul, not "
+                                  f"--dtype {args.dtype}")
             from ..ops.fp8_matmul import Fp8Matmul
             return Fp8Matmul(args.dtype, out=args.out_dtype,
                              b_dtype=getattr(args, "b_dtype", None))
         op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
                       a_layout=getattr(args, "a_layout", "row"),
-                      b_layout=getattr(args, "b_layout", "col"))
+                      b_layout=getattr(args, "b_layout", "col"),
+                      epilogue=getattr(args, "epilogue", None))
     return op
 
 

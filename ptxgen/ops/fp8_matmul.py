@@ -11,28 +11,31 @@ multiple of 16 (rows not 16-byte aligned) goes through the zero-padded copy (pad
 scaling="block": DeepSeek-style scales instead, a_scales (f32 [ceil(K/128), M], one per 1 x 128
 block of A) and b_scales (f32 [ceil(N/128), ceil(K/128)], one per 128 x 128 block of B); each
 stage's block accumulator is promoted into an f32 total with its scales
-(schedule/tc_block_scales.py), on 128 x 128 tiles.
+(lower/block_scales.py), on 128 x 128 tiles.
 
 Numerics: the products are exact (4 x 4 significand bits) but wgmma's fp8 accumulation keeps
-fewer bits than f32 (emu/tensor_math.MODEL_FP8, measured on the GPU); error_bound derives each
-element's bound in float64 from that model's fields, so it holds for the model the emulator
-runs, plus the two f32 roundings of the scales and a bf16 C's rounding.
+fewer bits than f32 (emu/tensor_math.MODEL_FP8, a prior until the GPU measures it); error_bound
+derives each element's bound in float64 from that model's fields (FP8_ACCUMULATION), so it
+holds for the model the emulator runs, plus the two f32 roundings of the scales and a bf16 C's
+rounding.
 """
 import dataclasses
 
 import numpy as np
 
-from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
-from ..emu import tensor_math as TM
-from ..errors import PtxgenError
-from ..ir import types as T
-from ..schedule.tc_matmul import FP8, lower_tc_matmul
-from . import pack as packmod
+from .. import arrays as fp8fmt
+from ..errors import Arg, PtxgenError, Spelled
+from ..schedule.tc_matmul import FP8
 from .tc_matmul import BF16_ULP, F32_ULP, TcMatmul
+from .tensor_path import WGMMA
 
 SCALES = ("scale_a", "scale_b")
-BLOCK_SCALES = ("a_scales", "b_scales")   # f32 [K/128, M] and [N/128, K/128] (tc_block_scales)
+BLOCK_SCALES = ("a_scales", "b_scales")   # f32 [K/128, M] and [N/128, K/128] (block_scales)
 SCALINGS = ("tensor", "block")
+# (products per alignment block, bits kept below 2^(E+1), fraction bits of each rounded sum) of
+# wgmma's fp8 accumulation: the emulator's emu/tensor_math.MODEL_FP8 (a test keeps them equal;
+# operators do not import the emulator)
+FP8_ACCUMULATION = (32, 25, 13)
 BLOCK = 128
 
 
@@ -58,15 +61,15 @@ class Fp8Matmul(TcMatmul):
         if getattr(schedule, "instruction", "wgmma") != "wgmma" and schedule != "auto":
             raise PtxgenError("matmul: the fp8 GEMM runs on wgmma only (sm_90a): schedule must "
                               "be 'auto' or a TcMatmulSchedule")
-        super().__init__(dtype, out, schedule, "row", "col", "pad")
         self.b_dtype, self.scaling = b_dtype, scaling
+        super().__init__(dtype, out, schedule, "row", "col", "pad")
         self.scale_inputs = SCALES if scaling == "tensor" else BLOCK_SCALES
         self.inputs = ("A", "Bt") + self.scale_inputs
 
     def schedule_for(self, shape):
         """Per-tensor scales: the bf16 GEMM's choice (tune cache, else default_tc_schedule).
         Block scales: that choice turned into 128x128 tiles with one k-block per stage and no
-        wgmma group left in flight (tc_block_scales.py), 5 stages."""
+        wgmma group left in flight (lower/block_scales.py), 5 stages."""
         s = super().schedule_for(shape)
         if self.scaling == "tensor" or self.schedule != "auto":
             return s
@@ -74,32 +77,21 @@ class Fp8Matmul(TcMatmul):
                                    split_k=1, stages=5, epilogue="tma" if s.epilogue == "direct"
                                    else s.epilogue)
 
-    def handover(self, arch):
-        from .mma_matmul import uses_mma_sync
-        if uses_mma_sync(arch, self.schedule):
-            raise PtxgenError(f"matmul: the fp8 GEMM needs wgmma (--arch sm_90a), not {arch}")
-        return None
-
-    def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        self.handover(arch)
-        m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype,
-                            out=self.out, name=self.kernel_name(), b_dtype=self.b_dtype,
-                            scales=self.scaling == "tensor",
-                            block_scales=self.scaling == "block")
-        return packmod.add_pad_copy(m, T.b8) if self.packs(shape) else m
-
-    def _pad_kernel(self):
-        return packmod.KERNEL8
+    def check_path(self, path):
+        if path.instruction != WGMMA:
+            raise PtxgenError(Spelled("matmul: the fp8 GEMM needs wgmma (",
+                                      Arg("arch='sm_90a'", "--arch sm_90a"), "), not ",
+                                      str(self.built_arch)))
 
     def _np_in(self):
         return np.uint8
 
     def to_input(self, x, fmt=None):
         """float array -> fp8 bytes of `fmt` (A's format by default), nearest even, saturated."""
-        return TM.to_fp8(x, fmt or self.dtype)
+        return fp8fmt.to_fp8(x, fmt or self.dtype)
 
     def values(self, a, dtype):
-        return TM.from_fp8(a, dtype) if dtype in FP8 else super().values(a, dtype)
+        return fp8fmt.from_fp8(a, dtype) if dtype in FP8 else super().values(a, dtype)
 
     def make_inputs(self, shape, rng):
         M, N, K = shape["M"], shape["N"], shape["K"]
@@ -121,10 +113,14 @@ class Fp8Matmul(TcMatmul):
         """The scales' product as the kernel forms it (an f32 multiply), float64."""
         return float(np.float32(arrays["scale_a"][0]) * np.float32(arrays["scale_b"][0]))
 
-    def reference(self, shape, arrays):
+    def reference(self, shape, arrays, rows=None):
+        """float64 C and its per-element bound; rows: only these rows of C (large shapes)."""
         a, b = self.matrices(arrays)
+        if rows is not None:
+            a = a[np.asarray(rows)]
         if self.scaling == "block":
-            return self._block_reference(shape, arrays, a, b)
+            sa = arrays["a_scales"] if rows is None else arrays["a_scales"][:, np.asarray(rows)]
+            return self._block_reference(shape, dict(arrays, a_scales=sa), a, b)
         s = self.scale(arrays)
         return {"C": s * (a @ b), "bound": s * self.error_bound(shape, np.abs(a) @ np.abs(b))}
 
@@ -133,7 +129,7 @@ class Fp8Matmul(TcMatmul):
         bound: each block's wgmma sum (error_bound for K = 128) scaled, the scales' product
         and each promotion fma rounded in f32 (2^-24 of the running sum's sum |terms|
         each), a bf16 C's rounding."""
-        M, N, K = shape["M"], shape["N"], shape["K"]
+        M, N, K = a.shape[0], shape["N"], shape["K"]
         sa = arrays["a_scales"].astype(np.float32)
         sb = arrays["b_scales"].astype(np.float32)
         cols = np.arange(N) // BLOCK
@@ -151,18 +147,17 @@ class Fp8Matmul(TcMatmul):
             * scaled
         return {"C": want, "bound": bound + 1e-30}
 
-    def error_bound(self, shape, abs_products):
+    def error_bound(self, shape, abs_products, out=None):
         """Per element, of the unscaled sum S = sum |a||b| (reference() scales it): each block of
         `block` products and the accumulator are cut at 2^(E+1-width), E the largest exponent,
         below which each term loses < 2^(1-width) of the largest term (<= S), and the block sum
         is rounded to frac_bits (< 2^-frac_bits of S); K/block blocks; then the scale multiply
         (an f32 rounding, 2^-24) and a bf16 C's rounding."""
-        m = TM.MODEL_FP8
-        blocks = -(-shape["K"] // m.block)
-        frac = 23 if m.frac_bits is None else m.frac_bits
-        per_block = (m.block + 1) * 2.0 ** (1 - m.width) + 2.0 ** -frac
+        block, width, frac = FP8_ACCUMULATION
+        blocks = -(-shape["K"] // block)
+        per_block = (block + 1) * 2.0 ** (1 - width) + 2.0 ** -frac
         bound = (blocks * per_block * 1.01 + F32_ULP) * abs_products
-        if self.out == "bf16":
+        if (out or self.out) == "bf16":
             bound += BF16_ULP * abs_products
         return bound + 1e-30
 

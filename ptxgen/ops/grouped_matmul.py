@@ -1,5 +1,5 @@
 """Grouped matmul (mixture-of-experts): C[rows of expert g] = X[those rows] @ W[g]^T for G
-experts in one persistent sm_90a launch (schedule/lower_grouped_matmul.py).
+experts in one persistent sm_90a launch (lower/grouped_matmul.py).
 
 Arrays: X (M x K, row-major: every expert's tokens), W (G x N x K: each expert's weights K-major,
 as torch's nn.Linear stores them; torch._grouped_mm's (G, K, N) operand is W.transpose(1, 2)) or,
@@ -17,7 +17,7 @@ import numpy as np
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import PtxgenError
-from ..schedule.lower_grouped_matmul import LAYOUTS, lower_grouped_matmul
+from ..lower.grouped_matmul import LAYOUTS, lower_grouped_matmul
 from ..schedule.tc_matmul import ELEM_BYTES, FP8, MN_BOX, TcMatmulSchedule
 from .base import Launch, Operator, sm_count_or_default
 from .tc_matmul import MAP_DTYPE, TC_CHIP, TcMatmul
@@ -89,7 +89,7 @@ class GroupedMatmul(Operator):
         return TcMatmulSchedule().for_dtype(self.dtype)
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        from .mma_matmul import uses_mma_sync
+        from .tensor_path import uses_mma_sync
         if uses_mma_sync(arch, "auto"):
             raise PtxgenError(f"grouped_matmul: needs wgmma (--arch sm_90a), not {arch}")
         return lower_grouped_matmul(self.schedule_for(shape), arch, shape, self.dtype,

@@ -38,7 +38,7 @@ EPILOGUES = ("direct", "tma")
 INFLIGHT = (0, 1)
 CLUSTERS = (1, 2)
 GROUPS = (0, 8)
-# split-K (schedule/tc_split_k.py) for shapes with fewer 128x256 tiles than SMs (decode):
+# split-K (lower/split_k.py) for shapes with fewer 128x256 tiles than SMs (decode):
 # (BM, consumers) tiles 128 wide, the K loop cut into SPLITS pieces, C from the fragments
 SPLIT_TILES = ((64, 1), (128, 2))
 SPLITS = (2, 3, 4)
