@@ -212,6 +212,16 @@ def test_causal_flag_with_a_mask_mod_is_both():
     assert Attention("bf16", causal=True).check(shape, arrays)[0]       # prefix ∧ causal
 
 
+def test_a_score_mod_with_the_built_in_causal_mask():
+    op = Attention("bf16", causal=True, schedule=SCHED90, score_mod=am.alibi([0.5]))
+    assert op.causal and op.mod_spec(op.shape(B=1, H=1, S=99, D=64)).block_lists is None
+    shape = op.shape(B=1, H=1, S=99, D=64)
+    arrays = _emulated(op, shape, SM90)
+    assert op.check(shape, arrays)[0]
+    assert not Attention("bf16", score_mod=am.alibi([0.5]), schedule=SCHED90).check(
+        shape, arrays)[0]
+
+
 def test_flops_count_the_allowed_pairs():
     op = Attention("bf16", mask_mod=am.sliding_window(100))
     shape = op.shape(B=2, H=4, S=1000, D=64)
