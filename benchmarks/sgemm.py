@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from ptxgen import emit_module  # noqa: E402
 from ptxgen.ops.matmul import Matmul  # noqa: E402
-from ptxgen.schedule import CANDIDATES, default_schedule, lower_matmul  # noqa: E402
+from ptxgen.lower import lower_matmul  # noqa: E402
+from ptxgen.schedule import CANDIDATES, default_schedule  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 1000, 1000), (4095, 4097, 513),
           (4096, 4096, 512)]

@@ -27,7 +27,7 @@ from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E4
 from ptxgen.runtime import bound_launch, load_steps, time_calls     # noqa: E402
 from ptxgen.runtime.device import sm_count                            # noqa: E402
 from ptxgen.runtime.tensormap import max_cluster_ctas                 # noqa: E402
-from ptxgen.schedule import tc_fused_pad as fpad                       # noqa: E402
+from ptxgen.lower import fused_pad as fpad                       # noqa: E402
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule                # noqa: E402
 
 ARCH = "sm_90a"
@@ -64,10 +64,10 @@ VARIANTS = {
 LAYOUTS = {"brow": dict(b_layout="row"), "acol": dict(a_layout="col"),
            "acolbrow": dict(a_layout="col", b_layout="row")}
 # the operator's auto schedule with misaligned K-major operands (K % 8, tf32 K % 4) pad-copied
-# then loaded by TMA, or loaded by the producer's ld.global (schedule/tc_ldg_producer.py)
-# or pad-copied inside the GEMM by the producer's idle warps (schedule/tc_fused_pad.py);
+# then loaded by TMA, or loaded by the producer's ld.global (lower/ldg_producer.py)
+# or pad-copied inside the GEMM by the producer's idle warps (lower/fused_pad.py);
 # "fused4": the same with 4 staged rounds in flight per copier warp instead of 8, "fusedp1":
-# with the TMA thread polling one k-block's flags at a time (tc_fused_pad.STAGED_ROUNDS /
+# with the TMA thread polling one k-block's flags at a time (fused_pad.STAGED_ROUNDS /
 # POLL_AHEAD, set while that variant is built and launched)
 K_PACK = {"pad": dict(k_pack="pad"), "ldg": dict(k_pack="ldg"), "fused": dict(k_pack="fused"),
           "fused4": dict(k_pack="fused"), "fused10": dict(k_pack="fused"),

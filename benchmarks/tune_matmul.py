@@ -5,7 +5,7 @@
 
 Runs ptxgen.tune.tune_matmul for each shape: the full schedule space, pruned by validate,
 ptxas (spills), occupancy and the simulator, then the survivors checked on a small odd shape
-and timed with CUDA events. The winners go to ptxgen/tune/cache/matmul_<arch>.json (the cache
+and timed with CUDA events. The winners go to ptxgen/schedule/data/matmul_<arch>.json (the cache
 shipped with the package; commit it) and, when OUT is set, to $OUT/matmul_<arch>.json as well,
 with the full reports in $OUT/tune.json. When torch imports, cuBLAS (TF32 off) is timed at
 each shape for reference.

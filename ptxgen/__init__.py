@@ -5,7 +5,8 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
+__all__ = ["matmul", "attention", "softmax", "transpose", "row_sum", "row_max", "saxpy", "add",
+           "scale", "epilogues", "last_launch", "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
            "bank_conflicts", "warp_efficiency", "roofline", "torch_op", "PtxgenError",
            "ParseError", "VerifyError", "ToolchainError", "LaunchError", "EmulationError",
            "__version__"]
@@ -15,10 +16,17 @@ __all__ = ["emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupanc
 _LAZY = {"parse_ptx": ".parse", "kernel": ".kernel_object", "analyze": ".analysis",
          "emulate": ".emu", "occupancy": ".analysis.occupancy",
          "bank_conflicts": ".analysis.banks", "warp_efficiency": ".reports.warp_efficiency",
-         "roofline": ".reports.roofline", "torch_op": ".torch_ops"}
+         "roofline": ".reports.roofline", "torch_op": ".torch_ops",
+         "matmul": ".library", "attention": ".library", "last_launch": ".library",
+         "clear_cache": ".library", "softmax": ".library", "transpose": ".library",
+         "row_sum": ".library", "row_max": ".library", "saxpy": ".library", "add": ".library",
+         "scale": ".library"}
 
 
 def __getattr__(name):
+    if name == "epilogues":
+        import importlib
+        return importlib.import_module(".epilogues", __name__)
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
@@ -27,4 +35,4 @@ def __getattr__(name):
 
 def __dir__():
     # the lazy names too, as tab completion and help() look for them here
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"epilogues"})

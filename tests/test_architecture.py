@@ -3,6 +3,8 @@ function-level alike) are parsed with `ast`, and
 
 - each stage (a subpackage or top-level module of ptxgen) imports only from stages below it, so
   no cycle exists between stages;
+- no cycle exists between files either, inside a package included (a package's __init__ counts
+  as a file);
 - numba is imported only under ptxgen/runtime/;
 - no module imports another's private (_underscored) names, and only ptxgen.emu itself is the
   emulator's interface to the rest;
@@ -31,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # stages only. A new subpackage or top-level module must be placed here (the test says so).
 LAYERS = [
     ("errors", {"errors"}),
+    ("cache root", {"cachedir"}),
+    ("program cache", {"progcache"}),
     ("names", {"names", "arrays"}),
     ("targets", {"arch"}),
     ("toolchain", {"toolchain"}),
@@ -42,14 +46,16 @@ LAYERS = [
     ("static analyses", {"analysis", "reorder"}),
     ("lifting", {"lift"}),
     ("schedules", {"schedule"}),
+    ("lowering", {"lower"}),
     ("operators", {"ops"}),
     ("runners", {"emu", "runtime", "sim"}),
     ("kernel objects", {"kernel_object"}),
     ("PyTorch ops", {"torch_ops"}),
     ("reports", {"reports", "calibrate", "frontends"}),
+    ("public operators", {"library"}),
     ("tuner", {"tune"}),
     ("command line", {"cli"}),
-    ("entry points", {"__main__", "ptxgen"}),
+    ("entry points", {"__main__", "ptxgen", "epilogues"}),
 ]
 NUMBA_HOME = "runtime"
 PUBLIC_ONLY = {"emu"}          # stages the rest of ptxgen reaches only through their __init__
@@ -147,14 +153,8 @@ def upward_imports(root):
     return bad
 
 
-def unit_cycles(root):
-    """Cycles between stage units (strongly connected components of more than one unit)."""
-    graph = {}
-    for src, dst, _, _ in _edges(root):
-        a, b = unit(src), unit(dst)
-        if a != b:
-            graph.setdefault(a, set()).add(b)
-            graph.setdefault(b, set())
+def _cycles(graph):
+    """Strongly connected components of more than one node of {node: set of nodes}, sorted."""
     index, low, stack, on, out = {}, {}, [], set(), []
 
     def visit(v):
@@ -176,11 +176,33 @@ def unit_cycles(root):
                 if w == v:
                     break
             if len(comp) > 1:
-                out.append("cycle between " + " ↔ ".join(sorted(comp)))
+                out.append(sorted(comp))
     for v in sorted(graph):
         if v not in index:
             visit(v)
     return out
+
+
+def unit_cycles(root):
+    """Cycles between stage units (strongly connected components of more than one unit)."""
+    graph = {}
+    for src, dst, _, _ in _edges(root):
+        a, b = unit(src), unit(dst)
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+            graph.setdefault(b, set())
+    return ["cycle between " + " ↔ ".join(c) for c in _cycles(graph)]
+
+
+def file_cycles(root):
+    """Cycles between modules (files), function-level imports included: `from . import x` of a
+    sibling is an edge to it, `from .pkg import name` one to pkg's __init__."""
+    mods = modules(root)
+    graph = {m: set() for m in mods}
+    for src, dst, _, _ in _edges(root):
+        if dst in mods and dst != src:
+            graph[src].add(dst)
+    return [f"import cycle between files: {' ↔ '.join(c)}" for c in _cycles(graph)]
 
 
 def numba_outside_runtime(root):
@@ -359,7 +381,7 @@ def _defined(path):
     return out
 
 
-CHECKS = [unplaced_units, upward_imports, unit_cycles, numba_outside_runtime,
+CHECKS = [unplaced_units, upward_imports, unit_cycles, file_cycles, numba_outside_runtime,
           private_reach_ins, hardware_constants, target_literals, unresolved_imports]
 
 
@@ -433,6 +455,12 @@ def _package(tmp_path, files):
     (unit_cycles, {"ptxgen/ops/__init__.py": "from ..tune import cache\n",
                    "ptxgen/tune/__init__.py": "def f():\n    from ..ops import Matmul\n"},
      "cycle between ops ↔ tune"),
+    (file_cycles, {"ptxgen/emu/__init__.py": "", "ptxgen/emu/program.py": "def f():\n"
+                   "    from . import alu\n", "ptxgen/emu/alu.py": "from .program import Op\n"},
+     "import cycle between files: ptxgen.emu.alu ↔ ptxgen.emu.program"),
+    (file_cycles, {"ptxgen/sim/__init__.py": "from .a import x\n", "ptxgen/sim/a.py":
+                   "from .b import y\n", "ptxgen/sim/b.py": "def g():\n    from . import z\n"},
+     "ptxgen.sim ↔ ptxgen.sim.a ↔ ptxgen.sim.b"),
     (numba_outside_runtime, {"ptxgen/tune/gpu.py": "def f():\n    from numba import cuda\n"},
      "ptxgen.tune.gpu:2 imports numba"),
     (private_reach_ins, {"ptxgen/emu/__init__.py": "", "ptxgen/emu/alu.py": "",

@@ -190,3 +190,14 @@ def test_compare_static_side_by_side(cli):
         return re.sub(r"_Z\S+", "<mangled>", text.strip())
     assert unmangled(out) == unmangled(c.to_text())
     assert "registers" in out and str(c.ours.sass_instructions) in out
+
+
+def test_run_says_which_instruction_path_and_kernels_ran(cli):
+    rc, out, err = cli("run", "matmul", "--dtype", "bf16", "--M", "33", "--N", "20", "--K", "19",
+                       "--backend", "emu", "--check")
+    assert rc == 0, err
+    assert "path: wgmma (sm_90a); kernels pad_copy_b16, pad_copy_b16, tc_matmul" in out
+    rc, out, err = cli("run", "matmul", "--dtype", "bf16", "--M", "33", "--N", "24", "--K", "32",
+                       "--arch", "sm_80", "--backend", "emu", "--check")
+    assert rc == 0, err
+    assert "path: mma.sync (sm_80); kernels tc_matmul" in out

@@ -11,14 +11,10 @@ from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
 from ptxgen.errors import ScheduleError
 from ptxgen.ops.attention import Attention
-from ptxgen.ops.mma_attention import MmaAttention
-from ptxgen.ops.mma_matmul import uses_mma_sync
+from ptxgen.ops.tensor_path import uses_mma_sync
 from ptxgen.schedule.attention import AttentionSchedule
 from ptxgen.schedule.mma_attention import MmaAttentionSchedule
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not found")
 
 
 @pytest.mark.parametrize("fields, D, words", [
@@ -68,7 +64,7 @@ def test_emulated_kernel_matches_float64(causal, schedule, S, D):
 
 
 def test_f16_scale_and_several_heads_on_the_emulator():
-    op = MmaAttention("f16", causal=True, scale=0.05, arch="sm_90")
+    op = Attention("f16", causal=True, scale=0.05)
     shape = op.shape(B=2, H=2, S=70, D=128)
     arrays = op.make_inputs(shape, np.random.default_rng())
     run_operator(op, shape, arrays, "sm_90")
@@ -84,7 +80,7 @@ def test_cli_runs_the_sm80_path_on_the_emulator(cli):
     assert rc == 0 and ".target sm_80" in out and "mma.sync" in out, err
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])

@@ -7,15 +7,14 @@ import pytest
 from ptxgen import toolchain
 from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
-from ptxgen.errors import ScheduleError
-from ptxgen.ops.mma_matmul import MmaMatmul, uses_mma_sync
-from ptxgen.ops.tc_matmul import TcMatmul
+from ptxgen.errors import PtxgenError, ScheduleError
+from ptxgen.ops.matmul import Matmul
+from ptxgen.ops.mma_matmul import MmaSyncMatmulPath
+from ptxgen.ops.tc_matmul import TcMatmul, WgmmaMatmulPath
+from ptxgen.ops.tensor_path import uses_mma_sync
 from ptxgen.schedule.mma_matmul import MmaMatmulSchedule, default_mma_schedule
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not found")
 # 2 warps, 32 x 32 tiles: small enough that the odd shapes below span several CTAs in both
 # directions and several K steps (the pipeline's slots wrap), and the emulator stays quick
 SMALL = MmaMatmulSchedule(BM=32, BN=32, warps_m=2, warps_n=1, stages=2, group_m=2)
@@ -57,6 +56,27 @@ def test_paths_by_target():
     assert op.launch(shape).block == (384, 1, 1)              # back on the sm_90a path
 
 
+def test_one_operator_picks_its_path_from_the_table():
+    """TcMatmul is one operator whose path (PATHS) follows the target of its last build and
+    its schedule; the SGEMM and it are both `matmul` to the user but differ by name."""
+    op = TcMatmul("bf16", "f32")
+    assert op.path() is WgmmaMatmulPath                       # not built yet: sm_90a
+    op.build(op.shape(M=64, N=64, K=64), "sm_86")
+    assert op.path() is MmaSyncMatmulPath and op.built_arch == "sm_86"
+    assert TcMatmul("bf16", "f32", SMALL).path() is MmaSyncMatmulPath
+    assert set(TcMatmul.PATHS) == {"wgmma", "mma.sync"}
+    # the path's target is no part of the operator's configuration (the kernel cache's key)
+    from ptxgen.library.compiled import operator_key
+    key = operator_key(op)
+    op.build(op.shape(M=64, N=64, K=64), "sm_90a")
+    assert op.path() is WgmmaMatmulPath and operator_key(op) == key
+    assert TcMatmul().label == Matmul().label == "matmul" and TcMatmul().name != Matmul().name
+    with pytest.raises(PtxgenError, match="matmul: size K must"):
+        TcMatmul().shape(K=0)
+    with pytest.raises(PtxgenError, match="a_layout='col'"):
+        TcMatmul("bf16", "f32", SMALL, a_layout="col")
+
+
 def _check(op, shape, arch):
     arrays = op.make_inputs(shape, np.random.default_rng())
     run_operator(op, shape, arrays, arch)
@@ -83,7 +103,7 @@ def test_emulator_matches_float64_at_odd_shapes(dtype, out, M, N, K):
 @pytest.mark.parametrize("arch, schedule", [("sm_86", THREE), ("sm_89", "auto"),
                                             ("sm_90", "auto")])
 def test_emulator_three_stages_and_default_tiles(arch, schedule):
-    op = MmaMatmul("f16", "bf16", schedule, arch=arch)
+    op = TcMatmul("f16", "bf16", schedule)
     _check(op, op.shape(M=45, N=97, K=300), arch)
 
 
@@ -95,7 +115,7 @@ def test_cli_runs_the_sm80_path_on_the_emulator(cli):
     assert rc == 0 and ".target sm_86" in out and "m16n8k8.row.col.f32.tf32.tf32" in out, err
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype, out", [("bf16", "f32"), ("bf16", "bf16"), ("f16", "f32"),
                                         ("tf32", "f32")])

@@ -1,4 +1,4 @@
-"""The realigning pad copy (ops/pack.py over schedule/pad_rows.py): bit-exact against numpy at
+"""The realigning pad copy (ops/pack.py over lower/pad_rows.py): bit-exact against numpy at
 every row misalignment, zero-filled pads, the last row's partial block read element-wise
 (memcheck on), both engines; on a GPU the same against numpy."""
 import numpy as np

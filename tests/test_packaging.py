@@ -39,8 +39,8 @@ def test_wheel_carries_machine_models_and_tune_cache(wheel):
     assert shipped >= {"targets.toml", "sm_90.toml"}
     for f in shipped:
         assert f"ptxgen/isa_data/{f}" in names
-    for f in (ROOT / "ptxgen" / "tune" / "cache").glob("*.json"):
-        assert f"ptxgen/tune/cache/{f.name}" in names
+    for f in (ROOT / "ptxgen" / "schedule" / "data").glob("*.json"):
+        assert f"ptxgen/schedule/data/{f.name}" in names
 
 
 def test_test_extra_installs_what_ci_runs():

@@ -1,4 +1,4 @@
-"""The sm_90a GEMM's fused pad copy (schedule/tc_fused_pad.py, TcMatmul k_pack="fused"): the
+"""The sm_90a GEMM's fused pad copy (lower/fused_pad.py, TcMatmul k_pack="fused"): the
 producer's idle warps fill the padded workspace chunk by chunk while the kernel runs and the TMA
 thread waits on per-chunk flags. On the CPU emulator (every CTA in one batch, memcheck and
 racecheck on): bit for bit equal to the pad-copy path, against float64, with small forced grids
@@ -15,12 +15,11 @@ from ptxgen.emit import emit_module
 from ptxgen.emu import compile_kernel, emulate
 from ptxgen.errors import ScheduleError
 from ptxgen.ops.tc_matmul import TcMatmul
-from ptxgen.schedule import tc_fused_pad
-from ptxgen.schedule.tc_fused_pad import HEADER_WORDS, chunk_table
-from ptxgen.schedule.tc_matmul import TcMatmulSchedule, lower_tc_matmul
+from ptxgen.lower import fused_pad, lower_tc_matmul
+from ptxgen.lower.fused_pad import HEADER_WORDS, chunk_table
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
 ARCH = "sm_90a"
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
 
 
 def _emulate(op, shape, arrays, sm_count, launches=1):
@@ -65,7 +64,7 @@ def test_fused_matches_the_pad_path_bit_for_bit_and_float64(dtype, out, M, N, K,
     assert np.array_equal(got["C"].view(np.uint8), want["C"].view(np.uint8))
     flags = got["fused_flags"]
     assert flags[0] == 1 and flags[1] == 0             # epoch bumped, exit counter reset
-    assert (flags[HEADER_WORDS:] == tc_fused_pad.COPIER_WARPS).all()   # 3 warps per chunk
+    assert (flags[HEADER_WORDS:] == fused_pad.COPIER_WARPS).all()   # 3 warps per chunk
 
 
 @pytest.mark.parametrize("M, N, K, sms, which", [
@@ -143,7 +142,7 @@ def test_emulator_runs_every_cta_in_one_batch_for_gpu_acquires():
     assert not compile_kernel(pad.build(shape, ARCH), "tc_matmul").grid_sync
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
 def test_fused_kernel_assembles_without_spills(M, N, K):
     op = TcMatmul("bf16", "bf16", k_pack="fused")
@@ -156,7 +155,7 @@ def test_fused_kernel_assembles_without_spills(M, N, K):
         assert needle in ptx
     # the TMA thread polls POLL_AHEAD k-blocks of both operands' flags in one round trip
     # (+ the epoch load)
-    assert ptx.count("ld.relaxed.gpu.global.u32") == 2 * tc_fused_pad.POLL_AHEAD + 1
+    assert ptx.count("ld.relaxed.gpu.global.u32") == 2 * fused_pad.POLL_AHEAD + 1
     res = toolchain.assemble(ptx, ARCH).resources["tc_matmul"]
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack_bytes == 0
 
@@ -261,11 +260,11 @@ def test_a_chunk_never_copied_traps_instead_of_hanging():
     st = op.steps(shape, ARCH, 2)[-1]
     args = st.args(arrays)
     args[-1] = np.uint32(0)
-    old, tc_fused_pad.SPIN_LIMIT_NS = tc_fused_pad.SPIN_LIMIT_NS, 2 * 10 ** 7
+    old, fused_pad.SPIN_LIMIT_NS = fused_pad.SPIN_LIMIT_NS, 2 * 10 ** 7
     try:
         m = op.build(shape, ARCH)
     finally:
-        tc_fused_pad.SPIN_LIMIT_NS = old
+        fused_pad.SPIN_LIMIT_NS = old
     assert "2000000000" not in emit_module(m, ARCH)
     with pytest.raises(EmulationError, match="trap"):
         emulate(m, st.kernel, st.launch.grid, st.launch.block, *args,

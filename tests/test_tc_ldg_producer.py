@@ -1,5 +1,5 @@
 """The sm_90a GEMM's cp.async producer for K-major operands whose rows are not 16-byte aligned
-(schedule/tc_ldg_producer.py, TcMatmul k_pack="ldg"): on the CPU emulator (racecheck on)
+(lower/ldg_producer.py, TcMatmul k_pack="ldg"): on the CPU emulator (racecheck on)
 against float64 and bit for bit against the pad-copy path, ptxas without spills, and on the
 GPU."""
 import numpy as np
@@ -10,8 +10,9 @@ from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
 from ptxgen.errors import PtxgenError, ScheduleError
 from ptxgen.ops.tc_matmul import TcMatmul
-from ptxgen.schedule.tc_ldg_producer import LDG_PRODUCER_REGS, ldg_schedule
-from ptxgen.schedule.tc_matmul import TcMatmulSchedule, lower_tc_matmul
+from ptxgen.lower import lower_tc_matmul
+from ptxgen.lower.ldg_producer import LDG_PRODUCER_REGS, ldg_schedule
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
 ARCH = "sm_90a"
 TMA_128x256 = ldg_schedule(TcMatmulSchedule(epilogue="tma", stages=3))
@@ -125,7 +126,7 @@ def test_producer_register_share_and_side_buffer():
     assert op.launch(shape).shared_bytes - pad.launch(shape).shared_bytes == 4 * 4 * (128 + 256)
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 @pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
 def test_ptxas_no_spills_and_copies_without_registers(dtype, M, N, K):

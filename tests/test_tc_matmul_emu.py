@@ -213,7 +213,7 @@ def test_rows_st_matches_float64_and_the_fragment_stores(dtype, out, schedule, M
 def test_rows_st_without_the_warp_barrier_is_a_race(monkeypatch):
     """Each warp reads back only the rows it staged, so a warp barrier orders them: without
     it the emulator's racecheck reports the read."""
-    from ptxgen.schedule import c_row_stores
+    from ptxgen.lower import c_row_stores
     calls = []
     sync = c_row_stores.RowStores._warp_sync
 

@@ -1,6 +1,6 @@
 """The tensor-core GEMM's tune cache: its shape classes (which shapes share an entry and which
 do not, from the H200 measurements in docs/PERF.md) and the cache shipped with the package
-(ptxgen/tune/cache/tc_matmul_bf16_sm_90a.json): it loads, every entry validates, and `auto`
+(ptxgen/schedule/data/tc_matmul_bf16_sm_90a.json): it loads, every entry validates, and `auto`
 takes the entry of a shape's class, else default_tc_schedule."""
 import json
 

@@ -4,7 +4,6 @@ import os
 
 import pytest
 
-from ptxgen import toolchain
 from ptxgen.tune import stages, tuner
 from ptxgen.schedule.tuned import shape_class
 
@@ -54,7 +53,7 @@ def test_cluster_without_ray_is_one_line(monkeypatch):
     assert "--cluster ADDRESS" in cli_text(e.value)          # the CLI names its flag
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
+@pytest.mark.needs_ptxas
 def test_ray_local_instance_matches_local_processes():
     """The same search on a private local Ray instance: the same predictions, in order. Ray is
     in the `test` extra, so CI runs this; one instance serves the whole test (the tuner's own

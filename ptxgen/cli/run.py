@@ -49,7 +49,8 @@ def run(args):
                            progress=progress)
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
     where = "the GPU" if res.backend == "gpu" else f"the CPU emulator ({res.engine} engine)"
-    print(f"{op.name} {dims}: ran on {where} (backend {res.backend})")
+    print(f"{op.label} {dims}: ran on {where} (backend {res.backend})")
+    print(f"path: {res.path}; kernels {', '.join(res.kernels)}")
     if res.time_ms is not None:
         print(f"time: {res.time_ms:.4f} ms")
     elif args.time:

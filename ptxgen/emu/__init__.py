@@ -6,7 +6,7 @@ from .backend import run_operator
 from .executor import EmulationWarning
 from .tensormap import TensorMap
 # Kinds of the ops of compile_kernel(...).code, for observers passed to emulate().
-from .program import BARRIER, BRANCH, EXIT, NORMAL
+from .compiled_op import BARRIER, BRANCH, EXIT, NORMAL
 
 __all__ = ["emulate", "numba_array_args", "compile_kernel", "as_module", "run_operator",
            "EmulationResult", "EmulationWarning", "TensorMap", "NORMAL", "BRANCH", "BARRIER",

@@ -4,7 +4,7 @@ import numpy as np
 
 from .memops import load, store
 from .printf import build_vprintf
-from .program import BARRIER, NORMAL, Op, guarded_op, raiser
+from .compiled_op import BARRIER, NORMAL, Op, guarded_op, raiser
 
 GRID_SYNC = ("cudaCGGetIntrinsicHandle", "cudaCGSynchronize")
 

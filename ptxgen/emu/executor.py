@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import EmulationError
 from . import cluster
 from .memory import LaneSpace, Region
-from .program import BARRIER, BRANCH, NORMAL, WAIT
+from .compiled_op import BARRIER, BRANCH, NORMAL, WAIT
 from .races import SharedShadow
 
 MAX_GROUP_STEPS = 100_000_000

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import EmulationError
 from ..ir.values import Reg
 from . import cluster, memops
+from .compiled_op import WAIT
 
 _U64 = np.dtype(np.uint64)
 
@@ -207,7 +208,6 @@ def _build_wait(ctx, ins, ops, blocking):
             for lane, key, t in zip(lanes[~ok], keys[~ok], ts[~ok]):
                 waits[int(lane)] = (int(key), lambda b, t=t: done(b, t), ctx)
     if blocking:
-        from .program import WAIT
         fn.op_kind = WAIT
     return fn
 

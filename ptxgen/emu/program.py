@@ -7,7 +7,6 @@ is not a closure: the executor handles it from the op's kind. An instruction the
 run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
 unsupported code on paths never taken still run.
 """
-import functools
 import re
 from collections import ChainMap
 
@@ -16,29 +15,9 @@ from ..ir import types as T
 from ..ir.instr import Instr, Label, Verbatim
 from ..ir.values import Addr, LabelRef, Raw, Reg, Sym, Vec
 from . import memory
+from .compiled_op import BARRIER, BRANCH, EXIT, NORMAL, Op, guarded_op, raiser
 from .operands import Ctx, Unsupported
 from .values import storage
-
-NORMAL, BRANCH, BARRIER, EXIT, WAIT = range(5)   # WAIT: may hold lanes (mbarrier.py)
-
-
-class Op:
-    __slots__ = ("kind", "fn", "target", "guard", "neg", "instr", "index", "line", "span")
-
-    def __init__(self, kind, fn, instr, index, target=-1, guard=-1, neg=False):
-        self.kind, self.fn, self.instr, self.index = kind, fn, instr, index
-        self.target, self.guard, self.neg = target, guard, neg
-        self.line = instr.line if instr is not None else 0
-        self.span = 1              # ops this one executes (a fused run covers several)
-
-    @property
-    def where(self):
-        return f"PTX line {self.line}" if self.line else f"instruction {self.index}"
-
-    @property
-    def text(self):
-        return str(self.instr).split("  //")[0] if self.instr is not None else "<end of kernel>"
-
 
 _GPU_ACQUIRE = frozenset(("acquire", "acq_rel"))
 _WIDE_SCOPES = frozenset(("gpu", "sys"))
@@ -146,6 +125,7 @@ class Program:
     # -- compilation -------------------------------------------------------------------------------
     def _compile(self):
         from . import floats, memops
+        from .builders import builder_table
         self.table = builder_table()
         self.granule = min(memops.shared_granule(f.body) for f in [self.kernel] + self.funcs)
         self.targets = set()
@@ -415,33 +395,3 @@ def _words(text):
 
 def _nop(st, m):
     pass
-
-
-def raiser(message):
-    def fn(st, m):
-        if m is None or m.any():                 # only when some thread really executes it
-            raise EmulationError(message)
-    return fn
-
-
-def guarded_op(fn, slot, neg):
-    if neg:
-        def g(st, m):
-            p = ~st.R[slot]
-            fn(st, p if m is None else p & m)
-    else:
-        def g(st, m):
-            p = st.R[slot]
-            fn(st, p if m is None else p & m)
-    return g
-
-
-@functools.lru_cache(maxsize=1)
-def builder_table():
-    """Every opcode's op builder from the modules that define them, built once per process."""
-    from . import (alu, async_copy, bits, cluster, convert as conv, floats, mbarrier, memops,
-                   tensor, warp)
-    table = {}
-    for mod in (alu, bits, floats, conv, memops, warp, tensor, mbarrier, async_copy, cluster):
-        table.update(mod.BUILDERS)
-    return table

@@ -36,6 +36,8 @@ from ..errors import PtxgenError
 from ..ir import Builder, Module, Param, Reg, ptr
 from ..ir import types as T
 from ..ops.reduce import LOG2E, block_allreduce, warp_allreduce
+from ..schedule import epilogue as epimod
+from . import block_tc
 from .block_ptr import PtrBlock, PtrScalar
 from .block_values import (Affine, Data, Scalar, Tracer, tracing_state, binary, layout, materialize,
                            positions, scalar_of, tracer, unary_op)
@@ -58,10 +60,18 @@ int_pointer = pointer_to(T.s32)
 int32 = _Ann("scalar", T.s32)
 float32 = _Ann("scalar", T.f32)
 constexpr = _Ann("constexpr")
+bf16, f16, f32 = T.bf16, T.f16, T.f32
+
+
+def _tc():
+    """The tensor-core dot tracer when a 16-bit `acc += bk.dot` kernel is being traced."""
+    return block_tc.active()
 
 
 # -- program-level values -----------------------------------------------------------------------
 def program_id(axis=0):
+    if _tc():
+        return _tc().program_id(axis)
     return Scalar(tracer().b.special(f"ctaid.{'xyz'[axis]}"), T.s32, 1)
 
 
@@ -70,6 +80,8 @@ def num_programs(axis=0):
 
 
 def arange(start, stop):
+    if _tc():
+        return _tc().arange(start, stop)
     if not (isinstance(start, int) and isinstance(stop, int) and stop > start):
         raise PtxgenError(f"arange needs constant bounds start < stop, got {start!r}, {stop!r}")
     return Affine.new((stop - start,), Scalar.const(start), (Scalar.const(1),))
@@ -85,6 +97,8 @@ def full(shape, value, dtype=T.f32):
 
 
 def zeros(shape, dtype=T.f32):
+    if _tc():
+        return _tc().zeros()
     return full(shape, 0.0 if dtype.is_float else 0, dtype)
 
 
@@ -97,20 +111,50 @@ def multiple_of(x, k):
 
 # -- elementwise math ----------------------------------------------------------------------------
 def maximum(a, c):
+    if _tc():
+        return epimod.maximum(epimod.as_value(a), c)
     return binary("max", a, c)
 
 
 def minimum(a, c):
+    if _tc():
+        return epimod.minimum(epimod.as_value(a), c)
     return binary("min", a, c)
 
 
 def where(cond, a, c):
+    if _tc():
+        return epimod.where(cond, a, c)
     return binary("where", a, c, cond=cond)
 
 
 def exp(x):
-    """e^x as ex2.approx(x*log2(e)), as Triton lowers tl.exp."""
+    """e^x as ex2.approx(x*log2(e)), as Triton lowers tl.exp (in a tensor-core dot kernel's
+    epilogue: the IEEE-only exp of lower/epilogue.py)."""
+    if _tc():
+        return epimod.exp(x)
     return unary_op("ex2", binary("mul", x, LOG2E))
+
+
+def sigmoid(x):
+    """1 / (1 + e^-x)."""
+    if _tc():
+        return epimod.sigmoid(x)
+    return 1.0 / (1.0 + exp(-x))
+
+
+def tanh(x):
+    if _tc():
+        return epimod.tanh(x)
+    return 2.0 / (1.0 + exp(-2.0 * x)) - 1.0
+
+
+def erf(x):
+    """erf: in the epilogue of a tensor-core dot kernel only."""
+    if _tc():
+        return epimod.erf(x)
+    raise PtxgenError("bk.erf is supported after the loop of a bf16/f16 `acc += bk.dot` "
+                      "kernel (the tensor-core epilogue)")
 
 
 def exp2(x):
@@ -118,16 +162,22 @@ def exp2(x):
 
 
 def sqrt(x):
+    if _tc():
+        return epimod.sqrt(x)
     return unary_op("sqrt", x)
 
 
 def abs(x):       # noqa: A001 (the block API's name)
+    if _tc():
+        return builtins.abs(epimod.as_value(x))
     return unary_op("abs", x)
 
 
 # -- memory --------------------------------------------------------------------------------------
 def load(p, mask=None, other=0.0):
     """Load a block (or one scalar) through a pointer block; masked-off elements read `other`."""
+    if _tc():
+        return _tc().load(p)
     if isinstance(p, PtrScalar):
         return p.load(mask, other)
     if not isinstance(p, PtrBlock):
@@ -136,6 +186,8 @@ def load(p, mask=None, other=0.0):
 
 
 def store(p, value, mask=None):
+    if _tc():
+        return _tc().store(p, value)
     if isinstance(p, PtrScalar):
         return p.store(value, mask)
     if not isinstance(p, PtrBlock):
@@ -223,6 +275,9 @@ def range(start, stop=None, step=1):     # noqa: A001
     place; no `break`."""
     if stop is None:
         start, stop = 0, start
+    if _tc():
+        yield from _tc().range(start, stop, step)
+        return
     tr = tracer()
     b = tr.b
     start, stop, step = (scalar_of(v, T.s32) for v in (start, stop, step))
@@ -250,15 +305,19 @@ class BlockKernel:
         self.fn, self.num_warps, self.name = fn, num_warps, name or fn.__name__
         self._built = {}
 
-    def build(self, arch=DEFAULT_TARGET, num_warps=None, hints=None, **constexprs):
+    def build(self, arch=DEFAULT_TARGET, num_warps=None, hints=None, shape=None, **constexprs):
         """The kernel as an IR Module for these constants. `hints` maps int parameters to a
-        power of two they are promised to be multiples of."""
+        power of two they are promised to be multiples of. A bf16/f16 `acc += bk.dot` kernel
+        is the tensor-core GEMM built for `shape` ({"M", "N", "K"}), its kernel named
+        tc_operator(...).kernel_name() (block_tc.py)."""
         warps = num_warps or self.num_warps
         if warps not in (1, 2, 4, 8, 16, 32):
             raise PtxgenError(f"{self.name}: num_warps must be a power of two up to 32")
         hints = dict(hints or {})
         from .block_dot import find_dot, lower_dot_kernel
         if find_dot(self.fn):
+            if block_tc.is_tc_dot(self):
+                return self._build_tc(arch, shape, constexprs)
             return lower_dot_kernel(self, arch, warps, hints, constexprs)
         m = Module(target=arch)
         params, values = [], {}
@@ -301,6 +360,32 @@ class BlockKernel:
         b.ret()
         return m
 
+    def tc_operator(self, math="ieee", **constexprs):
+        """(TcMatmul, roles {A, B, C, M, N, K} -> parameter names) of a bf16/f16
+        `acc += bk.dot` kernel: the tensor-core GEMM with what follows the loop as its
+        epilogue (its extra tensors named by their pointer parameters; math "ieee" or "fast":
+        schedule/epilogue.py)."""
+        if not block_tc.is_tc_dot(self):
+            raise PtxgenError(f"{self.name}: not a bf16/f16 `acc += bk.dot` kernel")
+        return block_tc.tc_operator(self, constexprs, math)
+
+    def tc_arrays(self, roles, args):
+        """The operator's arrays ({A, B, C, extra tensors}) from the kernel's arguments."""
+        names = [n for n, p in inspect.signature(self.fn).parameters.items()
+                 if getattr(p.annotation, "kind", None) != "constexpr"]
+        vals = dict(zip(names, args))
+        arrays = {r: vals[roles[r]] for r in "ABC"}
+        arrays.update({n: v for n, v in vals.items() if n not in roles.values()})
+        return arrays, {d: int(vals[roles[d]]) for d in "MNK"}
+
+    def _build_tc(self, arch, shape, constexprs):
+        if shape is None:
+            raise PtxgenError(f"{self.name}: a tensor-core dot kernel is built for a shape: "
+                              f"build(shape=dict(M=..., N=..., K=...))")
+        op, _ = self.tc_operator(**constexprs)
+        self.tc_kernel_name = op.kernel_name()
+        return op.build(op.shape(**shape), arch)
+
     def ptx(self, arch=DEFAULT_TARGET, **kw):
         from ..emit import emit_module
         from ..ir.verify import verify_module
@@ -317,6 +402,8 @@ class BlockKernel:
         from ..runtime import launch, load_kernel
         from ..runtime.device import device_arch
         arch = device_arch()
+        if block_tc.is_tc_dot(self):
+            return self._launch_tc(arch, args, constexprs)
         key = (arch, num_warps, tuple(sorted((hints or {}).items())),
                tuple(sorted(constexprs.items())))
         if key not in self._built:
@@ -329,6 +416,18 @@ class BlockKernel:
         if getattr(self, "dot_roles", None):
             grid, args = self.dot_launch(grid, args)
         return launch(self._built[key], grid, (self.threads(num_warps), 1, 1), args)
+
+    def _launch_tc(self, arch, args, constexprs):
+        """A tensor-core dot kernel runs the GEMM operator's steps (its own grid)."""
+        from ..runtime import load_steps, run_steps
+        op, roles = self.tc_operator(**constexprs)
+        arrays, size = self.tc_arrays(roles, args)
+        shape = op.shape(**size)
+        key = ("tc", arch, tuple(sorted(size.items())), tuple(sorted(constexprs.items())))
+        if key not in self._built:
+            self._built[key] = load_steps(op, shape, op.build(shape, arch), arch)
+        arrays.update(op.workspace_arrays(shape, arch))
+        run_steps(op, shape, self._built[key], arrays, arch)
 
     def dot_launch(self, grid, args):
         """A dot kernel runs the schedule's kernel: (M, N, K, A, B, C) and the schedule's grid
@@ -356,7 +455,10 @@ def kernel(fn=None, *, num_warps=4, name=None):
 
 def dot(a, c):
     """Only valid in the `acc += dot(load(A-tile), load(B-tile))` form of a matmul kernel, which
-    build() hands to the SGEMM schedule before any tracing."""
+    build() hands to the SGEMM schedule before any tracing (bf16/f16 tiles: to the tensor-core
+    GEMM, block_tc.py)."""
+    if _tc():
+        return block_tc.Dot(a, c)
     raise PtxgenError("bk.dot is only supported as `acc += bk.dot(a, b)` in a matmul kernel "
                       "of the form block_dot.py describes")
 
@@ -364,4 +466,5 @@ def dot(a, c):
 __all__ = ["kernel", "BlockKernel", "pointer", "pointer_to", "int_pointer", "int32", "float32",
            "constexpr", "program_id", "num_programs", "arange", "zeros", "full", "multiple_of",
            "load", "store", "sum", "max", "min", "maximum", "minimum", "where", "exp", "exp2",
-           "sqrt", "abs", "range", "dot", "Scalar", "Affine", "Data", "PtrBlock", "PtrScalar"]
+           "sqrt", "abs", "range", "dot", "sigmoid", "tanh", "erf", "bf16", "f16", "f32",
+           "Scalar", "Affine", "Data", "PtrBlock", "PtrScalar"]

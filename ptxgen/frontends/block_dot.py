@@ -2,7 +2,7 @@
 
 A register-blocked SGEMM is not something elementwise tracing can produce (fragments, shared
 tiles, double buffering), so a kernel that calls `dot` is recognised as a whole and lowered
-with ptxgen.schedule's MatmulSchedule / lower_matmul. The form accepted is the usual one:
+with ptxgen.schedule's MatmulSchedule / ptxgen.lower's lower_matmul. The form accepted is the usual one:
 
     @bk.kernel(num_warps=8)
     def mm(A: bk.pointer, B: bk.pointer, C: bk.pointer, M: bk.int32, N: bk.int32, K: bk.int32,
@@ -104,10 +104,10 @@ def pick_schedule(BM, BN, BK, warps, arch):
 
 def lower_dot_kernel(kernel, arch, warps, hints, constexprs):
     try:
-        from ..schedule.matmul import lower_matmul
+        from ..lower import lower_matmul
     except ImportError:
-        raise PtxgenError(f"{kernel.name}: bk.dot needs ptxgen.schedule (the SGEMM "
-                          f"schedule), which this build lacks") from None
+        raise PtxgenError(f"{kernel.name}: bk.dot needs ptxgen.lower (the SGEMM "
+                          f"lowering), which this build lacks") from None
     roles = check_form(kernel)
     missing = [c for c in ("BM", "BN", "BK") if c not in constexprs]
     if missing:

@@ -9,11 +9,11 @@ as a vector when all lanes are on and element by element when only some are.
 from ..errors import PtxgenError
 from ..ir import Addr, Instr
 from ..ir import types as T
-from .block_values import (Affine, Data, Scalar, cast_operand, binary, elem, layout, materialize,
-                           positions, scalar_of, tracer)
+from .block_values import (Affine, Data, Pointer, Scalar, cast_operand, binary, elem, layout,
+                           materialize, positions, scalar_of, tracer)
 
 
-class PtrScalar:
+class PtrScalar(Pointer):
     """A pointer; `div`: a power of two (in elements) its address is known to be a multiple of
     (a parameter is 16-byte aligned)."""
 
@@ -83,7 +83,7 @@ def _pred(mask):
     raise PtxgenError("a scalar access needs a scalar mask")
 
 
-class PtrBlock:
+class PtrBlock(Pointer):
     def __init__(self, base, offs):
         self.base, self.offs = base, offs
         self.elem = base.elem

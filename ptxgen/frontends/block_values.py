@@ -377,10 +377,17 @@ def _result_dtype(op, xs):
     return T.f32 if T.f32 in types else (T.s32 if T.s32 in types else types[0])
 
 
+class Pointer:
+    """Base of the pointer values (block_ptr.py: PtrScalar, PtrBlock), which `p + x` and
+    `p - x` offset instead of computing (binary)."""
+
+    def offset(self, o, sign=1, out=None):
+        raise NotImplementedError
+
+
 def binary(op, a, c, cond=None, out=None):
-    from .block_ptr import PtrBlock, PtrScalar
     for p, q, sign in ((a, c, 1), (c, a, 0)):
-        if isinstance(p, (PtrScalar, PtrBlock)) and op in ("add", "sub") and (sign or op == "add"):
+        if isinstance(p, Pointer) and op in ("add", "sub") and (sign or op == "add"):
             return p.offset(q, -1 if op == "sub" else 1, out=out)
     if isinstance(a, (bool, int, float, np.number)):
         a = scalar_of(a, T.f32 if isinstance(a, float) or getattr(c, "dtype", None) == T.f32

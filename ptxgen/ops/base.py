@@ -43,6 +43,13 @@ class Operator:
     outputs = ()
     rtol = 1e-5
     atol = 1e-5
+
+    @property
+    def label(self):
+        """The name the user calls the operator by (command line, messages): the SGEMM and
+        the tensor-core matmul are both `matmul`; `name` tells them apart."""
+        return self.name
+
     def shape(self, **given):
         """The full shape from user values (None → default), validated."""
         shape = {}
@@ -50,9 +57,9 @@ class Operator:
             v = given.get(k)
             v = self.defaults[k] if v is None else v
             if not isinstance(v, (int, np.integer)) or v <= 0:
-                raise PtxgenError(f"{self.name}: size {k} must be a positive integer, got {v!r}")
+                raise PtxgenError(f"{self.label}: size {k} must be a positive integer, got {v!r}")
             if v >= 2 ** 31:
-                raise PtxgenError(f"{self.name}: size {k}={v} is too large (limit 2^31-1)")
+                raise PtxgenError(f"{self.label}: size {k}={v} is too large (limit 2^31-1)")
             shape[k] = int(v)
         return shape
 

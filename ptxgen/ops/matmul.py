@@ -21,7 +21,8 @@ from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
-from ..schedule import MatmulSchedule, default_schedule, lower_matmul
+from ..lower import lower_matmul
+from ..schedule import MatmulSchedule, default_schedule
 from ..schedule.tuned import tuned_matmul_schedule
 from . import matmul_edge as edgemod
 from . import pack as packmod

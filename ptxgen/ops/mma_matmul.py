@@ -1,72 +1,63 @@
-"""The tensor-core matmul's sm_80 path: TcMatmul's operator (same inputs, outputs, reference and
-bound; ops/tc_matmul.py) with the kernel lowered from an MmaMatmulSchedule — mma.sync, ldmatrix
-and a cp.async pipeline (schedule/lower_mma_matmul.py) — which runs on every target from sm_80
-(sm_80, sm_86, sm_89, and sm_90 without the arch-specific wgmma).
-
-TcMatmul hands itself over to this class for such targets (or for an MmaMatmulSchedule), so
-`Matmul --dtype bf16 --arch sm_80` and the library call alike take this path. A and Bt are
-passed as plain pointers (no tensor maps); K not a multiple of 16 bytes is padded first, as on
-the sm_90a path (ops/pack.py), since cp.async.cg copies whole aligned 16-byte chunks.
+"""The tensor-core matmul's sm_80 path (TcMatmul's "mma.sync" entry, ops/tc_matmul.py): the
+kernel lowered from an MmaMatmulSchedule — mma.sync, ldmatrix and a cp.async pipeline
+(lower/mma_matmul.py) — which runs on every target from sm_80 (sm_80, sm_86, sm_89, and sm_90
+without the arch-specific wgmma). Same inputs, outputs, reference and bound as the sm_90a
+path; A and Bt are passed as plain pointers (no tensor maps); K not a multiple of 16 bytes is
+padded first, as on the sm_90a path (ops/pack.py), since cp.async.cg copies whole aligned
+16-byte chunks.
 """
 import numpy as np
 
 from .. import arch as archmod
-from ..errors import PtxgenError
-from ..schedule.mma_matmul import (INSTRUCTION, MmaMatmulSchedule, default_mma_schedule,
-                                   lower_mma_matmul)
+from ..lower import lower_mma_matmul
+from ..schedule.mma_matmul import default_mma_schedule
 from ..schedule.tc_matmul import ELEM_BYTES
-from ..ir import types as T
 from . import pack as packmod
 from .base import Launch
-from .tc_matmul import TcMatmul
+from .tensor_path import MMA_SYNC
 
 
-def uses_mma_sync(arch, schedule="auto"):
-    """Whether a tensor-core operator (this matmul, attention) takes the sm_80 path: an sm_80
-    schedule (instruction "mma.sync"), or "auto" on a target without wgmma (every one but the
-    arch-specific sm_90a)."""
-    if schedule != "auto":
-        return getattr(schedule, "instruction", None) == INSTRUCTION
-    return arch is not None and not archmod.is_arch_specific(arch)
+class MmaSyncMatmulPath:
+    """TcMatmul on mma.sync: one CTA per BM x BN tile of C, no ld.global producer or fused
+    pad copy (k_pack chooses between those on sm_90a only)."""
+    instruction = MMA_SYNC
+    own_loads = False               # misaligned operands are always pad-copied
 
+    @staticmethod
+    def arch(op):
+        """The target: the operator's last build's, else the sm_80 baseline."""
+        return archmod.check_arch(op.built_arch or archmod.BASELINE_TARGET)
 
-class MmaMatmul(TcMatmul):
-    def __init__(self, dtype="bf16", out="f32", schedule="auto", arch=archmod.BASELINE_TARGET):
-        super().__init__(dtype, out)
-        if schedule != "auto" and not isinstance(schedule, MmaMatmulSchedule):
-            raise PtxgenError(f"matmul: the sm_80 path takes 'auto' or an MmaMatmulSchedule, "
-                              f"got {schedule!r}")
-        self.schedule, self.arch = schedule, archmod.check_arch(arch)
+    @staticmethod
+    def schedule_for(op, shape):
+        if op.schedule == "auto":
+            return default_mma_schedule(MmaSyncMatmulPath.arch(op), shape).for_dtype(op.dtype)
+        return op.schedule
 
-    def handover(self, arch):
-        return None                     # this is the sm_80 path already
+    @staticmethod
+    def build(op, shape):
+        """The GEMM kernel's module (TcMatmul.build adds the pad copy)."""
+        main = dict(shape, K=packmod.padded(shape["K"], op.per16))
+        return lower_mma_matmul(op.schedule_for(shape), MmaSyncMatmulPath.arch(op), main,
+                                dtype=op.dtype, out=op.out, name=op.kernel_name(),
+                                epilogue=op.epilogue)
 
-    def schedule_for(self, shape):
-        if self.schedule == "auto":
-            return default_mma_schedule(self.arch, shape).for_dtype(self.dtype)
-        return self.schedule
-
-    def build(self, shape, arch=None):
-        self.arch = archmod.check_arch(arch or self.arch)
-        main = dict(shape, K=packmod.padded(shape["K"], self._per16))
-        m = lower_mma_matmul(self.schedule_for(shape), self.arch, main, dtype=self.dtype,
-                             out=self.out, name=self.kernel_name())
-        if not self.packs(shape):
-            return m
-        return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
-
-    def tiles(self, shape):
-        s = self.schedule_for(shape)
+    @staticmethod
+    def tiles(op, shape):
+        s = op.schedule_for(shape)
         return -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN)
 
-    def launch(self, shape, sm_count=None):
+    @staticmethod
+    def launch(op, shape, sm_count=None):
         """One CTA per BM x BN tile of C."""
-        s = self.schedule_for(shape)
-        return Launch(grid=(self.tiles(shape), 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype]))
+        s = op.schedule_for(shape)
+        return Launch(grid=(op.tiles(shape), 1, 1), block=(s.threads, 1, 1),
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[op.dtype]))
 
-    def kernel_args(self, shape, arrays):
-        a, bt = ("A_packed", "Bt_packed") if self.packs(shape) else ("A", "Bt")
-        K = packmod.padded(shape["K"], self._per16)
+    @staticmethod
+    def kernel_args(op, shape, arrays):
+        """The GEMM kernel's arguments (TcMatmul.kernel_args adds the epilogue's)."""
+        a, bt = ("A_packed", "Bt_packed") if op.packs(shape) else ("A", "Bt")
+        K = packmod.padded(shape["K"], op.per16)
         return [arrays[a], arrays[bt], arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
                 np.uint32(K)]

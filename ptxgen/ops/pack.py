@@ -6,7 +6,7 @@
 dst has out_rows rows of 4*out_chunks floats (8*out_chunks 16-bit elements); dst[r][c] =
 src[r][c] for r < rows, c < cols, else 0. One thread writes one 16-byte chunk (st.global.v2.b64,
 the rows being 16-byte aligned) from the one or two aligned 16-byte blocks of the source that
-cover it, re-aligned in registers (schedule/pad_rows.py: no element-wise loads). The launch is
+cover it, re-aligned in registers (lower/pad_rows.py: no element-wise loads). The launch is
 2-D, so no thread divides: x runs over a row's chunks (a block's x extent is the chunks per row
 rounded up to a power of two, at most THREADS), y over rows (a grid-stride loop past the grid's
 y limit). The fp32 matmul uses it to give misaligned operands 128-bit loads in its main loop
@@ -21,7 +21,7 @@ import numpy as np
 from .. import isa
 from ..ir import Builder, Param, ptr
 from ..ir import types as T
-from ..schedule.pad_rows import copy_chunk
+from ..lower.pad_rows import copy_chunk
 from .base import Launch
 
 KERNEL = "pad_copy"

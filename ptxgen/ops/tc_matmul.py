@@ -7,14 +7,14 @@ are M-/N-major, loaded in 64-wide boxes and read through wgmma's transpose bits 
 only: tf32 wgmma has no transpose, so tf32 takes the K-major layouts). 16-bit inputs travel as numpy uint16 bit patterns for bf16 (numpy
 has no bfloat16) and as float16 for f16; a bf16 C is uint16 bits too. tf32 inputs are float32
 arrays: the tensor cores read their top 19 bits (sign, exponent, 10 fraction bits). The kernel is lowered from
-a TcMatmulSchedule for sm_90a (ptxgen/schedule/lower_tc_matmul.py): TMA loads, an mbarrier
+a TcMatmulSchedule for sm_90a (ptxgen/lower/tc_matmul.py): TMA loads, an mbarrier
 ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand whose
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
 copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
-memory (schedule/tc_ldg_producer.py; slower on the H200 so far: K_PACKS), or with
+memory (lower/ldg_producer.py; slower on the H200 so far: K_PACKS), or with
 k_pack="fused" pad-copied inside the GEMM kernel by the producer's idle warps while it runs
-(schedule/tc_fused_pad.py; correct on the H200, slower than pad copies so far: K_PACKS).
+(lower/fused_pad.py; correct on the H200, slower than pad copies so far: K_PACKS).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -26,18 +26,21 @@ import dataclasses
 
 import numpy as np
 
-from ..arch import BASELINE_TARGET, DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import Arg, PtxgenError, Spelled
 from ..arrays import TiledMap
-from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
-                                  TcMatmulSchedule, lower_tc_matmul)
+from ..lower import lower_tc_matmul
+from ..schedule.tc_matmul import ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES, TcMatmulSchedule
 from ..ir import types as T
-from ..schedule.tc_fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
-from ..schedule.tc_ldg_producer import side_bytes
+from ..lower.fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
+from ..lower.ldg_producer import side_bytes
 from ..schedule.matmul import target_limits
 from ..schedule.tuned import tuned_tc_schedule
+from ..schedule.epilogue import as_epilogue
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
+from .mma_matmul import MmaSyncMatmulPath
+from .tensor_path import INSTRUCTIONS, MMA_SYNC, WGMMA, InstructionPaths
 
 # the chip sm_90a code runs on: its SM count (isa) sizes default grids and picks schedules
 TC_CHIP = DEFAULT_TARGET
@@ -46,20 +49,20 @@ BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
 MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps' element type
 # How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
-# copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, schedule/tc_ldg_producer.py)
+# copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, lower/ldg_producer.py)
 # or "auto", the measured choice: pad copies. On the H200 (2026-12-01, docs/PERF.md, "Odd K
 # without pad copies") bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with "ldg" (four
 # schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against 630.6,
 # 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against 714.1, tf32
 # 4096x4096x4093 at 214.4 against 320.2. M-/N-major misaligned operands are always pad-copied.
-# "fused" (schedule/tc_fused_pad.py): TMA from the padded workspace as with "pad", but the
+# "fused" (lower/fused_pad.py): TMA from the padded workspace as with "pad", but the
 # workspace is filled inside the GEMM kernel by the producer's idle warps, chunk by chunk in the
 # order the persistent grid needs them; it falls back to pad copies where the schedule is not
 # persistent with cluster_m=1 (the copy needs every CTA resident at once). Correct on the H200
 # but slower than "pad" (2026-12-02, docs/PERF.md, "Odd K, sixth session"): 4096x4096x4093
 # 548.7 against 639.1, 4095x4097x4093 555.7 against 624.1, 8192x8192x8189 650.6 against 722.5.
 # "fused1": only the operand whose panels the first wave of tiles needs fewer rows of is copied
-# in the kernel, the other pad-copied before it (tc_fused_pad.first_wave_rows): the in-kernel
+# in the kernel, the other pad-copied before it (fused_pad.first_wave_rows): the in-kernel
 # copy cannot feed the first wave all of B. Same run: 649.3 at 4096x4096x4093 and 732.2 at
 # 8192x8192x8189 (pad 640.3, 724.3), 600.0 at 4095x4097x4093 (pad 625.3): within run-to-run
 # noise of the pad copies, so "auto" stays "pad".
@@ -104,21 +107,107 @@ def bf16_values(bits):
         .astype(np.float64)
 
 
-class TcMatmul(Operator):
-    name = "matmul"
+class WgmmaMatmulPath:
+    """TcMatmul on sm_90a: TMA loads, an mbarrier ring, wgmma, persistent CTAs (module
+    docstring); misaligned K-major operands as k_pack says."""
+    instruction = WGMMA
+    own_loads = True                # k_pack "ldg" / "fused" apply
+
+    @staticmethod
+    def schedule_for(op, shape):
+        """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
+        tune matmul --dtype`), else default_tc_schedule(shape)."""
+        if op.schedule == "auto":
+            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, op.dtype, op.out) \
+                or default_tc_schedule(shape).for_dtype(op.dtype)
+            # no TMA multicast of B with the ld.global producer or the fused copy (their
+            # registers: lower_tc_matmul)
+            return dataclasses.replace(s, cluster_m=1) if op.ldg_wanted(shape) or \
+                (op.k_pack in FUSED_PACKS and any(op.misaligned_k_major(shape))) else s
+        return op.schedule
+
+    @staticmethod
+    def build(op, shape):
+        """The GEMM kernel's module (TcMatmul.build adds the pad copy)."""
+        return lower_tc_matmul(op.schedule_for(shape), op.built_arch, shape, dtype=op.dtype,
+                               out=op.out, name=op.kernel_name(), a_major=op.a_layout == "row",
+                               b_major=op.b_layout == "col", ldg=op.ldg(shape),
+                               fused=op.fused(shape), epilogue=op.epilogue)
+
+    @staticmethod
+    def tiles(op, shape):
+        """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
+        s = op.schedule_for(shape)
+        return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
+
+    @staticmethod
+    def launch(op, shape, sm_count=None):
+        """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
+        for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
+        s = op.schedule_for(shape)
+        clusters = op.tiles(shape)
+        if s.persistent:
+            clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
+        return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
+                      shared_bytes=op.shared_bytes(s, shape, op.fused(shape)))
+
+    @staticmethod
+    def kernel_args(op, shape, arrays):
+        """The GEMM kernel's arguments (TcMatmul.kernel_args adds the epilogue's)."""
+        s = op.schedule_for(shape)
+        (a, _, _), (b, _, _) = op.operands(shape)
+        packed = [o[0] for o in op.packed(shape)] + \
+            [x for x, f in zip((a, b), op.fused(shape)) if f]
+        a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
+        dt = MAP_DTYPE[op.dtype]
+        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes);
+        # operands the producer loads with ld.global: the array itself (rows K apart)
+        ldg = op.ldg(shape)
+        maps = [a_arr if ldg[0] else TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
+                TiledMap(a_arr, dt, s.BK, MN_BOX),
+                b_arr if ldg[1] else TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
+                TiledMap(b_arr, dt, s.BK, MN_BOX)]
+        kind = s.c_store(op.out, shape["M"], shape["N"])
+        cols = SWIZZLE_BYTES // OUT_BYTES[op.out]         # a box row: 128 bytes of C
+        if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
+            maps.append(TiledMap(arrays["C"], op.out, s.rows_per_consumer, cols))
+        elif kind == "rows":                # ... or one row piece at a time, C seen as flat
+            mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
+            maps.append(TiledMap(arrays["C"], op.out, 1, cols, rows=1, cols=mn,
+                                 row_stride=packmod.padded(mn, 16 // OUT_BYTES[op.out])))
+        args = maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
+                       np.uint32(shape["K"])]
+        fused = op.fused(shape)
+        if any(fused):
+            for x, on in zip((a, b), fused):
+                if on:
+                    _check_16_byte_aligned(arrays[x], x)
+                    args += [arrays[x], arrays[x + "_packed"]]
+            order = arrays["fused_order"]
+            args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
+        return args
+
+
+class TcMatmul(InstructionPaths, Operator):
+    """The tensor-core matmul, one operator for both instruction paths (PATHS): wgmma on
+    sm_90a, mma.sync on the other targets or for an MmaMatmulSchedule. launch() and
+    kernel_args() take no target: they follow the last build()/steps() (built_arch)."""
+    name = "tc_matmul"
+    label = "matmul"
     shape_names = ("M", "N", "K")
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
+    PATHS = {WGMMA: WgmmaMatmulPath, MMA_SYNC: MmaSyncMatmulPath}
+
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
-                 k_pack="auto"):
+                 k_pack="auto", epilogue=None):
         if dtype not in ELEM_BYTES:
             raise PtxgenError(Spelled("matmul: ", Arg("dtype", "--dtype"), f" must be one of "
                                       f"{', '.join(ELEM_BYTES)} on the tensor-core path, got "
                                       f"{dtype!r}"))
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
-        if schedule != "auto" and getattr(schedule, "instruction", None) not in ("wgmma",
-                                                                              "mma.sync"):
+        if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
             raise PtxgenError(f"matmul: schedule must be 'auto', a TcMatmulSchedule or an "
                               f"MmaMatmulSchedule, got {schedule!r}")
         for what, v, k_major in (("a_layout", a_layout, "row"), ("b_layout", b_layout, "col")):
@@ -135,58 +224,45 @@ class TcMatmul(Operator):
         self.k_pack = k_pack
         self.a_layout, self.b_layout = a_layout, b_layout
         self.inputs = ("A" if a_layout == "row" else "At", "Bt" if b_layout == "col" else "B")
-        self._sm80 = None       # the sm_80-path operator the last build/steps handed over to
-        if getattr(schedule, "instruction", None) == "mma.sync":
-            self.handover(None)
+        self.epilogue = as_epilogue(epilogue)
+        if self.epilogue is not None:
+            taken = set(self.inputs) | {"C", "A_packed", "Bt_packed", "At_packed", "B_packed",
+                                        "fused_order", "fused_flags"}
+            clash = sorted(set(self.epilogue.tensors) & taken)
+            if clash:
+                raise PtxgenError(f"matmul: epilogue tensor name {clash[0]!r} is taken by the "
+                                  f"GEMM's own arrays; rename it")
+            self.inputs += tuple(self.epilogue.tensors)
+        self.path()
 
-    def handover(self, arch):
-        """For a target without wgmma (or an MmaMatmulSchedule) the sm_80 path's operator
-        (ops/mma_matmul.py), which then also answers launch() and kernel_args(), whose callers
-        pass no arch; else None."""
-        from .mma_matmul import MmaMatmul, uses_mma_sync
-        if not uses_mma_sync(arch, self.schedule):
-            self._sm80 = None
-            return None
-        if (self.a_layout, self.b_layout) != ("row", "col"):
+    def check_path(self, path):
+        if path.instruction == MMA_SYNC and (self.a_layout, self.b_layout) != ("row", "col"):
             raise PtxgenError(Spelled(
                 "matmul: the sm_80 (mma.sync) path reads a row-major A and a column-major B "
                 "only, got ", Arg(f"a_layout={self.a_layout!r}", f"--a-layout {self.a_layout}"),
                 ", ", Arg(f"b_layout={self.b_layout!r}", f"--b-layout {self.b_layout}"),
                 " (use ", Arg("arch='sm_90a'", "--arch sm_90a"), ")"))
-        self._sm80 = MmaMatmul(self.dtype, self.out, self.schedule, arch or BASELINE_TARGET)
-        return self._sm80
 
     def schedule_for(self, shape):
-        """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
-        tune matmul --dtype`), else default_tc_schedule(shape)."""
-        if self._sm80:
-            return self._sm80.schedule_for(shape)
-        if self.schedule == "auto":
-            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, self.dtype, self.out) \
-                or default_tc_schedule(shape).for_dtype(self.dtype)
-            # no TMA multicast of B with the ld.global producer or the fused copy (their
-            # registers: lower_tc_matmul)
-            return dataclasses.replace(s, cluster_m=1) if self._ldg_wanted(shape) or \
-                (self.k_pack in FUSED_PACKS and any(self._misaligned_k_major(shape))) else s
-        return self.schedule
+        return self.path().schedule_for(self, shape)
 
-    def _ldg_wanted(self, shape):
+    def ldg_wanted(self, shape):
         """Whether misaligned K-major operands come by the producer's cp.async copies:
         k_pack "ldg" and some operand needs it."""
-        return self.k_pack == "ldg" and any(self._misaligned_k_major(shape))
+        return self.k_pack == "ldg" and any(self.misaligned_k_major(shape))
 
-    def _misaligned_k_major(self, shape):
+    def misaligned_k_major(self, shape):
         """(A, B): K-major and rows not 16-byte aligned (K % 8, tf32 K % 4)."""
-        return tuple(name in ("A", "Bt") and cols % self._per16 != 0
+        return tuple(name in ("A", "Bt") and cols % self.per16 != 0
                      for name, _, cols in self.operands(shape))
 
     def ldg(self, shape):
-        """(A, B): loaded by the producer's cp.async copies (tc_ldg_producer.py) instead of a
+        """(A, B): loaded by the producer's cp.async copies (lower/ldg_producer.py) instead of a
         pad copy and TMA (k_pack="ldg"; a schedule that cannot take it, clusters or < 3
         stages, is lower_tc_matmul's one-line error)."""
-        if self._sm80 or not self._ldg_wanted(shape):
+        if not self.path().own_loads or not self.ldg_wanted(shape):
             return (False, False)
-        return self._misaligned_k_major(shape)
+        return self.misaligned_k_major(shape)
 
     def fused(self, shape):
         """(A, B): K-major operands with misaligned rows pad-copied inside the GEMM kernel
@@ -194,32 +270,33 @@ class TcMatmul(Operator):
         fewer rows of), where the schedule allows it: persistent and one CTA
         per cluster, so the grid is at most one CTA per SM and all of it is resident at once
         (validate() guarantees one CTA fits an SM); otherwise pad copies (never a hang)."""
-        if self._sm80 or self.k_pack not in FUSED_PACKS:
+        if not self.path().own_loads or self.k_pack not in FUSED_PACKS:
             return (False, False)
         s = self.schedule_for(shape)
         if not s.persistent or s.cluster_m != 1:
             return (False, False)
-        want = self._misaligned_k_major(shape)
+        want = self.misaligned_k_major(shape)
         if self.k_pack == "fused1" and all(want):
             grid = min(self.tiles(shape), sm_count_or_default(None, TC_CHIP))
             a_rows, b_rows = first_wave_rows(s, shape["M"], shape["N"], grid)
             want = (True, False) if a_rows <= b_rows else (False, True)
         limit = target_limits(DEFAULT_TARGET)["max_shared_per_block"]
-        if self._shared_bytes(s, shape, want) > limit:
+        if self.shared_bytes(s, shape, want) > limit:
             return (False, False)           # no room for the copy's staging buffer
         return want
 
     def _chunks(self, shape, sm_count=None):
-        """The fused copy's chunk order and flag count (schedule/tc_fused_pad.chunk_table) for
+        """The fused copy's chunk order and flag count (lower/fused_pad.chunk_table) for
         the grid launch() gives with `sm_count` SMs."""
         grid = self.launch(shape, sm_count).grid[0]
         return chunk_table(self.schedule_for(shape), shape, self.fused(shape), grid)
 
     def kernel_name(self):
-        return "tc_matmul"
+        """tc_matmul, or with an epilogue tc_matmul_<its name>_<hash of its graph>."""
+        return "tc_matmul" if self.epilogue is None else f"tc_matmul_{self.epilogue.key}"
 
     @property
-    def _per16(self):
+    def per16(self):
         """Elements in 16 bytes: tensor-map rows are padded to a multiple of it."""
         return 16 // ELEM_BYTES[self.dtype]
 
@@ -233,7 +310,7 @@ class TcMatmul(Operator):
         """The operands first copied into zero-padded arrays of 16-byte aligned rows (cols
         rounded up to 8 16-bit or 4 tf32 elements: tensor maps need 16-byte row strides)."""
         inside = [a or b for a, b in zip(self.ldg(shape), self.fused(shape))]
-        return [o for o, own in zip(self.operands(shape), inside) if o[2] % self._per16 and not own]
+        return [o for o, own in zip(self.operands(shape), inside) if o[2] % self.per16 and not own]
 
     def packs(self, shape):
         return bool(self.packed(shape))
@@ -242,21 +319,15 @@ class TcMatmul(Operator):
         return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        if self.handover(arch):
-            return self._sm80.build(shape, arch)
-        m = lower_tc_matmul(self.schedule_for(shape), arch, shape, dtype=self.dtype, out=self.out,
-                            name=self.kernel_name(), a_major=self.a_layout == "row",
-                            b_major=self.b_layout == "col", ldg=self.ldg(shape),
-                            fused=self.fused(shape))
+        m = self.for_target(arch).build(self, shape)
         if not self.packs(shape):
             return m
         return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
-        if self.handover(arch):
-            return self._sm80.steps(shape, arch, sm_count)
+        self.for_target(arch)
         main = super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
-        per = self._per16
+        per = self.per16
 
         def pad(name, rows, cols):
             c8 = packmod.padded(cols, per)
@@ -268,7 +339,7 @@ class TcMatmul(Operator):
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         padded = self.packed(shape) + [o for o, f in zip(self.operands(shape),
                                                           self.fused(shape)) if f]
-        ws = {name + "_packed": ((rows, packmod.padded(cols, self._per16)), self._np_in())
+        ws = {name + "_packed": ((rows, packmod.padded(cols, self.per16)), self._np_in())
               for name, rows, cols in padded}
         if any(self.fused(shape)):
             order, nflags = self._chunks(shape)
@@ -284,25 +355,12 @@ class TcMatmul(Operator):
         return ws
 
     def tiles(self, shape):
-        """Tiles of C the kernel walks: cluster_m x BM by BN (one per cluster)."""
-        if self._sm80:
-            return self._sm80.tiles(shape)
-        s = self.schedule_for(shape)
-        return -(-shape["M"] // (s.BM * s.cluster_m)) * -(-shape["N"] // s.BN)
+        return self.path().tiles(self, shape)
 
     def launch(self, shape, sm_count=None):
-        """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
-        for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
-        if self._sm80:
-            return self._sm80.launch(shape, sm_count)
-        s = self.schedule_for(shape)
-        clusters = self.tiles(shape)
-        if s.persistent:
-            clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
-        return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
-                      shared_bytes=self._shared_bytes(s, shape, self.fused(shape)))
+        return self.path().launch(self, shape, sm_count)
 
-    def _shared_bytes(self, s, shape, fused):
+    def shared_bytes(self, s, shape, fused):
         """Dynamic shared memory of schedule s at shape: its stages and staged C, the cp.async
         producer's side words, the fused copy's staging (for `fused`)."""
         staged = s.c_store(self.out, shape["M"], shape["N"])
@@ -325,43 +383,11 @@ class TcMatmul(Operator):
         fill = np.nan if self.out == "f32" else 0x7FC0            # NaN in either format
         arrays = {name: self.to_input(rng.standard_normal((rows, cols)))
                   for name, rows, cols in self.operands(shape)}
+        arrays.update(epilogue_inputs(self.epilogue, shape, rng))
         return dict(arrays, C=np.full((shape["M"], shape["N"]), fill, dtype=c_dtype))
 
     def kernel_args(self, shape, arrays):
-        if self._sm80:
-            return self._sm80.kernel_args(shape, arrays)
-        s = self.schedule_for(shape)
-        (a, _, _), (b, _, _) = self.operands(shape)
-        packed = [o[0] for o in self.packed(shape)] + \
-            [x for x, f in zip((a, b), self.fused(shape)) if f]
-        a_arr, b_arr = (arrays[x + "_packed" if x in packed else x] for x in (a, b))
-        dt = MAP_DTYPE[self.dtype]
-        # K-major operands: boxes of tile rows x BK; M-/N-major: BK rows of 64 (128 bytes);
-        # operands the producer loads with ld.global: the array itself (rows K apart)
-        ldg = self.ldg(shape)
-        maps = [a_arr if ldg[0] else TiledMap(a_arr, dt, s.BM, s.BK) if a == "A" else
-                TiledMap(a_arr, dt, s.BK, MN_BOX),
-                b_arr if ldg[1] else TiledMap(b_arr, dt, s.b_box_rows, s.BK) if b == "Bt" else
-                TiledMap(b_arr, dt, s.BK, MN_BOX)]
-        kind = s.c_store(self.out, shape["M"], shape["N"])
-        cols = SWIZZLE_BYTES // OUT_BYTES[self.out]       # a box row: 128 bytes of C
-        if kind == "tile":                  # C stored by TMA from shared memory in 2-D boxes
-            maps.append(TiledMap(arrays["C"], self.out, s.rows_per_consumer, cols))
-        elif kind == "rows":                # ... or one row piece at a time, C seen as flat
-            mn = shape["M"] * shape["N"]    # (one row of M*N; its stride is never used)
-            maps.append(TiledMap(arrays["C"], self.out, 1, cols, rows=1, cols=mn,
-                                 row_stride=packmod.padded(mn, 16 // OUT_BYTES[self.out])))
-        args = maps + [arrays["C"], np.uint32(shape["M"]), np.uint32(shape["N"]),
-                       np.uint32(shape["K"])]
-        fused = self.fused(shape)
-        if any(fused):
-            for x, on in zip((a, b), fused):
-                if on:
-                    _check_16_byte_aligned(arrays[x], x)
-                    args += [arrays[x], arrays[x + "_packed"]]
-            order = arrays["fused_order"]
-            args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
-        return args
+        return self.path().kernel_args(self, shape, arrays) + epilogue_args(self.epilogue, arrays)
 
     def matrices(self, arrays):
         """float64 A (M x K) and B (K x N) from the input arrays, whatever their layouts."""
@@ -371,24 +397,37 @@ class TcMatmul(Operator):
             self.values(arrays["B"], self.dtype)
         return a, b
 
-    def reference(self, shape, arrays):
+    def reference(self, shape, arrays, rows=None):
+        """float64 C and its per-element bound; rows: only these rows of C (large shapes)."""
         a, b = self.matrices(arrays)
-        return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        if rows is not None:
+            a = a[np.asarray(rows)]
+        if self.epilogue is None:
+            return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        acc = a @ b
+        acc_err = self.error_bound(shape, np.abs(a) @ np.abs(b), out="f32")
+        v, e = self.epilogue.evaluate(acc, acc_err, arrays, rows=rows)
+        if self.out == "bf16":
+            e = e + BF16_ULP * np.abs(v)
+        return {"C": v, "bound": e + 1e-30}
 
-    def error_bound(self, shape, abs_products):
+    def error_bound(self, shape, abs_products, out=None):
         """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus
         one bf16 ulp of that sum for a bf16 C; for tf32 inputs, which lose up to a tf32 ulp each
         (relative), each product may be off by 2 tf32 ulps (+ their square) as well."""
         bound = 2.0 * shape["K"] * F32_ULP * abs_products
         if self.dtype == "tf32":
             bound += (2 * TF32_ULP + TF32_ULP ** 2) * abs_products
-        if self.out == "bf16":
+        if (out or self.out) == "bf16":
             bound += BF16_ULP * abs_products
         return bound + 1e-30
 
-    def check(self, shape, arrays, reference=None):
-        ref = reference or self.reference(shape, arrays)
+    def check(self, shape, arrays, reference=None, rows=None):
+        """(ok, worst relative error) of C (only `rows` of it, when given) against float64."""
+        ref = reference or self.reference(shape, arrays, rows=rows)
         got = self.values(arrays["C"], self.out)
+        if rows is not None:
+            got = got[np.asarray(rows)]
         err = np.abs(got - ref["C"])
         ok = bool(np.all(np.isfinite(got)) and np.all(err <= ref["bound"]))
         worst = float(np.max(err / np.maximum(np.abs(ref["C"]), 1.0))) if err.size else 0.0
@@ -401,6 +440,30 @@ class TcMatmul(Operator):
         e = ELEM_BYTES[self.dtype]
         return e * (shape["M"] + shape["N"]) * shape["K"] + \
             OUT_BYTES[self.out] * shape["M"] * shape["N"]
+
+
+def epilogue_inputs(epi, shape, rng):
+    """Random extra tensors of an epilogue: standard normal, in each tensor's element type
+    (bf16 as uint16 bits); a scalar is a numpy float32."""
+    if epi is None:
+        return {}
+    out = {}
+    for name, spec in epi.tensors.items():
+        x = rng.standard_normal(spec.shape(shape["M"], shape["N"]))
+        if spec.kind == "scalar":
+            out[name] = np.float32(x)
+        else:
+            out[name] = bf16_bits(x) if spec.dtype == "bf16" else \
+                np.ascontiguousarray(x, dtype=np.float16 if spec.dtype == "f16" else np.float32)
+    return out
+
+
+def epilogue_args(epi, arrays):
+    """The epilogue's kernel arguments (after the GEMM's), in its tensors' order."""
+    if epi is None:
+        return []
+    return [np.float32(arrays[n]) if spec.kind == "scalar" else arrays[n]
+            for n, spec in epi.tensors.items()]
 
 
 def _check_16_byte_aligned(arr, name):

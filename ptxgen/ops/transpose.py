@@ -41,7 +41,7 @@ from ..errors import PtxgenError
 from ..ir.builder import pow2_exponent
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
-from ..schedule.raster import grouped_tile
+from ..lower.raster import grouped_tile
 from .base import Launch, Operator
 
 _LOAD_CACHE = ("ca", "cg", "cs", "lu", "nc")

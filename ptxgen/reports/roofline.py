@@ -191,7 +191,7 @@ def _time_gpu(op, shape):
     from .run import run_operator
     res = run_operator(op, shape, backend="gpu", check=True, time_it=True)
     if not res.ok:
-        raise PtxgenError(f"{op.name} {shape}: wrong result on the GPU (max rel. error "
+        raise PtxgenError(f"{op.label} {shape}: wrong result on the GPU (max rel. error "
                           f"{res.max_rel_error:.2e}); not timing it")
     return res.time_ms * 1e-3
 
@@ -203,13 +203,13 @@ def _workload(item, shape_args):
     if isinstance(item, tuple):
         op, shape = item
         op = get_operator(op) if isinstance(op, str) else op
-        return Workload(op.name, [(op, op.shape(**(shape or {})))])
+        return Workload(op.label, [(op, op.shape(**(shape or {})))])
     op = get_operator(item) if isinstance(item, str) else item
     if not isinstance(op, Operator):
         raise PtxgenError(f"roofline: {item!r} is not an operator, (operator, shape) or "
                           f"Workload")
     given = {k: v for k, v in (shape_args or {}).items() if k in op.shape_names}
-    return Workload(op.name, [(op, op.shape(**given))])
+    return Workload(op.label, [(op, op.shape(**given))])
 
 
 def roofline(kernels, arch=DEFAULT_TARGET, time="auto", shape=None, counts="auto"):
@@ -253,7 +253,7 @@ def roofline(kernels, arch=DEFAULT_TARGET, time="auto", shape=None, counts="auto
             sim += _time_sim(op, shp, arch)
             if measure:
                 meas += _time_gpu(op, shp)
-            p.parts.append({"kernel": op.name, "shape": dict(shp), "flops": f, "bytes": b})
+            p.parts.append({"kernel": op.label, "shape": dict(shp), "flops": f, "bytes": b})
         p.simulated_seconds = sim
         p.measured_seconds = meas if measure else None
         p.seconds = meas if measure else sim

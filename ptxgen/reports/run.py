@@ -25,6 +25,8 @@ class RunResult:
     time_ms: float = None
     registers: int = None
     engine: str = None             # the emulator's engine (interp or native)
+    path: str = None               # the instruction path and target, e.g. "wgmma (sm_90a)"
+    kernels: tuple = ()            # the kernels launched, in order
 
 
 def resolve_backend(name):
@@ -49,14 +51,14 @@ def check_memory(op, shape, backend):
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
     host = available_host_bytes()
     if host is not None and need * HOST_BYTES_PER_ARRAY_BYTE > host:
-        raise PtxgenError(f"{op.name} {dims}: its arrays and float64 reference need about "
+        raise PtxgenError(f"{op.label} {dims}: its arrays and float64 reference need about "
                           f"{_gib(need * HOST_BYTES_PER_ARRAY_BYTE)} of host memory; "
                           f"{_gib(host)} is available")
     if backend == "gpu":
         from ..runtime.device import free_device_bytes
         free = free_device_bytes()
         if need > free:
-            raise PtxgenError(f"{op.name} {dims}: its arrays need {_gib(need)} of GPU memory; "
+            raise PtxgenError(f"{op.label} {dims}: its arrays need {_gib(need)} of GPU memory; "
                               f"{_gib(free)} is free")
 
 
@@ -90,7 +92,7 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
     check_memory(op, shape, backend)
     rng = np.random.default_rng(seed)
     arrays = op.make_inputs(shape, rng)
-    res = RunResult(op.name, dict(shape), backend)
+    res = RunResult(op.label, dict(shape), backend)
     if backend == "gpu":
         from ..runtime import (bound_steps, device_arch, load_steps, run_steps, time_calls,
                                to_device)
@@ -106,6 +108,10 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
         from ..emu import run_operator as emu_run
         res.engine = emu_run(op, shape, arrays, arch or DEFAULT_TARGET, engine=engine,
                              progress=progress).engine
+    from ..ops.tensor_path import describe_path
+    ran_on = arch or (device_arch() if backend == "gpu" else DEFAULT_TARGET)
+    res.path = describe_path(op, ran_on)
+    res.kernels = tuple(s.kernel for s in op.steps(shape, ran_on))
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res

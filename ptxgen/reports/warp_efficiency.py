@@ -202,7 +202,7 @@ def _operator_run(op, shape, arch, seed, observer_factory):
     shape = op.shape(**(shape or {}))
     # run as printed, so lines are those of `ptxgen emit` for the same shape
     module = parse_ptx(emit_module(verify_module(op.build(shape, arch)), arch),
-                       filename=f"ptxgen emit {op.name}")
+                       filename=f"ptxgen emit {op.label}")
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
     arrays = op.make_inputs(shape, np.random.default_rng(seed))
     arrays.update(op.workspace_arrays(shape, arch))

@@ -3,11 +3,11 @@ back for the layers above that must not import numba.cuda themselves."""
 import numpy as np
 
 from ..errors import LaunchError
+from .cuda import numba_cuda
 
 
 def device_arch():
     """'sm_XY' of the current device, limited to the targets ptxgen emits for."""
-    from .driver import numba_cuda
     cuda = numba_cuda()
     major, minor = cuda.get_current_device().compute_capability
     arch = f"sm_{major}{minor}"
@@ -23,19 +23,16 @@ def device_arch():
 
 
 def sm_count():
-    from .driver import numba_cuda
     return numba_cuda().get_current_device().MULTIPROCESSOR_COUNT
 
 
 def device_name():
-    from .driver import numba_cuda
     name = numba_cuda().get_current_device().name
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def to_device(arrays):
     """{name: value} with every numpy array copied to the GPU; other values (scalars) kept."""
-    from .driver import numba_cuda
     cuda = numba_cuda()
     return {n: cuda.to_device(v) if isinstance(v, np.ndarray) else v for n, v in arrays.items()}
 
@@ -47,11 +44,9 @@ def to_host(dev_arrays, names):
 
 def device_array(n, dtype):
     """An uninitialised device array of n elements of dtype."""
-    from .driver import numba_cuda
     return numba_cuda().device_array(n, dtype=dtype)
 
 
 def free_device_bytes():
     """Free memory on the current GPU, in bytes."""
-    from .driver import numba_cuda
     return int(numba_cuda().current_context().get_memory_info()[0])

@@ -3,7 +3,6 @@
 numba.cuda is imported inside functions so `import ptxgen` works on machines with no GPU or no
 CUDA driver. Launches go through cuda.core exactly as numba-cuda launches its own kernels.
 """
-import functools
 import hashlib
 
 import numpy as np
@@ -13,6 +12,8 @@ from ..errors import Arg, LaunchError, PtxgenError, Spelled
 from ..arrays import TiledMap, array_info, is_tensor
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
                             scalar_arg)
+from .cuda import numba_cuda
+from .device import sm_count
 from .tensormap import TENSOR_MAP_BYTES, driver_launch, encode_tiled, needs_driver_launch
 
 EMULATE = Arg("ptxgen.emulate", "--backend emu")      # the CPU emulator, where there is no GPU
@@ -21,24 +22,6 @@ EMULATE = Arg("ptxgen.emulate", "--backend emu")      # the CPU emulator, where 
 def default_dynamic_shared_limit():
     """Dynamic shared memory a kernel may use without opting in (isa/targets.toml [launch])."""
     return isa.launch_limits()["shared_per_block"]
-
-
-@functools.lru_cache(maxsize=1)
-def gpu_available():
-    """True when Numba finds a usable CUDA GPU (never raises)."""
-    try:
-        from numba import cuda
-        return bool(cuda.is_available())
-    except Exception:
-        return False
-
-
-def numba_cuda():
-    if not gpu_available():
-        raise LaunchError(Spelled("no CUDA GPU is available (", EMULATE,
-                                  " runs kernels on the CPU)"))
-    from numba import cuda
-    return cuda
 
 
 class GpuKernel:
@@ -283,7 +266,6 @@ def load_steps(op, shape, module, arch, ptx=None):
 def run_steps(op, shape, kernels, arrays, arch):
     """Launch all of op's steps for `shape` once, in order, on host `arrays` (numpy arrays go
     to the device and back at each launch)."""
-    from .device import sm_count
     for step in op.steps(shape, arch, sm_count()):
         cfg = step.launch
         launch(kernels[step.kernel], cfg.grid, cfg.block, step.args(arrays), cfg.shared_bytes)
@@ -292,7 +274,6 @@ def run_steps(op, shape, kernels, arrays, arch):
 def bound_steps(op, shape, kernels, arrays, arch):
     """A no-argument callable that launches all of op's steps for `shape` on device `arrays`
     (inputs, outputs and workspace), each checked once (bound_launch)."""
-    from .device import sm_count
     gos = [bound_launch(kernels[s.kernel], s.launch.grid, s.launch.block, s.args(arrays),
                         s.launch.shared_bytes) for s in op.steps(shape, arch, sm_count())]
 

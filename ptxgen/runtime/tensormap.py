@@ -84,7 +84,7 @@ def driver_launch(fn, grid, block, raw_args, shared_bytes, cluster=None, stream=
         cfg.numAttrs = 1
     else:
         cfg.numAttrs = 0
-    err, = cu.cuLaunchKernelEx(cfg, _function(fn), ctypes.addressof(ptrs), 0)
+    err, = cu.cuLaunchKernelEx(cfg, cu_function(fn), ctypes.addressof(ptrs), 0)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise LaunchError(f"cuLaunchKernelEx failed ({err.name})")
 
@@ -101,14 +101,14 @@ def max_cluster_ctas(kernel, block, shared_bytes, cluster):
     cfg.sharedMemBytes = int(shared_bytes)
     cfg.hStream = cu.CUstream(0)
     cfg.numAttrs = 0
-    err, n = cu.cuOccupancyMaxActiveClusters(_function(kernel.fn), cfg)
+    err, n = cu.cuOccupancyMaxActiveClusters(cu_function(kernel.fn), cfg)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise LaunchError(f"kernel {kernel.name}: cuOccupancyMaxActiveClusters failed "
                           f"({err.name})")
     return int(n) * int(cluster)
 
 
-def _function(fn):
+def cu_function(fn):
     """The CUfunction of a Numba kernel (whose handle is cuda.core's CUkernel)."""
     from numba.cuda.cudadrv.driver import binding as cu
     handle = fn.handle

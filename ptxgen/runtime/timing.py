@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from .driver import load_kernel, numba_cuda, raw_launch
+from .cuda import numba_cuda
+from .driver import load_kernel, raw_launch
 
 MAX_HOLD_MS = 500.0
 

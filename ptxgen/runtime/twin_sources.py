@@ -10,7 +10,7 @@ import math
 
 from numba import cuda, float32
 
-from .twins import RED_T, ROWS_T, TILE, TILE_PAD, TILE_T
+from .twin_tiles import RED_T, ROWS_T, TILE, TILE_PAD, TILE_T
 
 
 def saxpy(n, a, x, y, out):

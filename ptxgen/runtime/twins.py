@@ -7,11 +7,8 @@ import functools
 
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError, ToolchainError
+from .twin_tiles import RED_T, ROWS_T, TILE, TILE_T
 
-TILE = 16
-TILE_T, ROWS_T = 32, 8      # transpose twin: tile and thread rows
-TILE_PAD = TILE_T + 1       # transpose twin: tile row pitch, one padding column
-RED_T = 256                # reduction and softmax twins: threads per row
 LIBRARY_TWINS = ("add", "scale", "transpose", "row_reduce", "row_max", "softmax")
 # Grid-stride twins (saxpy, add, scale) launch at most this many CTAs per SM: the twins' own
 # design choice (several waves keep every SM busy), not a hardware limit.

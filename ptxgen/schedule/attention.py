@@ -13,7 +13,7 @@ specialized on sm_90a (FlashAttention-style: the S x S scores never leave regist
 
 Every shared tile is stored as 64-column (128-byte) column blocks in the 128-byte swizzle, the
 layout the GEMM's schedule (tc_matmul.py) uses; D = 128 is two such blocks.
-`lower_attention(schedule, arch, shape, dtype)` (lower_attention.py) turns one into a Module.
+`ptxgen.lower.lower_attention(schedule, arch, shape, dtype)` (lower/attention.py) turns one into a Module.
 """
 import dataclasses
 from dataclasses import dataclass
@@ -136,8 +136,3 @@ def default_attention_schedule(D, causal=False):
     fastest timed on the H200 (the table above; 3 stages with the overlap 677 TFLOP/s at
     B=4 H=32 S=4096 D=128, where 2 stages gave 454 and 2 stages without the overlap 585)."""
     return AttentionSchedule(**_BY_HEAD_DIM.get(D, {}))
-
-
-def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
-    from .lower_attention import lower
-    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)

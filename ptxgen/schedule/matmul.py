@@ -10,7 +10,7 @@ A schedule names the choices of a SIMT SGEMM and nothing about the shape:
                  st.shared) or with cp.async; fragments double-buffered across k steps
     layout       A transposed in shared memory (As[BK][BM+pad_a]) so A fragments are rows too
 
-`lower_matmul(schedule, arch, shape)` turns one into a Module through the IR builder.
+`ptxgen.lower.lower_matmul(schedule, arch, shape)` turns one into a Module through the IR builder.
 """
 import dataclasses
 import json
@@ -350,11 +350,3 @@ def default_schedule(shape, arch=DEFAULT_TARGET, sm_count=None):
         if -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN) >= sm_count:
             return s
     return CANDIDATES[_DEFAULT_POOL[-1]]
-
-
-def lower_matmul(schedule, arch=DEFAULT_TARGET, shape=None, name="matmul"):
-    """The kernel for `schedule` as a Module. With `shape`, global accesses narrow to scalars
-    where K or N is not a multiple of 4 (rows would not be 16-byte aligned); without it the
-    kernel assumes K and N are multiples of vec_global."""
-    from .matmul_lowering import lower          # noqa: PLC0415 (keeps this module light)
-    return lower(schedule, arch, shape, name)

@@ -12,7 +12,7 @@ warpgroups, setmaxnreg budgets and an mbarrier ring.
     pipeline      Q, then K and V tiles by cp.async.cg into `stages` slots, one commit group
                   per key block, stages-1 blocks in flight
 
-`lower_mma_attention(schedule, arch, shape, dtype, causal)` (lower_mma_attention.py) turns one
+`ptxgen.lower.lower_mma_attention(schedule, arch, shape, dtype, causal)` (lower/mma_attention.py) turns one
 into a Module.
 """
 from dataclasses import dataclass
@@ -95,8 +95,3 @@ class MmaAttentionSchedule:
             bad(f"Q and {self.stages} K/V stages need {need} bytes of shared memory, more than "
                 f"{lim['max_shared_per_block']} per block on {arch}")
         return self
-
-
-def lower_mma_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
-    from .lower_mma_attention import lower
-    return lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)

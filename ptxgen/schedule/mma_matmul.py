@@ -17,7 +17,7 @@ Bt K-major), the K step (one 128-byte row: 64 16-bit or 32 tf32 elements) and th
                   zero-fill past K), one commit group per K step, stages-1 steps in flight
     raster        group_m tile rows per tile column (L2 reuse), one CTA per tile
 
-`lower_mma_matmul(schedule, arch, shape)` (lower_mma_matmul.py) turns one into a Module.
+`ptxgen.lower.lower_mma_matmul(schedule, arch, shape)` (lower/mma_matmul.py) turns one into a Module.
 """
 import dataclasses
 from dataclasses import dataclass
@@ -163,8 +163,3 @@ def default_mma_schedule(arch, shape=None):
         if tiles < isa.sm_count(archmod.base_arch(arch)):
             return MmaMatmulSchedule(BN=128, warps_n=2, stages=4)
     return big
-
-
-def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul"):
-    from .lower_mma_matmul import lower
-    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name)

@@ -16,7 +16,7 @@ tiled, pipelined and specialized on sm_90a.
                   need the same B columns; each loads half of that B box and multicasts it to
                   both, halving B's traffic from L2
 
-`lower_tc_matmul(schedule, arch, shape)` (lower_tc_matmul.py) turns one into a Module.
+`ptxgen.lower.lower_tc_matmul(schedule, arch, shape)` (lower/tc_matmul.py) turns one into a Module.
 """
 import dataclasses
 from dataclasses import dataclass
@@ -160,7 +160,7 @@ class TcMatmulSchedule:
         "rows" (the same shared tile, each row's 128-byte pieces stored by TMA through a flat
         view of C; only for 16-byte aligned rows, like "tile") or "rows_st" (C's rows not
         16-byte aligned: the same shared tile copied to C row by row with coalesced 4-byte
-        (bf16) or 8-byte (f32) st.global, c_row_stores.py). A bf16 C goes through stmatrix, an
+        (bf16) or 8-byte (f32) st.global, lower/c_row_stores.py). A bf16 C goes through stmatrix, an
         f32 C through 8-byte shared stores, and only where its twice as large tile fits beside
         the stages (else C is stored from the fragments); "rows" flat coordinates must fit
         TMA's s32."""
@@ -259,15 +259,3 @@ class TcMatmulSchedule:
         """The register cap every thread starts with (.maxnreg): the SM's registers shared by
         all threads of the one resident CTA, rounded down to the allocation unit of 8."""
         return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
-
-
-def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
-                    a_major=True, b_major=True, ldg=(False, False), fused=(False, False)):
-    """a_major / b_major: A (B) is K-major in global memory (row-major A, column-major B);
-    False: M- (N-) major, read through wgmma's transpose bit. ldg: (A, B) loaded by the
-    producer warpgroup with ld.global from a raw pointer instead of TMA (K-major rows that are
-    not 16-byte aligned; tc_ldg_producer.py). fused: (A, B) loaded by TMA from a padded
-    workspace the kernel fills itself (tc_fused_pad.py)."""
-    from .lower_tc_matmul import lower
-    return lower(schedule, arch, shape, dtype=dtype, out=out, name=name, a_major=a_major,
-                 b_major=b_major, ldg=ldg, fused=fused)

@@ -6,9 +6,9 @@ Two places are read, the user's first:
 
     $PTXGEN_TUNE_CACHE/matmul_sm_90.json      (default: tune/ under the cache root,
                                               ptxgen.cachedir) written by `ptxgen tune`
-    ptxgen/tune/cache/matmul_sm_90.json       shipped with the package, from GPU runs of
+    ptxgen/schedule/data/matmul_sm_90.json     shipped with the package, from GPU runs of
                                               benchmarks/tune_matmul.py (committed)
-    ptxgen/tune/cache/tc_matmul_bf16_sm_90a.json   the tensor-core GEMM's, from `ptxgen tune
+    ptxgen/schedule/data/tc_matmul_bf16_sm_90a.json the tensor-core GEMM's, from `ptxgen tune
                                               matmul --dtype bf16 --shapes ...` (committed)
 
 PTXGEN_TUNE=off makes every lookup miss (builds then use the default schedule). With
@@ -56,7 +56,7 @@ from ..arch import base_arch
 from ..errors import PtxgenError, ScheduleError
 
 FORMAT = 1
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "tune" / "cache"     # shipped results
+PACKAGE_DIR = Path(__file__).resolve().parent / "data"     # shipped results
 _TOP = {"M": 12, "N": 12, "K": 11}            # log2 of the last bucket of each dimension
 _BOTTOM = 4
 

@@ -25,9 +25,8 @@ import numpy as np
 
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
-from .program import ATOM, FIXED, LDG, LDS, STG, STS
+from .program import ATOM, FIXED, LDG, LDS, STG, STS, backward_closure
 from . import atomics, thin_stores
-from .paths import backward_closure
 from .reuse import (data_steered_loop, spread_cost, spreading, temporal_miss,
                     reuse_region, sectors, spread_miss)
 

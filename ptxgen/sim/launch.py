@@ -32,7 +32,10 @@ from . import memory as memmod
 from .engine import STALLS, Sm, run_sm
 from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
-from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
+from .cached import scheduled_program
+from .async_copy import tma_dram_fraction
+from .cta_work import grid_work_ratio
+from .program import ALU, ATOM, LDG, STG, add_spills
 from .result import SimReport
 from .values import Env
 from .waves import (cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair,
@@ -371,9 +374,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         module = Module(target=arch, kernels=[kernel])
     warnings = {}
     regs, spill_loads, spill_stores = _registers(module, kernel, arch, warnings, registers)
-    if ptxas_order:
-        kernel = _ptxas_order(kernel, table, module, arch)
-    prog = compile_kernel(kernel, table)
+    kernel, prog = scheduled_program(
+        kernel, table, module, arch,
+        (lambda k: _ptxas_order(k, table, module, arch)) if ptxas_order else None)
     add_spills(prog, table, spill_loads, spill_stores)
     smem = kernel.static_shared_bytes + int(shared_bytes)
     from ..analysis.occupancy import occupancy
@@ -458,6 +461,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     resident = memory_level(table, footprint, cache) == "L2"
     if resident:
         dram_fraction = 0.0
+    tma_frac = 0.0 if resident else tma_dram_fraction(
+        prog, pilot.trace, n_ctas, (footprint - written if footprint and footprint > written
+                                    else footprint))
 
     results = []
     steps = pilot.steps
@@ -494,7 +500,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             if k and sims[0][1] == 0:
                 break                             # nothing was left out: no second run
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
-                                                       resident, access))
+                                                       resident, access, tma_frac))
             tw = trace_warps if not results and not k else 0
             sm = first.alt_result if k and first is not None else None
             if k == 0:
@@ -510,7 +516,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                     sm = first.forked
                     mem = memmod.SmMemory(memmod.memory_config(table, active, level,
                                                                dram_fraction, resident,
-                                                               access))
+                                                               access, tma_frac))
                 else:
                     sm = first.run()
             if sm is None:
@@ -524,6 +530,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                                      [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
                                     table.header.schedulers_per_sm))
 
+    if full > 1 and results and results[0].name == "full":
+        results[0].count *= grid_work_ratio(plan, prog, specs, grid, waves[0][2], trip, budget,
+                                            warnings)
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
         shared=smem, occupancy=occ, waves=results, n_ctas=n_ctas, dram_fraction=dram_fraction,

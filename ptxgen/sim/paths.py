@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Arg, PtxgenError, Spelled
 from ..ir.values import Imm, PredPair, Reg
-from .program import ATOM, BRANCH, EXIT
+from .program import ATOM, BRANCH, EXIT, backward_closure
 from .values import value_getter, evaluator
 from .fastforward import advance_state, affine_step, skippable
 from ..ir import types as T
@@ -393,26 +393,6 @@ def named_barriers(prog):
         if any(isinstance(o, Reg) for o in ops):
             out[st.index] = tuple(o if isinstance(o, Reg) else None for o in ops)
     return out
-
-
-def backward_closure(prog, chosen, needed):
-    """(`chosen` widened by every instruction the registers `needed` depend on, those
-    registers with every register they are computed from)."""
-    chosen, needed = set(chosen), set(needed)
-    by_def = {}
-    for st in prog.instrs:
-        for d in st.defs:
-            by_def.setdefault(d, []).append(st.index)
-    work = list(needed)
-    while work:
-        for i in by_def.get(work.pop(), ()):
-            if i not in chosen:
-                chosen.add(i)
-                for u in prog.instrs[i].uses:
-                    if u not in needed:
-                        needed.add(u)
-                        work.append(u)
-    return chosen, needed
 
 
 def _cross_lane(ins):

@@ -396,18 +396,28 @@ def _control_slice(statics, instrs, reg_index):
         if ins.guard is not None and st.kind in (BRANCH, LDG, STG, LDS, STS, ATOM, FIXED, BAR,
                                                  EXIT):
             needed.add(reg_index[ins.guard])
+    return _closure(statics, (), needed)[0]
+
+
+def backward_closure(prog, chosen, needed):
+    """(`chosen` widened by every instruction the registers `needed` depend on, those
+    registers with every register they are computed from)."""
+    return _closure(prog.instrs, chosen, needed)
+
+
+def _closure(instrs, chosen, needed):
+    chosen, needed = set(chosen), set(needed)
     by_def = {}
-    for st in statics:
+    for st in instrs:
         for d in st.defs:
             by_def.setdefault(d, []).append(st.index)
-    chosen, work = set(), list(needed)
+    work = list(needed)
     while work:
-        r = work.pop()
-        for i in by_def.get(r, ()):
+        for i in by_def.get(work.pop(), ()):
             if i not in chosen:
                 chosen.add(i)
-                for u in statics[i].uses:
+                for u in instrs[i].uses:
                     if u not in needed:
                         needed.add(u)
                         work.append(u)
-    return chosen
+    return chosen, needed

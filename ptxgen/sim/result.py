@@ -66,6 +66,10 @@ class SimReport:
         # CUDA events report around a launch adds the measured launch overhead to them
         clock = table.time_clock_mhz
         cycles = sum(w.total for w in waves)
+        if "TENSOR" in table.units and cycles:
+            share = sum(w.count * w.unit_busy[table.units.index("TENSOR")] for w in waves) / (
+                cycles * h.schedulers_per_sm)
+            clock = table.clock_for_tensor_share(share)
         # the GPU starts the grid's CTAs one after another at a fixed rate, whatever each does:
         # a grid of short CTAs (one store a thread) lasts at least that long
         dispatch = n_ctas * (table.memory_model or {}).get("cta_dispatch_ns", 0.0) * clock * 1e-3

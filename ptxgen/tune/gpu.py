@@ -28,7 +28,7 @@ class GpuTrials:
 
     def _kernel(self, sched, shape):
         from ..runtime import load_kernel
-        from ..schedule import lower_matmul
+        from ..lower import lower_matmul
         m = verify_module(lower_matmul(sched, self.arch, shape))
         kir = m.kernel("matmul")
         return load_kernel(emit_module(m, self.arch), kir.name, kir.params)

@@ -13,7 +13,7 @@ def assemble(sched, arch, shape):
     """ptxas resources of the kernel `sched` lowers to for `shape`: a dict with registers,
     spills (bytes stored + loaded), stack and shared bytes, or error."""
     from ..emit import emit_module
-    from ..schedule import lower_matmul
+    from ..lower import lower_matmul
     from ..toolchain import assemble as ptxas
     s = MatmulSchedule.from_dict(sched) if isinstance(sched, dict) else sched
     try:

@@ -1,0 +1,11 @@
+"""ptxgen's operators as functions on torch tensors and numpy arrays (docs/operators.md):
+`ptxgen.matmul(a, b)`, `ptxgen.attention(q, k, v, causal=True)`, ... — compiled once per shape
+and target, cached in memory and on disk, torch custom ops under torch.compile and autograd."""
+from . import epilogues
+from .compiled import clear_memory as clear_cache
+from .functions import (add, attention, matmul, row_max, row_sum, saxpy, scale, softmax,
+                        transpose)
+from .launch import LaunchRecord, last_launch
+
+__all__ = ["LaunchRecord", "add", "epilogues", "attention", "clear_cache", "last_launch", "matmul",
+           "row_max", "row_sum", "saxpy", "scale", "softmax", "transpose"]

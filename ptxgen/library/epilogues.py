@@ -1,0 +1,8 @@
+"""What an epilogue or a score/mask function may call (`from ptxgen.epilogues import *`):
+traced operations on symbolic values (ptxgen/schedule/epilogue.py), never evaluated per element.
+NAMED lists the epilogues `ptxgen.matmul(..., epilogue="name")` knows."""
+from ..schedule.epilogue import (NAMED, Tensor, cast, erf, exp, gelu_erf, gelu_tanh, maximum,
+                                 minimum, relu, sigmoid, silu, sqrt, tanh, trace_epilogue, where)
+
+__all__ = ["NAMED", "Tensor", "cast", "erf", "exp", "gelu_erf", "gelu_tanh", "maximum",
+           "minimum", "relu", "sigmoid", "silu", "sqrt", "tanh", "trace_epilogue", "where"]

@@ -1,0 +1,540 @@
+"""The operators as functions on torch tensors and numpy arrays (docs/operators.md).
+
+Each function takes the user's arrays as they are — a torch CUDA tensor runs on the GPU on
+torch's current stream, a CPU tensor or a numpy array on the CPU emulator (or on the GPU with
+backend="gpu") — allocates and returns the result, and picks the instruction path from the
+target: wgmma on sm_90a, mma.sync on the other tensor-core targets, FFMA (SIMT) for fp32.
+Kernels are compiled once per (operator, configuration, shape, target) and cached
+(library/compiled.py); a cached GPU call only fills in addresses and launches.
+"""
+import math
+import sys
+
+import numpy as np
+
+from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..errors import PtxgenError
+from .inputs import emu_empty, emu_view, from_emu, operand, same_dtype, same_place
+from .launch import run_emu, run_gpu
+
+BACKENDS = ("auto", "gpu", "emu")
+_OPS = {}
+_DEVICE_ARCH = {}
+
+
+def _op(factory, *config):
+    """One operator object per configuration: its compiled kernels and plans are cached."""
+    key = (factory, tuple(getattr(c, "key", c) for c in config))
+    op = _OPS.get(key)
+    if op is None:
+        op = _OPS[key] = factory(*config)
+    return op
+
+
+def _backend(function, backend, on_gpu):
+    if backend not in BACKENDS:
+        raise PtxgenError(f"ptxgen.{function}: backend must be one of {', '.join(BACKENDS)}, "
+                          f"got {backend!r}")
+    if backend == "auto":
+        return "gpu" if on_gpu else "emu"
+    if backend == "emu" and on_gpu:
+        raise PtxgenError(f"ptxgen.{function}: backend='emu' takes CPU tensors or numpy "
+                          f"arrays; these are on the GPU (move them with .cpu())")
+    return backend
+
+
+def _target(function, target, backend, tensor_cores):
+    """The target a call compiles for: the given one, else the GPU's own (its arch-specific
+    variant sm_90a where it has one, for the tensor-core kernels), else on the emulator the
+    sm_90a kernel the GPU would run (tensor cores) or the default target (SIMT)."""
+    from .. import arch as archmod
+    if target is not None:
+        try:
+            return archmod.check_arch(target)
+        except PtxgenError as e:
+            raise PtxgenError(f"ptxgen.{function}: target: {e}") from None
+    if backend == "gpu":
+        arch = _DEVICE_ARCH.get(0)
+        if arch is None:
+            from ..runtime import device_arch
+            arch = _DEVICE_ARCH[0] = device_arch()
+        if tensor_cores and arch + "a" == DEFAULT_ARCH_SPECIFIC_TARGET:
+            return DEFAULT_ARCH_SPECIFIC_TARGET
+        return arch
+    return DEFAULT_ARCH_SPECIFIC_TARGET if tensor_cores else DEFAULT_TARGET
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")
+
+
+def _stream(t):
+    torch = _torch()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(t.get_device()) if raw is not None else torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _gpu_out(like, shape, dtype, out, function):
+    """A result tensor on like's device (or the user's `out=` after checking it)."""
+    torch = _torch()
+    from .inputs import torch_dtype
+    want = torch_dtype(dtype)
+    if out is not None:
+        if tuple(out.shape) != tuple(shape) or out.dtype != want or out.device != like.device \
+                or not out.is_contiguous():
+            raise PtxgenError(f"ptxgen.{function}: out must be a contiguous {want} tensor of "
+                              f"shape {tuple(shape)} on {like.device}, got {out.dtype} "
+                              f"{tuple(out.shape)} on {out.device}")
+        return out
+    return torch.empty(shape, dtype=want, device=like.device)
+
+
+_TORCH_WS = {np.dtype(np.uint16): "int16", np.dtype(np.float16): "float16",
+             np.dtype(np.float32): "float32", np.dtype(np.uint32): "int32",
+             np.dtype(np.uint8): "uint8"}
+
+
+def _gpu_workspace(op, shape, arch, like):
+    torch = _torch()
+    ws = {}
+    for name, (dims, dt) in op.workspace(shape, arch).items():
+        ws[name] = torch.empty(dims, dtype=getattr(torch, _TORCH_WS[np.dtype(dt)]),
+                               device=like.device)
+    return ws
+
+
+def _to_torch_gpu(function, ops):
+    """numpy operands sent to the GPU (backend='gpu'): as torch CUDA tensors."""
+    torch = _torch()
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            raise PtxgenError(f"ptxgen.{function}: backend='gpu' with numpy arrays needs "
+                              f"PyTorch (pip install 'ptxgen[torch]')") from None
+    out = []
+    for o in ops:
+        v = o.value
+        if not o.is_torch:
+            t = torch.from_numpy(np.ascontiguousarray(emu_view(v, o.dtype)))
+            from .inputs import torch_dtype
+            if o.dtype in ("bf16", "e4m3", "e5m2"):
+                t = t.view(torch.int16 if o.dtype == "bf16" else torch.uint8).view(
+                    torch_dtype(o.dtype))
+            v = t.cuda()
+        out.append(v)
+    return out
+
+
+# -- matmul ------------------------------------------------------------------------------------
+def _layout(x, rows, cols):
+    """'row' when x (rows x cols) is row-major, 'col' when its transpose is, else None."""
+    s = x.stride() if hasattr(x, "stride") and callable(x.stride) else \
+        tuple(v // x.itemsize for v in x.strides)
+    if s[1] == 1 and (s[0] == cols or rows == 1):
+        return "row"
+    if s[0] == 1 and (s[1] == rows or cols == 1):
+        return "col"
+    return None
+
+
+def _contiguous(x):
+    return x.contiguous() if hasattr(x, "contiguous") else np.ascontiguousarray(x)
+
+
+def matmul(a, b, *, epilogue=None, out=None, precision="highest", backend="auto",
+           target=None, **tensors):
+    """C = a @ b, or epilogue(a @ b). a: (..., K) (leading dimensions are rows), b: (K, N); torch
+    tensors or numpy arrays of bf16, f16 or f32 (numpy bf16: ml_dtypes.bfloat16). bf16 gives a
+    bf16 C, f16 and f32 an f32 C (the kernels store f32 or bf16). f32 runs the FP32 SIMT GEMM,
+    or with precision="tf32" the tensor cores on tf32. A row-major or transposed (column-major)
+    a and b are read in place (a transposed view of b is the kernel's other layout, not a copy).
+
+    epilogue: fused into the tensor-core GEMM's C store — a name ("bias_gelu", "silu", ...:
+    ptxgen.epilogues) or a function fn(acc, row, col, **tensors) traced once into IR; `tensors`
+    are its extra arrays: 1-D of length N per column (bias[col]), of length M per row, (M, N)
+    per element, a Python float a scalar (a 1-D array with M == N is per column)."""
+    if epilogue is not None or tensors:
+        # fused epilogues: eager only for now (the custom op's schema has no place for a
+        # traced function); autograd through them is not defined
+        return matmul_impl(a, b, out, precision, backend, target, epilogue, tensors)
+    if _through_torch(a, b) and out is None:
+        return _torch_op("matmul")(a, b, precision, backend, target)
+    return matmul_impl(a, b, out, precision, backend, target)
+
+
+def _epilogue(fn, epilogue, tensors, M, N):
+    """The traced Epilogue of a user's epilogue argument and the kernel arrays of its tensors."""
+    from ..schedule.epilogue import Epilogue, Tensor, named_epilogue, trace_epilogue
+    from .inputs import kernel_dtype
+    specs, arrays = {}, {}
+    for name, t in tensors.items():
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            specs[name], arrays[name] = Tensor("scalar"), np.float32(t)
+            continue
+        dt = kernel_dtype(t) if hasattr(t, "dtype") else None
+        if dt not in ("f32", "bf16", "f16"):
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be an f32, bf16 or "
+                              f"f16 array or a float, got {getattr(t, 'dtype', type(t).__name__)}")
+        shape = tuple(t.shape)
+        if shape == (N,):
+            kind = "col"
+        elif shape == (M,):
+            kind = "row"
+        elif shape == (M, N):
+            kind = "elem"
+        elif shape in ((), (1,)):
+            specs[name], arrays[name] = Tensor("scalar"), np.float32(float(t.reshape(())))
+            continue
+        else:
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} has shape {shape}; want "
+                              f"({N},) per column, ({M},) per row or ({M}, {N}) per element")
+        specs[name], arrays[name] = Tensor(kind, dt), _contiguous(t)
+    if isinstance(epilogue, Epilogue):
+        epi = epilogue
+    elif isinstance(epilogue, str):
+        epi = named_epilogue(epilogue)
+    elif callable(epilogue):
+        epi = trace_epilogue(epilogue, getattr(epilogue, "__name__", None), **specs)
+    else:
+        raise PtxgenError(f"ptxgen.{fn}: epilogue must be a name, a function or None, got "
+                          f"{type(epilogue).__name__}")
+    missing = sorted(set(epi.tensors) - set(arrays))
+    extra = sorted(set(arrays) - set(epi.tensors))
+    if missing or extra:
+        raise PtxgenError(f"ptxgen.{fn}: epilogue {epi.name} takes tensors "
+                          f"{', '.join(sorted(epi.tensors)) or 'none'}; "
+                          + (f"missing {', '.join(missing)}" if missing else
+                             f"unexpected {', '.join(extra)}"))
+    for name, spec in epi.tensors.items():
+        if spec.kind != specs[name].kind and specs[name].kind != "scalar" \
+                and not (spec.kind == "row" and specs[name].kind == "col" and M == N):
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be per {spec.kind}, "
+                              f"got shape {tuple(getattr(tensors[name], 'shape', ()))}")
+        if spec.dtype != specs[name].dtype and specs[name].kind != "scalar":
+            raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be {spec.dtype}, got "
+                              f"{specs[name].dtype}")
+    return epi, arrays
+
+
+def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None,
+                epilogue=None, tensors=None):
+    """The eager implementation (also the torch custom op's body)."""
+    fn = "matmul"
+    A = operand("a", a, fn, ("bf16", "f16", "f32"))
+    B = operand("b", b, fn, ("bf16", "f16", "f32"))
+    dtype = same_dtype(fn, A, B)
+    on_gpu = same_place(fn, A, B)
+    if precision not in ("highest", "tf32"):
+        raise PtxgenError(f"ptxgen.{fn}: precision must be 'highest' or 'tf32', got "
+                          f"{precision!r}")
+    if len(A.shape) < 2 or len(B.shape) != 2:
+        raise PtxgenError(f"ptxgen.{fn}: a must be (..., K) with at least 2 dimensions and b "
+                          f"(K, N); got a {A.shape}, b {B.shape}")
+    lead, K = A.shape[:-1], A.shape[-1]
+    if B.shape[0] != K:
+        raise PtxgenError(f"ptxgen.{fn}: a is {A.shape} and b is {B.shape}: inner dimensions "
+                          f"{K} and {B.shape[0]} differ")
+    M, N = int(np.prod(lead)), B.shape[1]
+    if min(M, N, K) == 0:
+        raise PtxgenError(f"ptxgen.{fn}: empty operand (M={M}, N={N}, K={K})")
+    av = a if len(A.shape) == 2 else _flatten(a, M, K)
+    be = _backend(fn, backend, on_gpu)
+    tensor_cores = dtype != "f32" or precision == "tf32"
+    arch = _target(fn, target, be, tensor_cores)
+    if tensor_cores:
+        from ..ops.tc_matmul import TcMatmul
+        tc_dtype = "tf32" if dtype == "f32" else dtype
+        al, bl = _layout(av, M, K), _layout(b, K, N)
+        mma_sync = not arch.endswith("a")
+        if al is None or (tc_dtype == "tf32" or mma_sync) and al != "row":
+            av, al = _contiguous(av), "row"
+        if bl is None or (tc_dtype == "tf32" or mma_sync) and bl != "col":
+            b, bl = _contiguous(b.T).T if hasattr(b, "contiguous") else \
+                np.ascontiguousarray(b.T).T, "col"
+        c_dtype = "bf16" if dtype == "bf16" else "f32"
+        epi, extra = (None, {}) if epilogue is None and not tensors else \
+            _epilogue(fn, epilogue, tensors or {}, M, N)
+        op = _op(TcMatmul, tc_dtype, c_dtype, "auto", al, bl, "auto", epi)
+        arrays = {("A" if al == "row" else "At"): av if al == "row" else av.T,
+                  ("Bt" if bl == "col" else "B"): b.T if bl == "col" else b}
+        scalars = {k: v for k, v in extra.items() if isinstance(v, np.generic)}
+        arrays.update({k: v for k, v in extra.items() if k not in scalars})
+    else:
+        if epilogue is not None or tensors:
+            raise PtxgenError(f"ptxgen.{fn}: epilogues run on the tensor-core GEMM: pass bf16 "
+                              f"or f16 operands, or f32 with precision='tf32'")
+        from ..ops.matmul import Matmul
+        c_dtype = "f32"
+        op = _op(Matmul)
+        arrays = {"A": _contiguous(av), "B": _contiguous(b)}
+        scalars = {}
+    shape = op.shape(M=M, N=N, K=K)
+    result = _run(fn, op, shape, arch, be, dtype, arrays, {"C": ((M, N), c_dtype)}, on_gpu,
+                  A.is_torch, out, scalars)["C"]
+    return result.reshape(*lead, N) if len(lead) != 1 else result
+
+
+def _flatten(x, M, K):
+    try:
+        return x.reshape(M, K)
+    except Exception:                                  # noqa: BLE001 - torch or numpy
+        return _contiguous(x).reshape(M, K)
+
+
+def _run(fn, op, shape, arch, backend, dtype, arrays, outputs, on_gpu, is_torch, out=None,
+         scalars=None):
+    """Launch op with input `arrays` (name -> user array) and fresh outputs
+    ({name: (shape, kernel dtype)}); returns {name: result in the user's kind}."""
+    scalars = scalars or {}
+    if backend == "gpu":
+        ins = dict(arrays)
+        if not on_gpu:
+            ins = dict(zip(ins, _to_torch_gpu(fn, [operand(n, v, fn, (_dt(v),))
+                                                   for n, v in ins.items()])))
+        like = next(iter(ins.values()))
+        outs = {n: _gpu_out(like, s, d, out if len(outputs) == 1 else None, fn)
+                for n, (s, d) in outputs.items()}
+        dev = dict(ins, **outs, **_gpu_workspace(op, shape, arch, like), **scalars)
+        run_gpu(fn, op, shape, arch, dtype, dev, _stream(like), like.get_device())
+        if on_gpu:
+            return outs
+        return {n: _back_to_numpy(t, outputs[n][1]) for n, t in outs.items()}
+    host = {n: emu_view(v, _dt(v)) for n, v in arrays.items()}
+    outs = {n: emu_empty(s, d) for n, (s, d) in outputs.items()}
+    run_emu(fn, op, shape, arch, dtype, dict(host, **outs, **scalars))
+    res = {n: from_emu(o, outputs[n][1], is_torch) for n, o in outs.items()}
+    if out is not None and len(res) == 1:
+        (name, r), = res.items()
+        out[...] = r if not is_torch else r.to(out.dtype)
+        res[name] = out
+    return res
+
+
+def _dt(v):
+    from .inputs import kernel_dtype
+    return kernel_dtype(v)
+
+
+def _back_to_numpy(t, dtype):
+    from .inputs import ml_dtype
+    torch = _torch()
+    t = t.cpu()
+    if dtype in ("bf16", "e4m3", "e5m2"):
+        return t.view(torch.int16 if dtype == "bf16" else torch.uint8).numpy().view(
+            ml_dtype(dtype))
+    return t.numpy()
+
+
+# -- attention ---------------------------------------------------------------------------------
+def attention(q, k, v, *, causal=False, scale=None, return_lse=False, backend="auto",
+              target=None):
+    """Fused attention forward O = softmax(scale · q kᵀ [causal]) v over (B, H, S, D) arrays
+    (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S.
+    scale defaults to 1/sqrt(D). return_lse: also return the per-row logsumexp (B, H, S), f32,
+    natural log (what a backward pass needs)."""
+    if _through_torch(q, k, v):
+        o, lse = _torch_op("attention")(q, k, v, bool(causal), scale, backend, target)
+    else:
+        o, lse = attention_impl(q, k, v, causal, scale, backend, target)
+    return (o, lse) if return_lse else o
+
+
+def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=None):
+    """(O, LSE): the eager implementation (also the torch custom op's body)."""
+    fn = "attention"
+    Q, K, V = (operand(n, x, fn, ("bf16", "f16")) for n, x in (("q", q), ("k", k), ("v", v)))
+    dtype = same_dtype(fn, Q, K, V)
+    on_gpu = same_place(fn, Q, K, V)
+    if len(Q.shape) != 4 or K.shape != Q.shape or V.shape != Q.shape:
+        raise PtxgenError(f"ptxgen.{fn}: q, k and v must be (B, H, S, D) of one shape; got "
+                          f"q {Q.shape}, k {K.shape}, v {V.shape}")
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)
+                                  and scale > 0):
+        raise PtxgenError(f"ptxgen.{fn}: scale must be a positive number, got {scale!r}")
+    Bn, H, S, D = Q.shape
+    be = _backend(fn, backend, on_gpu)
+    arch = _target(fn, target, be, True)
+    from ..ops.attention import Attention
+    op = _op(Attention, dtype, bool(causal), None if scale is None else float(scale))
+    try:
+        shape = op.shape(B=Bn, H=H, S=S, D=D)
+    except PtxgenError as e:
+        raise PtxgenError(f"ptxgen.{fn}: {str(e).removeprefix('attention: ')}") from None
+    arrays = {"Q": _contiguous(q), "K": _contiguous(k), "V": _contiguous(v)}
+    res = _run(fn, op, shape, arch, be, dtype, arrays,
+               {"O": ((Bn, H, S, D), dtype), "LSE": ((Bn, H, S), "f32")}, on_gpu, Q.is_torch)
+    return res["O"], res["LSE"]
+
+
+# -- the fp32 memory-bound operators -----------------------------------------------------------
+def _f32_call(fn, factory, named, shape_of, outputs, scalars=None, backend="auto", target=None):
+    """Run one of the fp32 SIMT operators: `named` {kernel array name: (argument name, value)},
+    shape_of(first operand's shape) -> the operator's shape, outputs {name: shape function}."""
+    ops = [operand(arg, v, fn, ("f32",)) for arg, v in named.values()]
+    on_gpu = same_place(fn, *ops) if len(ops) > 1 else ops[0].on_gpu
+    be = _backend(fn, backend, on_gpu)
+    arch = _target(fn, target, be, False)
+    op = _op(factory)
+    try:
+        shape = op.shape(**shape_of(ops[0].shape))
+    except PtxgenError as e:
+        raise PtxgenError(f"ptxgen.{fn}: {e}") from None
+    arrays = {name: _contiguous(v) for name, (_, v) in named.items()}
+    scal = {k: np.float32(v) for k, v in (scalars or {}).items()}
+    res = _run(fn, op, shape, arch, be, "f32", arrays,
+               {n: (f(shape), "f32") for n, f in outputs.items()}, on_gpu, ops[0].is_torch,
+               scalars=scal)
+    return res["out"]
+
+
+def _rows(function, shape):
+    if len(shape) != 2:
+        raise PtxgenError(f"ptxgen.{function}: x must be 2-D (rows, cols), got shape {shape}")
+    return {"M": shape[0], "N": shape[1]}
+
+
+def _flat(function, *shapes):
+    if len({tuple(s) for s in shapes}) > 1:
+        raise PtxgenError(f"ptxgen.{function}: operands differ in shape: "
+                          f"{', '.join(str(tuple(s)) for s in shapes)}")
+    return {"n": int(np.prod(shapes[0]))}
+
+
+def softmax(x, *, backend="auto", target=None):
+    """Row-wise softmax of a 2-D f32 array (rows, cols)."""
+    return _public("softmax", (x,), backend, target)
+
+
+def softmax_impl(x, *, backend="auto", target=None):
+    from ..ops.softmax import Softmax
+    return _f32_call("softmax", Softmax, {"x": ("x", x)}, lambda s: _rows("softmax", s),
+                     {"out": lambda sh: (sh["M"], sh["N"])}, backend=backend, target=target)
+
+
+def transpose(x, *, backend="auto", target=None):
+    """The transpose of a 2-D f32 array, as a new (cols, rows) array."""
+    return _public("transpose", (x,), backend, target)
+
+
+def transpose_impl(x, *, backend="auto", target=None):
+    from ..ops.transpose import Transpose
+    return _f32_call("transpose", Transpose, {"x": ("x", x)}, lambda s: _rows("transpose", s),
+                     {"out": lambda sh: (sh["N"], sh["M"])}, backend=backend, target=target)
+
+
+def row_sum(x, *, backend="auto", target=None):
+    """The sum of each row of a 2-D f32 array."""
+    return _public("row_sum", (x,), backend, target)
+
+
+def row_sum_impl(x, *, backend="auto", target=None):
+    from ..ops.reduce import RowReduce
+    return _f32_call("row_sum", lambda: RowReduce("sum"), {"x": ("x", x)},
+                     lambda s: _rows("row_sum", s), {"out": lambda sh: (sh["M"],)},
+                     backend=backend, target=target)
+
+
+def row_max(x, *, backend="auto", target=None):
+    """The largest element of each row of a 2-D f32 array."""
+    return _public("row_max", (x,), backend, target)
+
+
+def row_max_impl(x, *, backend="auto", target=None):
+    from ..ops.reduce import RowReduce
+    return _f32_call("row_max", lambda: RowReduce("max"), {"x": ("x", x)},
+                     lambda s: _rows("row_max", s), {"out": lambda sh: (sh["M"],)},
+                     backend=backend, target=target)
+
+
+def saxpy(a, x, y, *, backend="auto", target=None):
+    """a·x + y for a float a and f32 arrays x, y of one shape."""
+    return _public("saxpy", (a, x, y,), backend, target)
+
+
+def saxpy_impl(a, x, y, *, backend="auto", target=None):
+    from ..ops.saxpy import Saxpy
+    shape = getattr(x, "shape", ())
+    out = _f32_call("saxpy", Saxpy, {"x": ("x", x), "y": ("y", y)},
+                    lambda s: _flat("saxpy", s, getattr(y, "shape", ())),
+                    {"out": lambda sh: (sh["n"],)}, {"a": _scalar("saxpy", "a", a)},
+                    backend, target)
+    return out.reshape(shape)
+
+
+def add(x, y, *, backend="auto", target=None):
+    """x + y for f32 arrays of one shape."""
+    return _public("add", (x, y,), backend, target)
+
+
+def add_impl(x, y, *, backend="auto", target=None):
+    from ..ops.elementwise import Add
+    shape = getattr(x, "shape", ())
+    out = _f32_call("add", Add, {"x": ("x", x), "y": ("y", y)},
+                    lambda s: _flat("add", s, getattr(y, "shape", ())),
+                    {"out": lambda sh: (sh["n"],)}, backend=backend, target=target)
+    return out.reshape(shape)
+
+
+def scale(s, x, *, backend="auto", target=None):
+    """s·x for a float s and an f32 array x."""
+    return _public("scale", (s, x,), backend, target)
+
+
+def scale_impl(s, x, *, backend="auto", target=None):
+    from ..ops.elementwise import Scale
+    shape = getattr(x, "shape", ())
+    out = _f32_call("scale", Scale, {"x": ("x", x)}, lambda sh: _flat("scale", sh),
+                    {"out": lambda sh: (sh["n"],)}, {"s": _scalar("scale", "s", s)},
+                    backend, target)
+    return out.reshape(shape)
+
+
+def _scalar(function, name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(float(v)):
+        raise PtxgenError(f"ptxgen.{function}: {name} must be a finite number, got {v!r}")
+    return float(v)
+
+
+# -- which way a public call goes ---------------------------------------------------------------
+# Straight to the implementation (numpy arrays, and torch tensors in eager code that needs no
+# gradient: the fewest microseconds of Python), or through the registered torch custom op
+# (library/torch_ops.py) when torch.compile traces the call or autograd must record it.
+def _public(name, args, backend, target):
+    tensors = [a for a in args if hasattr(a, "shape")]
+    if _through_torch(*tensors):
+        return _torch_op(name)(*args, backend, target)
+    return IMPLS[name](*args, backend=backend, target=target)
+
+
+def _through_torch(*tensors):
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if not _TORCH_OPS:              # register the custom ops before any torch.compile trace
+        _register_torch_ops()
+    if not isinstance(tensors[0], torch.Tensor):
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _torch_op(name):
+    """torch.ops.ptxgen.<name>: the custom op over this module's implementation (registered
+    by _through_torch)."""
+    return getattr(sys.modules["torch"].ops.ptxgen, name)
+
+
+def _register_torch_ops():
+    from . import torch_ops
+    torch_ops.register(IMPLS)
+    _TORCH_OPS.append(True)
+
+
+_TORCH_OPS = []
+IMPLS = {"matmul": matmul_impl, "attention": attention_impl, "softmax": softmax_impl,
+         "transpose": transpose_impl, "row_sum": row_sum_impl, "row_max": row_max_impl,
+         "saxpy": saxpy_impl, "add": add_impl, "scale": scale_impl}

@@ -1,0 +1,136 @@
+"""ptxgen's operators as torch custom ops (`torch.ops.ptxgen.*`): torch.compile traces them
+without graph breaks (each has a fake implementation giving the result's shape and dtype),
+CUDA graphs capture their launches (they run on torch's current stream and allocate through
+torch), and autograd differentiates them: matmul's backward is two ptxgen GEMMs in the layouts
+the kernel reads in place (dA = dC·Bᵀ, dB = Aᵀ·dC); attention's backward is not implemented
+and says so rather than returning a wrong gradient.
+
+The ops wrap the implementations they are given (register(impl): library/functions.py passes
+its own), so this module imports nothing of the library back."""
+import torch
+
+from ..errors import PtxgenError
+
+_REGISTERED = []
+
+
+def register(impl):
+    """Register the custom ops over `impl` ({"matmul": matmul_impl, ...}) once per process."""
+    if not _REGISTERED:
+        _REGISTERED.append(impl)
+        _register(impl)
+
+
+def _register(impl):
+    matmul_impl, attention_impl = impl["matmul"], impl["attention"]
+
+    @torch.library.custom_op("ptxgen::matmul", mutates_args=())
+    def matmul(a: torch.Tensor, b: torch.Tensor, precision: str = "highest",
+               backend: str = "auto", target: str | None = None) -> torch.Tensor:
+        return matmul_impl(a, b, None, precision, backend, target)
+
+    @matmul.register_fake
+    def _(a, b, precision="highest", backend="auto", target=None):
+        out = torch.bfloat16 if a.dtype == torch.bfloat16 else torch.float32
+        return a.new_empty((*a.shape[:-1], b.shape[1]), dtype=out)
+
+    def matmul_setup(ctx, inputs, output):
+        a, b, precision, backend, target = inputs
+        ctx.save_for_backward(a, b)
+        ctx.config = (precision, backend, target)
+
+    def matmul_backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        g = grad.to(a.dtype)
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = matmul(g, b.t(), *ctx.config).to(a.dtype)
+        if ctx.needs_input_grad[1]:
+            a2 = a.reshape(-1, a.shape[-1])
+            gb = matmul(a2.t(), g.reshape(-1, g.shape[-1]), *ctx.config).to(b.dtype)
+        return ga, gb, None, None, None
+
+    matmul.register_autograd(matmul_backward, setup_context=matmul_setup)
+
+    @torch.library.custom_op("ptxgen::attention", mutates_args=())
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  scale: float | None, backend: str = "auto",
+                  target: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return attention_impl(q, k, v, causal, scale, backend, target)
+
+    @attention.register_fake
+    def _(q, k, v, causal, scale, backend="auto", target=None):
+        return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+    def attention_setup(ctx, inputs, output):
+        pass
+
+    def attention_backward(ctx, grad_o, grad_lse):
+        raise PtxgenError("ptxgen.attention: backward not implemented (the forward has no "
+                          "gradient yet; use torch's scaled_dot_product_attention to train)")
+
+    attention.register_autograd(attention_backward, setup_context=attention_setup)
+    _register_f32(impl)
+
+
+def _register_f32(impl):
+    """The fp32 operators: a custom op each, with a fake implementation and a backward written
+    with torch operations (they are cheap next to the forward's kernel)."""
+
+    def unary(name, impl, fake, backward):
+        @torch.library.custom_op(f"ptxgen::{name}", mutates_args=())
+        def op(x: torch.Tensor, backend: str = "auto", target: str | None = None) \
+                -> torch.Tensor:
+            return impl(x, backend=backend, target=target)
+        op.register_fake(lambda x, backend="auto", target=None: fake(x))
+
+        def setup(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0], output)
+
+        def bwd(ctx, g):
+            x, y = ctx.saved_tensors
+            return backward(name, x, y, g), None, None
+        op.register_autograd(bwd, setup_context=setup)
+
+    def not_differentiable(name, x, y, g):
+        raise PtxgenError(f"ptxgen.{name}: backward not implemented")
+
+    unary("softmax", impl["softmax"], torch.empty_like,
+          lambda n, x, y, g: y * (g - (g * y).sum(-1, keepdim=True)))
+    unary("transpose", impl["transpose"], lambda x: x.new_empty((x.shape[1], x.shape[0])),
+          lambda n, x, y, g: g.t())
+    unary("row_sum", impl["row_sum"], lambda x: x.new_empty((x.shape[0],)),
+          lambda n, x, y, g: g[:, None].expand_as(x))
+    unary("row_max", impl["row_max"], lambda x: x.new_empty((x.shape[0],)), not_differentiable)
+
+    @torch.library.custom_op("ptxgen::add", mutates_args=())
+    def add(x: torch.Tensor, y: torch.Tensor, backend: str = "auto",
+            target: str | None = None) -> torch.Tensor:
+        return impl["add"](x, y, backend=backend, target=target)
+    add.register_fake(lambda x, y, backend="auto", target=None: torch.empty_like(x))
+    add.register_autograd(lambda ctx, g: (g, g, None, None),
+                          setup_context=lambda ctx, inputs, output: None)
+
+    @torch.library.custom_op("ptxgen::scale", mutates_args=())
+    def scale(s: float, x: torch.Tensor, backend: str = "auto",
+              target: str | None = None) -> torch.Tensor:
+        return impl["scale"](s, x, backend=backend, target=target)
+    scale.register_fake(lambda s, x, backend="auto", target=None: torch.empty_like(x))
+
+    def scale_setup(ctx, inputs, output):
+        ctx.s = inputs[0]
+    scale.register_autograd(lambda ctx, g: (None, ctx.s * g, None, None),
+                            setup_context=scale_setup)
+
+    @torch.library.custom_op("ptxgen::saxpy", mutates_args=())
+    def saxpy(a: float, x: torch.Tensor, y: torch.Tensor, backend: str = "auto",
+              target: str | None = None) -> torch.Tensor:
+        return impl["saxpy"](a, x, y, backend=backend, target=target)
+    saxpy.register_fake(lambda a, x, y, backend="auto", target=None: torch.empty_like(x))
+    saxpy.register_autograd(lambda ctx, g: (None, ctx.a * g, g, None, None),
+                            setup_context=scale_setup_a)
+
+
+def scale_setup_a(ctx, inputs, output):
+    ctx.a = inputs[0]
+

@@ -1,0 +1,297 @@
+"""Lowering of an AttentionSchedule to an sm_90a fused attention forward kernel.
+
+    attention(Q_map, K_map, V_map, O, LSE, S, scale_log2)
+        Q_map, K_map, V_map: tensor maps of Q, K, V viewed as (B·H·S) x D row-major arrays,
+            boxes of BM (Q) or BN (K, V) rows x 64 columns, 128-byte swizzle
+        O:     B·H·S x D, the input type;  LSE: B·H·S f32, the natural-log logsumexp per row
+        S:     sequence length;  scale_log2: the softmax scale times log2(e)
+
+Grid (ceil(S / BM), B·H): CTA (x, y) takes query block ceil(S/BM)-1-x of head y (the longest
+causal rows first, so the short ones fill the tail). Shared memory: Q as D/64 column blocks of
+BM x 128 bytes, then `stages` slots of [K tile | V tile], each D/64 column blocks of BN x 128
+bytes, all 1024-byte aligned for the swizzle, then the Q barrier and a full/empty pair per slot.
+
+Producer (one thread): Q once, then per key block K and V into the next slot (expect_tx of the
+slot's bytes on its full barrier). Consumer warpgroup cw (rows q0 + 64cw ..): per key block,
+    S  = Q·Kᵀ            wgmma m64nBNk16, A = Q and B = K (K-major) from shared memory
+    S' = S·scale·log2 e, masked (keys >= S; causal: keys > row) to -inf where the block needs it
+    m' = max(m, rowmax S') (the four lanes of a row combine by shuffles);  α = 2^(m - m')
+    P  = 2^(S' - m'),  l = α·l + rowsum P (per-lane partial sums; combined once at the end)
+    O  = α·O + P·V        wgmma m64n64k16 per 64 columns of D, A = P from registers (the S
+                          accumulator's layout is the A fragment's: registers 8j..8j+7 of S are
+                          k-step j's A elements), B = V (MN-major, transposed read)
+then O/l in the input type and LSE = (m + log2 l)·ln 2. Causal: key blocks past the CTA's last
+row are not loaded; a consumer computes the blocks up to its own last row and then releases the
+CTA's remaining slots unread. With schedule.overlap, S of block n and P·V of block n-1 are issued
+together (see _Lowering.overlapped).
+
+Keys and rows past S: the 2-D maps read the next head's rows there (zeros past the last head):
+those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
+are computed and not stored.
+"""
+from ..ir.builder import pow2_exponent
+from ..ir import Addr, Builder, Module, Param, ptr
+from ..ir import types as T
+from ..ir.builder_tensor import tensor_map_param
+from ..schedule.attention import COL_BLOCK
+from .online_softmax import NEG_INF, OnlineSoftmax
+from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
+
+WGMMA_K = 16
+
+
+def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None):
+    D = shape["D"]
+    s.validate(arch, dtype, D)
+    m = Module(target=arch)
+    el = T.b16
+    k = m.add_kernel(name, [
+        tensor_map_param("Q_map"), tensor_map_param("K_map"), tensor_map_param("V_map"),
+        Param("O", T.u64, ptr(el, align=4)), Param("LSE", T.u64, ptr(T.f32, align=4)),
+        Param("S", T.u32), Param("scale_log2", T.f32)] + (mods.params() if mods else []))
+    # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
+    k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+    _Lowering(Builder(k), s, dtype, D, causal, mods).run()
+    return m
+
+
+class _Lowering(OnlineSoftmax):
+    def __init__(self, b, s, dtype, D, causal, mods=None):
+        self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
+        self.mod_spec, self.blist = mods, None
+        self.hblocks = D // COL_BLOCK
+
+    # -- layout and roles -------------------------------------------------------------------
+    def run(self):
+        b, s = self.b, self.s
+        tid = b.special("tid.x")
+        wg = b.shr(tid, pow2_exponent(WARPGROUP), name="wg")
+        raw = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES))
+        self.base = b.and_(b.add(raw, SWIZZLE_ATOM_BYTES - 1), -SWIZZLE_ATOM_BYTES & 0xFFFFFFFF,
+                           name="base")
+        self.stage0 = b.add(self.base, s.q_bytes(self.D), name="kv")
+        self.bars = b.add(self.stage0, s.stages * s.stage_bytes(self.D), name="bars")
+        with b.if_(b.setp("eq", tid, 0)):
+            b.mbarrier_init(self.bars, 1)                             # Q arrived
+            for st in range(s.stages):
+                b.mbarrier_init(Addr(self.bars, 8 + 8 * st), 1)
+                b.mbarrier_init(Addr(self.bars, 8 * (1 + s.stages + st)), s.consumers)
+            b.fence_mbarrier_init()
+        b.bar_sync(0)
+        self.S = b.param("S")
+        # BM = 64·consumers need not be a power of two (192): divide and multiply
+        nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
+        qblk = b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk")
+        self.q0 = b.mul(qblk, s.BM, name="q0")
+        self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")    # head's first row
+        # key blocks of this CTA: all of them, or (causal) up to its last row
+        keys = self.S
+        if self.causal:
+            keys = b.min(self.S, b.add(self.q0, s.BM), name="keys")
+        if self.mod_spec is not None and self.mod_spec.block_lists:
+            self.block_list_setup(qblk)
+        else:
+            self.nkb = b.div(b.add(keys, s.BN - 1), s.BN, type=T.u32, name="nkb")
+        consumer, end = b.new_label("consumer"), b.new_label("done")
+        b.branch(consumer, b.setp("ne", wg, 0))
+        b.setmaxnreg(s.producer_regs, inc=False)
+        b.branch(end, b.setp("ne", tid, 0))
+        self.producer()
+        b.branch(end)
+        b.label(consumer)
+        b.setmaxnreg(s.consumer_regs, inc=True)
+        self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
+        b.label(end)
+        b.ret()
+
+    def full_bar(self, stage):
+        return self.b.mad(stage, 8, self.b.add(self.bars, 8), name="full")
+
+    def empty_bar(self, stage):
+        return self.b.mad(stage, 8, self.b.add(self.bars, 8 * (1 + self.s.stages)),
+                          name="empty")
+
+    def slot(self, stage):
+        return self.b.mad(stage, self.s.stage_bytes(self.D), self.stage0, name="slot")
+
+    def advance(self, stage, phase):
+        b = self.b
+        b.add(stage, 1, out=stage)
+        with b.predicated(b.setp("eq", stage, self.s.stages)):
+            b.mov(0, type=T.u32, out=stage)
+            b.xor(phase, 1, out=phase)
+
+
+    # -- producer -----------------------------------------------------------------------------
+    def producer(self):
+        b, s, D = self.b, self.s, self.D
+        qmap, kmap, vmap = (self.b.tensor_map_address(p, name="map")
+                            for p in ("Q_map", "K_map", "V_map"))
+        b.mbarrier_arrive_expect_tx(self.bars, s.q_bytes(D))
+        qrow = b.add(self.row0, self.q0, name="qrow")
+        for h in range(self.hblocks):
+            b.cp_async_bulk_tensor_load(b.add(self.base, h * s.BM * SWIZZLE_BYTES), qmap,
+                                        (h * COL_BLOCK, qrow), self.bars)
+        stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+        tile = s.kv_tile_bytes(D)
+        with b.for_range(0, self.nkb, type=T.u32, name="kb") as kb:
+            b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
+            full = self.full_bar(stage)
+            b.mbarrier_arrive_expect_tx(full, s.stage_bytes(D))
+            dst = self.slot(stage)
+            krow = b.mad(kb if self.blist is None else self.list_entry(kb), s.BN, self.row0,
+                         name="krow")
+            for h in range(self.hblocks):
+                off = h * s.BN * SWIZZLE_BYTES
+                b.cp_async_bulk_tensor_load(b.add(dst, off), kmap, (h * COL_BLOCK, krow), full)
+                b.cp_async_bulk_tensor_load(b.add(dst, tile + off), vmap, (h * COL_BLOCK, krow),
+                                            full)
+            self.advance(stage, phase)
+
+    # -- consumers ----------------------------------------------------------------------------
+    def consumer(self, cw, t):
+        b, s, D = self.b, self.s, self.D
+        lane = b.and_(t, 31, name="lane")
+        tq = b.and_(lane, 3, name="tq")
+        # rows of this thread's fragment: 16 per warp, g and g + 8 (wgmma D layout)
+        first = b.mad(cw, WGMMA_M, self.q0, name="qfirst")
+        row_lo = b.add(first, b.mad(b.shr(t, 5), 16, b.shr(lane, 2)), name="rlo")
+        rows = (row_lo, b.add(row_lo, 8, name="rhi"))
+        leader = b.setp("eq", t, 0)
+        c = b.param("scale_log2")
+        k_major = dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES)
+        desc_q = b.wgmma_descriptor(b.mad(cw, WGMMA_M * SWIZZLE_BYTES, self.base), **k_major)
+        desc_k = b.wgmma_descriptor(self.stage0, **k_major)
+        # V read MN-major (rows of keys, D contiguous): 8-key groups SBO apart; one 64-column
+        # run per wgmma (N = 64), so the leading offset is the column block's size
+        desc_v = b.wgmma_descriptor(b.add(self.stage0, s.kv_tile_bytes(D)),
+                                    lbo=s.BN * SWIZZLE_BYTES, sbo=SWIZZLE_ATOM_BYTES,
+                                    swizzle=SWIZZLE_BYTES)
+        on = b.setp("ne", b.const(1, T.u32, name="one"), 0)
+        off = b.setp("eq", b.const(1, T.u32, name="one"), 0)
+        nacc = s.BN // 2
+        sacc = [b.reg(T.f32, "s") for _ in range(nacc)]
+        oacc = [[b.const(0.0, T.f32, name="o") for _ in range(COL_BLOCK // 2)]
+                for _ in range(self.hblocks)]
+        mx = [b.const(NEG_INF, T.f32, name="m") for _ in range(2)]
+        lsum = [b.const(0.0, T.f32, name="l") for _ in range(2)]
+        b.mbarrier_wait_parity(self.bars, 0)                          # Q is in
+        self.stage, self.phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="ph")
+        self.leader, self.c, self.on, self.off = leader, c, on, off
+        self.desc_q, self.desc_k, self.desc_v = desc_q, desc_k, desc_v
+        self.first, self.rows, self.tq = first, rows, tq
+        self.sacc, self.oacc, self.mx, self.lsum = sacc, oacc, mx, lsum
+        if self.mod_spec is not None:
+            self.mod_setup(b.special("ctaid.y"))
+        # key blocks this warpgroup computes: causal, up to its own last row
+        own = self.nkb
+        if self.causal:
+            own = b.min(self.S, b.add(first, WGMMA_M), type=T.u32, name="ownkeys")
+            own = b.div(b.add(own, s.BN - 1), s.BN, type=T.u32, name="own")
+        if s.overlap and self.blist is not None:       # a query block may have no key block
+            with b.if_(b.setp("ne", own, 0, type=T.u32)):
+                self.overlapped(own)
+        elif s.overlap:
+            self.overlapped(own)
+        else:
+            with b.for_range(0, own, type=T.u32, name="kb") as kb:
+                n0 = self.key_start(kb)
+                self.wait_full()
+                soff = self.slot_offset(self.stage)
+                b.wgmma_fence()
+                self.scores(soff)
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(0)
+                alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
+                self.rescale(alphas)
+                pk = self.packed(p)
+                b.wgmma_fence()
+                self.pv(pk, soff)
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(0)
+                self.release(self.stage)
+                self.advance(self.stage, self.phase)
+        # the CTA's blocks past this warpgroup's rows (causal): hand their slots back unread
+        with b.for_range(own, self.nkb, type=T.u32, name="kb") as kb:
+            self.wait_full()
+            self.release(self.stage)
+            self.advance(self.stage, self.phase)
+        self.epilogue(oacc, mx, lsum, rows, tq)
+
+    def overlapped(self, own):
+        """FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n) and O += P(n-1)·V(n-1) are
+        issued together; the softmax exponentials of block n run while P·V of block n-1 is on
+        the tensor cores (wait_group 1: S(n) is done, P·V may still run); O is rescaled and
+        P(n) packed once P·V(n-1) has finished (wait_group 0), and slot n-1 released then."""
+        b, s = self.b, self.s
+        n0 = self.key_start(0)
+        self.wait_full()
+        prev = b.mov(self.stage, name="prev")
+        b.wgmma_fence()
+        self.scores(self.slot_offset(self.stage))
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        alphas, p = self.statistics(b.const(0, T.u32, name="n0") if n0 is None else n0)
+        self.rescale(alphas)
+        pk = [b.reg(T.b32, "pk") for _ in range(s.BN // 4)]
+        for r, v in zip(pk, self.packed(p)):
+            b.mov(v, out=r)
+        self.advance(self.stage, self.phase)
+        with b.for_range(1, own, type=T.u32, name="kb") as kb:
+            n0 = self.key_start(kb)
+            self.wait_full()
+            b.wgmma_fence()
+            self.scores(self.slot_offset(self.stage))
+            b.wgmma_commit_group()
+            self.pv(pk, self.slot_offset(prev))
+            b.wgmma_commit_group()
+            b.wgmma_wait_group(1)                                     # S(n) is in
+            alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
+            b.wgmma_wait_group(0)                                     # P(n-1)·V(n-1) too
+            self.release(prev)
+            self.rescale(alphas)
+            for r, v in zip(pk, self.packed(p)):
+                b.mov(v, out=r)
+            b.mov(self.stage, out=prev)
+            self.advance(self.stage, self.phase)
+        b.wgmma_fence()
+        self.pv(pk, self.slot_offset(prev))
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        self.release(prev)
+
+    def wait_full(self):
+        self.b.mbarrier_wait_parity(self.full_bar(self.stage), self.phase)
+
+    def release(self, stage):
+        with self.b.predicated(self.leader):
+            self.b.mbarrier_arrive(self.empty_bar(stage))
+
+    def slot_offset(self, stage):
+        """A slot's byte offset >> 4, as a u64 to add to a descriptor."""
+        b = self.b
+        return b.cvt(T.u64, b.shr(b.mul(stage, self.s.stage_bytes(self.D)), 4), name="soff")
+
+    def scores(self, soff):
+        """Issue S = Q·Kᵀ for the key block in slot soff: D/16 k-steps of m64nBNk16."""
+        b, s = self.b, self.s
+        desc_k = b.add(self.desc_k, soff, name="dk")
+        for h in range(self.hblocks):
+            for kk in range(COL_BLOCK // WGMMA_K):
+                koff = kk * WGMMA_K * 2
+                da = b.add(self.desc_q, (h * s.BM * SWIZZLE_BYTES + koff) >> 4, name="dq")
+                db = b.add(desc_k, (h * s.BN * SWIZZLE_BYTES + koff) >> 4, name="dkk")
+                b.wgmma_mma_async(s.BN, self.sacc, da, db, ab=self.dtype,
+                                  scale_d=self.off if h == kk == 0 else self.on)
+
+    def pv(self, pk, soff):
+        """Issue O += P·V for the key block in slot soff: per k16 step (16 keys) and 64-column
+        block of D one m64n64k16 wgmma, A = P from registers, V transposed from shared memory."""
+        b, s = self.b, self.s
+        desc_v = b.add(self.desc_v, soff, name="dv")
+        for j in range(s.BN // WGMMA_K):
+            for h, blk in enumerate(self.oacc):
+                dv = b.add(desc_v, (h * s.BN * SWIZZLE_BYTES + j * WGMMA_K * SWIZZLE_BYTES) >> 4,
+                           name="dvj")
+                b.wgmma_mma_async(COL_BLOCK, blk, pk[4 * j: 4 * j + 4], dv, ab=self.dtype,
+                                  scale_d=self.on, trans_b=1)

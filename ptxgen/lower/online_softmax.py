@@ -1,0 +1,197 @@
+"""The online softmax of a FlashAttention-style forward on m16n8 accumulator fragments, and its
+epilogue: shared by the sm_90a lowering (attention.py, wgmma) and the sm_80 one
+(mma_attention.py, mma.sync), whose score and output fragments have the same layout —
+a lane holds rows g and g + 8 (g = lane / 4) of its 16-row slice, columns 8c + 2(lane % 4) and
++1 of every 8-column block c, as registers 4c + 2h + e (h: the row, e: the column).
+
+A mixin. The lowering provides: b (the Builder), s (a schedule with BN), S (the sequence
+length register), causal, D, dtype, c (scale·log2 e), sacc (the score fragment, BN/2
+registers), oacc (D/64 blocks of 32 output registers), mx, lsum (two rows each), first (the
+first row of this lane's 16-row slice), rows (its two rows), tq (lane % 4) and row0 (the
+head's first row in the (B·H·S) x D arrays).
+"""
+import math
+
+from ..ir import Addr, Imm
+from ..ir import types as T
+from ..ir.instr import Instr
+from ..schedule.attention import COL_BLOCK
+
+LN2 = math.log(2.0)
+NEG_INF = float("-inf")
+
+
+class OnlineSoftmax:
+    def mask(self, sacc, n0, first, rows, tq):
+        """-inf for keys >= S and (causal) keys > row, only in blocks that hold such keys:
+        element (c, e) of a row is key n0 + 8c + 2tq + e; it stays where 8c + e < limit."""
+        b, s = self.b, self.s
+        need = b.setp("gt", b.add(n0, s.BN), self.S, type=T.u32)
+        if self.causal:
+            need = b.or_(need, b.setp("gt", b.add(n0, s.BN - 1), first, type=T.u32))
+        done = b.new_label("masked")
+        b.branch(done, need, negate=True)
+        base = b.add(n0, b.shl(tq, 1), name="kcol")
+        for h, row in enumerate(rows):
+            lim = self.S
+            if self.causal:
+                lim = b.min(self.S, b.add(row, 1), type=T.u32, name="klim")
+            lim = b.sub(lim, base, type=T.s32, name="lim")
+            for cc in range(s.BN // 8):
+                for e in range(2):
+                    i = 4 * cc + 2 * h + e
+                    keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
+                    b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
+        b.label(done)
+
+    def quad_reduce(self, x, op):
+        """Combine x over the four lanes of a row (lanes 4g .. 4g+3): shfl.bfly 1 and 2."""
+        b = self.b
+        for lane_mask in (1, 2):
+            other = b.reg(T.f32, "sh")
+            b.emit(Instr("shfl", ("sync", "bfly", "b32"),
+                         (other, x, Imm(lane_mask, T.b32), Imm(0x1F, T.b32),
+                          Imm(-1, T.b32))))
+            x = getattr(b, op)(x, other, name="q")
+        return x
+
+    def statistics(self, n0):
+        """The online-softmax step on the S fragment of key block n0 (masked first where it
+        needs it): new row maxima, α per row, P = 2^(S·c - m) and the running sums l.
+        Returns (α of the two rows, P registers in S's order)."""
+        b, s, c = self.b, self.s, self.c
+        sacc, mx, lsum = self.sacc, self.mx, self.lsum
+        mods = getattr(self, "mods", None)
+        if mods is None:
+            self.mask(sacc, n0, self.first, self.rows, self.tq)
+        else:
+            self.modded(n0)
+        p, alphas = list(sacc), []
+        for h in range(2):
+            idx = [4 * cc + 2 * h + e for cc in range(s.BN // 8) for e in range(2)]
+            vals = [sacc[i] for i in idx]
+            while len(vals) > 1:                                      # a max tree
+                vals = [b.max(vals[i], vals[i + 1], name="mx") if i + 1 < len(vals)
+                        else vals[i] for i in range(0, len(vals), 2)]
+            top = b.mul(self.quad_reduce(vals[0], "max"), c, name="top")
+            new = b.max(mx[h], top, name="mnew")
+            # a mask may leave a row without keys so far: its maximum -inf counts as 0 here
+            safe = new if mods is None else \
+                b.selp(0.0, new, b.setp("eq", new, Imm(NEG_INF, T.f32)), type=T.f32)
+            alphas.append(b.unary("ex2", b.sub(mx[h], safe), mods=("approx", "ftz"),
+                                  name="alpha"))
+            b.mov(new, out=mx[h])
+            neg = b.neg(safe, name="nm")
+            for i in idx:
+                p[i] = b.unary("ex2", b.fma(sacc[i], c, neg), mods=("approx", "ftz"), name="p")
+            part = [p[i] for i in idx]
+            while len(part) > 1:
+                part = [b.add(part[i], part[i + 1], name="ps") if i + 1 < len(part)
+                        else part[i] for i in range(0, len(part), 2)]
+            b.fma(lsum[h], alphas[h], part[0], out=lsum[h])
+        return alphas, p
+
+    def modded(self, n0):
+        """score_mod on every element, then the bounds (and built-in causal) mask, then
+        mask_mod: everywhere, or where self.partial holds (a block the block mask calls
+        partial; its full blocks skip the mask)."""
+        m = self.mods
+        m.begin_block(n0)
+        if m.score is not None:
+            m.apply_score(self.sacc)
+        self.mask(self.sacc, n0, self.first, self.rows, self.tq)
+        if m.mask is not None:
+            if getattr(self, "partial", None) is None:
+                m.apply_mask(self.sacc)
+            else:
+                with self.b.if_(self.partial):
+                    m.apply_mask(self.sacc)
+
+    def mod_setup(self, bh):
+        """The ModLowering of self.mod_spec (an AttentionMods) for this thread's rows, placed
+        before the key loop; the softmax's log2 scaling becomes an immediate."""
+        from ..schedule.score_mods import ModLowering, LOG2E
+        spec = self.mod_spec
+        cols = [[(4 * cc + 2 * h + e, 8 * cc + e) for cc in range(self.s.BN // 8)
+                 for e in range(2)] for h in range(2)]
+        ptrs = {id(t): self.b.param(f"t{i}") for i, t in enumerate(spec.tensors)}
+        self.mods = ModLowering(self.b, spec.score, spec.mask, bh, spec.heads, self.rows,
+                                self.b.shl(self.tq, 1, name="kvl"), ptrs, spec.scale, cols)
+        if spec.score is not None:        # scores leave score_mod scaled: only log2 e is left
+            self.c = self.mods.factor * LOG2E
+
+    # -- block lists (the block mask) --------------------------------------------------------
+    def block_list_setup(self, qblk):
+        """This CTA's key blocks from the block mask: self.nkb of them, their list at
+        self.blist (a partial block's entry has bit 31 set: times BN, a multiple of 2, it
+        leaves the first key exact)."""
+        b = self.b
+        per_b, per_h, QB, KB = self.mod_spec.block_lists
+        heads = self.mod_spec.heads
+        bh = b.special("ctaid.y")
+        mh = bh if per_b and per_h else \
+            b.div(bh, heads, type=T.u32, name="mb") if per_b else \
+            b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
+                  name="mh") if per_h else None
+        mrow = qblk if mh is None else b.mad(mh, QB, qblk, type=T.u32, name="mrow")
+        cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1),
+                                                        4), 8), vec=2, cache="nc", name="cnt")
+        self.nkb = b.add(cnt[0], cnt[1], type=T.u32, name="nkb")
+        self.blist = b.element_addr(b.param("BM_lists"), b.mul(mrow, KB, type=T.u32), 4,
+                                    name="blist")
+
+    def list_entry(self, kb):
+        return self.b.ld("global", T.u32, self.b.element_addr(self.blist, kb, 4),
+                         cache="nc", name="kidx")
+
+    def key_start(self, kb):
+        """With block lists: the first key of list entry kb (loaded early, before the wait for
+        its tile) and self.partial (bit 31) for it; else None (the caller uses kb·BN)."""
+        if self.blist is None:
+            return None
+        b = self.b
+        entry = self.list_entry(kb)
+        self.partial = b.setp("lt", entry, 0, type=T.s32, name="part")
+        return b.mul(entry, self.s.BN, type=T.u32, name="n0")
+
+    def rescale(self, alphas):
+        """O *= α, row by row of the accumulator fragment."""
+        for blk in self.oacc:
+            for cc in range(COL_BLOCK // 8):
+                for h in range(2):
+                    for e in range(2):
+                        r = blk[4 * cc + 2 * h + e]
+                        self.b.mul(r, alphas[h], out=r)
+
+    def packed(self, p):
+        """P rounded to 16-bit pairs in A-fragment order: k-step j's registers are
+        (row g, cols 2t..), (g+8, 2t..), (g, 8+2t..), (g+8, 8+2t..) = S registers 8j..8j+7."""
+        pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
+        return [self.b.cvt_pack(pack, p[i + 1], p[i]) for i in range(0, len(p), 2)]
+
+    # -- epilogue -----------------------------------------------------------------------------
+    def epilogue(self, oacc, mx, lsum, rows, tq):
+        """O / l in the input type (rows < S only) and LSE = (m + log2 l)·ln 2 by lane 0 of
+        each row's quad."""
+        b, D = self.b, self.D
+        O, LSE = b.param("O"), b.param("LSE")
+        pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
+        col = b.shl(tq, 1, name="ocol")
+        for h, row in enumerate(rows):
+            total = self.quad_reduce(lsum[h], "add")
+            inv = b.unary("rcp", total, mods=("approx", "ftz"), name="inv")
+            if getattr(self, "mods", None) is not None:       # a row without keys: O = 0
+                inv = b.selp(inv, 0.0, b.setp("gt", total, 0.0, type=T.f32), type=T.f32)
+            lse = b.mul(b.add(mx[h], b.unary("lg2", total, mods=("approx", "ftz"))), LN2,
+                        name="lse")
+            with b.if_(b.setp("lt", row, self.S, type=T.u32)):
+                grow = b.add(self.row0, row, name="grow")
+                base = b.element_addr(O, b.mad(grow, D, col, name="oi"), 2, name="orow")
+                for hb, blk in enumerate(oacc):
+                    for cc in range(COL_BLOCK // 8):
+                        lo, hi = blk[4 * cc + 2 * h], blk[4 * cc + 2 * h + 1]
+                        v = b.cvt_pack(pack, b.mul(hi, inv), b.mul(lo, inv))
+                        b.st("global", Addr(base, 2 * (hb * COL_BLOCK + 8 * cc)), v,
+                             type=T.b32)
+                with b.predicated(b.setp("eq", tq, 0)):
+                    b.st("global", b.element_addr(LSE, grow, 4, name="lrow"), lse)

@@ -1,0 +1,277 @@
+"""ptxgen's public operator functions (ptxgen/library): numpy (ml_dtypes) arrays and torch
+tensors in, results out, float64 references at odd shapes, layouts read in place, the kernel
+cache, torch custom ops under torch.compile and autograd, and bit equality of the GPU with the
+emulator on the same inputs."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ptxgen
+from ptxgen.errors import PtxgenError
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def rand(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def matmul_bound(a, b, out_bf16):
+    """Per element: 2K f32 ulps of sum |a||b| (accumulation), a bf16 ulp for a bf16 C."""
+    absprod = np.abs(a) @ np.abs(b)
+    return 2 * a.shape[1] * 2.0 ** -23 * absprod + (2.0 ** -8 * absprod if out_bf16 else 0)
+
+
+@pytest.mark.parametrize("M,N,K", [(67, 45, 40), (33, 70, 93)])
+@pytest.mark.parametrize("dtype", [BF16, np.float16])
+def test_matmul_numpy_matches_float64(M, N, K, dtype):
+    rng = np.random.default_rng()
+    a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
+    c = ptxgen.matmul(a, b)
+    assert c.shape == (M, N)
+    assert c.dtype == (np.dtype(BF16) if dtype is BF16 else np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    err = np.abs(c.astype(np.float64) - a64 @ b64)
+    assert np.all(err <= matmul_bound(a64, b64, dtype is BF16))
+    rec = ptxgen.last_launch()
+    assert rec.function == "matmul" and rec.backend == "emu" and "wgmma" in rec.path
+
+
+def test_matmul_reads_transposed_operands_in_place():
+    rng = np.random.default_rng()
+    a, bt = rand(rng, (48, 64), BF16), rand(rng, (40, 64), BF16)
+    plain = ptxgen.matmul(a, np.ascontiguousarray(bt.T))    # B row-major
+    view = ptxgen.matmul(a, bt.T)                    # B as the kernel's column-major layout
+    assert ptxgen.last_launch().launches == ("tc_matmul",)
+    assert np.array_equal(plain.view(np.uint16), view.view(np.uint16))
+    at = rand(rng, (64, 48), BF16)
+    c = ptxgen.matmul(at.T, bt.T)                    # A column-major too
+    ref = at.T.astype(np.float64) @ bt.T.astype(np.float64)
+    assert np.all(np.abs(c.astype(np.float64) - ref) <=
+                  matmul_bound(at.T.astype(np.float64), bt.T.astype(np.float64), True))
+
+
+def test_matmul_fp32_is_the_simt_gemm_and_tf32_the_tensor_cores():
+    rng = np.random.default_rng()
+    a, b = rand(rng, (37, 29), np.float32), rand(rng, (29, 41), np.float32)
+    c = ptxgen.matmul(a, b)
+    assert ptxgen.last_launch().path.startswith("SIMT")
+    assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    c = ptxgen.matmul(a, b, precision="tf32")
+    assert "wgmma" in ptxgen.last_launch().path
+    assert np.allclose(c, a.astype(np.float64) @ b, rtol=3e-2, atol=3e-2)
+
+
+def test_matmul_sm80_path_on_request():
+    rng = np.random.default_rng()
+    a, b = rand(rng, (40, 32), BF16), rand(rng, (32, 24), BF16)
+    c = ptxgen.matmul(a, b, target="sm_80")
+    assert ptxgen.last_launch().path == "mma.sync (sm_80)"
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert np.all(np.abs(c.astype(np.float64) - a64 @ b64) <= matmul_bound(a64, b64, True))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: ptxgen.matmul(np.ones((3, 4), BF16), np.ones((5, 6), BF16)),
+     "inner dimensions 4 and 5 differ"),
+    (lambda: ptxgen.matmul(np.ones((3, 4), BF16), np.ones((4, 6), np.float16)),
+     "b is f16 but a is bf16"),
+    (lambda: ptxgen.matmul(np.ones((3, 4), np.int32), np.ones((4, 6), np.int32)),
+     "a has dtype int32"),
+    (lambda: ptxgen.matmul([[1.0]], np.ones((1, 1), BF16)), "a must be a torch tensor"),
+    (lambda: ptxgen.matmul(np.ones((3, 4), BF16), np.ones((4, 6), BF16), backend="tpu"),
+     "backend must be one of"),
+    (lambda: ptxgen.attention(*[np.ones((1, 1, 8, 48), BF16)] * 3), "head dim D=48"),
+])
+def test_bad_input_is_one_line_in_python_words(call, message):
+    with pytest.raises(PtxgenError) as e:
+        call()
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert "--" not in str(e.value)
+
+
+def test_attention_numpy_matches_float64():
+    from ptxgen.ops.attention import attention_reference
+    rng = np.random.default_rng()
+    q, k, v = (rand(rng, (1, 2, 77, 64), BF16) for _ in range(3))
+    for causal in (False, True):
+        o, lse = ptxgen.attention(q, k, v, causal=causal, return_lse=True)
+        ref = attention_reference(*(x.astype(np.float64) for x in (q, k, v)), 1 / 8, causal,
+                                  2.0 ** -8)
+        assert np.all(np.abs(o.astype(np.float64) - ref["O"]) <= ref["O_bound"])
+        assert np.all(np.abs(lse - ref["LSE"]) <= ref["LSE_bound"])
+
+
+def test_cached_call_reuses_compiled_kernels_and_disk_serves_a_new_process(tmp_path):
+    from ptxgen.library import clear_cache
+    rng = np.random.default_rng()
+    a, b = rand(rng, (20, 16), BF16), rand(rng, (16, 24), BF16)
+    ptxgen.matmul(a, b)
+    assert ptxgen.last_launch().cache == "built"
+    ptxgen.matmul(a, b)
+    assert ptxgen.last_launch().cache == "memory"
+    clear_cache()
+    ptxgen.matmul(a, b)
+    assert ptxgen.last_launch().cache == "disk"
+    code = ("import numpy as np, ml_dtypes, ptxgen; x = np.ones((20, 16), ml_dtypes.bfloat16);"
+            "y = np.ones((16, 24), ml_dtypes.bfloat16); ptxgen.matmul(x, y);"
+            "print(ptxgen.last_launch().cache)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), check=True).stdout.split()
+    assert out == ["disk"]
+
+
+def test_dir_lists_the_lazy_names():
+    names = dir(ptxgen)
+    for n in ("kernel", "emulate", "matmul", "attention", "last_launch"):
+        assert n in names
+
+
+# -- torch ---------------------------------------------------------------------------------------
+torch_only = pytest.mark.skipif("torch" not in sys.modules and
+                                __import__("importlib").util.find_spec("torch") is None,
+                                reason="torch not installed")
+
+
+@torch_only
+def test_matmul_torch_cpu_tensors_and_out():
+    import torch
+    a = torch.randn(19, 24, dtype=torch.bfloat16)
+    b = torch.randn(24, 13, dtype=torch.bfloat16)
+    c = ptxgen.matmul(a, b)
+    assert c.dtype == torch.bfloat16 and c.shape == (19, 13)
+    ref = a.double() @ b.double()
+    assert torch.all((c.double() - ref).abs() <= torch.from_numpy(
+        matmul_bound(a.double().numpy(), b.double().numpy(), True)))
+    x = torch.randn(2, 3, 24, dtype=torch.bfloat16)      # leading dimensions are rows
+    assert ptxgen.matmul(x, b).shape == (2, 3, 13)
+
+
+@torch_only
+def test_matmul_gradcheck_fp32_on_the_emulator():
+    import torch
+    a = torch.randn(5, 7, requires_grad=True)
+    b = torch.randn(7, 3, requires_grad=True)
+    assert torch.autograd.gradcheck(ptxgen.matmul, (a, b), eps=1e-2, atol=1e-2, rtol=1e-2)
+
+
+@torch_only
+def test_matmul_bf16_gradients_against_float64():
+    import torch
+    a = torch.randn(21, 16, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(16, 11, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(21, 11, dtype=torch.bfloat16)
+    ptxgen.matmul(a, b).backward(g)
+    ga = g.double() @ b.detach().double().T
+    gb = a.detach().double().T @ g.double()
+    assert torch.allclose(a.grad.double(), ga, rtol=2 ** -7, atol=0.05)
+    assert torch.allclose(b.grad.double(), gb, rtol=2 ** -7, atol=0.05)
+
+
+@torch_only
+def test_attention_backward_says_it_is_not_implemented():
+    import torch
+    q = torch.randn(1, 1, 16, 64, dtype=torch.bfloat16, requires_grad=True)
+    with pytest.raises(PtxgenError, match="backward not implemented"):
+        ptxgen.attention(q, q.detach(), q.detach()).float().sum().backward()
+
+
+@torch_only
+def test_compile_fullgraph_traces_a_two_layer_block_without_breaks():
+    import torch
+
+    def block(x, w1, w2):
+        return ptxgen.matmul(torch.relu(ptxgen.matmul(x, w1)), w2)
+    x = torch.randn(9, 16, dtype=torch.bfloat16)
+    w1 = torch.randn(16, 24, dtype=torch.bfloat16)
+    w2 = torch.randn(24, 8, dtype=torch.bfloat16)
+    eager = block(x, w1, w2)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(block)(x, w1, w2)
+    assert explained.graph_break_count == 0
+    got = torch.compile(block, fullgraph=True, backend="aot_eager")(x, w1, w2)
+    assert torch.equal(got, eager)
+
+
+# -- GPU -----------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K", [(67, 45, 40), (130, 257, 72)])
+def test_gpu_matmul_is_bit_equal_to_the_emulator(M, N, K):
+    import torch
+    a = torch.randn(M, K, dtype=torch.bfloat16)
+    b = torch.randn(K, N, dtype=torch.bfloat16)
+    on_cpu = ptxgen.matmul(a, b)
+    on_gpu = ptxgen.matmul(a.cuda(), b.cuda())
+    assert ptxgen.last_launch().backend == "gpu"
+    assert torch.equal(on_gpu.cpu(), on_cpu)
+    view = ptxgen.matmul(a.cuda(), b.T.contiguous().cuda().T)
+    assert torch.equal(view.cpu(), ptxgen.matmul(a, b.T.contiguous().T))
+
+
+@pytest.mark.gpu
+def test_gpu_attention_is_bit_equal_to_the_emulator():
+    import torch
+    q, k, v = (torch.randn(1, 2, 77, 64, dtype=torch.bfloat16) for _ in range(3))
+    o_cpu = ptxgen.attention(q, k, v, causal=True)
+    o_gpu = ptxgen.attention(q.cuda(), k.cuda(), v.cuda(), causal=True)
+    assert torch.equal(o_gpu.cpu(), o_cpu)
+
+
+@pytest.mark.gpu
+def test_gpu_numpy_on_request_and_cuda_graph_capture():
+    import torch
+    rng = np.random.default_rng()
+    a, b = rand(rng, (64, 32), BF16), rand(rng, (32, 48), BF16)
+    c = ptxgen.matmul(a, b, backend="gpu")
+    assert isinstance(c, np.ndarray) and c.dtype == np.dtype(BF16)
+    assert np.array_equal(c.view(np.uint16), ptxgen.matmul(a, b).view(np.uint16))
+    x = torch.randn(64, 32, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(32, 48, dtype=torch.bfloat16, device="cuda")
+    ptxgen.matmul(x, w)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        ptxgen.matmul(x, w)
+        with torch.cuda.graph(g):
+            y = ptxgen.matmul(x, w)
+    x.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, ptxgen.matmul(x, w))
+
+
+def test_matmul_with_a_named_and_a_traced_epilogue():
+    import math
+    from ptxgen.epilogues import tanh
+    rng = np.random.default_rng()
+    M, N, K = 67, 45, 40
+    a, b = rand(rng, (M, K), BF16), rand(rng, (K, N), BF16)
+    bias = rng.standard_normal(N).astype(np.float32)
+    acc = a.astype(np.float64) @ b.astype(np.float64)
+    c = ptxgen.matmul(a, b, epilogue="bias_gelu", bias=bias)
+    x = acc + bias
+    want = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    bound = matmul_bound(a.astype(np.float64), b.astype(np.float64), True) * 1.2 + \
+        2.0 ** -8 * np.abs(want) + 1e-5
+    assert np.all(np.abs(c.astype(np.float64) - want) <= bound)
+    assert "bias_gelu" in ptxgen.last_launch().kernel
+
+    def mine(acc, row, col, s, resid):
+        return tanh(acc * s) + resid[row, col]
+    r = rng.standard_normal((M, N)).astype(np.float32)
+    c = ptxgen.matmul(a, b, epilogue=mine, s=0.1, resid=r)
+    want = np.tanh(0.1 * acc) + r
+    assert np.all(np.abs(c.astype(np.float64) - want) <= 2.0 ** -8 * np.abs(want) + 1e-3)
+    with pytest.raises(PtxgenError, match="missing bias"):
+        ptxgen.matmul(a, b, epilogue="bias_gelu")
+    with pytest.raises(PtxgenError, match="has shape"):
+        ptxgen.matmul(a, b, epilogue="bias", bias=np.ones(7, np.float32))
