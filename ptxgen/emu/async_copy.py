@@ -49,18 +49,18 @@ def _check(st, opi, lane, addr, width, what, write, base=None):
     flat = base + addr
     sh = st.shadow
     if sh is not None:
-        gi = np.unique(flat.ravel() // sh.g)
+        gi = flat.ravel() // sh.g           # granules, repeats and all: a report names the lowest
         if write:
             sh.init[gi] = True
         else:
             init = sh.init[gi]
             if not init.all():
-                g = int(gi[np.flatnonzero(~init)[0]])
+                g = int(gi[~init].min())
                 st.report("uninit", opi, lane, g * sh.g - base,
                           f"{what} reads shared memory never written")
             dirty = sh.generic[gi]
             if dirty.any():
-                g = int(gi[np.flatnonzero(dirty)[0]])
+                g = int(gi[dirty].min())
                 st.report("race", opi, lane, g * sh.g - base,
                           f"proxy race: {what} (async proxy) reads shared memory that "
                           f"st.shared (generic proxy) wrote at "

@@ -65,7 +65,7 @@ def block_dot(a, b, c, acc="f32", model=None):
         return _chunked(a, b, c, acc, model).reshape(lead + (M, N))
     d = np.empty(c.shape, F64)
     dead = np.setdiff1d(np.arange(N), live)
-    d[..., dead] = _without_products(c[..., dead], acc, model)
+    d[..., dead] = _without_products(c[..., dead])
     if len(live):
         d[..., live] = _chunked(a, b[..., live], c[..., live], acc, model)
     return d.reshape(lead + (M, N))
@@ -118,10 +118,11 @@ def _live_columns(a, b):
     return np.flatnonzero((b != 0).reshape(-1, N).any(0))
 
 
-def _without_products(c, acc, model):
+def _without_products(c):
     """D where every product is zero: C's value (it keeps all its bits: model.width exceeds the
-    accumulator's significand), a zero C as +0 (the kept bits are summed as integers)."""
-    return _round(np.where(c == 0, 0.0, c), acc, model.final)
+    accumulator's significand, and rounding a value of the acc format changes nothing), a zero
+    C as +0 (the kept bits are summed as integers)."""
+    return np.where(c == 0, 0.0, c)
 
 
 def _round(x, acc, mode):

@@ -4,14 +4,16 @@ lives in the schedule layer below both.
 
 Two places are read, the user's first:
 
-    $PTXGEN_TUNE_CACHE/matmul_sm_90.json      (default ~/.cache/ptxgen/tune, or under
-                                              $XDG_CACHE_HOME) written by `ptxgen tune`
+    $PTXGEN_TUNE_CACHE/matmul_sm_90.json      (default: tune/ under the cache root,
+                                              ptxgen.cachedir) written by `ptxgen tune`
     ptxgen/schedule/data/matmul_sm_90.json     shipped with the package, from GPU runs of
                                               benchmarks/tune_matmul.py (committed)
     ptxgen/schedule/data/tc_matmul_bf16_sm_90a.json the tensor-core GEMM's, from `ptxgen tune
                                               matmul --dtype bf16 --shapes ...` (committed)
 
-PTXGEN_TUNE=off makes every lookup miss (builds then use the default schedule).
+PTXGEN_TUNE=off makes every lookup miss (builds then use the default schedule). With
+PTXGEN_CACHE_DIR=off and no PTXGEN_TUNE_CACHE there is no user cache: only the shipped one is
+read, and `ptxgen tune` keeps its winner in the report alone.
 
 A shape class groups shapes that want the same schedule. The FP32 SGEMM's (shape_class): M, N
 and K each rounded to the nearest power of two (M and N from 4096 up, K from 2048 up, are one
@@ -49,7 +51,7 @@ import os
 import warnings
 from pathlib import Path
 
-from .. import isa
+from .. import cachedir, isa
 from ..arch import base_arch
 from ..errors import PtxgenError, ScheduleError
 
@@ -108,15 +110,16 @@ def file_name(operator, arch):
 
 
 def user_dir():
+    """$PTXGEN_TUNE_CACHE, else tune/ under the cache root; None when caches are off."""
     env = os.environ.get("PTXGEN_TUNE_CACHE")
     if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ptxgen" / "tune"
+        return Path(env).expanduser()
+    return cachedir.subdir("tune") if cachedir.enabled() else None
 
 
 def user_path(operator, arch):
-    return user_dir() / file_name(operator, arch)
+    d = user_dir()
+    return None if d is None else d / file_name(operator, arch)
 
 
 def package_path(operator, arch):
@@ -161,6 +164,8 @@ def lookup(operator, arch, shape, paths=None, cls=None):
         return None, None
     cls = cls or shape_class(shape)
     for path in paths or (user_path(operator, arch), package_path(operator, arch)):
+        if path is None:
+            continue
         entry = load_entries(path).get(cls)
         if entry is not None:
             return entry, path
@@ -222,10 +227,7 @@ def store(path, operator, arch, cls, entry):
             pass                               # replaced by a well-formed file
     data["entries"][cls] = entry
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        tmp.replace(path)
+        cachedir.write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     except OSError as e:
         raise PtxgenError(f"cannot write the tune cache {path}: {e.strerror or e}") from None
     _loaded.pop(path, None)
