@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.opcodes import DATA_RESULT
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS, backward_closure
@@ -143,8 +144,7 @@ def _loads(prog):
     for st in prog.instrs:
         ins = st.instr
         if st.defs and (st.kind in (LDG, LDS, ATOM) or (
-                ins.opcode in ("ld", "ldu", "atom", "tex", "suld", "shfl")
-                and ins.space not in ("param", "const"))):
+                ins.opcode in DATA_RESULT and ins.space not in ("param", "const"))):
             out.append(st.index)
     return out
 
