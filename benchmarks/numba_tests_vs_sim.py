@@ -1,6 +1,7 @@
 """numba-cuda's own test kernels on ptxgen's emulator against Numba's CUDA simulator (CPU only).
 
     python benchmarks/numba_tests_vs_sim.py [--modules test_atomics,test_sync,...] [--json FILE]
+                                           [--work DIR (reuses DIR/comp.pkl when there)]
 
 The kernels are collected at run time from the numba-cuda test modules installed with numba-cuda
 (numba/cuda/tests/cudapy/test_*.py; nothing of them is copied here), in three subprocesses:
@@ -18,6 +19,10 @@ The kernels are collected at run time from the numba-cuda test modules installed
    warnings: a few test kernels read shared memory they never wrote), Numba's array ABI for
    arrays; its outputs are compared with the simulator's. Then it is launched again from the
    same parsed module ("warm": parse and compilation cached).
+   This stage runs twice, each time in a fresh process with PTXGEN_CACHE_DIR set to one new
+   directory: first with the program cache empty ("cold"; it fills it), then with the cache the
+   first run filled ("disk": the parsed modules come from ptxgen.progcache instead of the
+   parser).
 
 "Cold", on both sides, is the first launch of that kernel in a fresh process after the
 interpreter started, the packages were imported and one warm-up kernel (not counted) ran on
@@ -244,8 +249,7 @@ def emulate_all(comp_path, out_path):
 
     import ptxgen
     importlib.import_module("numpy.ma")     # numpy imports it lazily on the first np.unique
-    from ptxgen.emu import emulate, numba_array_args
-    from ptxgen.parse import parse_ptx
+    from ptxgen.emu import as_module, emulate, numba_array_args
     for mi in pkgutil.walk_packages(ptxgen.__path__, "ptxgen."):   # imports, not launches
         if not mi.name.startswith(("ptxgen.runtime", "ptxgen.cli", "ptxgen.__main__")):
             importlib.import_module(mi.name)
@@ -260,7 +264,7 @@ def emulate_all(comp_path, out_path):
         t0 = time.perf_counter()        # the arguments' marshalling counts, as the simulator's
         for a in arrays:
             args += numba_array_args(a) if isinstance(a, np.ndarray) else [_scalar(a)]
-        m = m or parse_ptx(k["ptx"])
+        m = m or as_module(k["ptx"])    # parsed, or read from the disk cache when warm
         with warnings.catch_warnings():     # findings are kept in r.findings
             warnings.simplefilter("ignore")
             r = emulate(m, m.entries[0].name, k["grid"], k["block"], *args,
@@ -338,12 +342,27 @@ def main():
     modules = args.modules.split(",") if args.modules else list(dict.fromkeys(MODULES))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.work or tmp
-        rec, comp, res = (os.path.join(tmp, n) for n in ("rec.pkl", "comp.pkl", "res.json"))
-        _stage("record", {"NUMBA_ENABLE_CUDASIM": "1"}, rec, "-", *modules)
-        _stage("compile", {}, rec, comp)
-        _stage("emulate", {}, comp, res)
+        rec, comp, res, res2 = (os.path.join(tmp, n) for n in
+                                ("rec.pkl", "comp.pkl", "res.json", "res_disk.json"))
+        if not (args.work and os.path.exists(comp)):
+            _stage("record", {"NUMBA_ENABLE_CUDASIM": "1"}, rec, "-", *modules)
+            _stage("compile", {}, rec, comp)
+        # twice, each a fresh process: an empty program cache (cold), then the one the first
+        # run filled (disk)
+        cache = os.path.join(tmp, "cache")
+        if os.path.isdir(cache):
+            import shutil
+            shutil.rmtree(cache)
+        _stage("emulate", {"PTXGEN_CACHE_DIR": cache}, comp, res)
+        _stage("emulate", {"PTXGEN_CACHE_DIR": cache}, comp, res2)
         with open(res) as f:
             data = json.load(f)
+        with open(res2) as f:
+            disk = {(r["test"], r["kernel"]): r for r in json.load(f)["rows"]}
+        for r in data["rows"]:
+            d = disk.get((r["test"], r["kernel"]), {})
+            if r.get("emu_s") is not None and d.get("emu_s") is not None:
+                r["disk_s"] = d["emu_s"]
     report(data, args.json, args.markdown)
 
 
@@ -351,14 +370,16 @@ def report(data, json_path, markdown=None):
     rows = data["rows"]
     ran = [r for r in rows if r.get("emu_s") is not None]
     ratios = [r["sim_s"] / r["emu_s"] for r in ran]
+    disk = [r["sim_s"] / r["disk_s"] for r in ran if r.get("disk_s")]
     for r in sorted(rows, key=lambda r: r["test"] or ""):
         sp = f"{r['sim_s'] / r['emu_s']:8.1f}x" if r.get("emu_s") else "       -"
         status = _status(r)
         emu = f"{1e3 * r['emu_s']:8.2f}" if r.get("emu_s") is not None else "       -"
         warm = f"{1e3 * r['warm_s']:6.2f}" if r.get("warm_s") is not None else "     -"
+        dk = f"{1e3 * r['disk_s']:6.2f}" if r.get("disk_s") is not None else "     -"
         print(f"{(r['test'] or '').split('.')[-1][:44]:44s} {r['kernel'][:28]:28s} "
               f"{math.prod(r['grid']) * math.prod(r['block']):7d} thr  sim {1e3 * r['sim_s']:9.2f}"
-              f" ms  emu {emu} ms (warm {warm}) {sp}  {status}")
+              f" ms  emu {emu} ms (disk cache {dk}, warm {warm}) {sp}  {status}")
     summary = {"kernels": len(rows), "ran": len(ran),
                "same": sum(1 for r in ran if r["match"]),
                "different_after_a_finding": sum(1 for r in ran if not r["match"] and
@@ -369,6 +390,12 @@ def report(data, json_path, markdown=None):
                if ratios else None,
                "min_speedup": min(ratios) if ratios else None,
                "slower_than_sim": sum(1 for x in ratios if x < 1),
+               "disk_geomean_speedup": math.exp(sum(map(math.log, disk)) / len(disk))
+               if disk else None,
+               "disk_min_speedup": min(disk) if disk else None,
+               "disk_slower_than_sim": sum(1 for x in disk if x < 1),
+               "warm_geomean_speedup": math.exp(sum(math.log(r["sim_s"] / r["warm_s"])
+                                                    for r in ran) / len(ran)) if ran else None,
                "warm_max_ms": 1e3 * max((r["warm_s"] for r in ran), default=0),
                "warm_median_ms": 1e3 * sorted(r["warm_s"] for r in ran)[len(ran) // 2]
                if ran else None,

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ("errors", {"errors"}),
     ("cache root", {"cachedir"}),
+    ("program cache", {"progcache"}),
     ("names", {"names", "arrays"}),
     ("targets", {"arch"}),
     ("toolchain", {"toolchain"}),

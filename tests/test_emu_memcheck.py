@@ -163,10 +163,69 @@ def test_same_location_written_by_many_threads():
     ret;
 }
 """
-    with pytest.raises(EmulationError, match=r"race: thread \(\d+, 0, 0\) writes the same "
-                                             r"location in the same instruction"):
+    with pytest.raises(EmulationError, match=r"race: thread \(\d+, 0, 0\) writes a different "
+                                             r"value to the same location in the same "
+                                             r"instruction"):
         emulate(text, "flag", 1, 32, np.zeros(1, np.uint32))
     emulate(text, "flag", 1, 1, np.zeros(1, np.uint32))
+
+
+# lanes store a pair {tid / g0, tid / g1} to slot tid / 4 (a layout conversion's pattern: with
+# g0 = g1 = 4 the four lanes of a slot hold copies of one value); after a barrier every lane
+# reads its slot back
+SLOTS = HEAD + """.visible .entry slots(.param .u64 out, .param .u32 g0, .param .u32 g1)
+{
+    .shared .align 8 .b32 buf[64];
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd0, [out];
+    ld.param.u32 %r8, [g0];
+    ld.param.u32 %r9, [g1];
+    mov.u32 %r0, %tid.x;
+    shr.u32 %r1, %r0, 2;
+    div.u32 %r2, %r0, %r8;
+    div.u32 %r3, %r0, %r9;
+    mov.u32 %r4, buf;
+    shl.b32 %r5, %r1, 3;
+    add.u32 %r4, %r4, %r5;
+    st.shared.v2.b32 [%r4], {%r2, %r3};
+    bar.sync 0;
+    ld.shared.v2.b32 {%r6, %r7}, [%r4];
+    mul.lo.u32 %r7, %r7, 1000;
+    add.u32 %r6, %r6, %r7;
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd2, %rd0, %rd1;
+    st.global.u32 [%rd2], %r6;
+    ret;
+}
+"""
+SLOTS_STORE = "`st.shared.v2.b32 [%r4], {%r2, %r3};` at PTX line " + \
+    str(SLOTS.splitlines().index("    st.shared.v2.b32 [%r4], {%r2, %r3};") + 1)
+
+
+def test_lanes_storing_the_same_value_to_one_place_are_no_race():
+    # four lanes write each slot, all the same pair: any order leaves the same memory
+    out = np.zeros(128, np.uint32)
+    r = emulate(SLOTS, "slots", 1, 128, out, np.uint32(4), np.uint32(4))
+    assert r.findings == []
+    t = np.arange(128) // 4
+    np.testing.assert_array_equal(out, 1001 * t)
+
+
+@pytest.mark.parametrize("g0, g1", [(1, 1), (4, 1), (1, 4)])
+def test_lanes_storing_different_values_to_one_place_race(g0, g1):
+    # the lanes of a slot differ in both words, or in only one of the pair's two words
+    with pytest.raises(EmulationError) as e:
+        emulate(SLOTS, "slots", 1, 128, np.zeros(128, np.uint32), np.uint32(g0), np.uint32(g1))
+    msg = str(e.value)
+    assert "writes a different value to the same location in the same instruction" in msg
+    assert SLOTS_STORE in msg
+    addr = int(msg.split("shared address ")[1].split()[0], 16)
+    assert addr == (0 if g0 == 1 else 4)        # the first granule whose bytes differ
+    with pytest.warns(EmulationWarning, match="writes a different value"):
+        emulate(SLOTS, "slots", 1, 128, np.zeros(128, np.uint32), np.uint32(g0), np.uint32(g1),
+                check="warn")
+
 
 
 def test_uninitialized_shared_read():

@@ -84,6 +84,11 @@ def add_dtype(p):
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
     p.add_argument("--scale", type=float, default=None,
                    help="attention: softmax scale (default 1/sqrt(D))")
+    p.add_argument("--mask", default=None, metavar="SPEC",
+                   help="attention: a mask_mod with its block mask: causal, sliding:W, "
+                        "document:LEN (documents of LEN tokens) or prefix:N")
+    p.add_argument("--score-mod", default=None, metavar="SPEC",
+                   help="attention: a score_mod: alibi or softcap:C")
 
 
 def operator_from_args(args):
@@ -95,10 +100,18 @@ def operator_from_args(args):
         from ..ops.attention import Attention
         if getattr(args, "dtype", None) not in (None, "bf16", "f16"):
             raise PtxgenError(f"attention: --dtype must be bf16 or f16, got {args.dtype}")
+        from ..ops.attention_mods import mask_from_spec, score_mod_from_spec
+        mask, smod = getattr(args, "mask", None), getattr(args, "score_mod", None)
+        S = getattr(args, "S", None) or Attention.defaults["S"]
+        H = getattr(args, "H", None) or Attention.defaults["H"]
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
-                         causal=getattr(args, "causal", False), scale=getattr(args, "scale", None))
-    if getattr(args, "causal", False) or getattr(args, "scale", None) is not None:
-        raise PtxgenError(f"--causal and --scale apply to attention only, not {args.kernel}")
+                         causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
+                         mask_mod=mask_from_spec(mask, S) if mask else None,
+                         score_mod=score_mod_from_spec(smod, H) if smod else None)
+    if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
+            getattr(args, "mask", None) or getattr(args, "score_mod", None):
+        raise PtxgenError(f"--causal, --scale, --mask and --score-mod apply to attention only, "
+                          f"not {args.kernel}")
     op = get_operator(args.kernel)
     if getattr(args, "epilogue", None) and (args.kernel != "matmul" or
                                             not getattr(args, "dtype", None)):

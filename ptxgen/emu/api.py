@@ -58,13 +58,25 @@ def as_module(ptx_or_module):
         key = hashlib.sha1(text.encode()).hexdigest()
         m = _parsed.get(key)
         if m is None:
-            from ..parse import parse_ptx
-            m = parse_ptx(text)
+            m = _parse_cached(text)
             if len(_parsed) > 32:
                 _parsed.clear()
             _parsed[key] = m
         return m
     raise PtxgenError(f"emulate() takes a Module or PTX text, not {type(ptx_or_module).__name__}")
+
+
+def _parse_cached(text):
+    """parse_ptx(text), kept on disk (ptxgen.progcache, `emu/`) so that another process
+    starting a known kernel skips the parser."""
+    from .. import progcache
+    from ..parse import parse_ptx
+    k = progcache.key("emu-module", text)
+    m = progcache.load("emu", k)
+    if m is None:
+        m = parse_ptx(text)
+        progcache.store("emu", k, m)
+    return m
 
 
 def _fingerprint(module, kernel):

@@ -212,6 +212,15 @@ def load(st, space, lanes, addr, dt, vec, opi):
     return list(outs)
 
 
+def _stored_bytes(values, dt, vec, n, sel):
+    """The bytes a store writes, one row per access (of lanes `sel`), for the race check."""
+    rows = np.empty((n, vec), dt)
+    for k in range(vec):
+        rows[:, k] = values[k]
+    rows = rows if sel is None else rows[sel]
+    return rows.view(np.uint8).reshape(len(rows), -1)
+
+
 def store(st, space, lanes, addr, dt, vec, values, opi, generic=True):
     """generic=False: a write wgmma and TMA stores may read with no fence.proxy.async (cp.async's,
     see build_cp)."""
@@ -221,7 +230,8 @@ def store(st, space, lanes, addr, dt, vec, values, opi, generic=True):
     data = None
     for reg, sel, off in segs:
         if reg is st.shared and st.shadow is not None:
-            st.shadow.write(st, opi, _lane_ids(st, lanes, sel), off, width, generic)
+            st.shadow.write(st, opi, _lane_ids(st, lanes, sel), off, width, generic,
+                            lambda sel=sel: _stored_bytes(values, dt, vec, n, sel))
         elif reg is st.params or reg is st.const:
             st.report("oob", opi, int(_lane_ids(st, lanes, sel)[0]), 0,
                       f"store to read-only {space} space", space=space)

@@ -7,7 +7,8 @@ the last barrier (and the instruction that wrote), and the reader lane since the
 (-2: several different lanes) with their warp (-2: several warps), so that a warp barrier
 forgets reads by several lanes of one warp too. A race is two different threads touching a granule between two
 barriers with at least one of them writing; two threads writing it in one instruction is a race
-too. Atomics neither race with each other nor are recorded (their order is the hardware's job),
+only when they write different bytes (lanes storing the same value leave the same memory in any
+order: the lowest such lane is recorded as the writer). Atomics neither race with each other nor are recorded (their order is the hardware's job),
 but an atomic on a never-written granule is an uninitialized read.
 """
 import numpy as np
@@ -83,7 +84,9 @@ class SharedShadow:
         if dup.any():
             self.reader_warp[gi[dup]] = MANY
 
-    def write(self, st, op, lanes, flat, width, generic=True):
+    def write(self, st, op, lanes, flat, width, generic=True, data=None):
+        """data: a function giving the stored bytes, one row of `width` per access, to tell lanes
+        of this instruction storing the same value (no race) from differing ones."""
         gi, who, k = self._granules(lanes, flat, width)
         w = self.writer[gi]
         bad = (w >= 0) & (w != who)
@@ -102,16 +105,35 @@ class SharedShadow:
                       "barrier between")
         self.writer[gi] = who
         back = self.writer[gi]
-        dup = back != who
-        if dup.any():
-            i = int(np.flatnonzero(dup)[0])
-            st.report("race", op, int(who[i]), _addr(st, flat, who, i, k),
-                      f"shared-memory race: {_who(st, int(back[i]), int(who[i]))} writes the same "
-                      "location in the same instruction")
+        if (back != who).any():
+            self._same_instruction(st, op, len(flat), width, gi, who, data)
         self.writer_op[gi] = op
         self.init[gi] = True
         if generic:
             self.generic[gi] = True
+
+    def _same_instruction(self, st, op, n, width, gi, who, data):
+        """Several lanes of one store hit a granule: a race where their bytes differ; where all
+        store the same bytes the lowest lane stays the recorded writer."""
+        order = np.lexsort((who, gi))              # by granule, then lane
+        g, w = gi[order], who[order]
+        first = np.ones(len(g), bool)
+        first[1:] = g[1:] != g[:-1]
+        head = np.maximum.accumulate(np.where(first, np.arange(len(g)), 0))
+        shared = ~first                            # entries after their granule's first lane
+        if data is None:
+            differ = shared
+        else:
+            rows = np.ascontiguousarray(data()).reshape(n, width // self.g, self.g)
+            byts = rows.reshape(len(g), self.g)[order]   # entry e = access e // k, granule e % k
+            differ = shared & (byts != byts[head]).any(1)
+        if differ.any():
+            j = int(np.flatnonzero(differ)[0])
+            i = int(order[j])
+            st.report("race", op, int(who[i]), int(g[j]) * self.g % st.shared.stride,
+                      f"shared-memory race: {_who(st, int(w[head[j]]), int(who[i]))} writes "
+                      "a different value to the same location in the same instruction")
+        self.writer[g[first]] = w[first]
 
     def atomic(self, st, op, lanes, flat, width):
         gi, who, k = self._granules(lanes, flat, width)

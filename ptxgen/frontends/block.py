@@ -360,13 +360,14 @@ class BlockKernel:
         b.ret()
         return m
 
-    def tc_operator(self, **constexprs):
+    def tc_operator(self, math="ieee", **constexprs):
         """(TcMatmul, roles {A, B, C, M, N, K} -> parameter names) of a bf16/f16
         `acc += bk.dot` kernel: the tensor-core GEMM with what follows the loop as its
-        epilogue (its extra tensors named by their pointer parameters)."""
+        epilogue (its extra tensors named by their pointer parameters; math "ieee" or "fast":
+        schedule/epilogue.py)."""
         if not block_tc.is_tc_dot(self):
             raise PtxgenError(f"{self.name}: not a bf16/f16 `acc += bk.dot` kernel")
-        return block_tc.tc_operator(self, constexprs)
+        return block_tc.tc_operator(self, constexprs, math)
 
     def tc_arrays(self, roles, args):
         """The operator's arrays ({A, B, C, extra tensors}) from the kernel's arguments."""

@@ -353,9 +353,11 @@ def trace_tc_dot(kernel, constexprs):
     return epi, roles, dtype, pointers[c]
 
 
-def tc_operator(kernel, constexprs):
-    """(TcMatmul with the traced epilogue, roles): the operator a tensor-core dot kernel is."""
+def tc_operator(kernel, constexprs, math="ieee"):
+    """(TcMatmul with the traced epilogue, roles): the operator a tensor-core dot kernel is
+    (math: the epilogue's functions, "ieee" or "fast", schedule/epilogue.py)."""
     from ..ops.tc_matmul import TcMatmul
     epi, roles, dtype, out = trace_tc_dot(kernel, constexprs)
+    epi = epi.with_math(math)
     plain = epi.nodes[epi.out].op == "acc"
     return TcMatmul(dtype, out, b_layout="row", epilogue=None if plain else epi), roles

@@ -150,8 +150,11 @@ class _Checker:
         if any(isinstance(o, Special) and o.name.split(".")[0] in THREAD_VARYING
                for o in ins.operands):
             return True
-        if ins.opcode in ("ld", "atom") and ins.space not in ("param", "const"):
-            return True          # loaded values may differ per thread
+        # loaded values may differ per thread; read-only data (ld.global.nc) at the same
+        # address is the same for every thread
+        if ins.opcode in ("ld", "atom") and ins.space not in ("param", "const") and \
+                not (ins.opcode == "ld" and ins.space == "global" and "nc" in ins.mods):
+            return True
         return any(r in varying for r in ins.uses() if r is not ins.guard) or (
             ins.guard is not None and ins.guard in varying)
 

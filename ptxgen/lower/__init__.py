@@ -35,14 +35,19 @@ def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_ma
                             epilogue=epilogue)
 
 
-def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
-    """The sm_90a wgmma attention forward."""
-    return attention.lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)
+def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention",
+                    mods=None):
+    """The sm_90a wgmma attention forward (mods: an AttentionMods, schedule/score_mods.py, for
+    score_mod / mask_mod / a block mask)."""
+    return attention.lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name,
+                           mods=mods)
 
 
-def lower_mma_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention"):
-    """The sm_80 mma.sync attention forward."""
-    return mma_attention.lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name)
+def lower_mma_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention",
+                        mods=None):
+    """The sm_80 mma.sync attention forward (mods: as lower_attention's)."""
+    return mma_attention.lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name,
+                               mods=mods)
 
 
 __all__ = ["lower_matmul", "lower_tc_matmul", "lower_mma_matmul", "lower_attention",

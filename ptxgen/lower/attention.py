@@ -40,7 +40,7 @@ from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, W
 WGMMA_K = 16
 
 
-def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
+def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None):
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
@@ -48,16 +48,17 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
     k = m.add_kernel(name, [
         tensor_map_param("Q_map"), tensor_map_param("K_map"), tensor_map_param("V_map"),
         Param("O", T.u64, ptr(el, align=4)), Param("LSE", T.u64, ptr(T.f32, align=4)),
-        Param("S", T.u32), Param("scale_log2", T.f32)])
+        Param("S", T.u32), Param("scale_log2", T.f32)] + (mods.params() if mods else []))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
-    _Lowering(Builder(k), s, dtype, D, causal).run()
+    _Lowering(Builder(k), s, dtype, D, causal, mods).run()
     return m
 
 
 class _Lowering(OnlineSoftmax):
-    def __init__(self, b, s, dtype, D, causal):
+    def __init__(self, b, s, dtype, D, causal, mods=None):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
+        self.mod_spec, self.blist = mods, None
         self.hblocks = D // COL_BLOCK
 
     # -- layout and roles -------------------------------------------------------------------
@@ -87,7 +88,10 @@ class _Lowering(OnlineSoftmax):
         keys = self.S
         if self.causal:
             keys = b.min(self.S, b.add(self.q0, s.BM), name="keys")
-        self.nkb = b.div(b.add(keys, s.BN - 1), s.BN, type=T.u32, name="nkb")
+        if self.mod_spec is not None and self.mod_spec.block_lists:
+            self.block_list_setup(qblk)
+        else:
+            self.nkb = b.div(b.add(keys, s.BN - 1), s.BN, type=T.u32, name="nkb")
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
         b.setmaxnreg(s.producer_regs, inc=False)
@@ -135,7 +139,8 @@ class _Lowering(OnlineSoftmax):
             full = self.full_bar(stage)
             b.mbarrier_arrive_expect_tx(full, s.stage_bytes(D))
             dst = self.slot(stage)
-            krow = b.mad(kb, s.BN, self.row0, name="krow")
+            krow = b.mad(kb if self.blist is None else self.list_entry(kb), s.BN, self.row0,
+                         name="krow")
             for h in range(self.hblocks):
                 off = h * s.BN * SWIZZLE_BYTES
                 b.cp_async_bulk_tensor_load(b.add(dst, off), kmap, (h * COL_BLOCK, krow), full)
@@ -176,22 +181,28 @@ class _Lowering(OnlineSoftmax):
         self.desc_q, self.desc_k, self.desc_v = desc_q, desc_k, desc_v
         self.first, self.rows, self.tq = first, rows, tq
         self.sacc, self.oacc, self.mx, self.lsum = sacc, oacc, mx, lsum
+        if self.mod_spec is not None:
+            self.mod_setup(b.special("ctaid.y"))
         # key blocks this warpgroup computes: causal, up to its own last row
         own = self.nkb
         if self.causal:
             own = b.min(self.S, b.add(first, WGMMA_M), type=T.u32, name="ownkeys")
             own = b.div(b.add(own, s.BN - 1), s.BN, type=T.u32, name="own")
-        if s.overlap:
+        if s.overlap and self.blist is not None:       # a query block may have no key block
+            with b.if_(b.setp("ne", own, 0, type=T.u32)):
+                self.overlapped(own)
+        elif s.overlap:
             self.overlapped(own)
         else:
             with b.for_range(0, own, type=T.u32, name="kb") as kb:
+                n0 = self.key_start(kb)
                 self.wait_full()
                 soff = self.slot_offset(self.stage)
                 b.wgmma_fence()
                 self.scores(soff)
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(0)
-                alphas, p = self.statistics(b.mul(kb, s.BN, name="n0"))
+                alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
                 self.rescale(alphas)
                 pk = self.packed(p)
                 b.wgmma_fence()
@@ -213,19 +224,21 @@ class _Lowering(OnlineSoftmax):
         the tensor cores (wait_group 1: S(n) is done, P·V may still run); O is rescaled and
         P(n) packed once P·V(n-1) has finished (wait_group 0), and slot n-1 released then."""
         b, s = self.b, self.s
+        n0 = self.key_start(0)
         self.wait_full()
         prev = b.mov(self.stage, name="prev")
         b.wgmma_fence()
         self.scores(self.slot_offset(self.stage))
         b.wgmma_commit_group()
         b.wgmma_wait_group(0)
-        alphas, p = self.statistics(b.const(0, T.u32, name="n0"))
+        alphas, p = self.statistics(b.const(0, T.u32, name="n0") if n0 is None else n0)
         self.rescale(alphas)
         pk = [b.reg(T.b32, "pk") for _ in range(s.BN // 4)]
         for r, v in zip(pk, self.packed(p)):
             b.mov(v, out=r)
         self.advance(self.stage, self.phase)
         with b.for_range(1, own, type=T.u32, name="kb") as kb:
+            n0 = self.key_start(kb)
             self.wait_full()
             b.wgmma_fence()
             self.scores(self.slot_offset(self.stage))
@@ -233,7 +246,7 @@ class _Lowering(OnlineSoftmax):
             self.pv(pk, self.slot_offset(prev))
             b.wgmma_commit_group()
             b.wgmma_wait_group(1)                                     # S(n) is in
-            alphas, p = self.statistics(b.mul(kb, s.BN, name="n0"))
+            alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
             b.wgmma_wait_group(0)                                     # P(n-1)·V(n-1) too
             self.release(prev)
             self.rescale(alphas)

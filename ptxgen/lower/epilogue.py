@@ -9,6 +9,12 @@ polynomial fitted on [-ln2/2, ln2/2] (0.62 ulp, Horner in f32), times 2^(n>>1) a
 underflow rounds once). sigmoid(x) = 1/(1 + e^-x) (rcp.rn); tanh(x) = 2 sigmoid(2x) - 1;
 erf: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7).
 
+With an epilogue's math "fast" the functions take the special function unit instead, as
+Triton and torch.compile's kernels do: exp = ex2.approx.ftz(x log2 e), tanh = tanh.approx,
+sigmoid(x) = 0.5 + 0.5 tanh.approx(x/2), rcp.approx in erf (one MUFU instruction per function
+instead of ~30 FMA-pipe ones; the emulator's .approx results are correctly rounded, so not
+bit-equal to the GPU's there).
+
 Values are computed once per distinct (row, column, element) they depend on: a per-column load
 is shared by every row of the fragment, a per-row one by every column; the caller orders the
 elements so that the column-shared values die early (tc_matmul.py: column
@@ -128,6 +134,8 @@ class EpilogueLowering:
         if op == "sigmoid":
             return self.sigmoid(args[0])
         if op == "tanh":
+            if self.epi.math == "fast":
+                return b.unary("tanh", args[0], mods=("approx",), type=T.f32, name="ev")
             s = self.sigmoid(b.add(args[0], args[0], type=T.f32))
             return b.fma(s, 2.0, -1.0, type=T.f32, name="ev")
         if op == "erf":
@@ -184,6 +192,9 @@ class EpilogueLowering:
 
     def exp(self, x):
         b = self.b
+        if self.epi.math == "fast":
+            return b.unary("ex2", b.mul(x, LOG2E, type=T.f32), mods=("approx", "ftz"),
+                           type=T.f32, name="ev")
         x = b.max(b.min(x, EXP_HI, type=T.f32), EXP_LO, type=T.f32, name="xc")
         n = b.cvt(T.f32, b.mul(x, LOG2E, type=T.f32), rounding="rni", name="en")
         r = b.fma(n, -LN2_HI, x, type=T.f32, name="er")
@@ -198,16 +209,22 @@ class EpilogueLowering:
         s2 = b.mov(b.shl(b.add(n2, 127, type=T.s32), 23, type=T.s32), type=T.f32, name="es")
         return b.mul(b.mul(p, s1, type=T.f32), s2, type=T.f32, name="ev")
 
+    def rcp(self, x):
+        return self.b.unary("rcp", x, mods=("approx", "ftz") if self.epi.math == "fast" else
+                            ("rn",), type=T.f32, name="ev")
+
     def sigmoid(self, x):
         b = self.b
+        if self.epi.math == "fast":
+            t = b.unary("tanh", b.mul(x, 0.5, type=T.f32), mods=("approx",), type=T.f32)
+            return b.fma(t, 0.5, 0.5, type=T.f32, name="ev")
         e = self.exp(b.neg(x, type=T.f32))
-        return b.unary("rcp", b.add(e, 1.0, type=T.f32), mods=("rn",), type=T.f32, name="ev")
+        return self.rcp(b.add(e, 1.0, type=T.f32))
 
     def erf(self, x):
         b = self.b
         ax = b.unary("abs", x, type=T.f32, name="eax")
-        t = b.unary("rcp", b.fma(ax, ERF_P, 1.0, type=T.f32), mods=("rn",), type=T.f32,
-                    name="et")
+        t = self.rcp(b.fma(ax, ERF_P, 1.0, type=T.f32))
         p = b.const(ERF_A[-1], T.f32, name="ep")
         for c in ERF_A[-2::-1]:
             p = b.fma(p, t, c, type=T.f32, name="ep")

@@ -41,7 +41,7 @@ MMA_K = 16
 SWIZZLE_ALIGN = 128      # shared rows start on bank 0: the XOR swizzle's bank groups hold
 
 
-def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
+def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None):
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
@@ -49,15 +49,16 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention"):
         Param("Q", T.u64, ptr(T.b16, align=CHUNK)), Param("K", T.u64, ptr(T.b16, align=CHUNK)),
         Param("V", T.u64, ptr(T.b16, align=CHUNK)), Param("O", T.u64, ptr(T.b16, align=4)),
         Param("LSE", T.u64, ptr(T.f32, align=4)), Param("S", T.u32),
-        Param("scale_log2", T.f32)])
+        Param("scale_log2", T.f32)] + (mods.params() if mods else []))
     k.directives.append(f".maxntid {s.threads}, 1, 1")
-    _Lowering(Builder(k), s, dtype, D, causal).run()
+    _Lowering(Builder(k), s, dtype, D, causal, mods).run()
     return m
 
 
 class _Lowering(OnlineSoftmax):
-    def __init__(self, b, s, dtype, D, causal):
+    def __init__(self, b, s, dtype, D, causal, mods=None):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
+        self.mod_spec, self.blist = mods, None
         self.RB = s.row_bytes(D)                    # bytes of one Q/K/V row
         self.cpr = self.RB // CHUNK                 # 16-byte chunks per row
         self.pass_rows = s.pass_rows(D)
@@ -73,7 +74,11 @@ class _Lowering(OnlineSoftmax):
                    name="q0")
         self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")     # head's first row
         keys = b.min(self.S, b.add(q0, s.BM), name="keys") if self.causal else self.S
-        nkb = b.shr(b.add(keys, s.BN - 1), pow2_exponent(s.BN), name="nkb")
+        if self.mod_spec is not None and self.mod_spec.block_lists:
+            self.block_list_setup(b.shr(q0, pow2_exponent(s.BM), name="qblk"))
+            nkb = self.nkb
+        else:
+            nkb = b.shr(b.add(keys, s.BN - 1), pow2_exponent(s.BN), name="nkb")
         self.first = b.mad(warp, MMA_M, q0, name="first")
         self.tq = b.and_(lane, 3, name="tq")
         row_lo = b.add(self.first, b.shr(lane, 2), name="rlo")
@@ -93,6 +98,8 @@ class _Lowering(OnlineSoftmax):
                      for _ in range(self.D // COL_BLOCK)]
         self.mx = [b.const(NEG_INF, T.f32, name="m") for _ in range(2)]
         self.lsum = [b.const(0.0, T.f32, name="l") for _ in range(2)]
+        if self.mod_spec is not None:
+            self.mod_setup(b.special("ctaid.y"))
 
         def q_fragments():                      # Q's group is the oldest: wait for it alone
             b.cp_async_wait(s.stages - 1)
@@ -146,6 +153,7 @@ class _Lowering(OnlineSoftmax):
     def load_kv(self, kb, slot):
         s = self.s
         tile = s.BN * self.RB
+        kb = kb if self.blist is None else self.list_entry(kb)
         self.load_rows("kv", self.b.shl(kb, pow2_exponent(s.BN), name="k0"), s.BN,
                        [(self.k_src, 0), (self.v_src, tile)], slot)
 
@@ -173,6 +181,7 @@ class _Lowering(OnlineSoftmax):
     def block(self, kb, slot):
         """One key block of this warp: S = Q·Kᵀ, the online softmax, O += P·V."""
         b, s = self.b, self.s
+        n0 = self.key_start(kb)
         kslot = b.add(self.base, slot, name="kslot")
         vslot = b.add(kslot, s.BN * self.RB, name="vslot")
         for kk, qf in enumerate(self.qf):
@@ -184,7 +193,8 @@ class _Lowering(OnlineSoftmax):
                     acc = self.sacc[4 * nt: 4 * nt + 4]
                     b.mma_sync("m16n8k16", qf, d[2 * half: 2 * half + 2],
                                self.zero if kk == 0 else acc, ab=self.dtype, out=acc)
-        alphas, p = self.statistics(b.shl(kb, pow2_exponent(s.BN), name="n0"))
+        alphas, p = self.statistics(b.shl(kb, pow2_exponent(s.BN), name="n0") if n0 is None
+                                    else n0)
         self.rescale(alphas)
         pk = self.packed(p)
         for dp, voff in enumerate(self.v_off):

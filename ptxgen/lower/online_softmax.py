@@ -61,7 +61,11 @@ class OnlineSoftmax:
         Returns (α of the two rows, P registers in S's order)."""
         b, s, c = self.b, self.s, self.c
         sacc, mx, lsum = self.sacc, self.mx, self.lsum
-        self.mask(sacc, n0, self.first, self.rows, self.tq)
+        mods = getattr(self, "mods", None)
+        if mods is None:
+            self.mask(sacc, n0, self.first, self.rows, self.tq)
+        else:
+            self.modded(n0)
         p, alphas = list(sacc), []
         for h in range(2):
             idx = [4 * cc + 2 * h + e for cc in range(s.BN // 8) for e in range(2)]
@@ -71,10 +75,13 @@ class OnlineSoftmax:
                         else vals[i] for i in range(0, len(vals), 2)]
             top = b.mul(self.quad_reduce(vals[0], "max"), c, name="top")
             new = b.max(mx[h], top, name="mnew")
-            alphas.append(b.unary("ex2", b.sub(mx[h], new), mods=("approx", "ftz"),
+            # a mask may leave a row without keys so far: its maximum -inf counts as 0 here
+            safe = new if mods is None else \
+                b.selp(0.0, new, b.setp("eq", new, Imm(NEG_INF, T.f32)), type=T.f32)
+            alphas.append(b.unary("ex2", b.sub(mx[h], safe), mods=("approx", "ftz"),
                                   name="alpha"))
             b.mov(new, out=mx[h])
-            neg = b.neg(new, name="nm")
+            neg = b.neg(safe, name="nm")
             for i in idx:
                 p[i] = b.unary("ex2", b.fma(sacc[i], c, neg), mods=("approx", "ftz"), name="p")
             part = [p[i] for i in idx]
@@ -83,6 +90,69 @@ class OnlineSoftmax:
                         else part[i] for i in range(0, len(part), 2)]
             b.fma(lsum[h], alphas[h], part[0], out=lsum[h])
         return alphas, p
+
+    def modded(self, n0):
+        """score_mod on every element, then the bounds (and built-in causal) mask, then
+        mask_mod: everywhere, or where self.partial holds (a block the block mask calls
+        partial; its full blocks skip the mask)."""
+        m = self.mods
+        m.begin_block(n0)
+        if m.score is not None:
+            m.apply_score(self.sacc)
+        self.mask(self.sacc, n0, self.first, self.rows, self.tq)
+        if m.mask is not None:
+            if getattr(self, "partial", None) is None:
+                m.apply_mask(self.sacc)
+            else:
+                with self.b.if_(self.partial):
+                    m.apply_mask(self.sacc)
+
+    def mod_setup(self, bh):
+        """The ModLowering of self.mod_spec (an AttentionMods) for this thread's rows, placed
+        before the key loop; the softmax's log2 scaling becomes an immediate."""
+        from ..schedule.score_mods import ModLowering, LOG2E
+        spec = self.mod_spec
+        cols = [[(4 * cc + 2 * h + e, 8 * cc + e) for cc in range(self.s.BN // 8)
+                 for e in range(2)] for h in range(2)]
+        ptrs = {id(t): self.b.param(f"t{i}") for i, t in enumerate(spec.tensors)}
+        self.mods = ModLowering(self.b, spec.score, spec.mask, bh, spec.heads, self.rows,
+                                self.b.shl(self.tq, 1, name="kvl"), ptrs, spec.scale, cols)
+        if spec.score is not None:        # scores leave score_mod scaled: only log2 e is left
+            self.c = self.mods.factor * LOG2E
+
+    # -- block lists (the block mask) --------------------------------------------------------
+    def block_list_setup(self, qblk):
+        """This CTA's key blocks from the block mask: self.nkb of them, their list at
+        self.blist (a partial block's entry has bit 31 set: times BN, a multiple of 2, it
+        leaves the first key exact)."""
+        b = self.b
+        per_b, per_h, QB, KB = self.mod_spec.block_lists
+        heads = self.mod_spec.heads
+        bh = b.special("ctaid.y")
+        mh = bh if per_b and per_h else \
+            b.div(bh, heads, type=T.u32, name="mb") if per_b else \
+            b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
+                  name="mh") if per_h else None
+        mrow = qblk if mh is None else b.mad(mh, QB, qblk, type=T.u32, name="mrow")
+        cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1),
+                                                        4), 8), vec=2, cache="nc", name="cnt")
+        self.nkb = b.add(cnt[0], cnt[1], type=T.u32, name="nkb")
+        self.blist = b.element_addr(b.param("BM_lists"), b.mul(mrow, KB, type=T.u32), 4,
+                                    name="blist")
+
+    def list_entry(self, kb):
+        return self.b.ld("global", T.u32, self.b.element_addr(self.blist, kb, 4),
+                         cache="nc", name="kidx")
+
+    def key_start(self, kb):
+        """With block lists: the first key of list entry kb (loaded early, before the wait for
+        its tile) and self.partial (bit 31) for it; else None (the caller uses kb·BN)."""
+        if self.blist is None:
+            return None
+        b = self.b
+        entry = self.list_entry(kb)
+        self.partial = b.setp("lt", entry, 0, type=T.s32, name="part")
+        return b.mul(entry, self.s.BN, type=T.u32, name="n0")
 
     def rescale(self, alphas):
         """O *= α, row by row of the accumulator fragment."""
@@ -110,6 +180,8 @@ class OnlineSoftmax:
         for h, row in enumerate(rows):
             total = self.quad_reduce(lsum[h], "add")
             inv = b.unary("rcp", total, mods=("approx", "ftz"), name="inv")
+            if getattr(self, "mods", None) is not None:       # a row without keys: O = 0
+                inv = b.selp(inv, 0.0, b.setp("gt", total, 0.0, type=T.f32), type=T.f32)
             lse = b.mul(b.add(mx[h], b.unary("lg2", total, mods=("approx", "ftz"))), LN2,
                         name="lse")
             with b.if_(b.setp("lt", row, self.S, type=T.u32)):

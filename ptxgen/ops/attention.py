@@ -21,6 +21,7 @@ from ..arrays import TiledMap
 from ..errors import PtxgenError
 from ..lower import lower_attention
 from ..schedule.attention import COL_BLOCK, DTYPES, HEAD_DIMS, default_attention_schedule
+from .attention_mods import ProgrammableMods
 from .base import Launch, Operator, sm_count_or_default
 from .mma_attention import MmaSyncAttentionPath
 from .tc_matmul import TC_CHIP, bf16_bits, bf16_values
@@ -42,7 +43,8 @@ class WgmmaAttentionPath:
     @staticmethod
     def build(op, shape):
         return lower_attention(op.schedule_for(shape), op.built_arch, shape, dtype=op.dtype,
-                               causal=op.causal, name=op.kernel_name())
+                               causal=op.causal, name=op.kernel_name(),
+                               mods=op.mod_spec(shape))
 
     @staticmethod
     def kernel_args(op, shape, arrays):
@@ -53,7 +55,8 @@ class WgmmaAttentionPath:
         def tmap(name, box_rows):
             return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=rows, cols=shape["D"])
         return [tmap("Q", s.BM), tmap("K", s.BN), tmap("V", s.BN), arrays["O"], arrays["LSE"],
-                np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))]
+                np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))
+                ] + op.mod_args(shape, arrays)
 
 
 class Attention(InstructionPaths, Operator):
@@ -67,7 +70,8 @@ class Attention(InstructionPaths, Operator):
     outputs = ("O", "LSE")
     PATHS = {WGMMA: WgmmaAttentionPath, MMA_SYNC: MmaSyncAttentionPath}
 
-    def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto"):
+    def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", score_mod=None,
+                 mask_mod=None, block_mask=None):
         if dtype not in DTYPES:
             raise PtxgenError(f"attention: --dtype must be one of {', '.join(DTYPES)}, "
                               f"got {dtype!r}")
@@ -78,6 +82,14 @@ class Attention(InstructionPaths, Operator):
             raise PtxgenError(f"attention: schedule must be 'auto', an AttentionSchedule or an "
                               f"MmaAttentionSchedule, got {schedule!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
+        self._mods = ProgrammableMods(score_mod, mask_mod, block_mask, self.causal)
+        if self._mods.active:
+            self.causal = False             # folded into the mask
+
+    def mod_spec(self, shape):
+        """The lowering's AttentionMods for shape (None without mods)."""
+        s = self.schedule_for(shape)
+        return self._mods.spec(shape, self.softmax_scale(shape), s.BM, s.BN)
 
     def shape(self, **given):
         shape = super().shape(**given)
@@ -123,7 +135,36 @@ class Attention(InstructionPaths, Operator):
                 "K": self.to_input(rng.standard_normal(dims)),
                 "V": self.to_input(rng.standard_normal(dims)),
                 "O": np.full(dims, nan, dtype=self._np_in()),
-                "LSE": np.full(dims[:3], np.nan, dtype=np.float32)}
+                "LSE": np.full(dims[:3], np.nan, dtype=np.float32),
+                **self.mod_arrays(shape)}
+
+    def mod_arrays(self, shape):
+        """The mods' kernel arrays: the block mask's lists, the extra tensors (t0, t1, ...)."""
+        s = self.schedule_for(shape)
+        return self._mods.arrays(shape, s.BM, s.BN)
+
+    def mod_args(self, shape, arrays):
+        spec = self._mods.spec(shape, self.softmax_scale(shape), *self._blocks(shape))
+        if spec is None:
+            return []
+        names = (["BM_counts", "BM_lists"] if spec.block_lists else []) + \
+            [f"t{i}" for i in range(len(spec.tensors))]
+        out = [arrays.get(n) for n in names]
+        if spec.block_lists and not self._tiles_match(arrays.get("BM_counts"), shape):
+            fresh = self.mod_arrays(shape)      # made for the other path's tiles: this one's
+            out[:2] = [fresh["BM_counts"], fresh["BM_lists"]]
+        return out
+
+    def _tiles_match(self, counts, shape):
+        """Whether the block mask arrays given (their first row: the tile) are this path's;
+        device arrays are taken as they are."""
+        if not isinstance(counts, np.ndarray):
+            return counts is not None
+        return tuple(int(x) for x in counts[0]) == self._blocks(shape)
+
+    def _blocks(self, shape):
+        s = self.schedule_for(shape)
+        return s.BM, s.BN
 
     def kernel_args(self, shape, arrays):
         return self.path().kernel_args(self, shape, arrays)
@@ -133,21 +174,28 @@ class Attention(InstructionPaths, Operator):
         """float64 O and LSE, and the per-element bounds (see the module docstring)."""
         q, k, v = (self.values(arrays[n]) for n in ("Q", "K", "V"))
         return attention_reference(q, k, v, self.softmax_scale(shape), self.causal,
-                                   UNIT_ROUNDOFF[self.dtype])
+                                   UNIT_ROUNDOFF[self.dtype], mods=self._mods.graphs())
 
     def check(self, shape, arrays, reference=None):
         ref = reference or self.reference(shape, arrays)
         got_o = self.values(arrays["O"])
         got_l = np.asarray(arrays["LSE"], dtype=np.float64)
-        err_o, err_l = np.abs(got_o - ref["O"]), np.abs(got_l - ref["LSE"])
-        ok = bool(np.isfinite(got_o).all() and np.isfinite(got_l).all()
+        err_o = np.abs(got_o - ref["O"])
+        same_l = got_l == ref["LSE"]                       # rows without keys: -inf both
+        with np.errstate(invalid="ignore"):
+            err_l = np.where(same_l, 0.0, np.abs(got_l - ref["LSE"]))
+        ok = bool(np.isfinite(got_o).all() and (np.isfinite(got_l) | same_l).all()
                   and (err_o <= ref["O_bound"]).all() and (err_l <= ref["LSE_bound"]).all())
         worst = max(float(np.max(err_o / np.maximum(np.abs(ref["O"]), 1.0))),
-                    float(np.max(err_l / np.maximum(np.abs(ref["LSE"]), 1.0))))
+                    float(np.max(err_l / np.maximum(np.nan_to_num(np.abs(ref["LSE"])), 1.0))))
         return ok, worst
 
     def flops(self, shape):
-        """4·B·H·S²·D (two matrix products), halved when causal: FlashAttention's count."""
+        """4·B·H·S²·D (two matrix products), halved when causal: FlashAttention's count; with
+        a mask, 4·D per allowed (query, key) pair."""
+        pairs = self._mods.allowed_pairs(shape, *self._blocks(shape))
+        if pairs is not None:
+            return 4 * shape["D"] * pairs
         f = 4 * shape["B"] * shape["H"] * shape["S"] ** 2 * shape["D"]
         return f // 2 if self.causal else f
 
@@ -156,10 +204,14 @@ class Attention(InstructionPaths, Operator):
             4 * shape["B"] * shape["H"] * shape["S"]
 
 
-def attention_reference(q, k, v, scale, causal, u, rows=None):
+def attention_reference(q, k, v, scale, causal, u, rows=None, mods=None, bh=None):
     """float64 attention of arrays (..., S, D): O, LSE (natural log) and bounds for a kernel
     that rounds P and O to a type of unit roundoff u and keeps the statistics in f32.
-    rows: the sequence positions of q's rows when q holds only some of them (default: all)."""
+    rows: the sequence positions of q's rows when q holds only some of them (default: all).
+    mods: (score graph, mask graph) of traced score_mod / mask_mod (either None); bh: the
+    (batch, head) indices of q's leading dimensions, broadcastable (default: q is B x H x ...)."""
+    if mods is not None:
+        return modded_reference(q, k, v, scale, causal, u, rows, mods, bh)
     s = scale * np.einsum("...qd,...kd->...qk", q, k)
     if causal:
         pos = np.arange(q.shape[-2]) if rows is None else np.asarray(rows)
@@ -175,3 +227,47 @@ def attention_reference(q, k, v, scale, causal, u, rows=None):
     return {"O": o, "LSE": lse,
             "O_bound": 2 * u * pv_abs + 2 * u * np.abs(o) + 64 * f32 * (pv_abs + 1e-30),
             "LSE_bound": 2.0 ** -16 * (1 + np.abs(lse)) + q.shape[-1] * f32 * qk_abs}
+
+
+def modded_reference(q, k, v, scale, causal, u, rows, mods, bh):
+    """attention_reference with score_mod / mask_mod: the modified score's f32 error bound δ
+    (score_mods.evaluate) widens O's bound by 2(e^(2δ) - 1)(Σp|v|/l + |O|) and LSE's by δ; a
+    row with no allowed key gives O = 0 and LSE = -inf (FlexAttention's convention)."""
+    from ..schedule.score_mods import evaluate
+    score, mask = mods
+    f32 = 2.0 ** -22
+    pos = np.arange(q.shape[-2]) if rows is None else np.asarray(rows)
+    if bh is None:
+        lead = q.shape[:-2]
+        bh = (np.arange(lead[0]).reshape((-1,) + (1,) * (len(lead) + 1)) if len(lead) > 1
+              else np.int64(0),
+              np.arange(lead[-1]).reshape((-1, 1, 1)) if lead else np.int64(0))
+    env = {"b": bh[0], "h": bh[1], "q": pos[:, None], "kv": np.arange(k.shape[-2])[None, :]}
+    s = scale * np.einsum("...qd,...kd->...qk", q, k)
+    s_err = scale * q.shape[-1] * f32 * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
+    err = s_err
+    if score is not None:
+        s, err = evaluate(score, dict(env, score=s), score_err=s_err)
+        s, err = np.broadcast_to(s, s_err.shape), np.broadcast_to(err, s_err.shape)
+    allowed = np.ones(s.shape, bool)
+    if causal:
+        allowed &= env["kv"] <= env["q"]
+    if mask is not None:
+        allowed &= evaluate(mask, env)[0]
+    s = np.where(allowed, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m0 = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m0)
+    l = p.sum(axis=-1, keepdims=True)
+    lsafe = np.where(l > 0, l, 1.0)
+    o = (p @ v) / lsafe
+    with np.errstate(divide="ignore"):
+        lse = (m0 + np.log(l))[..., 0]
+    pv_abs = (p @ np.abs(v)) / lsafe
+    delta = np.where(allowed, err, 0.0).max(axis=-1, keepdims=True)
+    grow = 2 * np.expm1(2 * delta)
+    return {"O": o, "LSE": lse,
+            "O_bound": 2 * u * pv_abs + 2 * u * np.abs(o) + 64 * f32 * (pv_abs + 1e-30)
+            + grow * (pv_abs + np.abs(o)),
+            "LSE_bound": 2.0 ** -16 * (1 + np.abs(np.nan_to_num(lse))) + s_err.max(axis=-1)
+            + delta[..., 0]}

@@ -36,9 +36,11 @@ class MmaSyncAttentionPath:
     @staticmethod
     def build(op, shape):
         return lower_mma_attention(op.schedule_for(shape), MmaSyncAttentionPath.arch(op), shape,
-                                   dtype=op.dtype, causal=op.causal, name=op.kernel_name())
+                                   dtype=op.dtype, causal=op.causal, name=op.kernel_name(),
+                                   mods=op.mod_spec(shape))
 
     @staticmethod
     def kernel_args(op, shape, arrays):
         return [arrays["Q"], arrays["K"], arrays["V"], arrays["O"], arrays["LSE"],
-                np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))]
+                np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))
+                ] + op.mod_args(shape, arrays)

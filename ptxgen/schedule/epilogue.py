@@ -33,6 +33,11 @@ import numpy as np
 from ..errors import PtxgenError
 
 KINDS = ("row", "col", "elem", "scalar")
+MATHS = ("ieee", "fast")
+# .approx instructions (PTX ISA 9.0, 9.7.3): tanh.approx.f32 max relative error 2^-11 (about),
+# ex2.approx.ftz.f32 2 ulp; taken with margin
+TANH_APPROX_REL = 2.0 ** -10.5
+EX2_APPROX_ULPS = 4
 TENSOR_DTYPES = ("f32", "bf16", "f16")
 U = 2.0 ** -24                    # f32 unit roundoff (round to nearest)
 # absolute errors of the IR implementations (lower/epilogue.py) besides rounding:
@@ -352,12 +357,22 @@ class _TensorProxy:
 class Epilogue:
     """A traced epilogue: nodes (topological), the output node, tensors {name: Tensor} in
     parameter order, a name and a stable key (name + hash of the graph)."""
-    def __init__(self, name, nodes, out, tensors, reference=None):
+    def __init__(self, name, nodes, out, tensors, math="ieee"):
+        if math not in MATHS:
+            raise PtxgenError(f"epilogue math must be one of {', '.join(MATHS)}, got {math!r}")
         self.name, self.nodes, self.out, self.tensors = name, nodes, out, dict(tensors)
+        self.math = math
         text = ";".join(f"{n.op}:{n.args}:{n.dtype}:{n.attr!r}" for n in nodes) + \
-            f"|{out}|" + ",".join(f"{k}={v.kind}/{v.dtype}" for k, v in self.tensors.items())
+            f"|{out}|" + ",".join(f"{k}={v.kind}/{v.dtype}" for k, v in self.tensors.items()) + \
+            ("" if math == "ieee" else f"|{math}")
         self.hash = hashlib.sha256(text.encode()).hexdigest()[:10]
         self.key = f"{_ident(name)}_{self.hash}"
+
+    def with_math(self, math):
+        """The same graph lowered with other math: "ieee" (IEEE-rounded operations only, the
+        emulator bit-equal to the GPU) or "fast" (tanh.approx / ex2.approx: MUFU, a few
+        instructions per element; within the bound, not bit-equal on the emulator)."""
+        return Epilogue(self.name, self.nodes, self.out, self.tensors, math)
 
     def __repr__(self):
         return f"Epilogue({self.name!r}, {len(self.nodes)} nodes, tensors={self.tensors})"
@@ -393,7 +408,7 @@ class Epilogue:
         vals = []
         for n in self.nodes:
             vals.append(_eval_node(n, vals, acc, acc_err, rows[:, None], cols[None, :],
-                                   tensors, self.tensors, (M, N)))
+                                   tensors, self.tensors, (M, N), self.math))
         v, e = vals[self.out]
         if self.nodes[self.out].dtype != "f32":
             raise PtxgenError(f"epilogue {self.name} must return a float value")
@@ -436,7 +451,7 @@ def trace_epilogue(fn, name=None, **tensors):
     return Epilogue(name or getattr(fn, "__name__", "epilogue"), t.nodes, out.i, tensors)
 
 
-def _eval_node(n, vals, acc, acc_err, row, col, tensors, specs, dims):
+def _eval_node(n, vals, acc, acc_err, row, col, tensors, specs, dims, math="ieee"):
     """(value, error bound) of one node in float64 (predicates: (value, uncertain))."""
     op = n.op
     a = [vals[i] for i in n.args]
@@ -504,10 +519,10 @@ def _eval_node(n, vals, acc, acc_err, row, col, tensors, specs, dims):
         (x, ex), = a
         half = BF16_HALF_ULP if n.attr == "bf16" else F16_HALF_ULP
         return x, ex + 2 * half * np.abs(x) + ex * 2 * half
-    return _eval_float(op, a)
+    return _eval_float(op, a, math)
 
 
-def _eval_float(op, a):
+def _eval_float(op, a, math="ieee"):
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if op in ("add", "sub"):
             (x, ex), (y, ey) = a
@@ -534,22 +549,40 @@ def _eval_float(op, a):
             return np.abs(x), ex
         if op == "exp":
             v = np.exp(x)
-            # the kernel's exp: a few ulps (range reduction, degree-6 polynomial, 2^n scaling)
-            return v, np.exp(x + ex) - v + 4 * U * np.exp(x + ex)
+            # the kernel's exp: a few ulps (range reduction, degree-6 polynomial, 2^n scaling);
+            # fast: ex2.approx of x*log2(e), whose rounding moves the result by |x| ulps
+            own = 4 * U if math == "ieee" else (np.abs(x) + 2 * EX2_APPROX_ULPS) * U
+            return v, np.exp(x + ex) - v + own * np.exp(x + ex)
+        # monotone functions: the exact spread over [x - ex, x + ex], plus the kernel's own
+        # error (rounding, polynomial, the erf approximation)
         if op == "sigmoid":
-            v = 1.0 / (1.0 + np.exp(-x))
-            return v, 0.25 * ex + 8 * U * v + 1e-45
+            f = _sigmoid
+            if math == "fast":        # 0.5 + 0.5 tanh.approx(x/2)
+                return f(x), _spread(f, x, ex) + 0.5 * TANH_APPROX_REL * np.abs(
+                    np.tanh(x / 2)) + 4 * U
+            return f(x), _spread(f, x, ex) + 8 * U * f(x) + 1e-43     # e^-x clamped at e^100
         if op == "tanh":
-            v = np.tanh(x)
-            return v, ex * np.minimum(1.0, 1.0 - np.tanh(np.maximum(np.abs(x) - ex, 0)) ** 2) \
-                + 16 * U
+            own = 16 * U if math == "ieee" else TANH_APPROX_REL * np.abs(np.tanh(x)) + 2 * U
+            return np.tanh(x), _spread(np.tanh, x, ex) + own
         if op == "erf":
-            v = _erf(x)
-            return v, (2 / math.sqrt(math.pi)) * ex + ERF_ABS + 8 * U
+            own = 8 * U if math == "ieee" else (x * x + 32) * U
+            return _erf(x), _spread(_erf, x, ex) + ERF_ABS + own
         if op == "sqrt":
             v = np.sqrt(x)
             return v, np.sqrt(x + ex) - np.sqrt(np.maximum(x - ex, 0)) + U * v
     raise PtxgenError(f"epilogue: no float64 rule for {op!r}")
+
+
+def _sigmoid(x):
+    """1/(1 + e^-x) without overflow, accurate in both tails."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _spread(f, x, ex):
+    """The largest change of a monotone f over [x - ex, x + ex]."""
+    v = f(x)
+    return np.maximum(np.abs(f(x + ex) - v), np.abs(v - f(x - ex)))
 
 
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -636,10 +669,12 @@ def named_epilogue(name):
 
 
 def as_epilogue(e):
-    """None, an Epilogue, or a name of NAMED -> None or an Epilogue."""
+    """None, an Epilogue, or a name of NAMED (with ":fast" for the .approx math, e.g.
+    "bias_gelu:fast") -> None or an Epilogue."""
     if e is None or isinstance(e, Epilogue):
         return e
     if isinstance(e, str):
-        return named_epilogue(e)
+        name, _, math = e.partition(":")
+        return named_epilogue(name).with_math(math or "ieee")
     raise PtxgenError(f"epilogue must be None, a name ({', '.join(NAMED[:6])}, ...) or a traced "
                       f"Epilogue (trace_epilogue), got {type(e).__name__}")

@@ -32,7 +32,8 @@ from . import memory as memmod
 from .engine import STALLS, Sm, run_sm
 from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
-from .program import ALU, ATOM, LDG, STG, add_spills, compile_kernel
+from .cached import scheduled_program
+from .program import ALU, ATOM, LDG, STG, add_spills
 from .result import SimReport
 from .values import Env
 from .waves import (cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair,
@@ -370,9 +371,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         module = Module(target=arch, kernels=[kernel])
     warnings = {}
     regs, spill_loads, spill_stores = _registers(module, kernel, arch, warnings, registers)
-    if ptxas_order:
-        kernel = _ptxas_order(kernel, table, module, arch)
-    prog = compile_kernel(kernel, table)
+    kernel, prog = scheduled_program(
+        kernel, table, module, arch,
+        (lambda k: _ptxas_order(k, table, module, arch)) if ptxas_order else None)
     add_spills(prog, table, spill_loads, spill_stores)
     smem = kernel.static_shared_bytes + int(shared_bytes)
     from ..analysis.occupancy import occupancy

@@ -1,0 +1,281 @@
+"""Programmable attention on the GPU: ptxgen's sm_90a kernel with score_mod / mask_mod / block
+masks (ops/attention_mods.py) against torch.compile'd FlexAttention with the same mods and block
+mask, and against ptxgen's unmodified kernel, bf16, one run.
+
+    python benchmarks/attention_mods.py [--budget-s S] [--out DIR] [--flex-order a,b,...]
+
+Correctness first, on fresh random inputs: for every ptxgen variant the sampled query rows of
+two heads (the last row included) against float64 (O within the operator's bound, LSE too);
+FlexAttention's output against the same reference (its largest error, informative). Timing:
+triton.testing.do_bench, median. FLOP rates on the FLOPs each variant does (4·D per allowed
+(query, key) pair, FlashAttention's count). FlexAttention variants are compiled one by one
+(each compile is long) until --budget-s has passed; those left are reported as skipped. Rates
+also on the FLOPs of the tiles computed (column "tiles": FlexAttention's own benchmarks' count,
+4·D·(1 - block sparsity)·S² per head).
+Prints a table last; writes the rows as JSON under --out.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from ptxgen.ops import attention_mods as am                              # noqa: E402
+from ptxgen.ops.attention import UNIT_ROUNDOFF, Attention, attention_reference  # noqa: E402
+
+ARCH = "sm_90a"
+B, H, S, D = 4, 32, 4096, 128
+LONG = (1, 32, 16384, 128)
+WINDOW, DOC, PREFIX, CAP = 1024, 1000, 1024, 30.0
+
+
+def ptxgen_variants(S):
+    """name -> Attention keywords."""
+    return {
+        "none": {},
+        "causal": dict(causal=True),
+        "causal_mask_mod": dict(mask_mod=am.causal()),
+        "sliding": dict(mask_mod=am.sliding_window(WINDOW)),
+        "document": dict(mask_mod=am.document(np.arange(S) // DOC)),
+        "prefix_lm": dict(mask_mod=am.prefix_lm(PREFIX)),
+        "alibi": dict(score_mod=am.alibi(am.alibi_slopes(H))),
+        "soft_cap": dict(score_mod=am.soft_cap(CAP)),
+    }
+
+
+def flex_mods(name, S, device):
+    """(score_mod, mask_mod) in torch for FlexAttention, the same functions as ptxgen's."""
+    import torch
+    if name == "causal":
+        return None, lambda b, h, q, kv: q >= kv
+    if name == "sliding":
+        return None, lambda b, h, q, kv: (q - kv >= 0) & (q - kv < WINDOW)
+    if name == "document":
+        doc = torch.arange(S, device=device) // DOC
+        return None, lambda b, h, q, kv: doc[q] == doc[kv]
+    if name == "prefix_lm":
+        return None, lambda b, h, q, kv: (kv <= q) | (kv < PREFIX)
+    if name == "alibi":
+        slopes = torch.tensor(am.alibi_slopes(H), device=device, dtype=torch.float32)
+        return (lambda score, b, h, q, kv: score + slopes[h] * (kv - q)), None
+    if name == "soft_cap":
+        return (lambda score, b, h, q, kv: torch.tanh(score / CAP) * CAP), None
+    return None, None
+
+
+def tile_flops(op, shape):
+    """4·D per (q, kv) pair of the tiles the block mask leaves (all of them without a mask;
+    causal: the tiles on and below the diagonal)."""
+    s = op.schedule_for(shape)
+    bm = op._mods.block_mask(shape, s.BM, s.BN)
+    heads = shape["B"] * shape["H"]
+    if bm is not None:
+        return 4 * shape["D"] * bm.computed_pairs() * heads // (bm.B * bm.H)
+    nq, nk = -(-shape["S"] // s.BM), -(-shape["S"] // s.BN)
+    tiles = sum(min(nk, -(-min(shape["S"], (i + 1) * s.BM) // s.BN)) for i in range(nq)) \
+        if op.causal else nq * nk
+    return 4 * shape["D"] * tiles * s.BM * s.BN * heads
+
+
+def sampled_refs(op, q, k, v, rng, heads=2, nrows=24):
+    import torch
+    Bq, Hq, Sq, Dq = q.shape
+    out = []
+    for _ in range(heads):
+        b, h = int(rng.integers(Bq)), int(rng.integers(Hq))
+        rows = np.sort(rng.choice(Sq, size=nrows, replace=False))
+        rows[-1] = Sq - 1
+        qq = q[b, h, torch.tensor(rows, device=q.device)].double().cpu().numpy()
+        kk, vv = (t[b, h].double().cpu().numpy() for t in (k, v))
+        mods = op._mods.graphs()
+        out.append((b, h, rows, attention_reference(qq, kk, vv, 1 / math.sqrt(Dq), op.causal,
+                                                     UNIT_ROUNDOFF["bf16"], rows=rows,
+                                                     mods=mods, bh=(b, h))))
+    return out
+
+
+def check(O, refs, lse=None):
+    """(ok, largest |error| / bound) of O (and LSE) on the sampled rows."""
+    ok, worst = True, 0.0
+    for b, h, rows, ref in refs:
+        got = O[b, h, rows].double().cpu().numpy()
+        r = np.abs(got - ref["O"]) / ref["O_bound"]
+        worst = max(worst, float(np.nanmax(r)))
+        ok &= bool(np.isfinite(got).all() and (r <= 1).all())
+        if lse is not None:
+            g = lse[b, h, rows].double().cpu().numpy()
+            same = g == ref["LSE"]
+            ok &= bool((same | (np.abs(g - ref["LSE"]) <= ref["LSE_bound"])).all())
+    return ok, worst
+
+
+def ptxgen_launcher(op, shape, q, k, v, O, LSE):
+    import torch
+    from ptxgen.runtime import bound_launch, load_steps
+    arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
+              "O": O.view(torch.int16), "LSE": LSE}
+    for n, a in op.mod_arrays(shape).items():
+        a = a.view(np.int32) if a.dtype == np.uint32 else a
+        arrays[n] = torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    kern = load_steps(op, shape, op.build(shape, ARCH), ARCH)[op.kernel_name()]
+    L = op.launch(shape)
+    return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--budget-s", type=float, default=170.0,
+                   help="start no further FlexAttention compile after this many seconds")
+    p.add_argument("--flex-order", default="alibi,prefix_lm,causal,sliding,soft_cap,document,"
+                                           "none")
+    args = p.parse_args()
+    t0 = time.time()
+    import torch
+    import triton
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    dev = "cuda"
+    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                triton=triton.__version__, date=time.strftime("%Y-%m-%d %H:%M"),
+                command=" ".join(sys.argv))
+    print(info, flush=True)
+    rng = np.random.default_rng(int(time.time()))
+    torch.manual_seed(int(rng.integers(2 ** 31)))
+
+    def bench(fn):
+        return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")
+
+    rows, result = [], dict(info=info, rows=[])
+
+    def emit(r):
+        rows.append(r)
+        print(fmt(r), flush=True)
+
+    # -- ptxgen: every variant at B=4 H=32 S=4096 D=128, then sliding at S=16384 ----------------
+    q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    for name, kw in ptxgen_variants(S).items():
+        try:
+            op = Attention("bf16", **kw)
+            shape = op.shape(B=B, H=H, S=S, D=D)
+            O = torch.full_like(q, float("nan"))
+            LSE = torch.full((B, H, S), float("nan"), device=dev, dtype=torch.float32)
+            go = ptxgen_launcher(op, shape, q, k, v, O, LSE)
+            go()
+            torch.cuda.synchronize()
+            ok, worst = check(O, sampled_refs(op, q, k, v, rng), LSE)
+            ms = bench(go)
+            emit(dict(config=f"S{S}", variant=name, impl="ptxgen", ok=ok, err_vs_bound=worst,
+                      ms=ms, tflops=op.flops(shape) / ms / 1e9,
+                      tile_tflops=tile_flops(op, shape) / ms / 1e9))
+        except Exception as e:                                      # report, keep going
+            emit(dict(config=f"S{S}", variant=name, impl="ptxgen",
+                      error=f"{type(e).__name__}: {e}"[:300]))
+    Bl, Hl, Sl, Dl = LONG
+    ql, kl, vl = (torch.randn(Bl, Hl, Sl, Dl, device=dev, dtype=torch.bfloat16)
+                  for _ in range(3))
+    for name, kw in (("none", {}), ("sliding", dict(mask_mod=am.sliding_window(WINDOW)))):
+        try:
+            op = Attention("bf16", **kw)
+            shape = op.shape(B=Bl, H=Hl, S=Sl, D=Dl)
+            O = torch.full_like(ql, float("nan"))
+            LSE = torch.full((Bl, Hl, Sl), float("nan"), device=dev, dtype=torch.float32)
+            go = ptxgen_launcher(op, shape, ql, kl, vl, O, LSE)
+            go()
+            torch.cuda.synchronize()
+            ok, worst = check(O, sampled_refs(op, ql, kl, vl, rng), LSE)
+            ms = bench(go)
+            emit(dict(config=f"S{Sl}", variant=name, impl="ptxgen", ok=ok, err_vs_bound=worst,
+                      ms=ms, tflops=op.flops(shape) / ms / 1e9,
+                      tile_tflops=tile_flops(op, shape) / ms / 1e9))
+        except Exception as e:
+            emit(dict(config=f"S{Sl}", variant=name, impl="ptxgen",
+                      error=f"{type(e).__name__}: {e}"[:300]))
+    del ql, kl, vl
+    result["rows"] = rows
+    _save(args.out, result)
+
+    # -- FlexAttention, compiled once per variant, same mods and block mask ---------------------
+    torch._dynamo.config.cache_size_limit = 64
+    flex = torch.compile(flex_attention)
+    for name in args.flex_order.split(","):
+        if time.time() - t0 > args.budget_s:
+            emit(dict(config=f"S{S}", variant=name, impl="flex", error="skipped: budget"))
+            continue
+        try:
+            tc = time.time()
+            score_mod, mask_mod = flex_mods(name, S, dev)
+            bm = create_block_mask(mask_mod, None, None, S, S, device=dev) \
+                if mask_mod is not None else None
+            O = flex(q, k, v, score_mod=score_mod, block_mask=bm)
+            torch.cuda.synchronize()
+            compile_s = time.time() - tc
+            op = Attention("bf16", **ptxgen_variants(S)[name])
+            ok, worst = check(O, sampled_refs(op, q, k, v, rng))
+            ms = bench(lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm))
+            flops = op.flops(op.shape(B=B, H=H, S=S, D=D))
+            emit(dict(config=f"S{S}", variant=name, impl="flex", ok=ok, err_vs_bound=worst,
+                      ms=ms, tflops=flops / ms / 1e9, compile_s=round(compile_s, 1),
+                      tile_tflops=tile_flops(op, op.shape(B=B, H=H, S=S, D=D)) / ms / 1e9))
+        except Exception as e:
+            emit(dict(config=f"S{S}", variant=name, impl="flex",
+                      error=f"{type(e).__name__}: {e}"[:300]))
+        result["rows"] = rows
+        _save(args.out, result)
+
+    # -- the ratios the issue asks for ----------------------------------------------------------
+    by = {(r["config"], r["variant"], r["impl"]): r for r in rows if "ms" in r}
+    summary = []
+    base = by.get((f"S{S}", "none", "ptxgen"))
+    for name in ptxgen_variants(S):
+        r = by.get((f"S{S}", name, "ptxgen"))
+        f = by.get((f"S{S}", name, "flex"))
+        if r is None:
+            continue
+        summary.append(dict(variant=name, tflops=r["tflops"], tile_tflops=r["tile_tflops"],
+                            x_flex=f["ms"] / r["ms"] if f else None,
+                            rate_vs_unmodified=r["tflops"] / base["tflops"] if base else None,
+                            tile_rate_vs_unmodified=r["tile_tflops"] / base["tflops"]
+                            if base else None))
+    c, cm = by.get((f"S{S}", "causal", "ptxgen")), by.get((f"S{S}", "causal_mask_mod", "ptxgen"))
+    if c and cm:
+        summary.append(dict(variant="causal_mask_mod / causal time", ratio=cm["ms"] / c["ms"]))
+    ln, ls = by.get((f"S{Sl}", "none", "ptxgen")), by.get((f"S{Sl}", "sliding", "ptxgen"))
+    if ln and ls:
+        summary.append(dict(variant=f"sliding S{Sl} rate / full rate",
+                            ratio=ls["tflops"] / ln["tflops"],
+                            tile_ratio=ls["tile_tflops"] / ln["tflops"]))
+    result["rows"], result["summary"] = rows, summary
+    result["total_s"] = round(time.time() - t0, 1)
+    _save(args.out, result)
+    print(f"{'config':7} {'variant':16} {'impl':7} {'ms':>8} {'TFLOP/s':>8} {'tiles':>8} "
+          f"{'ok':>5} {'err/bound':>9}")
+    for r in rows:
+        print(fmt(r))
+    for s in summary:
+        print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in s.items()))
+    print(f"total {time.time() - t0:.1f} s")
+
+
+def fmt(r):
+    head = f"{r['config']:7} {r['variant']:16} {r['impl']:7}"
+    if "error" in r:
+        return f"{head} ERROR {r['error']}"
+    extra = f" compile {r['compile_s']} s" if "compile_s" in r else ""
+    return (f"{head} {r['ms']:8.3f} {r['tflops']:8.1f} {r['tile_tflops']:8.1f} "
+            f"{str(r['ok']):>5} {r['err_vs_bound']:9.3f}{extra}")
+
+
+def _save(out, result):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "attention_mods.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
