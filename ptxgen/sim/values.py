@@ -149,7 +149,7 @@ def value_getter(o, t, reg_index, env):
 # half-precision format much data is kept in: an assumption about data). A comparison of such a value with a constant beyond
 # that range (an infinity test, or libdevice's sinf/cosf switch to Payne-Hanek argument
 # reduction above |x| = 105615) is then decided as every ordinary value decides it, so the
-# walk follows the common path instead of the exceptional one (round sim15a, haversine).
+# walk follows the common path instead of the exceptional one (the haversine case).
 DATA_MAGNITUDE = float(np.finfo(np.float16).max)
 
 
