@@ -9,7 +9,7 @@ import torch
 
 
 # the same kernels the model benchmark set times (one definition of each)
-from model_set_triton import add_kernel, matmul_kernel, softmax_kernel  # noqa: E402
+from model_triton import add_kernel, matmul_kernel, softmax_kernel  # noqa: E402
 
 
 def main(out_dir):

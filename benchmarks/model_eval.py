@@ -1,7 +1,7 @@
 """Simulate every case of a model-set run (benchmarks/model_set.py) on the CPU and compare.
 
-    python benchmarks/model_eval.py docs/data/model_set_2026-12-01.json.gz [--json OUT] [-j N]
-           [--only SUBSTRING]
+    python benchmarks/model_eval.py docs/data/model_set_2026-12-02h_onerun.json.gz [--json OUT]
+           [-j N] [--only SUBSTRING] [--hide SPLIT]
 
 For each measured case: the saved PTX is parsed, its arguments rebuilt in the kernel's own
 parameter order (Numba passes an array as meminfo, parent, nitems, itemsize, data, shape...,
@@ -10,8 +10,8 @@ ptxgen.sim predicts the kernel's device time with the register count the driver 
 The prediction's `device_us` is compared with the held-batch GPU time (no launch overhead);
 the launch overhead of each path is reported apart. MAPE is given per split of the data file
 (fit, held, held2, ...: fixed before any fitting; held3 onwards built blind and evaluated once
-with the model frozen) and for the aggregates issue 14 is judged on: the kernels (every case but
-the fitting microbenchmarks of MICRO_MODULES), their fitting part, the held-out part and the
+with the model frozen) and for the aggregates the model is judged on: the kernels (every case but
+the fitting microbenchmarks of model_micro.py), their fitting part, the held-out part and the
 microbenchmarks, each with its count of cases beyond +-50 %; --hide held6 keeps a group unseen
 while the model is being changed.
 """
@@ -147,7 +147,7 @@ def summarize(cases, preds):
     out = {}
     micro = micro_families()
     splits = sorted({r["split"] for r in rows}, key=lambda s: (s != "fit", len(s), s))
-    # the aggregates issue 14 is judged on: the kernels (every case but the fitting
+    # the aggregates the model is judged on: the kernels (every case but the fitting
     # microbenchmarks, which measure one mechanism each), their fitting and held-out parts
     groups = {part: (lambda r, part=part: r["split"] == part) for part in splits}
     groups.update({
@@ -167,16 +167,13 @@ def summarize(cases, preds):
     return rows, out, worst
 
 
-# modules of fitting microbenchmarks (one mechanism each, hand-written PTX): their cases are
-# reported apart from the kernels
-MICRO_MODULES = ("model_set_fit_l1", "model_set_fit_dram", "model_set_fit14a",
-                 "model_set_fit15b", "model_set_fit15c")
-
-
 def micro_families():
-    import importlib
+    """The fitting microbenchmarks (model_micro.py: hand-written PTX measuring one mechanism
+    each): their cases are reported apart from the kernels."""
     sys.path.insert(0, HERE)
-    return set().union(*(importlib.import_module(m).FAMILIES for m in MICRO_MODULES))
+    import model_micro  # noqa: F401  (registers its families)
+    from model_common import FAMILIES
+    return {n for n, f in FAMILIES.items() if f.setup.__module__ == "model_micro"}
 
 
 def load_set(path):

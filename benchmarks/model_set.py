@@ -1,22 +1,29 @@
 """The simulator's benchmark set: kernels ptxgen did not write, measured on a GPU in one run.
 
     python benchmarks/model_set.py collect $OUT/model_set.json   # GPU machine
-    python benchmarks/model_eval.py docs/data/model_set_<date>.json   # CPU: simulate, compare
+    python benchmarks/model_eval.py docs/data/model_set_<date>.json.gz   # CPU: simulate, compare
+    python benchmarks/model_set.py                                # list the cases
+    python benchmarks/model_set.py save-triton tests/data/model_set_triton_small.json
+                                   # the small Triton cases the CPU tests emulate (Triton, no GPU)
 
-Each case is a kernel (Numba, Triton, hand-written PTX) at one size. On the GPU machine this
-script compiles every kernel there and saves the PTX that ran, its launch (grid, block, dynamic
-shared memory), its arguments (arrays by shape and dtype, scalars by value) and its GPU time
-without launch overhead (ptxgen.runtime.timing held batches: back-to-back launches queued behind
-a spin kernel, median of 5 batches). Beside the cases it measures the launch overhead of each
-launch path (cuda.core on raw PTX, Numba's dispatcher, Triton's launcher): the CUDA-event time
-of one launch on an idle stream minus the same kernel's held-batch GPU time.
+Each case is a kernel (Numba, Triton, hand-written or Builder-made PTX) at one size. The kernel
+families are records (model_common.Family: sizes, setup with its check, kernel, tolerance)
+registered by their subject modules: cases_numba.py and cases_triton.py (kernels in
+model_numba.py and model_triton.py), cases_ptx.py (kernels and records) and model_micro.py
+(the fitting microbenchmarks, one mechanism each). On the GPU machine this script compiles
+every kernel there and saves the PTX that ran, its launch (grid, block, dynamic shared
+memory), its arguments (arrays by shape and dtype, scalars by value) and its GPU time without
+launch overhead (ptxgen.runtime.timing held batches: back-to-back launches queued behind a spin
+kernel, median of 5 batches). Beside the cases it measures the launch overhead of each launch path (cuda.core
+on raw PTX, Numba's dispatcher, Triton's launcher): the CUDA-event time of one launch on an
+idle stream minus the same kernel's held-batch GPU time.
 
-The split into a fitting part and a held-out part is fixed here, before any model change, by
-kernel family: the model may be fitted on `fit` cases only; `held` cases only report. Two later
-held-out groups of new kinds followed: held2 (below), held3 (model_set_held3.py: its cases
-were never simulated before the model was frozen) and held4 .. held11
-(model_set_held4.py .. model_set_held11.py, built the same blind way: BLIND below);
-model_eval.py reports each group apart.
+SPLITS fixes, per family, the part of the set it belongs to: `fit` (the model may be fitted on
+these), `held` and `held2` (held out, fixed before any model change), and the blind groups
+held3 .. held11 (kinds of kernel in no other part, built without simulating any of their cases
+before the model was frozen; model_eval.py --hide keeps a group unseen while the model
+changes). model_eval.py reports each split apart. The table is in the collect's order, which
+is the order the cases are measured in (each case's torch seed is its index).
 """
 import json
 import os
@@ -29,134 +36,93 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-import model_set_held2 as H2  # noqa: E402
-import model_set_held3 as H3  # noqa: E402
-import model_set_held4 as H4  # noqa: E402
-import model_set_held5 as H5  # noqa: E402
-import model_set_held6 as H6  # noqa: E402
-import model_set_held7 as H7  # noqa: E402
-import model_set_held8 as H8  # noqa: E402
-import model_set_held9 as H9  # noqa: E402
-import model_set_held10 as H10  # noqa: E402
-import model_set_held11 as H11  # noqa: E402
-import model_set_fit_l1 as FL  # noqa: E402  (round sim10a's fitting cases)
-import model_set_fit_dram as FD  # noqa: E402  (round sim10b's fitting cases)
-import model_set_fit14a as F14  # noqa: E402  (round sim14a's fitting cases)
-import model_set_fit15b as F15  # noqa: E402  (round sim15b's fitting cases)
-import model_set_fit15c as F15C  # noqa: E402  (round sim15c's fitting cases)
+import cases_numba  # noqa: E402,F401  (each subject module registers its families)
+import cases_ptx  # noqa: E402,F401
+import cases_triton  # noqa: E402,F401
+import model_micro  # noqa: E402,F401
+from model_common import FAMILIES  # noqa: E402
 
-MB = 1 << 20
-HELD_FAMILIES = {"block_scan", "gather", "stencil2d", "layernorm", "divergent",
-                 "triton_softmax", "triton_layernorm", "transpose_padded", "hist_global",
-                 "smem_stride8"}
-# The second held-out group: kinds of kernel not in the set before, added before the second
-# round of model changes; model_eval.py --hide held2 keeps their errors out of sight meanwhile.
-HELD2_FAMILIES = H2.FAMILIES
-# The third held-out group (model_set_held3.py): kinds of kernel added after every error of the
-# three groups above had been seen; evaluated once, after the model is frozen.
-HELD3_FAMILIES = H3.FAMILIES
-# The fourth (model_set_held4.py): new kinds again, none simulated before the lead's one look.
-HELD4_FAMILIES = H4.FAMILIES
-# The fifth (model_set_held5.py): new kinds again, built blind as held4.
-HELD5_FAMILIES = H5.FAMILIES
-HELD6_FAMILIES = H6.FAMILIES     # the sixth (model_set_held6.py), built blind as held4
-HELD7_FAMILIES = H7.FAMILIES     # the seventh (model_set_held7.py), built blind as held4
-HELD8_FAMILIES = H8.FAMILIES     # the eighth (model_set_held8.py), built blind as held4
-HELD9_FAMILIES = H9.FAMILIES     # the ninth (model_set_held9.py), built blind as held4
-HELD10_FAMILIES = H10.FAMILIES   # the tenth (model_set_held10.py), built blind as held4
-HELD11_FAMILIES = H11.FAMILIES   # the eleventh (model_set_held11.py), built blind as held4
-# The blind groups on one interface (numba_case / triton_case / ptx_case / ptx_kernel returning
-# argument inits; kernels in model_set_<split>_numba.py and _triton.py): split -> case module.
-BLIND = {"held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8, "held9": H9,
-         "held10": H10, "held11": H11}
+# family -> split, in the collect's order
+SPLITS = {
+    "saxpy": "fit", "matmul_naive": "fit", "matmul_shared": "fit", "block_reduce": "fit",
+    "transpose_padded": "held",
+    "stencil1d": "fit",
+    "stencil2d": "held",
+    "hist_shared": "fit",
+    "hist_global": "held", "block_scan": "held", "gather": "held",
+    "scatter": "fit",
+    "layernorm": "held", "divergent": "held",
+    "triton_add": "fit", "triton_matmul": "fit",
+    "triton_softmax": "held", "triton_layernorm": "held",
+    "copy_v4": "fit", "fma_chain": "fit", "smem_stride": "fit",
+    "smem_stride8": "held",
+    "smem_stride32": "fit", "atomic_one": "fit", "atomic_spread": "fit", "store_lanes": "fit",
+    "gather_hash": "fit", "fit10a_store_ld": "fit", "fit10a_store_gen": "fit",
+    "fit10a_lines_l1": "fit", "fit10a_lines_l2": "fit",
+    "transpose_naive": "held2", "warp_reduce": "held2", "spmv_csr": "held2", "row_scan": "held2",
+    "bitonic_step": "held2", "stencil3d": "held2", "softmax_rows": "held2",
+    "strided_copy": "held2", "triton_fused": "held2", "triton_rowmax": "held2",
+    "gemv_warp": "held3", "conv3x3_smem": "held3", "hist_warp_bytes": "held3",
+    "poly_horner": "held3", "sfu_trig": "held3", "nbody_tiled": "held3", "permute_nchw": "held3",
+    "block_compact": "held3", "triton_transpose": "held3", "triton_colsum": "held3",
+    "triton_bmm_small": "held3",
+    "radix_digits": "held4", "gemv_colmajor": "held4", "inv4x4_batch": "held4",
+    "fft_radix2": "held4", "ell_spmv": "held4", "maxpool3x3s2": "held4",
+    "bilinear_resize": "held4", "kmeans_assign": "held4", "f64_rk4": "held4", "hash_bits": "held4",
+    "mandelbrot": "held4", "triton_rmsnorm": "held4", "triton_gelu": "held4",
+    "triton_argmax": "held4", "triton_embbag": "held4", "triton_logsumexp": "held4",
+    "ptx_dp4a_dot": "held4", "ptx_xorshift": "held4",
+    "csr_expand": "held5", "merge_path": "held5", "pointer_chase": "held5", "bfs_level": "held5",
+    "sobel_u8": "held5", "dgemm_tiled": "held5", "conv1d_smem": "held5",
+    "find_first_vote": "held5", "atomic_minmax": "held5", "triton_dropout": "held5",
+    "triton_xent": "held5", "triton_swish_f16": "held5", "ptx_hfma2_axpy": "held5",
+    "ptx_divmod_roll": "held5",
+    "quant_int8_rows": "held6", "sort8_network": "held6", "newton_cubic": "held6",
+    "complex_mac": "held6", "int4_gemv": "held6", "triton_rope": "held6",
+    "triton_causal_softmax": "held6", "triton_adam": "held6", "ptx_cvt_roundtrip": "held6",
+    "ptx_prmt_bits": "held6", "ptx_red_scatter": "held6",
+    "life_u8": "held7", "bsearch_keys": "held7", "rownorm_f64": "held7", "bitmap_dot": "held7",
+    "triton_add_layernorm": "held7", "triton_l2dist": "held7", "triton_masked_mean": "held7",
+    "triton_transpose_add": "held7", "ptx_splitmix64": "held7", "ptx_tanh_ex2": "held7",
+    "ptx_axpy_v2f64": "held7",
+    "xform_points_aos": "held8", "box_rows_running": "held8", "lut_u8": "held8",
+    "triton_scale_bias_relu": "held8", "triton_top2": "held8", "triton_cosine_rows": "held8",
+    "ptx_quarter_round": "held8", "ptx_round_sat": "held8", "ptx_byte_bins": "held8",
+    "tridiag_thomas": "held9", "edit_distance_local": "held9", "bitrev_rows": "held9",
+    "im2col3x3": "held9", "triton_group_norm": "held9", "triton_bce_fused": "held9",
+    "triton_decode_gqa": "held9", "ptx_tanimoto": "held9", "ptx_modinv_fermat": "held9",
+    "ptx_seg_scan_warp": "held9",
+    "floyd_warshall_k": "held10", "nv12_to_rgb": "held10", "black_scholes": "held10",
+    "triton_layernorm_bwd": "held10", "triton_cumsum_rows": "held10",
+    "triton_causal_dwconv": "held10", "ptx_rgb10a2_unpack": "held10", "ptx_sad_match": "held10",
+    "ptx_match_hist": "held10",
+    "lif_step": "held11", "cic_deposit": "held11", "haversine": "held11",
+    "triton_swiglu_f16": "held11", "triton_kl_div_rows": "held11",
+    "triton_paged_kv_write": "held11", "ptx_crc32c": "held11", "ptx_morton3d": "held11",
+    "ptx_warp_l2norm": "held11",
+    "fitd_atom": "fit", "fitd_rows": "fit", "fit14a_store": "fit", "fit14a_sector": "fit",
+    "fit14a_pitch": "fit", "fit15b_atom": "fit", "fit15c_sort": "fit",
+}
+BLIND = tuple(f"held{i}" for i in range(3, 12))       # the groups built blind
 
 
-# Fitting cases on the same interface, their kernels built per case (ptx_kernel(family, case)):
-# round sim10a's stores after loads and lanes per line, round sim10b's atomics over buckets and
-# strided row pieces, round sim14a's thin stores behind loads and one-sector lines, round
-# sim15b's scattered atomics by form (atom, red, generic), round sim15c's sort8_network shapes.
-FIT_MODULES = (FL, FD, F14, F15, F15C)
-
-
-def _blind(family):
-    """(split, case module) of a family of a blind group or of FIT_MODULES ("fit"), or
-    (None, None)."""
-    groups = [*BLIND.items(), *(("fit", m) for m in FIT_MODULES)]
-    return next(((s, m) for s, m in groups if family in m.FAMILIES), (None, None))
-
-
-def _case(family, source, size, **kw):
-    split = ("held" if family in HELD_FAMILIES else "held2" if family in HELD2_FAMILIES
-             else "held3" if family in HELD3_FAMILIES else _blind(family)[0] or "fit")
-    return dict(family=family, source=source, size=size, split=split, **kw)
+def families(split):
+    """The families of one split."""
+    return {f for f, s in SPLITS.items() if s == split}
 
 
 def cases():
-    """Every case: family, source, size label and the parameters its setup needs."""
+    """Every case in the collect's order: family, source, size label, split, name and the
+    parameters its setup needs."""
+    if set(SPLITS) != set(FAMILIES):
+        raise ValueError(f"families without a split: {sorted(set(FAMILIES) - set(SPLITS))}, "
+                         f"splits without a family: {sorted(set(SPLITS) - set(FAMILIES))}")
     out = []
-    for n in (1 << 20, 1 << 22, 1 << 24, 1 << 26):
-        out.append(_case("saxpy", "numba", f"n={n}", n=n))
-    for s in (512, 1024):
-        out.append(_case("matmul_naive", "numba", f"{s}^3", m=s))
-    for s in (512, 1024, 2048):
-        out.append(_case("matmul_shared", "numba", f"{s}^3", m=s))
-    for n in (1 << 22, 1 << 24, 1 << 26):
-        out.append(_case("block_reduce", "numba", f"n={n}", n=n))
-    for s in (2048, 4096, 8192):
-        out.append(_case("transpose_padded", "numba", f"{s}^2", m=s))
-    for n in (1 << 22, 1 << 24, 1 << 26):
-        out.append(_case("stencil1d", "numba", f"n={n}", n=n))
-    for s in (2048, 8192):
-        out.append(_case("stencil2d", "numba", f"{s}^2", m=s))
-    for n in (1 << 22, 1 << 24):
-        out.append(_case("hist_shared", "numba", f"n={n}", n=n))
-    for n in (1 << 20, 1 << 22):
-        out.append(_case("hist_global", "numba", f"n={n}", n=n))
-    for n in (1 << 22, 1 << 24):
-        out.append(_case("block_scan", "numba", f"n={n}", n=n))
-    for n in (1 << 22, 1 << 24):
-        out.append(_case("gather", "numba", f"n={n}", n=n))
-    for n in (1 << 22, 1 << 24):
-        out.append(_case("scatter", "numba", f"n={n}", n=n))
-    for r, c in ((4096, 1024), (8192, 4096)):
-        out.append(_case("layernorm", "numba", f"{r}x{c}", rows=r, cols=c))
-    for n, it in ((1 << 22, 64), (1 << 24, 16)):
-        out.append(_case("divergent", "numba", f"n={n} iters={it}", n=n, iters=it))
-    for n in (1 << 20, 1 << 24, 1 << 26):
-        out.append(_case("triton_add", "triton", f"n={n}", n=n))
-    for s in (1024, 2048, 4096):
-        out.append(_case("triton_matmul", "triton", f"{s}^3", m=s))
-    for r, c in ((4096, 4096), (16384, 1024)):
-        out.append(_case("triton_softmax", "triton", f"{r}x{c}", rows=r, cols=c))
-    for r, c in ((4096, 4096), (8192, 1024)):
-        out.append(_case("triton_layernorm", "triton", f"{r}x{c}", rows=r, cols=c))
-    for n in (1 << 24, 1 << 26):
-        out.append(_case("copy_v4", "ptx", f"n={n}", n=n))
-    for it in (512, 4096):
-        out.append(_case("fma_chain", "ptx", f"iters={it}", iters=it))
-    for st in (1, 8, 32):
-        out.append(_case("smem_stride" + ("" if st == 1 else str(st)), "ptx", f"stride={st}",
-                         stride=st, kernel="smem_stride"))
-    out.append(_case("atomic_one", "ptx", "n=1048576", n=1 << 20, mask=0, kernel="atomic_add"))
-    out.append(_case("atomic_spread", "ptx", "n=4194304", n=1 << 22, mask=4095,
-                     kernel="atomic_add"))
-    # partial-sector stores a warp completes (branch sim5; k=8 and 2-byte words: sim6;
-    # k=2, k=32 and k=16 u16: sim7)
-    for k, b in ((1, 4), (2, 4), (4, 4), (8, 4), (16, 4), (32, 4), (8, 2), (16, 2)):
-        for mib in (16, 512):
-            u = "" if b == 4 else f" u{8 * b}"
-            out.append(_case("store_lanes", "ptx", f"k={k}{u} {mib}MiB", k=k, b=b,
-                             n=mib * MB // (b * k), kernel=f"store_lanes{k}{u.replace(' ', '_')}"))
-    for n, t in ((1 << 20, 4), (1 << 22, 4), (1 << 22, 256)):   # scattered loads (sim6, sim7)
-        out.append(_case("gather_hash", "ptx", f"n={n} table={t}MiB", n=n,
-                         mask=(t << 18) - 1))
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in FL.cases()]   # sim10a
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H2.cases()]
-    out += [_case(fam, src, size, **kw) for fam, src, size, kw in H3.cases()]
-    for H in (*BLIND.values(), FD, F14, F15, F15C):
-        out += [_case(fam, src, size, **kw) for fam, src, size, kw in H.cases()]
-    for c in out:
-        c["name"] = f"{c['family']} {c['size']}"
+    for name, split in SPLITS.items():
+        for c in FAMILIES[name].cases():
+            c["split"] = split
+            c["name"] = f"{name} {c['size']}"
+            out.append(c)
     return out
 
 
@@ -204,12 +170,10 @@ class Gpu:
         return {"scalar": a, "dtype": "float32" if isinstance(a, float) else "int"}
 
     def numba(self, family):
-        import importlib
-        split = _blind(family)[0]
+        """(dispatcher, PTX, how the PTX was had) of a Numba family, compiled once."""
+        import model_numba
         if family not in self.numba_kernels:
-            kernels = importlib.import_module(f"model_set_{split}_numba" if split
-                                              else "model_set_numba").KERNELS
-            fn, sig = kernels[family]
+            fn, sig = model_numba.KERNELS[family]
             k = self.cuda.jit(sig)(fn)
             try:
                 ptx = k.inspect_asm(k.signatures[0])
@@ -228,55 +192,18 @@ def _entry_name(ptx):
 
 def setup(g, c):
     """(launch callable, record dict, check callable or None) of case c."""
-    torch, np = g.torch, g.np
-    fam, src = c["family"], c["source"]
-    if src == "numba":
+    if c["source"] == "numba":
         return _setup_numba(g, c)
-    if src == "triton":
+    if c["source"] == "triton":
         return _setup_triton(g, c)
-    import model_set_ptx as P
+    np = g.np
     from ptxgen.parse import parse_ptx
     from ptxgen.runtime.driver import bound_launch, load_kernel
-    kname = c.get("kernel", fam)
-    blind = _blind(fam)[1]
-    fit = blind if blind in FIT_MODULES else None
-    # the fitting modules' kernels depend on the case, the blind groups' on the family only
-    text, entry = (fit.ptx_kernel(fam, c) if fit else
-                   blind.ptx_kernel(fam) if blind else P.KERNELS[kname])
+    fam = FAMILIES[c["family"]]
+    text, entry = fam.kernel(c)
     kir = parse_ptx(text).kernel(entry)
     k = load_kernel(text, entry, kir.params)
-    check, inits = None, {}
-    if blind:
-        args, grid, block, check, inits = blind.ptx_case(g, c)
-    elif kname == "copy_v4":
-        x, y = g.randn(c["n"]), g.empty(c["n"])
-        args, grid, block = [x, y, np.uint32(c["n"] // 4)], (c["n"] // 4 // 256,), (256,)
-        check = lambda: float((y - x).norm() / x.norm())  # noqa: E731
-    elif kname == "gather_hash":
-        table, out = g.randn(c["mask"] + 1), g.empty(c["n"])
-        args, grid, block = [table, out, np.uint32(c["n"]), np.uint32(c["mask"])], \
-            (c["n"] // 256,), (256,)
-
-        def check():
-            ref = P.gather_hash_ref(g.host(table).astype(np.float64), c["n"], c["mask"])
-            return float(np.abs(g.host(out) - ref).max() / np.abs(ref).max())
-    elif kname == "fma_chain":
-        out = g.empty(132 * 8 * 256)
-        args, grid, block = [out, np.uint32(c["iters"])], (132 * 8,), (256,)
-    elif fam == "store_lanes":
-        b = c.get("b", 4)                   # int32 storage, read back as b-byte words
-        out = g.zeros(c["n"] * c["k"] * b // 4, integer=True)
-        args, grid, block = [out, np.uint32(c["n"])], (c["n"] // 256,), (256,)
-        words = out.view(torch.int32 if b == 4 else torch.int16).view(-1, c["k"])
-        want = (torch.arange(c["n"], device="cuda", dtype=torch.int64) % (1 << (8 * b)))
-        check = lambda: float((words.long() % (1 << (8 * b)) != want[:, None]).sum())  # noqa
-    elif kname == "smem_stride":
-        out = g.empty(132 * 8 * 256)
-        args, grid, block = [out, np.uint32(1024), np.uint32(c["stride"])], (132 * 8,), (256,)
-    else:
-        buf = torch.zeros(max(c["mask"] + 1, 1), device="cuda", dtype=torch.int32)
-        args = [buf, np.uint32(c["n"]), np.uint32(c["mask"])]
-        grid, block = (c["n"] // 256,), (256,)
+    args, grid, block, check, inits = fam.setup(g, c)
     # parsed PTX declares pointers as plain u64: pass the tensors' addresses
     raw = [np.uint64(a.data_ptr()) if hasattr(a, "data_ptr") else a for a in args]
     go = bound_launch(k, grid, block, raw)
@@ -288,79 +215,9 @@ def setup(g, c):
 
 
 def _setup_numba(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    k, ptx, how = g.numba(fam)
-    check, shared, inits = None, 0, {}
-    if fam == "saxpy":
-        x, y, o = g.randn(c["n"]), g.randn(c["n"]), g.empty(c["n"])
-        args, grid, block = [2.5, x, y, o], ((c["n"] + 255) // 256,), (256,)
-        check = lambda: float((o - (2.5 * x + y)).norm() / (2.5 * x + y).norm())  # noqa: E731
-    elif fam in ("matmul_naive", "matmul_shared"):
-        m = c["m"]
-        A, B, C = g.randn(m, m), g.randn(m, m), g.empty(m, m)
-        args = [A, B, C]
-        if fam == "matmul_naive":
-            grid, block = ((m + 15) // 16, (m + 15) // 16), (16, 16)
-        else:
-            grid, block = ((m + 15) // 16, (m + 15) // 16), (16, 16)
-
-        def check():
-            ref = A.double() @ B.double()
-            return float((C.double() - ref).norm() / ref.norm())
-    elif fam == "block_reduce":
-        x, t = g.randn(c["n"]), torch.zeros(1, device="cuda")
-        args, grid, block = [x, t], (c["n"] // 256,), (256,)
-    elif fam == "transpose_padded":
-        m = c["m"]
-        a, b = g.randn(m, m), g.empty(m, m)
-        args, grid, block = [a, b], (m // 32, m // 32), (32, 32)
-        check = lambda: float((b - a.t()).norm() / a.norm())  # noqa: E731
-    elif fam == "stencil1d":
-        x, o = g.randn(c["n"]), torch.zeros(c["n"], device="cuda")
-        args, grid, block = [x, o], ((c["n"] + 255) // 256,), (256,)
-    elif fam == "stencil2d":
-        m = c["m"]
-        a, b = g.randn(m, m), torch.zeros(m, m, device="cuda")
-        args, grid, block = [a, b], (m // 32, m // 8), (32, 8)
-    elif fam in ("hist_shared", "hist_global"):
-        d = torch.randint(0, 256, (c["n"],), device="cuda", dtype=torch.int32)
-        bins = torch.zeros(256, device="cuda", dtype=torch.int32)
-        args = [d, bins]
-        grid, block = ((132 * 8,) if fam == "hist_shared" else (c["n"] // 256,)), (256,)
-    elif fam == "block_scan":
-        x, o = g.randn(c["n"]), g.empty(c["n"])
-        args, grid, block = [x, o], (c["n"] // 1024,), (1024,)
-
-        def check():
-            ref = x.double().view(-1, 1024).cumsum(1).view(-1)
-            return float((o.double() - ref).norm() / ref.norm())
-    elif fam in ("gather", "scatter"):
-        x, o = g.randn(c["n"]), g.empty(c["n"])
-        idx = torch.randperm(c["n"], device="cuda", dtype=torch.int64).to(torch.int32)
-        args, grid, block = [x, idx, o], (c["n"] // 256,), (256,)
-    elif fam == "layernorm":
-        x, y = g.randn(c["rows"], c["cols"]), g.empty(c["rows"], c["cols"])
-        args, grid, block = [x, y, 1e-5], (c["rows"],), (256,)
-
-        def check():
-            ref = torch.nn.functional.layer_norm(x.double(), (c["cols"],), eps=1e-5)
-            return float((y.double() - ref).norm() / ref.norm())
-    elif fam == "divergent":
-        x, o = g.randn(c["n"]), g.empty(c["n"])
-        args, grid, block = [x, o, c["iters"]], (c["n"] // 256,), (256,)
-    elif fam in HELD2_FAMILIES:
-        args, grid, block, check, inits = H2.numba_case(g, c)
-    elif fam in HELD3_FAMILIES:
-        args, grid, block, check, inits = H3.numba_case(g, c)
-    elif _blind(fam)[1]:
-        args, grid, block, check, inits = _blind(fam)[1].numba_case(g, c)
-    else:
-        raise KeyError(fam)
-    if fam in ("hist_shared", "hist_global"):
-        inits = {0: dict(kind="randint", low=0, high=256)}
-    elif fam in ("gather", "scatter"):
-        inits = {1: dict(kind="randperm")}
+    cuda = g.cuda
+    k, ptx, how = g.numba(c["family"])
+    args, grid, block, check, inits = FAMILIES[c["family"]].setup(g, c)
     dargs = [cuda.as_cuda_array(a) if hasattr(a, "__cuda_array_interface__") else a
              for a in args]
     grid3, block3 = tuple(grid), tuple(block)
@@ -368,7 +225,7 @@ def _setup_numba(g, c):
     def go():
         k[grid3, block3](*dargs)
     rec = dict(ptx=ptx, ptx_from=how, entry=_entry_name(ptx), grid=list(grid),
-               block=list(block), shared=shared,
+               block=list(block), shared=0,
                args=[g.desc(a, inits.get(i)) for i, a in enumerate(args)], path="numba")
     try:
         rec["registers"] = int(k.get_regs_usage(k.signatures[0]))
@@ -378,66 +235,9 @@ def _setup_numba(g, c):
 
 
 def _setup_triton(g, c):
-    import model_set_triton as T
-    torch = g.torch
-    fam = c["family"]
-    check, inits = None, {}
-    if fam == "triton_add":
-        n = c["n"]
-        x, y, o = g.randn(n), g.randn(n), g.empty(n)
-        kern, args, kw, grid = T.add_kernel, [x, y, o, n], dict(BLOCK=1024), (n // 1024,)
-        check = lambda: float((o - (x + y)).norm() / (x + y).norm())  # noqa: E731
-    elif fam == "triton_matmul":
-        m = c["m"]
-        a, b, o = g.randn(m, m), g.randn(m, m), g.empty(m, m)
-        kern = T.matmul_kernel
-        args = [a, b, o, m, m, m, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                o.stride(0), o.stride(1)]
-        kw = dict(BM=128, BN=128, BK=32, num_warps=8, num_stages=3)
-        grid = (m // 128, m // 128)
-
-        def check():
-            ref = a.double() @ b.double()
-            return float((o.double() - ref).norm() / ref.norm())
-    elif fam == "triton_softmax":
-        r, cc = c["rows"], c["cols"]
-        x, o = g.randn(r, cc), g.empty(r, cc)
-        kern, args, grid = T.softmax_kernel, [o, x, x.stride(0), cc], (r,)
-        kw = dict(BLOCK=cc, num_warps=8 if cc >= 2048 else 4)
-        check = lambda: float((o - torch.softmax(x, 1)).norm() / torch.softmax(x, 1).norm())  # noqa
-    elif fam == "triton_fused":
-        n = c["n"]
-        x, y, o = g.randn(n), g.randn(n), g.empty(n)
-        kern, args, kw, grid = T.fused_chain_kernel, [x, y, o, n], dict(BLOCK=1024), (n // 1024,)
-
-        def check():
-            z = x.double() * y.double() + 0.5 * x.double()
-            ref = z * torch.sigmoid(z) + 0.25 * y.double().abs()
-            return float((o.double() - ref).norm() / ref.norm())
-    elif fam == "triton_rowmax":
-        r, cc = c["rows"], c["cols"]
-        x, o = g.randn(r, cc), g.empty(r)
-        kern, args, grid = T.rowmax_kernel, [x, o, x.stride(0), cc], (r,)
-        kw = dict(BLOCK=cc, num_warps=8 if cc >= 2048 else 4)
-        check = lambda: float((o - x.amax(1)).norm() / x.amax(1).norm())  # noqa: E731
-    elif fam in HELD3_FAMILIES:
-        kname, args, kw, grid, check = H3.triton_case(g, c)
-        kern = getattr(T, kname)
-    elif _blind(fam)[1]:
-        import importlib
-        split, H = _blind(fam)
-        kname, args, kw, grid, check, inits = H.triton_case(g, c)
-        kern = getattr(importlib.import_module(f"model_set_{split}_triton"), kname)
-    else:
-        r, cc = c["rows"], c["cols"]
-        x, y = g.randn(r, cc), g.empty(r, cc)
-        w, b = g.randn(cc), g.randn(cc)
-        kern, args, grid = T.layernorm_kernel, [x, y, w, b, x.stride(0), cc, 1e-5], (r,)
-        kw = dict(BLOCK=cc, num_warps=8 if cc >= 2048 else 4)
-
-        def check():
-            ref = torch.nn.functional.layer_norm(x.double(), (cc,), w.double(), b.double(), 1e-5)
-            return float((y.double() - ref).norm() / ref.norm())
+    import model_triton
+    kname, args, kw, grid, check, inits = FAMILIES[c["family"]].setup(g, c)
+    kern = getattr(model_triton, kname)
     ck = kern[grid](*args, **kw)
     md = ck.metadata
 
@@ -482,13 +282,13 @@ def held_batches(g, go):
 def launch_paths(g):
     """Launch overhead per path: single launch (events, idle stream) minus held-batch time, and
     the host's own time per launch call."""
-    import model_set_ptx as P
-    import model_set_triton as T
+    import cases_ptx as P
+    import model_triton as T
     from ptxgen.parse import parse_ptx
     from ptxgen.runtime.driver import bound_launch, load_kernel
     np, cuda = g.np, g.cuda
     a, b, c = g.randn(1024), g.randn(1024), g.empty(1024)
-    text, entry = P.KERNELS["empty"]
+    text, entry = P.HAND_WRITTEN["empty"]
     k = load_kernel(text, entry, parse_ptx(text).kernel(entry).params)
     raw = bound_launch(k, (1,), (32,), [])
     nk, _, _ = g.numba("empty3")
@@ -536,12 +336,7 @@ def collect(path, only=None):
                 python=platform.python_version(), numpy=np.__version__, torch=torch.__version__,
                 triton=triton.__version__, numba=numba.__version__,
                 timing="ptxgen.runtime.timing held batches, median of 5 (all 5 kept)",
-                held_families=sorted(HELD_FAMILIES), held2_families=sorted(HELD2_FAMILIES),
-                held3_families=sorted(HELD3_FAMILIES), held4_families=sorted(HELD4_FAMILIES),
-                held5_families=sorted(HELD5_FAMILIES), held6_families=sorted(HELD6_FAMILIES),
-                held7_families=sorted(HELD7_FAMILIES), held8_families=sorted(HELD8_FAMILIES),
-                held9_families=sorted(HELD9_FAMILIES), held10_families=sorted(HELD10_FAMILIES),
-                held11_families=sorted(HELD11_FAMILIES),
+                **{f"{s}_families": sorted(families(s)) for s in ("held", "held2", *BLIND)},
                 command="python benchmarks/model_set.py "
                 "collect $OUT/model_set.json")
     try:
@@ -594,7 +389,12 @@ def collect(path, only=None):
 if __name__ == "__main__":
     if len(sys.argv) in (3, 5) and sys.argv[1] == "collect":    # [--only SUBSTRING]
         sys.exit(collect(sys.argv[2], sys.argv[4] if len(sys.argv) == 5 else None))
+    if len(sys.argv) == 3 and sys.argv[1] == "save-triton":   # with Triton, no GPU needed
+        from model_common import save_triton_small
+        save_triton_small(sys.argv[2], sorted(f for f, fam in FAMILIES.items()
+                                              if fam.source == "triton" and fam.small))
+        sys.exit(0)
     for c in cases():
         print(f"{c['split']:5s} {c['source']:7s} {c['name']}")
-    counts = {s: sum(c["split"] == s for c in cases()) for s in ("held", "held2", "held3", *BLIND)}
+    counts = {s: sum(c["split"] == s for c in cases()) for s in ("held", "held2", *BLIND)}
     print(len(cases()), "cases;", ", ".join(f"{n} in {s}" for s, n in counts.items()))

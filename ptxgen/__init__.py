@@ -34,4 +34,5 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    # the lazy names too, as tab completion and help() look for them here
+    return sorted(set(globals()) | set(_LAZY) | {"epilogues"})

@@ -19,7 +19,7 @@ from ptxgen.errors import PtxgenError
 from ptxgen.ir.instr import instructions
 from ptxgen.ops import OPERATORS
 from ptxgen.parse import parse_ptx
-from ptxgen.toolchain import assemble, disassemble, have_tool, sass_instructions
+from ptxgen.toolchain import assemble, disassemble, sass_instructions
 from test_parse import independent_opcodes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -362,8 +362,7 @@ def test_cp_async_counts_copy_bytes():
 
 
 # -- SASS ----------------------------------------------------------------------------------------
-@pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                    reason="ptxas/nvdisasm not installed")
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("name,arch", [("hand_loops.ptx", "sm_80"), ("hand_loops.ptx", "sm_90"),
                                        ("numba_block_reduce_debug_sm90.ptx", "sm_90")])
 def test_sass_side_by_side(name, arch):

@@ -407,6 +407,18 @@ def test_importing_every_module_loads_no_numba():
     assert p.stdout.strip() == "[]", p.stdout
 
 
+def test_dir_lists_the_lazy_names_without_importing_them():
+    """dir(ptxgen) shows what `ptxgen.<tab>` can reach (kernel, emulate, …, every __all__
+    name), and listing them imports none of their modules."""
+    code = ("import sys, ptxgen\n"
+            "names = dir(ptxgen)\n"
+            "print(all(n in names for n in ptxgen.__all__), 'kernel' in names,\n"
+            "      'emulate' in names, 'ptxgen.emu' in sys.modules, 'torch' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.stdout.split() == ["True", "True", "True", "False", "False"], p.stderr[-500:]
+
+
 def test_the_parser_sees_function_level_imports():
     """The graph includes imports inside functions (the tuner loads the simulator lazily)."""
     edges = {(s, d) for s, d, _, _ in imports(ROOT)}

@@ -13,9 +13,6 @@ from ptxgen.ops.attention import Attention, attention_reference
 from ptxgen.schedule.attention import AttentionSchedule
 
 ARCH = "sm_90a"
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not found")
 
 
 def _emulated(op, shape, seed=None):
@@ -101,7 +98,7 @@ def test_bad_operator_arguments_are_one_line_errors():
         Attention(schedule=AttentionSchedule()).build(Attention().shape(), "sm_90")
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_assembles_with_hgmma_tma_and_no_spills(D, causal):

@@ -10,7 +10,6 @@ from ptxgen import toolchain
 from ptxgen.errors import PtxgenError
 from ptxgen.frontends import block as bk
 
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")
 NEG_INF = float("-inf")
@@ -82,7 +81,7 @@ BUILDS = [(vadd, dict(BLOCK=1024)), (vadd, dict(BLOCK=1024, hints={"n": 16})),
           (col_max, dict(BM=8, BN=512))]
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("case", range(len(BUILDS)))
 def test_assembles_without_spills(case, arch):
@@ -107,7 +106,7 @@ def test_unaligned_row_start_falls_back_to_scalar_accesses():
     assert softmax.ptx(BLOCK=1024, hints={"N": 4}).count("ld.global.v4.f32") == 2
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_vector_add_matches_the_library_kernel_in_sass():
     """The block vadd and the hand-built add operator both load with 128-bit LDGs."""
     asm = toolchain.assemble(vadd.ptx("sm_90", BLOCK=1024), "sm_90")
@@ -230,7 +229,7 @@ def matmul(A: bk.pointer, B: bk.pointer, C: bk.pointer, M: bk.int32, N: bk.int32
     bk.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_dot_lowers_to_the_sgemm_schedule(arch):
     _schedule()

@@ -33,7 +33,7 @@ def test_special_with_percent_is_normalized():
     assert a == b and "%tid.x;" in a and "%%" not in a
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 def test_special_with_percent_assembles():
     toolchain.assemble(ptxgen.emit_module(_tid_kernel("%tid.x")), "sm_90")
 

@@ -15,10 +15,8 @@ from ptxgen.emit import emit_module
 from ptxgen.ir import Instr
 from ptxgen.ir.verify import verify_module
 from ptxgen.parse import parse_ptx
-from ptxgen.toolchain import assemble, disassemble, have_tool
+from ptxgen.toolchain import assemble, disassemble
 
-needs_ptxas = pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 PLAN = Plan()
 TABLE = isa.load(DEFAULT_TARGET)
 
@@ -30,7 +28,7 @@ def _sass(module, arch):
     return disassemble(res.cubin)
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("chains,rounds", [(1, PLAN.mma_chain_ops), (1, 0),
                                            (PLAN.mma_tput_chains, PLAN.mma_tput_rounds)])
 def test_mma_kernels_keep_every_mma(chains, rounds):
@@ -39,7 +37,7 @@ def test_mma_kernels_keep_every_mma(chains, rounds):
     assert sass.count("HMMA.16816.F32.BF16") == chains * rounds
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("n", KT.WGMMA_NS)
 def test_wgmma_kernels_assemble_for_sm90a(n):
     arch = DEFAULT_ARCH_SPECIFIC_TARGET
@@ -124,7 +122,7 @@ def test_tensor_instructions_cost_by_their_class(tmp_path, cli):
     assert not acc & set(map(id, wg[1].timing_uses()))
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_emitted_gemm_is_tensor_bound(tmp_path, cli):
     ptx = _gemm_ptx(tmp_path, cli)
     rc, out, err = cli("simulate", "--arch", DEFAULT_ARCH_SPECIFIC_TARGET, "--json", "--grid",

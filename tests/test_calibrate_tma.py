@@ -18,10 +18,8 @@ from ptxgen.emu import emulate
 from ptxgen.ir import Instr
 from ptxgen.ir.verify import verify_module
 from ptxgen.parse import parse_ptx
-from ptxgen.toolchain import assemble, disassemble, have_tool
+from ptxgen.toolchain import assemble, disassemble
 
-needs_ptxas = pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 PLAN = Plan()
 TABLE = isa.load(DEFAULT_TARGET)
 BOX, BOXES = 16, 3          # small boxes for the emulator: 2 KB each, 3 distinct
@@ -63,7 +61,7 @@ def test_stream_keeps_every_slot_busy_before_waiting():
     assert seq == ["cp"] * 4 + ["wait", "cp"] * 6 + ["wait"] * 4
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_tma_kernels_assemble_with_one_copy_each():
     for m, n in ((KM.tma_latency(PLAN.tma_lat_reps, PLAN.tma_box_rows, PLAN.tma_boxes),
                   PLAN.tma_lat_reps),

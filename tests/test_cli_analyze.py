@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxgen.toolchain import have_tool
+
 from test_parse import independent_opcodes
 
 DATA = Path(__file__).resolve().parent / "data" / "ptx"
@@ -76,8 +76,7 @@ def test_missing_file_unknown_kernel_unknown_arch(cli):
     assert "sm_70" in line
 
 
-@pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                    reason="ptxas/nvdisasm not installed")
+@pytest.mark.needs_nvdisasm
 def test_sass_option(cli):
     rc, out, err = cli("analyze", str(DATA / "numba_saxpy_sm80.ptx"), "--sass", "--json")
     assert rc == 0, err

@@ -7,7 +7,6 @@ from ptxgen.ir import types as T
 from ptxgen.ir.verify import verify_module
 from ptxgen.ops import OPERATORS
 
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
 
 
 def scale_kernel():
@@ -120,7 +119,7 @@ def test_fully_unrolled_constant_loop_is_straight_line():
     assert text.count("ld.global.f32") == 3 and "bra" not in text
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("name", sorted(OPERATORS))
 def test_every_library_kernel_assembles(name, arch):
@@ -132,14 +131,14 @@ def test_every_library_kernel_assembles(name, arch):
         assert r.registers > 0 and r.spills == 0
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_golden_kernel_assembles(arch):
     asm = toolchain.assemble(emit_module(scale_kernel(), arch), arch)
     assert "scale" in asm.resources
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_ptxas_error_is_one_line():
     with pytest.raises(toolchain.ToolchainError) as e:
         toolchain.assemble(".version 7.8\n.target sm_90\n.address_size 64\n.entry k() { bogus; }",
@@ -147,7 +146,7 @@ def test_ptxas_error_is_one_line():
     assert "\n" not in str(e.value) and "ptxas rejected" in str(e.value)
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_sass_mix_counts_instructions():
     op = OPERATORS["saxpy"]
     asm = toolchain.assemble(emit_module(op.build(op.shape())), "sm_90")

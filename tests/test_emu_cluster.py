@@ -230,7 +230,7 @@ def test_warn_mode_reports_and_drops_a_bad_rank():
                 check="warn", verify=False)
 
 
-@pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
+@pytest.mark.needs_ptxas
 def test_builder_cluster_helpers_text_and_ptxas():
     m, b = _kernel("helpers", [Param("out", T.u64, ptr(T.u32))], (2, 1, 1))
     bar = b.address_of(b.shared("bar", T.b64, 1, align=8))

@@ -379,6 +379,64 @@ def test_block_sum_is_not_an_fma_chain():
     assert _dot([(t, -t), (t, -t / 2)], -1.0) == -1.0
 
 
+def _plain_block_dot(a, b, c, acc):
+    """The summation model of tensor_math written out directly: all products at once, then per
+    block of 16 the alignment to the largest exponent, truncation, exact sum and rounding."""
+    model = TM.MODEL if acc == "f32" else TM.MODEL_F16
+    prods = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]
+    pexp = TM._exponent(a)[..., :, None, :] + TM._exponent(np.swapaxes(b, -1, -2))[..., None, :, :]
+    pexp = np.where(prods == 0, TM._NONE, pexp)
+    d = c
+    for k0 in range(0, a.shape[-1], 16):
+        p = prods[..., k0:k0 + 16]
+        top = np.maximum(pexp[..., k0:k0 + 16].max(-1), TM._exponent(d))
+        shift = np.clip(top + 1 - model.width, -1100, 1100)
+        s = np.ldexp(np.trunc(np.ldexp(p, -shift[..., None])).sum(-1)
+                     + np.trunc(np.ldexp(d, -shift)), shift)
+        finite = np.isfinite(p).all(-1) & np.isfinite(d)
+        s = np.where(finite, s, p.sum(-1) + d)
+        d = (TM.fp.to_f32(s, "rz") if acc == "f32" else TM.fp.to_f16(s, "rn")).astype(np.float64)
+    return d
+
+
+@pytest.mark.parametrize("acc", ["f32", "f16"])
+def test_block_dot_bit_equal_to_the_plain_model(acc):
+    """block_dot's fast form (chunks, columns of B without a non-zero skipped) gives the plain
+    model's bits, over zeros of both signs, bf16 subnormals, huge values, inf, NaN and all-zero
+    columns of B (the padding of a ragged N)."""
+    rng = np.random.default_rng(26)
+    with np.errstate(all="ignore"):
+        for trial in range(24):
+            G, M, N, K = (int(rng.integers(1, 5)), 8 * int(rng.integers(1, 9)),
+                          8 * int(rng.integers(1, 17)), 16 * int(rng.integers(1, 4)))
+            a, b, c = (_special_values(rng, shape) for shape in ((G, M, K), (G, K, N), (G, M, N)))
+            b[..., rng.integers(0, N, N // 2)] = 0.0
+            if trial % 3 == 0:
+                b[..., :N // 3] = -0.0
+            if trial % 4 == 1:
+                a[0, 0, 0] = np.inf
+            if trial % 5 == 2:
+                b[0, 0, 1] = np.nan
+            c = (c.astype(np.float32) if acc == "f32" else c.astype(np.float16)).astype(float)
+            c[np.abs(c) > 1e30] = 0.0
+            got, want = TM.block_dot(a, b, c, acc), _plain_block_dot(a, b, c, acc)
+            same = (got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) &
+                                                                  np.isnan(want))
+            assert same.all(), (trial, np.argwhere(~same)[:3])
+
+
+def _special_values(rng, shape):
+    """bf16 values over a wide exponent range with +0, -0, subnormals and 2^127 among them."""
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-40, 40, shape)
+    x = x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    x = x.view(np.float32).astype(np.float64)
+    r = rng.random(shape)
+    x[r < 0.05], x[(r >= 0.05) & (r < 0.1)] = 0.0, -0.0
+    x[(r >= 0.1) & (r < 0.11)] = 3 * 2.0 ** -133                   # a bf16 subnormal
+    x[(r >= 0.11) & (r < 0.12)] = 2.0 ** 127
+    return x
+
+
 def test_tma_edges_bit_equal_to_the_h200():
     """Inputs and outputs of benchmarks/tensor_emu_vs_gpu.py's TMA cases on the H200
     (2026-12-01): loads over every edge, stores over the right and bottom edges (which write

@@ -14,13 +14,11 @@ from ptxgen.lift import lift_ptx
 from ptxgen.lift.names import identifier
 from ptxgen.names import short_name as demangle_base
 from ptxgen.parse import parse_ptx
-from ptxgen.toolchain import assemble, disassemble, have_tool
+from ptxgen.toolchain import assemble, disassemble
 
 DATA = Path(__file__).parent / "data" / "ptx"
 FILES = sorted(DATA.glob("*.ptx"))
 ROOT = Path(__file__).resolve().parents[1]
-needs_ptxas = pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 
 _ADDR = re.compile(r"/\*[0-9a-f]{4,}\*/")            # instruction addresses
 _ENC = re.compile(r"/\* 0x[0-9a-f]+ \*/")             # encodings (compared via the text)
@@ -49,7 +47,7 @@ def run_script(path):
     return p.stdout
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_lifted_script_assembles_to_the_same_sass(path, tmp_path):
     text = path.read_text()

@@ -16,9 +16,6 @@ from ptxgen.schedule import CANDIDATES
 
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 
 
 @needs_emu
@@ -116,7 +113,7 @@ def test_edge_split_launches_the_main_kernel_on_whole_tiles():
         [4095, 4096, 516, 4100, 4097, "ap", "bp", "c"]
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_packed_kernel_sass_has_wide_loads_and_no_spills():
     op = Matmul(pack=True)
     shape = {"M": 4095, "N": 4097, "K": 513}

@@ -15,9 +15,6 @@ from ptxgen.ops.tensor_path import uses_mma_sync
 from ptxgen.schedule.attention import AttentionSchedule
 from ptxgen.schedule.mma_attention import MmaAttentionSchedule
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not found")
 
 
 @pytest.mark.parametrize("fields, D, words", [
@@ -83,7 +80,7 @@ def test_cli_runs_the_sm80_path_on_the_emulator(cli):
     assert rc == 0 and ".target sm_80" in out and "mma.sync" in out, err
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])

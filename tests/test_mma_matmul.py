@@ -15,9 +15,6 @@ from ptxgen.ops.tensor_path import uses_mma_sync
 from ptxgen.schedule.mma_matmul import MmaMatmulSchedule, default_mma_schedule
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not found")
 # 2 warps, 32 x 32 tiles: small enough that the odd shapes below span several CTAs in both
 # directions and several K steps (the pipeline's slots wrap), and the emulator stays quick
 SMALL = MmaMatmulSchedule(BM=32, BN=32, warps_m=2, warps_n=1, stages=2, group_m=2)
@@ -118,7 +115,7 @@ def test_cli_runs_the_sm80_path_on_the_emulator(cli):
     assert rc == 0 and ".target sm_86" in out and "m16n8k8.row.col.f32.tf32.tf32" in out, err
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype, out", [("bf16", "f32"), ("bf16", "bf16"), ("f16", "f32"),
                                         ("tf32", "f32")])

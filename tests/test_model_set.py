@@ -1,18 +1,23 @@
 """The simulator against H200 measurements of kernels ptxgen did not write
 (docs/data/model_set_2026-12-01b.json, benchmarks/model_set.py): a few fitting cases that each
 exercise one part of the model stay within the error MODEL.md reports for them."""
+import hashlib
 import importlib.util
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
+
+import cases_numba as CN
+import cases_ptx as CP
+import cases_triton as CT
+from model_common import (FAMILIES, HostArrays, emulate, emulate_numba, emulate_ptx,
+                          emulate_triton)
 from model_data import measured_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "model_set_2026-12-01b.json"
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +58,7 @@ def test_the_split_was_fixed_before_fitting(cases):
     import model_set
     held = {c["name"] for c in model_set.cases() if c["split"] == "held"}
     assert held == {n for n, c in cases.items() if c["split"] == "held"}
-    assert len(held) >= 15 and all(cases[n]["family"] in model_set.HELD_FAMILIES for n in held)
+    assert len(held) >= 15 and all(model_set.SPLITS[cases[n]["family"]] == "held" for n in held)
     held2 = {c["name"] for c in model_set.cases() if c["split"] == "held2"}
     assert held2 == {n for n, c in cases.items() if c["split"] == "held2"}
     assert len({cases[n]["family"] for n in held2}) >= 8
@@ -83,45 +88,21 @@ def test_held_group_is_fresh_and_of_new_kinds(cases, split, min_cases, min_kinds
     assert len(names) == len(set(names))
 
 
-def _module(split):
-    import model_set_held3 as H3
-    import model_set_held4 as H4
-    import model_set_held5 as H5
-    import model_set_held6 as H6
-    import model_set_held7 as H7
-    import model_set_held8 as H8
-    import model_set_held9 as H9
-    import model_set_held10 as H10
-    import model_set_held11 as H11
-    return {"held3": H3, "held4": H4, "held5": H5, "held6": H6, "held7": H7, "held8": H8,
-            "held9": H9, "held10": H10, "held11": H11}[split]
+def _numba_kernel(fam):
+    import model_numba
+    return model_numba.KERNELS[fam]
 
 
-def _numba_kernels(split):
-    import model_set_held4_numba as N4
-    import model_set_held5_numba as N5
-    import model_set_held6_numba as N6
-    import model_set_held7_numba as N7
-    import model_set_held8_numba as N8
-    import model_set_held9_numba as N9
-    import model_set_held10_numba as N10
-    import model_set_held11_numba as N11
-    import model_set_numba as N
-    return {"held4": N4, "held5": N5, "held6": N6, "held7": N7, "held8": N8,
-            "held9": N9, "held10": N10, "held11": N11}.get(split, N).KERNELS
-
-
-def _saved_triton(split, fam):
-    with open(os.path.join(ROOT, "tests", "data", f"model_set_{split}_triton.json")) as f:
+def _saved_triton(fam):
+    with open(os.path.join(ROOT, "tests", "data", "model_set_triton_small.json")) as f:
         return json.load(f)[fam]
 
 
 def _small(split, source):
-    seen = {}
-    for fam, src, _size, kw in _module(split).cases():
-        if src == source:
-            seen.setdefault(fam, _module(split).small(dict(family=fam, **kw)))
-    return [(split, fam, c) for fam, c in sorted(seen.items())]
+    """(split, family, small case) of a blind group's families of one front end."""
+    import model_set
+    return [(split, f, FAMILIES[f].small_case()) for f in sorted(model_set.families(split))
+            if FAMILIES[f].source == source]
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held3", "numba") + _small("held4", "numba")
@@ -134,11 +115,10 @@ def test_held_numba_kernel_compiles_and_is_right(split, fam, case):
     """NVVM compiles the kernel for sm_90 on the CPU; the emulator runs the very launch the GPU
     collect makes (same argument builder), at a small size, against a float64 reference."""
     cuda = pytest.importorskip("numba.cuda")
-    H = _module(split)
-    fn, sig = _numba_kernels(split)[fam]
+    fn, sig = _numba_kernel(fam)
     ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
     assert ".entry" in ptx
-    assert H.emulate_numba(case, ptx) <= getattr(H, "TOLERANCE", {}).get(fam, 1e-5)
+    assert emulate_numba(case, ptx) <= FAMILIES[fam].limit
 
 
 @pytest.mark.parametrize("split", ["held3", "held4", "held5", "held6", "held7", "held8",
@@ -147,18 +127,19 @@ def test_held_triton_kernels_compile_and_are_right(split):
     """Triton's PTX of the small cases (tests/data/model_set_<split>_triton.json, written by
     `model_set_<split>.py save-triton` without a GPU) on the emulator with the collect's launch;
     where Triton is installed, the kernels compile for sm_90 at the collect's sizes too."""
-    H = _module(split)
-    with open(os.path.join(ROOT, "tests", "data", f"model_set_{split}_triton.json")) as f:
-        saved = json.load(f)
-    assert set(saved) == H.TRITON_FAMILIES
-    for fam, s in saved.items():
-        assert s["case"] == H.small(dict(s["case"])), fam      # the sizes small() gives now
-        assert H.emulate_triton(s) <= getattr(H, "TOLERANCE", {}).get(fam, 1e-5), fam
+    import model_set
+    from model_common import compile_triton
+    fams = {f for f in model_set.families(split) if FAMILIES[f].source == "triton"}
+    for fam in sorted(fams):
+        s = _saved_triton(fam)
+        want = {k: v for k, v in FAMILIES[fam].small_case().items() if k not in ("source", "size")}
+        assert s["case"] == want, fam                           # the sizes the record gives now
+        assert emulate_triton(s) <= FAMILIES[fam].limit, fam
     if importlib.util.find_spec("triton") is None:
         return
-    for fam, src, _size, kw in H.cases():
-        if src == "triton":
-            assert ".entry" in H.compile_triton(dict(family=fam, **kw)).asm["ptx"]
+    for fam in sorted(fams):
+        for c in FAMILIES[fam].cases():
+            assert ".entry" in compile_triton(c).asm["ptx"]
 
 
 @pytest.mark.parametrize("split,fam,case", _small("held4", "ptx") + _small("held5", "ptx")
@@ -170,10 +151,9 @@ def test_held_ptx_kernel_assembles_and_is_right(split, fam, case):
     """The Builder-made PTX passes ptxas for sm_90 (where ptxas is found) and is right on the
     emulator with the collect's launch at a small size (exact integer or float results)."""
     from ptxgen.toolchain import assemble, have_tool
-    H = _module(split)
     if have_tool("ptxas"):
-        assert assemble(H.ptx_kernel(fam)[0], "sm_90").cubin
-    assert H.emulate_ptx(case) <= getattr(H, "TOLERANCE", {}).get(fam, 0.0)
+        assert assemble(FAMILIES[fam].kernel(case)[0], "sm_90").cubin
+    assert emulate_ptx(case) <= FAMILIES[fam].limit
 
 
 _GROUPS = [_small(split, source) for split in ("held4", "held5", "held6", "held7", "held8",
@@ -214,31 +194,29 @@ def test_held_gpu_side_arguments_and_checks(split, fam, case):
     """The torch path the GPU collect takes (its checks slice torch tensors) gives the same
     verdict as the numpy path: the tensors' memory is handed to the emulator."""
     torch = pytest.importorskip("torch")
-    from model_set_held3 import _emulate
     from ptxgen.emu import numba_array_args
     from ptxgen.parse import parse_ptx
-    H = _module(split)
-    g = _TorchHost(torch)
-    if fam in H.NUMBA_FAMILIES:
+    g, source = _TorchHost(torch), FAMILIES[fam].source
+    if source == "numba":
         cuda = pytest.importorskip("numba.cuda")
-        args, grid, block, check, _inits = H.numba_case(g, case)
-        ptx, _ = cuda.compile_ptx(*_numba_kernels(split)[fam], cc=(9, 0))
+        args, grid, block, check, _inits = FAMILIES[fam].setup(g, case)
+        ptx, _ = cuda.compile_ptx(*_numba_kernel(fam), cc=(9, 0))
         flat = []
         for a in args:
             flat += numba_array_args(a.numpy()) if hasattr(a, "numpy") else [a]
-        err = _emulate(parse_ptx(ptx), None, grid, block, flat, 0, check)
-    elif fam in H.PTX_FAMILIES:
-        args, grid, block, check, _inits = H.ptx_case(g, case)
-        text, entry = H.ptx_kernel(fam)
+        err = emulate(parse_ptx(ptx), None, grid, block, flat, 0, check)
+    elif source == "ptx":
+        args, grid, block, check, _inits = FAMILIES[fam].setup(g, case)
+        text, entry = FAMILIES[fam].kernel(case)
         flat = [a.numpy() if hasattr(a, "numpy") else a for a in args]
-        err = _emulate(parse_ptx(text), entry, grid, block, flat, 0, check)
+        err = emulate(parse_ptx(text), entry, grid, block, flat, 0, check)
     else:
-        s = _saved_triton(split, fam)
-        _k, args, _kw, grid, check, _inits = H.triton_case(g, s["case"])
+        s = _saved_triton(fam)
+        _k, args, _kw, grid, check, _inits = FAMILIES[fam].setup(g, s["case"])
         flat = [a.numpy() if hasattr(a, "numpy") else a for a in args] + [0, 0]
-        err = _emulate(parse_ptx(s["ptx"]), s["entry"], grid, 32 * s["warps"], flat,
+        err = emulate(parse_ptx(s["ptx"]), s["entry"], grid, 32 * s["warps"], flat,
                        s["shared"], check)
-    assert err <= H.TOLERANCE.get(fam, 1e-5)
+    assert err <= FAMILIES[fam].limit
 
 
 def _desc(a, init=None):
@@ -257,20 +235,18 @@ def test_held_arguments_fit_the_kernels_parameters(split, fam, case):
     is built here, nothing is simulated (held4 .. held10 stay blind)."""
     import model_eval
     from ptxgen.parse import parse_ptx
-    H = _module(split)
-    from model_set_held3 import HostArrays
     g = HostArrays(4)
-    if fam in H.NUMBA_FAMILIES:
+    if FAMILIES[fam].source == "numba":
         cuda = pytest.importorskip("numba.cuda")
-        args, _grid, _block, _check, inits = H.numba_case(g, case)
-        text, entry, source = (cuda.compile_ptx(*_numba_kernels(split)[fam], cc=(9, 0))[0],
+        args, _grid, _block, _check, inits = FAMILIES[fam].setup(g, case)
+        text, entry, source = (cuda.compile_ptx(*_numba_kernel(fam), cc=(9, 0))[0],
                                None, "numba")
-    elif fam in H.PTX_FAMILIES:
-        args, _grid, _block, _check, inits = H.ptx_case(g, case)
-        (text, entry), source = H.ptx_kernel(fam), "ptx"
+    elif FAMILIES[fam].source == "ptx":
+        args, _grid, _block, _check, inits = FAMILIES[fam].setup(g, case)
+        (text, entry), source = FAMILIES[fam].kernel(case), "ptx"
     else:
-        s = _saved_triton(split, fam)
-        _k, args, _kw, _grid, _check, inits = H.triton_case(g, s["case"])
+        s = _saved_triton(fam)
+        _k, args, _kw, _grid, _check, inits = FAMILIES[fam].setup(g, s["case"])
         text, entry, source = s["ptx"], s["entry"], "triton"
     module = parse_ptx(text)
     kernel = module.kernel(entry) if entry else module.entries[0]
@@ -301,10 +277,9 @@ def test_index_arrays_the_model_redraws():
 def _held7_outputs(fam, args):
     """(output array, its right values, an index inside the check's slice) of a held7 case:
     numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
-    import model_set_held7 as H7
     f8 = [np.asarray(a, np.float64) if isinstance(a, np.ndarray) else a for a in args]
     if fam == "life_u8":
-        return args[1], H7.life_ref(args[0]), (63, 5)
+        return args[1], CN.life_ref(args[0]), (63, 5)
     if fam == "bsearch_keys":
         return args[2], np.searchsorted(args[0], args[1]), 65535
     if fam == "rownorm_f64":
@@ -325,17 +300,17 @@ def _held7_outputs(fam, args):
     if fam == "triton_transpose_add":
         return args[2], f8[0] + f8[1].T, (79, 0)
     if fam == "ptx_splitmix64":
-        return args[2], H7.splitmix_ref(len(args[2])).view(np.int64), 65535
+        return args[2], CP.splitmix_ref(len(args[2])).view(np.int64), 65535
     if fam == "ptx_tanh_ex2":
         return args[2], np.tanh(f8[1]) + np.exp2(f8[1]), (1 << 20) - 1
     return args[4], args[1] * f8[2] + f8[3], (1 << 20) - 1            # ptx_axpy_v2f64
 
 
-@pytest.mark.parametrize("fam", sorted(__import__("model_set_held7").FAMILIES))
+@pytest.mark.parametrize("fam", sorted(f for f, s in __import__("model_set").SPLITS.items()
+                                        if s == "held7"))
 def test_held7_checks_on_outputs_past_their_slice(fam):
     """Each held7 check on a case larger than the slice it checks (the emulated sizes are
     smaller): the right output passes, one wrong element at the slice's far end fails."""
-    import model_set_held7 as H7
     c = dict(family=fam, **{
         "life_u8": dict(m=80), "bsearch_keys": dict(table=5000, n=70_000),
         "rownorm_f64": dict(rows=70, cols=50), "bitmap_dot": dict(words=70_000),
@@ -344,20 +319,18 @@ def test_held7_checks_on_outputs_past_their_slice(fam):
         "triton_transpose_add": dict(rows=90, cols=40),
         "ptx_splitmix64": dict(n=70_000), "ptx_tanh_ex2": dict(n=(1 << 20) + 8),
         "ptx_axpy_v2f64": dict(n=(1 << 20) + 6)}[fam])
-    _check_past_slice(H7, c, _held7_outputs, H7.TOLERANCE.get(fam, 1e-5))
+    _check_past_slice(c, _held7_outputs, FAMILIES[fam].limit)
 
 
-def _check_past_slice(H, c, outputs, tol):
-    """Case c of group module H built on host arrays; `outputs` (family, args) gives the output
+def _check_past_slice(c, outputs, tol):
+    """Case c built on host arrays; `outputs` (family, args) gives the output
     array, its right values and an index inside the check's slice: the right output passes the
     check within tol, one wrong element at that index fails it."""
-    from model_set_held3 import HostArrays
     fam, g = c["family"], HostArrays(5)
-    if fam in H.TRITON_FAMILIES:
-        _k, args, _kw, _grid, check, _inits = H.triton_case(g, c)
+    if FAMILIES[fam].source == "triton":
+        _k, args, _kw, _grid, check, _inits = FAMILIES[fam].setup(g, c)
     else:
-        build = H.numba_case if fam in H.NUMBA_FAMILIES else H.ptx_case
-        args, _grid, _block, check, _inits = build(g, c)
+        args, _grid, _block, check, _inits = FAMILIES[fam].setup(g, c)
     out, ref, at = outputs(fam, args)
     out[...] = ref
     assert check() <= tol
@@ -368,13 +341,12 @@ def _check_past_slice(H, c, outputs, tol):
 def _held8_outputs(fam, args):
     """(output array, its right values, an index inside the check's slice) of a held8 case:
     numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
-    import model_set_held8 as H8
-    import model_set_held8_numba as N8
     f8 = [np.asarray(a, np.float64) if isinstance(a, np.ndarray) else a for a in args]
     if fam == "xform_points_aos":
         return args[2], f8[1] @ f8[0].T, (65535, 2)
     if fam == "box_rows_running":
-        return args[1], H8.box_ref(args[0], N8.RADIUS), (159, 0)
+        import model_numba as MN
+        return args[1], CN.box_ref(args[0], MN.RADIUS), (159, 0)
     if fam == "lut_u8":
         return args[2], args[1][args[0].astype(np.int64)], (1 << 20) - 1
     if fam == "triton_scale_bias_relu":
@@ -385,60 +357,58 @@ def _held8_outputs(fam, args):
         a, b = f8[0], f8[1]
         return args[2], (a * b).sum(1) / np.sqrt((a * a).sum(1) * (b * b).sum(1)), 255
     if fam == "ptx_quarter_round":
-        return args[2], H8.quarter_round_ref(args[1]), (4 << 16) - 1
+        return args[2], CP.quarter_round_ref(args[1]), (4 << 16) - 1
     if fam == "ptx_byte_bins":
-        return args[2], H8.byte_bins_ref(args[1]), (4 << 16) - 1
-    return args[2], H8.round_sat_ref(args[1]), (1 << 20) - 1            # ptx_round_sat
+        return args[2], CP.byte_bins_ref(args[1]), (4 << 16) - 1
+    return args[2], CP.round_sat_ref(args[1]), (1 << 20) - 1            # ptx_round_sat
 
 
-@pytest.mark.parametrize("fam", sorted(__import__("model_set_held8").FAMILIES))
+@pytest.mark.parametrize("fam", sorted(f for f, s in __import__("model_set").SPLITS.items()
+                                        if s == "held8"))
 def test_held8_checks_on_outputs_past_their_slice(fam):
     """Each held8 check on a case larger than the slice it checks (the emulated sizes are
     smaller): the right output passes, one wrong element at the slice's far end fails."""
-    import model_set_held8 as H8
     c = dict(family=fam, **{
         "xform_points_aos": dict(n=70_000), "box_rows_running": dict(rows=170, cols=40),
         "lut_u8": dict(n=(1 << 20) + 9), "triton_scale_bias_relu": dict(rows=90, cols=50),
         "triton_top2": dict(rows=70, cols=30), "triton_cosine_rows": dict(rows=300, dim=20),
         "ptx_quarter_round": dict(n4=(1 << 16) + 7), "ptx_round_sat": dict(n=(1 << 20) + 5),
         "ptx_byte_bins": dict(n4=(1 << 16) + 3)}[fam])
-    _check_past_slice(H8, c, _held8_outputs,
-                      H8.TOLERANCE.get(fam, 0.0 if fam in H8.PTX_FAMILIES else 1e-5))
+    _check_past_slice(c, _held8_outputs, FAMILIES[fam].limit)
 
 
 def _held9_outputs(fam, args):
     """(output array, its right values, an index inside the check's slice) of a held9 case:
     numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
-    import model_set_held9 as H9
     if fam == "tridiag_thomas":
-        return args[5], H9.thomas_ref(*args[:4]), (0, 255)
+        return args[5], CN.thomas_ref(*args[:4]), (0, 255)
     if fam == "edit_distance_local":
-        return args[2], H9.edit_ref(args[0], args[1]), 4095
+        return args[2], CN.edit_ref(args[0], args[1]), 4095
     if fam == "bitrev_rows":
-        return args[1], args[0][:, H9.bitrev_index(args[2])], (63, 1)
+        return args[1], args[0][:, CN.bitrev_index(args[2])], (63, 1)
     if fam == "im2col3x3":
-        return args[1], H9.im2col_ref(args[0]), (35, 0)
+        return args[1], CN.im2col_ref(args[0]), (35, 0)
     if fam == "triton_group_norm":
-        return args[3], H9.group_norm_ref(args[0], args[1], args[2], args[6], args[7]), \
+        return args[3], CT.group_norm_ref(args[0], args[1], args[2], args[6], args[7]), \
             (0, args[4] - 1, 0)
     if fam == "triton_bce_fused":
-        grad, loss = H9.bce_ref(args[0], args[1])
+        grad, loss = CT.bce_ref(args[0], args[1])
         args[3][:] = np.add.reduceat(loss, np.arange(0, args[4], 1024))
         return args[2], grad * args[5], (1 << 20) - 1
     if fam == "triton_decode_gqa":
-        return args[3], H9.attn_ref(args[0], args[1], args[2], H9.GROUP), (2 * H9.GROUP - 1, 0)
+        return args[3], CT.attn_ref(args[0], args[1], args[2], CT.GROUP), (2 * CT.GROUP - 1, 0)
     if fam == "ptx_tanimoto":
-        return args[3], H9.tanimoto_ref(args[1], args[2]), (1 << 16) - 1
+        return args[3], CP.tanimoto_ref(args[1], args[2]), (1 << 16) - 1
     if fam == "ptx_modinv_fermat":
-        return args[2], H9.modinv_ref(args[1]), (1 << 16) - 1
-    return args[3], H9.seg_scan_ref(args[1], args[2]), (1 << 20) - 1    # ptx_seg_scan_warp
+        return args[2], CP.modinv_ref(args[1]), (1 << 16) - 1
+    return args[3], CP.seg_scan_ref(args[1], args[2]), (1 << 20) - 1    # ptx_seg_scan_warp
 
 
-@pytest.mark.parametrize("fam", sorted(__import__("model_set_held9").FAMILIES))
+@pytest.mark.parametrize("fam", sorted(f for f, s in __import__("model_set").SPLITS.items()
+                                        if s == "held9"))
 def test_held9_checks_on_outputs_past_their_slice(fam):
     """Each held9 check on a case larger than the slice it checks (the emulated sizes are
     smaller): the right output passes, one wrong element at the slice's far end fails."""
-    import model_set_held9 as H9
     c = dict(family=fam, **{
         "tridiag_thomas": dict(m=7, systems=300), "edit_distance_local": dict(n=4100, l=5),
         "bitrev_rows": dict(rows=70, bits=5), "im2col3x3": dict(c=5, h=4, w=6),
@@ -447,41 +417,39 @@ def test_held9_checks_on_outputs_past_their_slice(fam):
         "triton_decode_gqa": dict(kvh=3, s=20),
         "ptx_tanimoto": dict(n=(1 << 16) + 5), "ptx_modinv_fermat": dict(n=(1 << 16) + 3),
         "ptx_seg_scan_warp": dict(n=(1 << 20) + 9)}[fam])
-    _check_past_slice(H9, c, _held9_outputs,
-                      H9.TOLERANCE.get(fam, 0.0 if fam in H9.PTX_FAMILIES else 1e-5))
+    _check_past_slice(c, _held9_outputs, FAMILIES[fam].limit)
 
 
 def _held10_outputs(fam, args):
     """(output array, its right values, an index inside the check's slice) of a held10 case:
     numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
-    import model_set_held10 as H10
     if fam == "floyd_warshall_k":
         d, k = args[0], args[2]
         return args[1], np.minimum(d, d[:, k:k + 1] + d[k:k + 1]), (63, 0)
     if fam == "nv12_to_rgb":
-        return args[2], H10.nv12_ref(args[0], args[1]), (63, 1, 2)
+        return args[2], CN.nv12_ref(args[0], args[1]), (63, 1, 2)
     if fam == "black_scholes":
-        call, put = H10.black_scholes_ref(*args[:3])
+        call, put = CN.black_scholes_ref(*args[:3])
         args[6][:] = put
         return args[5], call, (1 << 16) - 1
     if fam == "triton_layernorm_bwd":
-        return args[5], H10.layernorm_bwd_ref(*args[:5]), (63, 0)
+        return args[5], CT.layernorm_bwd_ref(*args[:5]), (63, 0)
     if fam == "triton_cumsum_rows":
         return args[1], np.cumsum(np.asarray(args[0], np.float64), 1), (63, 0)
     if fam == "triton_causal_dwconv":
-        return args[3], H10.dwconv_ref(*args[:3]), (0, 7, 0)
+        return args[3], CT.dwconv_ref(*args[:3]), (0, 7, 0)
     if fam == "ptx_rgb10a2_unpack":
-        return args[2], H10.rgb10a2_ref(args[1]), ((1 << 20) - 1, 3)
+        return args[2], CP.rgb10a2_ref(args[1]), ((1 << 20) - 1, 3)
     if fam == "ptx_sad_match":
-        return args[3], H10.sad_match_ref(args[1], args[2]), (1 << 16) - 1
+        return args[3], CP.sad_match_ref(args[1], args[2]), (1 << 16) - 1
     return args[2], np.bincount(args[1], minlength=len(args[2])), len(args[2]) - 1
 
 
-@pytest.mark.parametrize("fam", sorted(__import__("model_set_held10").FAMILIES))
+@pytest.mark.parametrize("fam", sorted(f for f, s in __import__("model_set").SPLITS.items()
+                                        if s == "held10"))
 def test_held10_checks_on_outputs_past_their_slice(fam):
     """Each held10 check on a case larger than the slice it checks (the emulated sizes are
     smaller): the right output passes, one wrong element at the slice's far end fails."""
-    import model_set_held10 as H10
     c = dict(family=fam, **{
         "floyd_warshall_k": dict(n=70, k=66), "nv12_to_rgb": dict(h=70, w=12),
         "black_scholes": dict(n=(1 << 16) + 5),
@@ -490,47 +458,45 @@ def test_held10_checks_on_outputs_past_their_slice(fam):
         "triton_causal_dwconv": dict(b=2, c=9, l=30),
         "ptx_rgb10a2_unpack": dict(n=(1 << 20) + 3), "ptx_sad_match": dict(n=(1 << 16) + 7),
         "ptx_match_hist": dict(n=5000)}[fam])
-    _check_past_slice(H10, c, _held10_outputs,
-                      H10.TOLERANCE.get(fam, 0.0 if fam in H10.PTX_FAMILIES else 1e-5))
+    _check_past_slice(c, _held10_outputs, FAMILIES[fam].limit)
 
 
 
 def _held11_outputs(fam, args):
     """(output array, its right values, an index inside the check's slice) of a held11 case:
     numpy's float64 (or exact integer) stand-in for the kernel over the whole output."""
-    import model_set_held11 as H11
     if fam == "lif_step":
-        rv, args[4][:], args[5][:], judged = H11.lif_ref(*args[:3])
+        rv, args[4][:], args[5][:], judged = CN.lif_ref(*args[:3])
         return args[3], rv, np.flatnonzero(judged[:1 << 16])[-1]
     if fam == "cic_deposit":
         dens = args[3]
-        return dens, H11.cic_ref(*args[:3], *dens.shape), (dens.shape[0] - 1, 0)
+        return dens, CN.cic_ref(*args[:3], *dens.shape), (dens.shape[0] - 1, 0)
     if fam == "haversine":
-        return args[4], H11.haversine_ref(*args[:4]), (1 << 16) - 1
+        return args[4], CN.haversine_ref(*args[:4]), (1 << 16) - 1
     if fam == "triton_swiglu_f16":
-        return args[1], H11.swiglu_ref(args[0]), (63, 0)
+        return args[1], CT.swiglu_ref(args[0]), (63, 0)
     if fam == "triton_kl_div_rows":
-        return args[2], H11.kl_rows_ref(args[0], args[1]), 255
+        return args[2], CT.kl_rows_ref(args[0], args[1]), 255
     if fam == "triton_paged_kv_write":
         key, val, kc, vc, slot, d = args
         ref = kc.copy()
         ref.reshape(-1, d)[slot] = key
         vc.reshape(-1, d)[slot] = val
-        return kc, ref, (*divmod(int(slot[63]), H11.KV_BS), d - 1)
+        return kc, ref, (*divmod(int(slot[63]), CT.KV_BS), d - 1)
     if fam == "ptx_crc32c":
         rec = np.asarray(args[1], np.int32).view(np.uint8).reshape(len(args[2]), -1)
-        return args[2], H11.crc32c_ref(rec).view(np.int32), (1 << 16) - 1
+        return args[2], CP.crc32c_ref(rec).view(np.int32), (1 << 16) - 1
     if fam == "ptx_morton3d":
-        return args[4], H11.morton_ref(args[3]).view(np.int32), (1 << 20) - 1
+        return args[4], CP.morton_ref(args[3]).view(np.int32), (1 << 20) - 1
     x = np.asarray(args[1], np.float64)
     return args[2], x / np.sqrt((x * x).sum(1, keepdims=True) + 1e-12), (4095, 127)
 
 
-@pytest.mark.parametrize("fam", sorted(__import__("model_set_held11").FAMILIES))
+@pytest.mark.parametrize("fam", sorted(f for f, s in __import__("model_set").SPLITS.items()
+                                        if s == "held11"))
 def test_held11_checks_on_outputs_past_their_slice(fam):
     """Each held11 check on a case larger than the slice it checks (the emulated sizes are
     smaller): the right output passes, one wrong element at the slice's far end fails."""
-    import model_set_held11 as H11
     c = dict(family=fam, **{
         "lif_step": dict(n=(1 << 16) + 5), "cic_deposit": dict(n=3001, ny=13, nx=17),
         "haversine": dict(n=(1 << 16) + 3),
@@ -539,34 +505,20 @@ def test_held11_checks_on_outputs_past_their_slice(fam):
         "triton_paged_kv_write": dict(tokens=70, d=24),
         "ptx_crc32c": dict(n=(1 << 16) + 7), "ptx_morton3d": dict(n=(1 << 20) + 3),
         "ptx_warp_l2norm": dict(n=4100)}[fam])
-    _check_past_slice(H11, c, _held11_outputs,
-                      H11.TOLERANCE.get(fam, 0.0 if fam in H11.PTX_FAMILIES else 1e-5))
-
-def _fit10a_small():
-    import model_set_fit_l1 as F
-    seen = {}
-    for fam, _src, size, kw in F.cases():
-        seen.setdefault((fam, kw.get("k"), kw.get("lanes")), F.small(dict(family=fam, **kw)))
-    return list(seen.values())
+    _check_past_slice(c, _held11_outputs, FAMILIES[fam].limit)
 
 
-@pytest.mark.parametrize("case", _fit10a_small(),
-                         ids=lambda c: f"{c['family']}-{c.get('k', c.get('lanes'))}")
-def test_fit10a_kernel_assembles_and_is_right(case):
-    """Round sim10a's fitting kernels (thin stores after a load, generic stores, loads over many
-    lines) pass ptxas for sm_90 where it is found and are right on the emulator with the
-    collect's launch at a small size (stores exact; sums to float32 rounding)."""
-    import model_set_fit_l1 as F
-    from ptxgen.toolchain import assemble, have_tool
-    text, entry = F.ptx_kernel(case["family"], case)
-    assert entry in text
-    if have_tool("ptxas"):
-        assert assemble(text, "sm_90").cubin
-    assert F.emulate_ptx(case) <= F.TOLERANCE.get(case["family"], 0.0)
-
-
-def test_fit10a_cases_are_fitting_cases_named_apart():
+def test_the_case_list_is_the_measured_one():
+    """The collect enumerates the very cases, in the very order, of the recorded list
+    (tests/data/model_set_cases.json: the names, sizes, front ends, splits and parameters the
+    stored measurements are keyed by); the PTX families' kernels are byte-identical."""
     import model_set
-    fit = [c for c in model_set.cases() if c["family"].startswith("fit10a_")]
-    assert len(fit) == 34 and {c["split"] for c in fit} == {"fit"}
-    assert all(sum(d["family"] == c["family"] for d in fit) >= 2 for c in fit)
+    with open(os.path.join(ROOT, "tests", "data", "model_set_cases.json")) as f:
+        want = json.load(f)
+    got = [{k: list(v) if isinstance(v, tuple) else v for k, v in c.items()}
+           for c in model_set.cases()]
+    assert got == want["cases"]
+    for c in model_set.cases():
+        if c["source"] == "ptx":
+            text, entry = FAMILIES[c["family"]].kernel(c)
+            assert [entry, hashlib.sha256(text.encode()).hexdigest()] == want["ptx"][c["name"]]

@@ -17,7 +17,7 @@ from ptxgen.parse import parse_ptx
 from ptxgen.parse.opcodes import PTX_OPCODES
 from ptxgen.reorder.deps import access
 from ptxgen.sim import program as simprog
-from ptxgen.toolchain import ToolchainError, assemble, have_tool
+from ptxgen.toolchain import ToolchainError, assemble
 
 R = [Reg(f"%r{i}", T.b32) for i in range(8)]
 F = [Reg(f"%f{i}", T.f32) for i in range(8)]
@@ -286,7 +286,7 @@ def _snippet(line, version="8.0", target="sm_90a"):
 }}""")
 
 
-@pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("feature,line", NEEDS, ids=[n for n, _ in NEEDS])
 def test_versions_and_targets_agree_with_ptxas(feature, line):
     ptx, target = emit_requirement(feature)

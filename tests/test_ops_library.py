@@ -16,7 +16,6 @@ from ptxgen.ops.softmax import Softmax
 from ptxgen.ops.transpose import Transpose
 
 NEW = ("add", "scale", "transpose", "row_reduce", "row_max", "softmax")
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")
 
@@ -49,7 +48,7 @@ def test_registered():
     assert {"saxpy", "matmul"} <= set(OPERATORS)
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("case", range(len(ASSEMBLE)))
 def test_assembles_without_spills(case, arch):
@@ -59,7 +58,7 @@ def test_assembles_without_spills(case, arch):
         assert r.registers > 0 and r.spills == 0 and r.stack_bytes == 0, (op.name, dims, r)
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_vector_widths_reach_sass():
     """v4 is the default (128-bit LDG/STG), v2 gives 64-bit and v1 32-bit accesses."""
     widths = {}
@@ -72,7 +71,7 @@ def test_vector_widths_reach_sass():
     assert not ({"64", "128"} & widths[1])
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_transpose_padding_sets_the_tile_pitch():
     pad = emit_module(Transpose(tile=32, block_rows=4, vec=1, pad=1).build({"M": 64, "N": 64}))
     nopad = emit_module(Transpose(tile=32, block_rows=4, pad=0).build({"M": 64, "N": 64}))

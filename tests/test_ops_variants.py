@@ -17,9 +17,6 @@ from ptxgen.ir.verify import verify_module
 from ptxgen.ops.reduce import RowReduce
 from ptxgen.ops.transpose import Transpose
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")
 
@@ -68,7 +65,7 @@ def _resources(op, dims, arch):
     return asm, asm.resources[op.kernel_name()]
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("op", T_VARIANTS + R_VARIANTS, ids=_label)
 def test_variants_assemble_without_spills(op, arch):
@@ -123,7 +120,7 @@ def _mix(op, dims):
     return toolchain.sass_mix(toolchain.disassemble(asm.cubin))[op.kernel_name()]
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_transpose_vec4_moves_16_bytes_per_access():
     mix = _mix(Transpose(vec=4, tile=64, block_rows=8), {"M": 8192, "N": 8192})
     assert mix.get("LDG.E.128", 0) == 4 and mix.get("STG.E.128", 0) == 4
@@ -137,7 +134,7 @@ def test_transpose_vec4_moves_16_bytes_per_access():
     assert mix.get("LDG.E.128") == 2 and mix.get("STG.E", 0) == 8
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_cache_hints_reach_sass():
     mix = _mix(_t32(vec=4, load_cache="nc", store_cache="cs"), {"M": 64, "N": 64})
     assert "LDG.E.128.CONSTANT" in mix and "STG.E.EF.128" in mix
@@ -237,7 +234,7 @@ def test_rows_per_cta_launch():
         {"M": 100, "N": 300}).grid == (3, 2, 1)
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_benchmark_variants_assemble():
     """Every variant benchmarks/operators.py times is valid for its cases."""
     here = os.path.dirname(os.path.abspath(__file__))

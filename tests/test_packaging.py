@@ -1,5 +1,5 @@
-"""The package as `pip install` builds it: the wheel must carry the machine models and the tune
-cache and work from outside the source tree (issue 16, problem 1)."""
+"""The package as `pip install` builds it: the wheel must carry the machine models, the tune
+cache and the license, and work from outside the source tree (issue 16, problem 1)."""
 import os
 import shutil
 import subprocess
@@ -40,6 +40,17 @@ def test_wheel_carries_machine_models_and_tune_cache(wheel):
         assert f"ptxgen/isa_data/{f}" in names
     for f in (ROOT / "ptxgen" / "schedule" / "data").glob("*.json"):
         assert f"ptxgen/schedule/data/{f.name}" in names
+
+
+def test_wheel_carries_the_license(wheel):
+    """The MIT license: its text in the wheel, its SPDX expression in the metadata."""
+    names, site = wheel
+    assert "Copyright (c) 2026 the ptxgen authors" in (ROOT / "LICENSE").read_text()
+    (meta,) = site.glob("ptxgen-*.dist-info/METADATA")
+    headers = meta.read_text().split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: MIT" in headers and "License-File: LICENSE" in headers
+    (lic,) = site.glob("ptxgen-*.dist-info/licenses/LICENSE")
+    assert lic.read_text() == (ROOT / "LICENSE").read_text()
 
 
 def test_installed_wheel_runs_outside_the_tree(wheel, tmp_path):

@@ -13,12 +13,10 @@ from ptxgen.ir import types as T
 from ptxgen.ir.instr import Instr, Label, Verbatim, instructions
 from ptxgen.ir.values import Addr, Imm, LabelRef, PredPair, Raw, Reg, Special, Sym, Vec
 from ptxgen.parse import parse_ptx
-from ptxgen.toolchain import assemble, disassemble, have_tool, sass_instructions
+from ptxgen.toolchain import assemble, disassemble, sass_instructions
 
 DATA = Path(__file__).parent / "data" / "ptx"
 FILES = sorted(DATA.glob("*.ptx"))
-needs_ptxas = pytest.mark.skipif(not (have_tool("ptxas") and have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 
 
 # -- an independent instruction counter: plain text processing, no tokens, no IR ------------------
@@ -85,7 +83,7 @@ def _archs(module):
     return ["sm_80", "sm_90"] if module.target == "sm_80" else [module.target]
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_round_trip_assembles_to_the_same_sass(path):
     text = path.read_text()

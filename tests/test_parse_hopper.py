@@ -13,11 +13,10 @@ from ptxgen.ir.instr import Label, instructions
 from ptxgen.ir.values import LabelRef, Raw, Reg, Special
 from ptxgen.ir.verify import verify_module
 from ptxgen.parse import parse_ptx
-from ptxgen.toolchain import assemble, have_tool
+from ptxgen.toolchain import assemble
 
 DATA = Path(__file__).parent / "data" / "ptx"
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
-needs_ptxas = pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
 
 
 def _entry(body, params="", directives=""):
@@ -124,7 +123,7 @@ def test_tensor_map_parameter():
     assert p.decl() == ".param .align 64 .b8 tmap[128]"
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_constructs_assemble_for_sm_90a():
     body = " mov.u32 %r1, %tid.x;\n" + WAIT + WAIT + " mov.u32 %r2, %cluster_ctarank;\n" \
         " mov.u64 %rd1, tmap;\n st.global.u32 [%rd1+4*4], %r2;\n"

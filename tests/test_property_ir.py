@@ -23,7 +23,6 @@ from ptxgen import toolchain
 from ptxgen.ir import Instr, Label
 from ptxgen.ir import types as T
 
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
 needs_emulator = pytest.mark.skipif(irgen.emulator() is None,
                                     reason="ptxgen.emu (ptxgen.emulate) is not there yet")
 
@@ -221,7 +220,7 @@ def test_oracle_barrier_exchange_and_divergence_checks():
 
 
 # -- the properties -----------------------------------------------------------------------------
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @examples(8)
 @given(st.lists(irgen.programs(), min_size=3, max_size=6))
 def test_programs_verify_and_assemble(cases):
@@ -345,7 +344,7 @@ def _one_kernel(build, target="sm_80"):
     return m
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", irgen.ARCHS)
 def test_cvt_from_bf16_picks_a_ptx_version_that_has_it(arch):
     """cvt.f32.bf16 needs PTX ISA 7.1; for sm_80 the emitter used to pick 7.0 and ptxas
@@ -359,7 +358,7 @@ def test_cvt_from_bf16_picks_a_ptx_version_that_has_it(arch):
     toolchain.assemble(emit_module(m, arch), arch)
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_mov_of_16_bit_float_registers_assembles():
     """Builder.mov of an f16/bf16 register printed mov.f16 / mov.bf16, which PTX lacks."""
     from ptxgen import emit_module

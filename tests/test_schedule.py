@@ -18,9 +18,6 @@ from ptxgen.lower import lower_matmul
 from ptxgen.schedule import (CANDIDATES, MatmulSchedule, default_schedule,
                              target_limits)
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not installed")
 needs_emu = pytest.mark.skipif(importlib.util.find_spec("ptxgen.emu") is None,
                                reason="the CPU emulator (ptxgen.emu) is not in this build")
 
@@ -148,7 +145,7 @@ def _loop_body(sass):
     return ops[best[0]:best[1] + 1]
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 @pytest.mark.parametrize("name", list(CANDIDATES))
 def test_candidates_assemble_without_spills(name, arch):
@@ -160,7 +157,7 @@ def test_candidates_assemble_without_spills(name, arch):
         assert r.shared_bytes == s.shared_bytes
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("name", list(CANDIDATES))
 def test_candidate_sass_is_ffma_bound_with_wide_accesses(name):
     s = CANDIDATES[name]
@@ -179,7 +176,7 @@ def test_candidate_sass_is_ffma_bound_with_wide_accesses(name):
         assert "LDG.E.128" in ops and "STS.128" in ops
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_odd_k_and_n_narrow_global_accesses():
     _, sass = _compiled("128x128x8", "sm_90", tuple(ODD.items()))
     ops = [op for _, op, _ in _loop_body(sass)]
@@ -190,7 +187,7 @@ def test_odd_k_and_n_narrow_global_accesses():
     assert "STG.E.64" in toolchain.sass_mix(sass)["matmul"]             # vec_store=2
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_staged_c_stores_are_whole_warp_rows():
     """stage_c (the default): C goes through shared memory and each warp store is one row's
     32 consecutive floats: scalar STG, each fed by a scalar LDS."""

@@ -14,9 +14,8 @@ from ptxgen.emit import emit_module
 from ptxgen.errors import IsaDataError, PtxgenError
 from ptxgen.ir import Instr
 from ptxgen.ir.verify import verify_module
-from ptxgen.toolchain import assemble, have_tool
+from ptxgen.toolchain import assemble
 
-needs_ptxas = pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
 PLAN = Plan()
 TABLE = isa.load("sm_90")
 
@@ -40,7 +39,7 @@ def all_modules(plan=PLAN):
 N_MODULES = 3 * len(K.ARITH_CLASSES) + 8
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("index", range(N_MODULES))
 def test_microbenchmarks_verify_and_assemble(index):
     # the kernels at the sizes calibrate runs them

@@ -73,6 +73,24 @@ def test_ptx_file_with_arguments(cli):
     assert rc == 0 and not json.loads(out)["warnings"]
 
 
+def test_assumed_trip_count_is_said_first_in_the_clis_words(cli):
+    """Without --arg the loop's trip count is assumed 1: a warning on stderr says so before the
+    result is read, naming the flags that give it; the result no longer ends with it."""
+    path = os.path.join(DATA, "ptxgen_saxpy_sm90.ptx")
+    rc, out, err = cli("simulate", path, "--grid", "1056", "--block", "256", "--regs", "24")
+    assert rc == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith("ptxgen: warning: ")]
+    assert len(warnings) == 1 and "assumed 1" in warnings[0], err
+    assert "--arg NAME=VALUE or --trip N" in warnings[0] and "trip=" not in warnings[0]
+    assert "warning" not in out and out.startswith("saxpy on sm_90")
+    from ptxgen.parse import parse_ptx
+    from ptxgen.sim import simulate
+    with open(path) as f:
+        module = parse_ptx(f.read())
+    rep = simulate(module.kernels[0], 1056, 256, module=module, registers=24)
+    assert "trip=N" in rep.warnings[0] and "--trip" not in rep.warnings[0]   # Python's words
+
+
 @pytest.mark.parametrize("args, needle", [
     (("nope",), "unknown kernel"),
     (("saxpy", "--grid", "4"), "--grid applies to PTX files"),

@@ -66,7 +66,7 @@ def test_folded_instructions_take_no_issue_slot():
     assert r.cycles < 0.85 * no_fold.cycles
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 def test_ptxas_makes_the_lea():
     text, _k = _kernel("  mov.u32 %r1, %tid.x;\n  mov.u32 %r2, %ctaid.x;\n"
                        "  shl.b32 %r3, %r1, 2;\n  add.s32 %r4, %r3, %r2;\n"
@@ -114,7 +114,7 @@ def test_a_small_loop_counted_in_32_bits_pays_its_control_once_per_four_trips():
     assert wide.cycles > r.cycles * 12 / 9
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 def test_ptxas_unrolls_up_to_the_isa_limit():
     """The isa number is what ptxas does: a loop of `limit` instructions is unrolled (each FMA
     copied into the 4x loop and its remainder), one of limit + 2 is not."""

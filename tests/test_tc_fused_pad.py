@@ -20,7 +20,6 @@ from ptxgen.lower.fused_pad import HEADER_WORDS, chunk_table
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
 ARCH = "sm_90a"
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
 
 
 def _emulate(op, shape, arrays, sm_count, launches=1):
@@ -143,7 +142,7 @@ def test_emulator_runs_every_cta_in_one_batch_for_gpu_acquires():
     assert not compile_kernel(pad.build(shape, ARCH), "tc_matmul").grid_sync
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
 def test_fused_kernel_assembles_without_spills(M, N, K):
     op = TcMatmul("bf16", "bf16", k_pack="fused")

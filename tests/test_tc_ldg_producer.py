@@ -126,7 +126,7 @@ def test_producer_register_share_and_side_buffer():
     assert op.launch(shape).shared_bytes - pad.launch(shape).shared_bytes == 4 * 4 * (128 + 256)
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 @pytest.mark.parametrize("M, N, K", [(4096, 4096, 4093), (4095, 4097, 4093), (8192, 8192, 8189)])
 def test_ptxas_no_spills_and_copies_without_registers(dtype, M, N, K):

@@ -12,9 +12,6 @@ from ptxgen.ir import types as T
 from ptxgen.ops.tc_matmul import TcMatmul, bf16_bits, bf16_values
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
-needs_ptxas = pytest.mark.skipif(not (toolchain.have_tool("ptxas") and
-                                      toolchain.have_tool("nvdisasm")),
-                                 reason="ptxas/nvdisasm not found")
 ARCH = "sm_90a"
 
 
@@ -52,7 +49,7 @@ def _assembled(op, shape):
     return ptx, asm, toolchain.sass_mix(toolchain.disassemble(asm.cubin))["tc_matmul"]
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("dtype, out", [("bf16", "f32"), ("bf16", "bf16"), ("f16", "f32"),
                                         ("tf32", "f32")])
 @pytest.mark.parametrize("shape", [dict(M=4096, N=4096, K=4096), dict(M=67, N=45, K=40)])
@@ -71,7 +68,7 @@ def test_emits_ptxas_clean_with_hgmma_and_no_spills(dtype, out, shape):
     assert "USETMAXREG.TRY_ALLOC.CTAPOOL" in mix and "C7508" not in asm.log
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_cluster_multicast_assembles():
     s = TcMatmulSchedule(cluster_m=2)
     ptx, asm, mix = _assembled(TcMatmul("bf16", "bf16", s), dict(M=4095, N=4097, K=4096))
@@ -82,7 +79,7 @@ def test_cluster_multicast_assembles():
     assert mix.get("MEMBAR.ALL.GPU", 0) <= 2, mix          # the two cluster barriers only
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_tma_epilogue_stores_through_shared_memory():
     s = TcMatmulSchedule(epilogue="tma", stages=3, cluster_m=2, inflight=0)
     op = TcMatmul("bf16", "bf16", s)
@@ -101,7 +98,7 @@ def test_tma_epilogue_stores_through_shared_memory():
         o.shape(M=64, N=4096, K=64), np.random.default_rng()))) == 6
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_f32_c_staged_with_two_stages():
     """With 2 stages the f32 tile fits: 64 8-byte shared stores per thread (128x256 tile, two
     consumers), 8 TMA stores of 32-column boxes."""
@@ -117,7 +114,7 @@ def test_f32_c_staged_with_two_stages():
         s.shared_bytes(4, "tile", "f32") <= limit
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 @pytest.mark.parametrize("schedule", [TcMatmulSchedule(epilogue="tma", stages=3),
                                       TcMatmulSchedule(epilogue="rows", stages=3),
                                       TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
@@ -147,7 +144,7 @@ def test_c_rows_not_16_byte_aligned_are_stored_by_rows_from_shared_memory(schedu
             shape, op.make_inputs(shape, np.random.default_rng())))
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_f32_c_rows_st_uses_8_byte_stores():
     s = TcMatmulSchedule(epilogue="tma", stages=2)
     op = TcMatmul("bf16", "f32", s)
@@ -158,7 +155,7 @@ def test_f32_c_rows_st_uses_8_byte_stores():
     assert not mix.get("UTMASTG.2D"), mix
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_f16_and_narrow_tiles_assemble():
     s = TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=6, group_m=0)
     _, asm, mix = _assembled(TcMatmul("f16", "f32", s), dict(M=300, N=200, K=64))
@@ -166,7 +163,7 @@ def test_f16_and_narrow_tiles_assemble():
     assert any(k.startswith("HGMMA") for k in mix), mix
 
 
-@needs_ptxas
+@pytest.mark.needs_nvdisasm
 def test_row_major_b_assembles_with_transposed_hgmma():
     s = TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
     op = TcMatmul("bf16", "bf16", s, b_layout="row")

@@ -84,6 +84,25 @@ def test_a_wrong_operand_type_is_a_one_line_error_on_the_emulator():
     assert "\n" not in str(e.value) and "elements are 4 bytes" in str(e.value)
 
 
+def test_engine_auto_takes_the_interpreter_for_clusters():
+    """The native engine refuses a kernel of 2-CTA clusters before running it (a
+    NativeUnsupported, which names the interpreter in the caller's words); engine 'auto' then
+    runs it on the interpreter, as `ptxgen run --backend emu` does at M=1000000."""
+    from ptxgen.errors import NativeUnsupported, cli_text
+    op = TcMatmul("bf16", "f32", TcMatmulSchedule(BM=64, BN=64, wgmma_n=64, consumers=1,
+                                                  stages=2, cluster_m=2, inflight=0))
+    shape = op.shape(M=190, N=45, K=40)
+    assert op.launch(shape).grid[0] % 2 == 0
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    assert run_operator(op, shape, arrays, ARCH, check="off", engine="auto").engine == "interp"
+    _assert_matches_float64(op, shape, arrays)
+    with pytest.raises(NativeUnsupported) as e:
+        run_operator(op, shape, op.make_inputs(shape, np.random.default_rng()), ARCH,
+                     check="off", engine="native")
+    assert "use engine='interp'" in str(e.value) and "--" not in str(e.value)
+    assert cli_text(e.value).endswith("use --engine interp")
+
+
 def test_cli_runs_the_gemm_on_the_emulator(cli):
     rc, out, err = cli("run", "matmul", "--dtype", "bf16", "--M", "67", "--N", "45", "--K", "40",
                        "--backend", "emu", "--check")

@@ -8,9 +8,8 @@ from ptxgen.emit.ptx import emit_module
 from ptxgen.ir import Builder, Module, Param, ptr, types as T
 from ptxgen.ir.builder_tensor import cluster_dims, tensor_map_param
 from ptxgen.ir.instr import Instr
-from ptxgen.toolchain import assemble, have_tool
+from ptxgen.toolchain import assemble
 
-needs_ptxas = pytest.mark.skipif(not have_tool("ptxas"), reason="ptxas not installed")
 
 
 def kernel(target, params=()):
@@ -196,7 +195,7 @@ def test_wgmma_text():
     assert ".target sm_90a" in emit_module(m) and ".version 8.0" in emit_module(m)
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("build,target", [(build_sm80, "sm_80"), (build_sm89, "sm_89"),
                                           (build_sm90, "sm_90"), (build_sm90a, "sm_90a")])
 def test_ptxas_accepts(build, target):
@@ -204,7 +203,7 @@ def test_ptxas_accepts(build, target):
     assert assemble(emit_module(m), target).cubin
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_ptxas_rejects_wgmma_without_sm_90a():
     """The target matters: the same wgmma kernel emitted for plain sm_90 is refused."""
     m = build_sm90a()[0]

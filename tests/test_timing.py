@@ -13,7 +13,7 @@ def test_hold_kernel_rereads_the_timer_in_its_loop():
     assert "setp.lt.u64" in body
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_hold_kernel_assembles(arch):
     asm = toolchain.assemble(emit_module(verify_module(hold_module(arch)), arch), arch)

@@ -18,7 +18,6 @@ from ptxgen.tune import stages, static, tuner
 from ptxgen.tune.gpu import check_shape
 from ptxgen.tune.progress import Progress
 
-needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not installed")
 BIG = {"M": 4096, "N": 4096, "K": 4096}
 SMALL = {"M": 1000, "N": 1000, "K": 1000}
 
@@ -169,7 +168,7 @@ def test_check_shape_runs_the_timed_kernel(shape):
 
 
 # -- static models -----------------------------------------------------------------------------
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_ffma_bound_is_below_the_prediction():
     shape = {"M": 2048, "N": 2048, "K": 128}
     for name in ("128x128x8", "64x64x8", "128x256x8"):
@@ -179,7 +178,7 @@ def test_ffma_bound_is_below_the_prediction():
         assert 0 < static.ffma_bound_us(s, shape, "sm_90") <= pred, name
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_assemble_reports_spills_and_errors():
     r = static.assemble(CANDIDATES["128x128x8"].to_dict(), "sm_90", BIG)
     assert r["registers"] > 0 and r["spills"] == 0
@@ -204,7 +203,7 @@ def _small_space():
 SHAPE = {"M": 4096, "N": 4096, "K": 64}      # 1024 CTAs of 128x128: raster order matters
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_dry_run_prunes_and_plans_round_one():
     sp = _small_space()
     rep = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=False, space=sp)
@@ -223,7 +222,7 @@ def test_dry_run_prunes_and_plans_round_one():
     assert "14 saved" in text and "dry run" in text
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_simulator_failure_falls_back_to_the_bound(monkeypatch):
     monkeypatch.setattr(static, "simulate", lambda *a, **k: {"error": "Boom: broken"})
     rep = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=False,
@@ -234,7 +233,7 @@ def test_simulator_failure_falls_back_to_the_bound(monkeypatch):
     assert "Boom: broken" in rep.to_text()
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_worker_processes_agree_with_one_process():
     """The pool path (fork, workers kept across the ptxas and simulator stages) gives the
     same predictions as running everything here."""
@@ -299,7 +298,7 @@ class FakeGpu:
         return ms * (0.95 if s.group_m else 1.0) * (0.99 if s.pad_a == 0 else 1.0), 100
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_rounds_time_the_winning_family_and_cache_it(monkeypatch, tmp_path):
     import ptxgen.runtime
     import ptxgen.tune.gpu
@@ -342,7 +341,7 @@ def test_cli_errors(cli):
     assert rc == 1 and "sm_99" in err
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_cli_dry_run_json(monkeypatch, capsys):
     from ptxgen.cli import main
     monkeypatch.setattr(tuner, "matmul_space", lambda arch, shape: _small_space())
@@ -379,7 +378,7 @@ def test_tune_on_the_gpu(tmp_path):
 
 
 # -- issue 16: speed and output of the tuner ---------------------------------------------------
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_dry_run_report_says_nothing_ran_on_a_gpu():
     rep = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=False,
                             space=_small_space())
@@ -423,7 +422,7 @@ def test_dry_run_table_shows_predicted_tflops():
     assert row.split()[-1] == f"{want:.2f}"           # was an empty TFLOP/s cell
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_predictions_keep_the_launch_overhead_apart():
     from ptxgen import isa
     s = CANDIDATES["128x128x8"].to_dict()
@@ -449,7 +448,7 @@ def test_progress_lines_while_a_stage_runs_without_a_terminal():
     assert "stage: 1/4 (25 %)" in lines[0] and len(lines) == 5     # 4 periodic + summary
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_ptxas_results_are_cached_on_disk(monkeypatch):
     from ptxgen.tune import ptxas_cache
     s = CANDIDATES["64x64x8"].to_dict()
@@ -465,7 +464,7 @@ def test_ptxas_results_are_cached_on_disk(monkeypatch):
     assert static.assemble(s, "sm_90", SHAPE) == {"error": "ptxas ran"}
 
 
-@needs_ptxas
+@pytest.mark.needs_ptxas
 def test_one_simulation_per_family():
     """Variants of a family (warp shape, padding, epilogue, raster order) repeat its
     simulation: only the representative is simulated; round 2 assembles the rest."""

@@ -66,7 +66,7 @@ def test_emulate_refuses(case):
     assert not x.any()                              # nothing ran
 
 
-@pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+@pytest.mark.needs_ptxas
 @pytest.mark.parametrize("case", CASES)
 def test_assembling_refuses(case):
     # assembling goes through emit_module: the malformed module never reaches ptxas

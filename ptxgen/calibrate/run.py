@@ -12,7 +12,7 @@ import numpy as np
 from ..arch import arch_specific_variant
 from ..arrays import TiledMap
 from ..emit import emit_module
-from ..errors import LaunchError, PtxgenError
+from ..errors import Arg, LaunchError, PtxgenError, Spelled
 from ..ir.verify import verify_module
 from . import kernels as K
 from . import kernels_tensor as KT
@@ -273,8 +273,9 @@ def measure(arch, plan=Plan(), only=None, log=None):
     from ..runtime.device import device_arch
     have = device_arch()
     if have != arch:
-        raise PtxgenError(f"the GPU is {have} ({gpu.name}); calibrating {arch} on it would "
-                          f"measure the wrong machine (use --arch {have})")
+        raise PtxgenError(Spelled(f"the GPU is {have} ({gpu.name}); calibrating {arch} on it "
+                                  f"would measure the wrong machine (use ",
+                                  Arg(f"arch={have!r}", f"--arch {have}"), ")"))
     rng = np.random.default_rng(plan.seed)
     groups = only or ("latency", "throughput", "memory", "barrier", "bandwidth", "peak",
                       "launch", "tensor", "tma")

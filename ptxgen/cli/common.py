@@ -66,10 +66,12 @@ def shape_from_args(op, args):
 
 
 def add_dtype(p):
-    """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py)."""
+    """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py); attention's
+    input type."""
     p.add_argument("--dtype", choices=("bf16", "f16", "tf32"),
                    help="matmul: bf16, f16 or tf32 inputs on the tensor cores (wgmma on "
-                        "sm_90a, mma.sync on the other targets)")
+                        "sm_90a, mma.sync on the other targets); attention: bf16 (default) "
+                        "or f16")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
     p.add_argument("--a-layout", choices=("row", "col"), default="row",
@@ -95,7 +97,10 @@ def operator_from_args(args):
     """The library operator args.kernel names; with --dtype, the tensor-core matmul;
     `attention` is the fused attention forward (ops/attention.py, bf16 by default). Both take
     their sm_80 path (mma.sync) for a target without wgmma."""
-    from ..ops import get_operator
+    from ..ops import OPERATORS
+    if args.kernel not in OPERATORS and args.kernel != "attention":
+        raise PtxgenError(f"unknown kernel {args.kernel!r}; known: "
+                          f"{', '.join(sorted([*OPERATORS, 'attention']))}")
     if args.kernel == "attention":
         from ..ops.attention import Attention
         if getattr(args, "dtype", None) not in (None, "bf16", "f16"):
@@ -112,14 +117,15 @@ def operator_from_args(args):
             getattr(args, "mask", None) or getattr(args, "score_mod", None):
         raise PtxgenError(f"--causal, --scale, --mask and --score-mod apply to attention only, "
                           f"not {args.kernel}")
-    op = get_operator(args.kernel)
+    op = OPERATORS[args.kernel]
     if getattr(args, "epilogue", None) and (args.kernel != "matmul" or
                                             not getattr(args, "dtype", None)):
         raise PtxgenError("--epilogue applies to the tensor-core matmul only (matmul with "
                           "--dtype bf16|f16|tf32)")
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":
-            raise PtxgenError(f"--dtype applies to matmul only, not {args.kernel}")
+            raise PtxgenError(f"--dtype applies to matmul and attention only, not "
+                              f"{args.kernel}")
         from ..ops.tc_matmul import TcMatmul
         op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
                       a_layout=getattr(args, "a_layout", "row"),

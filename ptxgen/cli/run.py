@@ -1,5 +1,5 @@
 """ptxgen run KERNEL [shape] [--backend gpu|emu|auto] [--engine auto|native|interp] [--check]
-[--dtype bf16|f16 [--out-dtype]]
+[--dtype bf16|f16 [--out-dtype]] [--quiet]
 
 `run matmul --dtype bf16` is the tensor-core GEMM, built for the arch-specific target (sm_90a)
 unless --arch says otherwise; on the emulator too (wgmma, TMA, mbarrier are emulated). `run
@@ -11,6 +11,7 @@ import sys
 from .. import arch as archmod
 from ..reports.run import BACKENDS, run_operator
 from .common import add_arch, add_dtype, add_shape, operator_from_args, shape_from_args
+from .progress import CtaProgress
 
 
 def add_parser(sub):
@@ -27,6 +28,9 @@ def add_parser(sub):
                    help="emulator engine: native (compiled for this CPU; bounds checks only), "
                         "interp (the interpreter: memcheck and racecheck), auto (native when "
                         "it supports the kernel)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress line on stderr while the emulator runs (there is none "
+                        "when stderr is not a terminal)")
     return p
 
 
@@ -39,11 +43,14 @@ def run(args):
     if arch is None and (args.dtype or args.kernel == "attention"):
         # wgmma and setmaxnreg need the arch-specific target (the tensor-core GEMM, attention)
         arch = archmod.arch_specific_variant(archmod.DEFAULT_TARGET)
-    res = run_operator(op, shape, args.backend, arch=arch, check=args.check,
-                       seed=args.seed, time_it=args.time, engine=args.engine)
+    with CtaProgress(enabled=not args.quiet) as progress:
+        res = run_operator(op, shape, args.backend, arch=arch, check=args.check,
+                           seed=args.seed, time_it=args.time, engine=args.engine,
+                           progress=progress)
     dims = " ".join(f"{k}={v}" for k, v in shape.items())
     where = "the GPU" if res.backend == "gpu" else f"the CPU emulator ({res.engine} engine)"
     print(f"{op.label} {dims}: ran on {where} (backend {res.backend})")
+    print(f"path: {res.path}; kernels {', '.join(res.kernels)}")
     if res.time_ms is not None:
         print(f"time: {res.time_ms:.4f} ms")
     elif args.time:

@@ -5,7 +5,7 @@ import json
 import sys
 
 from .. import arch as archmod
-from ..errors import PtxgenError
+from ..errors import PtxgenError, cli_text
 from ..ops import OPERATORS
 from ..launch_shape import declared_block
 from .common import (add_arch, add_dtype, add_shape, is_ptx_file, non_negative_int,
@@ -126,13 +126,18 @@ def run(args):
         report.write_trace(args.trace)
     if args.png:
         report.write_png(args.png)
+    # assumptions first, where they are read before the figures they change
+    warnings = [cli_text(w) for w in report.warnings]
+    for w in warnings:
+        print(f"ptxgen: warning: {w}", file=sys.stderr)
+    sys.stderr.flush()
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=2)
+        json.dump(dict(report.to_dict(), warnings=warnings), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.explain:
         print(report.explain_text())
     else:
-        print(report.to_text())
+        print(report.to_text(warnings=False))
         if args.trace:
             print(f"  trace: {args.trace} (open in ui.perfetto.dev)")
         if args.png:

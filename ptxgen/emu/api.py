@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import EmulationError, PtxgenError
+from ..errors import Arg, EmulationError, NativeUnsupported, PtxgenError, Spelled
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
                       scalar_arg, written_params)
 from ..ir.instr import Instr
@@ -159,7 +159,7 @@ def _bytes_arg(kname, p, a):
 
 
 def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, check="error",
-            observer=None, verify=True, engine="interp", cluster=None):
+            observer=None, verify=True, engine="interp", cluster=None, progress=None):
     """Run kernel `kernel_name` on the CPU emulator with a grid of `grid` blocks of `block`
     threads (ints or tuples of up to 3). Pointer parameters take numpy arrays (results are
     written back into them), other parameters numpy scalars of the parameter's type.
@@ -174,10 +174,13 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     verify: a Builder-made kernel is verified first (VerifyError on malformed IR);
     verify=False skips that (PTX text is never verified: ptxas judges it).
     engine: 'interp' (the interpreter: every check), 'native' (emu.native: the kernel compiled
-    for the host; an EmulationError when it has what that engine does not run), 'auto' (native
+    for the host; NativeUnsupported, an EmulationError raised before anything ran, when it has
+    what that engine does not run), 'auto' (native
     when check='off', no observer is given and the kernel is supported, else the interpreter).
     cluster: CTAs per cluster (int or up to 3 ints) for a kernel without .reqnctapercluster,
     as runtime.launch(cluster=...) takes it; clusters run on the interpreter (emu.cluster).
+    progress: called as progress(kernel_name, ctas_done, ctas) before the first CTA and after
+    each group of CTAs the interpreter runs together (the native engine: once, at the end).
     Returns an EmulationResult."""
     if check not in CHECK_MODES:
         raise PtxgenError(f"check must be one of {', '.join(CHECK_MODES)}, got {check!r}")
@@ -194,12 +197,15 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     cshape, explicit = cluster_shape(kernel, grid, cluster)
     csize = cshape[0] * cshape[1] * cshape[2]
     if csize > 1 and engine == "native":
-        raise EmulationError(f"kernel {kernel.name}: the native engine does not run clusters "
-                             f"of several CTAs; use engine='interp'")
+        raise NativeUnsupported(Spelled(
+            f"kernel {kernel.name}: the native engine does not run clusters of several CTAs; "
+            f"use ", Arg("engine='interp'", "--engine interp")))
     native = None if csize > 1 else _native(prog, engine, check, observer, len(args))
     if native is not None:
         from .native import run_native
         ncta, seconds = run_native(native, grid, block, args, int(shared_bytes))
+        if progress is not None:
+            progress(kernel.name, ncta, ncta)
         return EmulationResult(kernel.name, grid, block, ncta, 0, seconds, engine="native")
     t0 = time.perf_counter()
     gmem = GlobalMemory()
@@ -224,7 +230,11 @@ def emulate(ptx_or_module, kernel_name, grid, block, *args, shared_bytes=0, chec
     try:
         with np.errstate(all="ignore"):
             for first in range(0, ncta, per_batch):
+                if progress is not None:
+                    progress(kernel.name, first, ncta)
                 Batch(launch, order[first:first + per_batch]).run()
+            if progress is not None:
+                progress(kernel.name, ncta, ncta)
     finally:
         gmem.write_back()
         if launch.printed:              # the GPU flushes its printf buffer at the sync
@@ -246,7 +256,7 @@ def _native(prog, engine, check, observer, nargs):
         return compile_native(prog)
     except LoweringError as e:
         if engine == "native":
-            raise EmulationError(f"native engine: {e}") from None
+            raise NativeUnsupported(f"native engine: {e}") from None
         return None
 
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ..emit.ptx import emit_kernel_text
-from ..errors import EmulationError, LoweringError, PtxgenError
+from ..errors import Arg, EmulationError, LoweringError, PtxgenError, Spelled
 from .memory import var_image
 from .native_lower import (CONST_BASE, CTAID, CTX_WORDS, FAULT, FAULT_LINE, GLOBAL_VARS,
                            LOCAL_BASE, LOCAL_SIZE, N_RANGES, NCTAID, NTID, PARAM_BASE, RANGES,
@@ -138,11 +138,11 @@ def run_native(nk, grid, block, args, shared_bytes=0):
                 0, ncta, shared.ctypes.data, -(-shared_size // 8), local.ctypes.data,
                 -(-threads * prog.local_size // 8))
     if r == -2:
-        raise EmulationError(
+        raise EmulationError(Spelled(
             f"kernel {kernel.name}: invalid (out-of-bounds or misaligned) access at address "
             f"{int(ctx[FAULT]) & (2**64 - 1):#x} at PTX line {ctx[FAULT_LINE]} in block "
-            f"{tuple(int(x) for x in ctx[CTAID:CTAID + 3])} (native engine; check='error' runs "
-            f"the interpreter, which names the thread)")
+            f"{tuple(int(x) for x in ctx[CTAID:CTAID + 3])} (native engine; ",
+            Arg("engine='interp'", "--engine interp"), " names the thread)"))
     if r == -3:
         raise EmulationError(f"kernel {kernel.name}: threads of block {int(ctx[FAULT])} wait at "
                              f"different barriers")

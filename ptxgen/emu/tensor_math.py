@@ -10,8 +10,9 @@ step. The model (`Numerics`), fitted to the H200 (docs/EMULATOR.md, "Tensor core
    exponent is the sum of its factors' exponents (its significand, in [1, 4), has two integer
    bits) and C's is its own; every term keeps the bits of weight >= 2^(E + 1 - width) and loses
    the rest toward zero (`align` 'trunc'; 'floor' would be two's complement truncation);
-3. the kept bits are summed exactly and the sum rounded into the accumulator format by `final`:
-   toward zero into f32 accumulators, to nearest even into f16 ones (MODEL_F16).
+3. the kept bits are summed exactly (as integers: a zero sum is +0) and the sum rounded into
+   the accumulator format by `final`: toward zero into f32 accumulators, to nearest even into
+   f16 ones (MODEL_F16).
 
 Blocks follow in k order. Integer shapes are exact (s32 wraps, or saturates with .satfinite).
 """
@@ -43,30 +44,84 @@ def _exponent(x):
     return np.where(x == 0, _NONE, e - 1)
 
 
+# products per chunk of block_dot's work: its temporaries stay in the CPU's caches
+CHUNK_PRODUCTS = 1 << 17
+
+
 def block_dot(a, b, c, acc="f32", model=None):
     """D = A·B + C with the tensor-core summation model.
 
     a: (..., M, K), b: (..., K, N) exact float64 input values; c: (..., M, N) float64 (values of
     the acc format). Returns float64 values of the acc format ('f32' or 'f16')."""
     model = model or (MODEL if acc == "f32" else MODEL_F16)
+    a, b = np.asarray(a, F64), np.asarray(b, F64)
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], np.shape(c)[:-2])
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    a = np.broadcast_to(a, lead + (M, K)).reshape(-1, M, K)
+    b = np.broadcast_to(b, lead + (K, N)).reshape(-1, K, N)
+    c = np.broadcast_to(np.asarray(c, F64), lead + (M, N)).reshape(-1, M, N)
+    live = _live_columns(a, b)
+    if len(live) == N:
+        return _chunked(a, b, c, acc, model).reshape(lead + (M, N))
+    d = np.empty(c.shape, F64)
+    dead = np.setdiff1d(np.arange(N), live)
+    d[..., dead] = _without_products(c[..., dead], acc, model)
+    if len(live):
+        d[..., live] = _chunked(a, b[..., live], c[..., live], acc, model)
+    return d.reshape(lead + (M, N))
+
+
+def _chunked(a, b, c, acc, model):
+    """block_dot over the leading axis in chunks whose temporaries fit the caches."""
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    step = max(1, CHUNK_PRODUCTS // max(1, M * N * min(K, model.block)))
+    if step >= a.shape[0]:
+        return _dot(a, b, c, acc, model)
+    out = np.empty(c.shape, F64)
+    for g in range(0, a.shape[0], step):
+        out[g:g + step] = _dot(a[g:g + step], b[g:g + step], c[g:g + step], acc, model)
+    return out
+
+
+def _dot(a, b, c, acc, model):
     K = a.shape[-1]
-    d = np.asarray(c, F64)
+    d = c
     bt = np.swapaxes(b, -1, -2)
-    prods = a[..., :, None, :] * bt[..., None, :, :]                     # (..., M, N, K)
-    pexp = _exponent(a)[..., :, None, :] + _exponent(bt)[..., None, :, :]
-    pexp = np.where(prods == 0, _NONE, pexp)
+    ea, eb = _exponent(a).astype(np.int32), _exponent(bt).astype(np.int32)
+    inputs_finite = np.isfinite(a).all() and np.isfinite(b).all()
+    cut = np.trunc if model.align == "trunc" else np.floor
     for k0 in range(0, K, model.block):
-        p = prods[..., k0:k0 + model.block]
-        top = np.maximum(pexp[..., k0:k0 + model.block].max(-1), _exponent(d))
-        shift = np.clip(top + 1 - model.width, -1100, 1100)
-        cut = np.trunc if model.align == "trunc" else np.floor
-        kept = cut(np.ldexp(p, -shift[..., None])).sum(-1) + cut(np.ldexp(d, -shift))
-        s = np.ldexp(kept, shift)
-        finite = np.isfinite(p).all(-1) & np.isfinite(d)
+        ks = slice(k0, k0 + model.block)
+        p = a[..., :, None, ks] * bt[..., None, :, ks]                     # (G, M, N, k)
+        pexp = ea[..., :, None, ks] + eb[..., None, :, ks]
+        pexp[p == 0] = _NONE
+        top = np.maximum(pexp.max(-1), _exponent(d))
+        # every term scaled by one power of two per output (exact: the terms' exponents, from
+        # 16-bit and tf32 inputs, stay far inside float64's range)
+        shift = np.clip(top + 1 - model.width, -1000, 1000)
+        scale = np.ldexp(1.0, -shift)
+        kept = cut(p * scale[..., None]).sum(-1) + cut(d * scale)
+        s = kept / scale
+        finite = np.isfinite(d) if inputs_finite else np.isfinite(p).all(-1) & np.isfinite(d)
         if not finite.all():
             s = np.where(finite, s, p.sum(-1) + d)
         d = _round(s, acc, model.final)
     return d
+
+
+def _live_columns(a, b):
+    """The columns of B with a non-zero element (all of them when A has a non-finite value,
+    whose product with zero is NaN)."""
+    N = b.shape[-1]
+    if not np.isfinite(a).all():
+        return np.arange(N)
+    return np.flatnonzero((b != 0).reshape(-1, N).any(0))
+
+
+def _without_products(c, acc, model):
+    """D where every product is zero: C's value (it keeps all its bits: model.width exceeds the
+    accumulator's significand), a zero C as +0 (the kept bits are summed as integers)."""
+    return _round(np.where(c == 0, 0.0, c), acc, model.final)
 
 
 def _round(x, acc, mode):

@@ -19,7 +19,7 @@ class LaunchRecord:
     """What the last public-function call ran."""
     function: str            # the public function, e.g. "matmul"
     kernel: str              # the operator's main kernel, e.g. "tc_matmul"
-    path: str                # the instruction path: "wgmma (sm_90a)", "mma.sync (sm_80)", "SIMT"
+    path: str                # "wgmma (sm_90a)", "mma.sync (sm_80)", "SIMT (sm_90)"
     backend: str             # "gpu" or "emu"
     target: str
     dtype: str
@@ -31,7 +31,7 @@ class LaunchRecord:
     def __str__(self):
         dims = " ".join(f"{k}={v}" for k, v in self.shape.items())
         return (f"ptxgen.{self.function}: {self.kernel} {self.dtype} {dims} on the "
-                f"{self.backend} ({self.path}, {self.target}); kernels {', '.join(self.launches)}; "
+                f"{self.backend}; path: {self.path}; kernels {', '.join(self.launches)}; "
                 f"{self.cache}")
 
 
@@ -40,8 +40,8 @@ def _record(function, op, shape, arch, backend, dtype, entry, steps):
         sched = op.schedule_for(shape) if hasattr(op, "schedule_for") else None
     except Exception:                      # noqa: BLE001 - the record never fails a call
         sched = None
-    inst = getattr(sched, "instruction", None) or "SIMT"
-    rec = LaunchRecord(function, op.kernel_name(), inst if inst == "SIMT" else f"{inst} ({arch})",
+    from ..ops.tensor_path import describe_path
+    rec = LaunchRecord(function, op.kernel_name(), describe_path(op, arch),
                        backend, arch, dtype, dict(shape), repr(sched) if sched else "default",
                        tuple(s.kernel for s in steps), entry.source)
     _LAST[0] = rec

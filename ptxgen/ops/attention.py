@@ -18,7 +18,7 @@ import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..lower import lower_attention
 from ..schedule.attention import COL_BLOCK, DTYPES, HEAD_DIMS, default_attention_schedule
 from .attention_mods import ProgrammableMods
@@ -73,8 +73,8 @@ class Attention(InstructionPaths, Operator):
     def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", score_mod=None,
                  mask_mod=None, block_mask=None):
         if dtype not in DTYPES:
-            raise PtxgenError(f"attention: --dtype must be one of {', '.join(DTYPES)}, "
-                              f"got {dtype!r}")
+            raise PtxgenError(Spelled("attention: ", Arg("dtype", "--dtype"),
+                                      f" must be one of {', '.join(DTYPES)}, got {dtype!r}"))
         if scale is not None and not (isinstance(scale, (int, float)) and scale > 0
                                       and math.isfinite(scale)):
             raise PtxgenError(f"attention: scale must be a positive number, got {scale!r}")

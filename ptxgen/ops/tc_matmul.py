@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..arrays import TiledMap
 from ..lower import lower_tc_matmul
 from ..schedule.tc_matmul import ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES, TcMatmulSchedule
@@ -189,8 +189,9 @@ class TcMatmul(InstructionPaths, Operator):
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
                  k_pack="auto", epilogue=None):
         if dtype not in ELEM_BYTES:
-            raise PtxgenError(f"matmul: --dtype must be one of {', '.join(ELEM_BYTES)} on the "
-                              f"tensor-core path, got {dtype!r}")
+            raise PtxgenError(Spelled("matmul: ", Arg("dtype", "--dtype"), f" must be one of "
+                                      f"{', '.join(ELEM_BYTES)} on the tensor-core path, got "
+                                      f"{dtype!r}"))
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
         if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
@@ -223,9 +224,11 @@ class TcMatmul(InstructionPaths, Operator):
 
     def check_path(self, path):
         if path.instruction == MMA_SYNC and (self.a_layout, self.b_layout) != ("row", "col"):
-            raise PtxgenError(f"matmul: the sm_80 (mma.sync) path reads a row-major A and a "
-                              f"column-major B only, got a_layout={self.a_layout!r}, "
-                              f"b_layout={self.b_layout!r} (use --arch sm_90a)")
+            raise PtxgenError(Spelled(
+                "matmul: the sm_80 (mma.sync) path reads a row-major A and a column-major B "
+                "only, got ", Arg(f"a_layout={self.a_layout!r}", f"--a-layout {self.a_layout}"),
+                ", ", Arg(f"b_layout={self.b_layout!r}", f"--b-layout {self.b_layout}"),
+                " (use ", Arg("arch='sm_90a'", "--arch sm_90a"), ")"))
 
     def schedule_for(self, shape):
         return self.path().schedule_for(self, shape)

@@ -45,3 +45,11 @@ class InstructionPaths:
         """The path for `arch`, which later launch() and kernel_args() calls follow."""
         self._built_arch = arch
         return self.path()
+
+
+def describe_path(op, arch):
+    """What `ptxgen run` and ptxgen.last_launch() print of the instruction path op takes for
+    `arch`: "wgmma (sm_90a)", "mma.sync (sm_80)" or "SIMT (sm_90)" for the fp32 operators."""
+    if isinstance(op, InstructionPaths):
+        return f"{instruction_for(arch, op.schedule)} ({arch})"
+    return f"SIMT ({arch})"

@@ -25,6 +25,8 @@ class RunResult:
     time_ms: float = None
     registers: int = None
     engine: str = None             # the emulator's engine (interp or native)
+    path: str = None               # the instruction path and target, e.g. "wgmma (sm_90a)"
+    kernels: tuple = ()            # the kernels launched, in order
 
 
 def resolve_backend(name):
@@ -80,11 +82,12 @@ def available_host_bytes():
 
 
 def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, time_it=False,
-                 engine="interp"):
+                 engine="interp", progress=None):
     """Build, emit, run and (optionally) check one operator on fresh random inputs. On the
     emulator, `engine` picks its engine: 'interp' (with memcheck and racecheck), 'auto'
     (native when it supports the kernel: faster on large launches, but each new kernel text
-    costs a compilation of about a second; `ptxgen run` uses it), 'native'."""
+    costs a compilation of about a second; `ptxgen run` uses it), 'native'; `progress` is
+    emulate()'s (CTAs done, per kernel)."""
     backend = resolve_backend(backend)
     check_memory(op, shape, backend)
     rng = np.random.default_rng(seed)
@@ -103,7 +106,12 @@ def run_operator(op, shape, backend="auto", arch=None, check=True, seed=None, ti
             res.time_ms = time_calls(bound_steps(op, shape, kernels, to_device(arrays), arch))
     else:
         from ..emu import run_operator as emu_run
-        res.engine = emu_run(op, shape, arrays, arch or DEFAULT_TARGET, engine=engine).engine
+        res.engine = emu_run(op, shape, arrays, arch or DEFAULT_TARGET, engine=engine,
+                             progress=progress).engine
+    from ..ops.tensor_path import describe_path
+    ran_on = arch or (device_arch() if backend == "gpu" else DEFAULT_TARGET)
+    res.path = describe_path(op, ran_on)
+    res.kernels = tuple(s.kernel for s in op.steps(shape, ran_on))
     if check:
         res.ok, res.max_rel_error = op.check(shape, arrays)
     return res

@@ -2,7 +2,9 @@
 one-line LaunchError without one). Every runtime module that touches the device starts here."""
 import functools
 
-from ..errors import LaunchError
+from ..errors import Arg, LaunchError, Spelled
+
+EMULATE = Arg("ptxgen.emulate", "--backend emu")      # the CPU emulator, where there is no GPU
 
 
 @functools.lru_cache(maxsize=1)
@@ -17,6 +19,7 @@ def gpu_available():
 
 def numba_cuda():
     if not gpu_available():
-        raise LaunchError("no CUDA GPU is available (use --backend emu to run on the CPU)")
+        raise LaunchError(Spelled("no CUDA GPU is available (", EMULATE,
+                                  " runs kernels on the CPU)"))
     from numba import cuda
     return cuda

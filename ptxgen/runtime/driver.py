@@ -8,13 +8,15 @@ import hashlib
 import numpy as np
 
 from .. import isa
-from ..errors import LaunchError, PtxgenError
+from ..errors import Arg, LaunchError, PtxgenError, Spelled
 from ..arrays import TiledMap, array_info, is_tensor
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
                             scalar_arg)
 from .cuda import numba_cuda
 from .device import sm_count
 from .tensormap import TENSOR_MAP_BYTES, driver_launch, encode_tiled, needs_driver_launch
+
+EMULATE = Arg("ptxgen.emulate", "--backend emu")      # the CPU emulator, where there is no GPU
 
 
 def default_dynamic_shared_limit():
@@ -218,8 +220,9 @@ def synchronize(name):
     try:
         cuda.synchronize()
     except Exception as e:
-        raise LaunchError(f"kernel {name} faulted: {first_line(e)} (rerun with --backend emu "
-                          f"to see the thread and address)") from None
+        raise LaunchError(Spelled(f"kernel {name} faulted: {first_line(e)} (", EMULATE,
+                                  " runs it on the CPU and names the thread and address)")) \
+            from None
 
 
 def first_line(e):

@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass, field
 
 from .access import async_roles, shared_atomics
+from .async_copy import ROLES as HOPPER_ROLES, AsyncState
+from .async_copy import async_roles as hopper_roles
 from .engine_loop import issue_loop, plain_issue, reference_loop
 from .fork import path_splits, without_pending
 from .program import ALU, ATOM, BAR, BRANCH, FIXED, LDG, LDS, STG, STS
@@ -137,6 +139,8 @@ class Sm:
                       for i, st in enumerate(self.instrs)]
         # what issue_loop reads to issue an instruction itself (engine_loop.plain_issue)
         self.roles = async_roles(prog)
+        hop = hopper_roles(prog)
+        self.roles.update(hop)
         self.shared_atoms = shared_atomics(prog)
         self.plain = plain_issue(self)
         self.nb = len(prog.blocks)
@@ -181,6 +185,9 @@ class Sm:
         self.forked = None          # ... that copy's result: the run without pending CTAs
         self.relaunched = False     # a pending CTA has started
         self.alt = self.alt_result = None     # set_alternative: other paths, their run
+        # TMA transactions, mbarrier waits and wgmma groups (sim/async_copy.py)
+        self.hopper = AsyncState(self, hop, table, getattr(memory.cfg, "tma_dram_fraction",
+                                                           0.0)) if hop else None
 
     def set_alternative(self, cta_traces):
         """Also simulate the resident CTAs along other paths (`cta_traces`: the shorter loop
@@ -257,6 +264,9 @@ class Sm:
                 u = ub
             if u > t:
                 t, why = u, "throughput"
+        if t == _INF:                   # held until an mbarrier phase (async_copy.py)
+            w.ready = t
+            return
         if t > w.cursor:
             if why is None:
                 why = "memory" if reason >= 0 and w.memreg[reason] else "dependency"
@@ -273,6 +283,8 @@ class Sm:
         self.queues[w.sched].remove(w)
         cta = self.ctas[w.cta]
         cta.live -= 1
+        if self.hopper is not None:
+            self.hopper.finished(self, w, now)
         for bid, (n, _waiting, count) in list(cta.bars.items()):
             if n and n >= (count or cta.live):
                 self.release(cta, bid, now)
@@ -426,6 +438,8 @@ class Sm:
         for d in st.defs:
             w.regs[d] = w.piped[d] = done
             w.memreg[d] = False
+        if self.hopper is not None:
+            self.hopper.wgmma_done(w, done)
 
     def memory_op(self, w, st, t, nxt):
         """A memory or fixed-latency instruction whose guard holds, issued at t."""
@@ -437,7 +451,10 @@ class Sm:
             memory.shared(t, st, 0.0)
             return nxt
         if kind == FIXED and st.index in self.roles:
-            return _async_copy(memory, w, st, self.roles[st.index], t, nxt)
+            role = self.roles[st.index]
+            if role[0] in HOPPER_ROLES:
+                return self.hopper.issue(self, w, st, role, t, nxt)
+            return _async_copy(memory, w, st, role, t, nxt)
         if kind == LDG:
             done = memory.load_global(t, st)
         elif kind == LDS:

@@ -48,6 +48,8 @@ def without_pending(sm):
     new.unit_free = [list(u) for u in sm.unit_free]
     new.live = sm.live - (len(sm.warps) - nw)
     new.memory = copy.deepcopy(sm.memory, {id(sm.memory.cfg): sm.memory.cfg})
+    if sm.hopper is not None:
+        new.hopper = sm.hopper.copy(nw, n)
     return new
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..ir.module import Module
 from ..names import display_name
 from ..toolchain import ToolchainError, assemble
@@ -33,6 +33,8 @@ from .engine import STALLS, Sm, run_sm
 from .levels import l2_keep_bytes, memory_level
 from .paths import PathPlan, follow
 from .cached import scheduled_program
+from .async_copy import tma_dram_fraction
+from .cta_work import grid_work_ratio
 from .program import ALU, ATOM, LDG, STG, add_spills
 from .result import SimReport
 from .values import Env
@@ -156,8 +158,9 @@ def _registers(module, kernel, arch, warnings, given=None):
         # assume registers do not limit occupancy: the most a thread may use at full residency
         h = isamod.load(arch).header
         regs = h.registers_per_sm // h.max_threads_per_sm
-        warnings["registers"] = (f"register count unknown ({str(e)[:80]}); assumed {regs} "
-                                 f"(registers do not limit occupancy) — pass registers= / --regs")
+        warnings["registers"] = Spelled(f"register count unknown ({str(e)[:80]}); assumed "
+                                        f"{regs} (registers do not limit occupancy) — pass ",
+                                        Arg("registers=N", "--regs N"))
         return regs, 0, 0
 
 
@@ -458,6 +461,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     resident = memory_level(table, footprint, cache) == "L2"
     if resident:
         dram_fraction = 0.0
+    tma_frac = 0.0 if resident else tma_dram_fraction(
+        prog, pilot.trace, n_ctas, (footprint - written if footprint and footprint > written
+                                    else footprint))
 
     results = []
     steps = pilot.steps
@@ -494,7 +500,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             if k and sims[0][1] == 0:
                 break                             # nothing was left out: no second run
             mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
-                                                       resident, access))
+                                                       resident, access, tma_frac))
             tw = trace_warps if not results and not k else 0
             sm = first.alt_result if k and first is not None else None
             if k == 0:
@@ -510,7 +516,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                     sm = first.forked
                     mem = memmod.SmMemory(memmod.memory_config(table, active, level,
                                                                dram_fraction, resident,
-                                                               access))
+                                                               access, tma_frac))
                 else:
                     sm = first.run()
             if sm is None:
@@ -524,6 +530,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                                      [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
                                     table.header.schedulers_per_sm))
 
+    if full > 1 and results and results[0].name == "full":
+        results[0].count *= grid_work_ratio(plan, prog, specs, grid, waves[0][2], trip, budget,
+                                            warnings)
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
         shared=smem, occupancy=occ, waves=results, n_ctas=n_ctas, dram_fraction=dram_fraction,

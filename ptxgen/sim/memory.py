@@ -71,10 +71,11 @@ class MemoryConfig:
     atomic_op_ns: float = 0.0           # an atomic unit: one operation (see access.Access)
     atomic_float_op_ns: float = 0.0     # the same for a floating-point atomic at one address
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
+    tma_dram_fraction: float = 0.0      # TMA bytes served by DRAM as well (async_copy.py)
 
 
 def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=False,
-                  access=None):
+                  access=None, tma_dram_fraction=None):
     """Rates and latencies for one SM. resident: the launch's whole footprint stays in L2
     between launches, so global loads hit L2 and stores stay in it."""
     h = table.header
@@ -93,6 +94,8 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
         forced = "L2"
     cfg = MemoryConfig(rates, lat, min(1.0, max(0.0, dram_fraction)), forced)
     cfg.access = access or {}
+    cfg.tma_dram_fraction = 0.0 if forced == "L2" else cfg.dram_fraction \
+        if tma_dram_fraction is None else tma_dram_fraction
     mm = table.memory_model or {}
     # atomics queue at their address and at the atomic units of the L2 slices their addresses
     # live in, which every SM with CTAs shares: this SM gets 1/active_sms of their time

@@ -32,7 +32,7 @@ running single probe iterations from extrapolated states (exponential, then bina
 """
 from dataclasses import dataclass, field
 
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..ir.values import Imm, PredPair, Reg
 from .program import ATOM, BRANCH, EXIT, backward_closure
 from .values import value_getter, evaluator
@@ -191,8 +191,9 @@ class _Walker:
                                              bool(vals[lane][a]) != neg) for lane in lanes):
                     mask |= 1 << bit
         if self.budget is not None and self.steps > self.budget:
-            raise PtxgenError(f"kernel {prog.kernel.name}: following the control flow took more "
-                              f"than {self.budget} steps; give a trip count (--trip N)")
+            raise PtxgenError(Spelled(f"kernel {prog.kernel.name}: following the control flow "
+                                      f"took more than {self.budget} steps; give a trip count "
+                                      f"(", Arg("trip=N", "--trip N"), ")"))
         last = prog.instrs[blk.end - 1]
         nxt, back = b + 1, None
         if last.kind == EXIT:
@@ -535,9 +536,10 @@ def _branch(plan, st, target, vals, active, wait_at, lanes, iters, trip, warning
             if warnings is not None:
                 warnings.setdefault(
                     f"loop at instruction {lp.header}",
-                    f"loop at instruction {lp.header} (line {lp.line}): trip count unknown "
-                    f"(it depends on values the simulator does not have); assumed 1 — pass "
-                    f"argument values or --trip N")
+                    Spelled(f"loop at instruction {lp.header} (line {lp.line}): trip count "
+                            f"unknown (it depends on values the simulator does not have); "
+                            f"assumed 1 — pass ", Arg("argument values (args=) or trip=N",
+                                                      "--arg NAME=VALUE or --trip N")))
         in_head = prog.block_of[st.index] == prog.block_of[lp.header]
         if backward:
             return iters[lid] + 1 < n

@@ -66,6 +66,10 @@ class SimReport:
         # CUDA events report around a launch adds the measured launch overhead to them
         clock = table.time_clock_mhz
         cycles = sum(w.total for w in waves)
+        if "TENSOR" in table.units and cycles:
+            share = sum(w.count * w.unit_busy[table.units.index("TENSOR")] for w in waves) / (
+                cycles * h.schedulers_per_sm)
+            clock = table.clock_for_tensor_share(share)
         # the GPU starts the grid's CTAs one after another at a fixed rate, whatever each does:
         # a grid of short CTAs (one store a thread) lasts at least that long
         dispatch = n_ctas * (table.memory_model or {}).get("cta_dispatch_ns", 0.0) * clock * 1e-3
@@ -147,7 +151,9 @@ class SimReport:
         lines.append(f"  memory level: {_level_text(mm)}")
         return "\n".join(lines)
 
-    def to_text(self):
+    def to_text(self, warnings=True):
+        """The report in lines; its warnings last (warnings=False: without them, for a caller
+        that shows them itself)."""
         d = self.details
         lines = [
             f"{display_name(self.kernel)} on {self.arch} ({self.device}): "
@@ -180,7 +186,8 @@ class SimReport:
             f"  global loads: {_level_text(d['memory_model'])}",
             f"  simulated in {d['simulation_seconds']:.2f} s",
         ]
-        lines += [f"  warning: {w}" for w in self.warnings]
+        if warnings:
+            lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     # -- views of the first warps -------------------------------------------------------------

@@ -12,7 +12,7 @@ picklable (schedule dicts, not objects), so both engines take the same calls.
 """
 import os
 
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 
 
 def cpus():
@@ -66,8 +66,9 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise PtxgenError("--cluster needs Ray, which is not installed: "
-                              "pip install 'ptxgen[ray]'") from None
+            raise PtxgenError(Spelled("a Ray cluster (", Arg("cluster=ADDRESS", "--cluster ADDRESS"),
+                                      ") needs Ray, which is not installed: pip install "
+                                      "'ptxgen[ray]'")) from None
         self.ray = ray
         self._started = not ray.is_initialized()
         if self._started:
@@ -77,7 +78,8 @@ class RayExecutor:
                          include_dashboard=False, log_to_driver=False, **kw)
             except (ConnectionError, ValueError, RuntimeError) as e:
                 msg = " ".join(str(e).split())[:160]
-                raise PtxgenError(f"--cluster {address}: cannot connect to Ray: {msg}") from None
+                raise PtxgenError(Spelled(Arg(f"cluster={address!r}", f"--cluster {address}"),
+                                          f": cannot connect to Ray: {msg}")) from None
         self.jobs = jobs or int(ray.cluster_resources().get("CPU", 1))
         self._remote = {}
 

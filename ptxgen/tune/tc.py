@@ -22,7 +22,7 @@ The fastest correct point goes to the tune cache (operator "tc_matmul_<dtype>").
 """
 import time
 
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..schedule import tuned as cachemod
 from . import tc_space as T
 from .executor import executor
@@ -53,8 +53,9 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
     if not dry_run:
         from ..runtime import gpu_available
         if not gpu_available():
-            raise PtxgenError("tune: no CUDA GPU is available (use --dry-run to prune with the "
-                              "static models only)")
+            raise PtxgenError(Spelled("tune: no CUDA GPU is available (use ",
+                                      Arg("dry_run=True", "--dry-run"),
+                                      " to prune with the static models only)"))
     if plan is not None:
         points = _from_plan(rep, plan, dtype, out)
     else:

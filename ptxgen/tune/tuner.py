@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..arch import DEFAULT_TARGET
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..schedule import default_schedule
 from ..schedule import tuned as cachemod
 from . import static
@@ -207,8 +207,9 @@ def tune_matmul(shape, arch=DEFAULT_TARGET, budget=12, dry_run=False, jobs=None,
     if not dry_run:
         from ..runtime import gpu_available
         if not gpu_available():
-            raise PtxgenError("tune: no CUDA GPU is available (use --dry-run to prune with the "
-                              "static models only)")
+            raise PtxgenError(Spelled("tune: no CUDA GPU is available (use ",
+                                      Arg("dry_run=True", "--dry-run"),
+                                      " to prune with the static models only)"))
     space = space if space is not None else matmul_space(arch, shape)
     rep.exhaustive = len(space.points)
     rep.stages.append({"stage": "validate", "kept": len(space.points),
