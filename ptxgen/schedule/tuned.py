@@ -21,19 +21,12 @@ bucket: the grid is many waves deep and the k loop dominates), plus the alignmen
 the kernel's global access widths (K % 4, N % 4, N % 2).
 
 The sm_90a tensor-core GEMM's (tc_shape_class) is finer, because its persistent CTAs walk the
-tiles in rounds ("waves") of one tile per SM, and the winner moves with that count where
-SGEMM's buckets see one class (H200, 2026-12-01, docs/PERF.md): in run 4, at 4096^3 (512 tiles
-of 128x256 on 132 SMs: 4 waves) one CTA per cluster with the TMA-store epilogue won (0.964x
-cuBLAS, 2-CTA clusters 0.888x), at 8192^3 (16 waves) 2-CTA clusters (0.996x against 0.908x);
-4096x4097x4096 has 5 waves of 128x256 but 4 of 256x128 tiles and wants the turned tile (1.13x
-the 128x256 one in the tuning run), 128x8192x8192 (a quarter wave) 128x128 tiles (2.6x the
-128x256 one). The tuning run ("Tensor-core tune cache" there) then found 128x256 with no wgmma
-group in flight within 1.4 % of both run-4 winners at 4096^3 and 8192^3 alike: the split by
-waves costs one tune per class and keeps classes apart that can differ. So the class is
+tiles in rounds ("waves") of one tile per SM and the winning schedule moves with that count
+(clusters win on deep grids, not on shallow ones; a ragged N wants the turned tile; a quarter
+wave wants smaller tiles: docs/PERF.md#tune-cache). So the class is
     waves     ceil(tiles / SMs) with the default 128x256 tile, exact up to 8 (the tail round's
               share and the cluster crossover fall there), then up to 16, 32, 64 and 64+
-              (deep grids behave alike: 6144^3's 9 waves and 8192^3's 16 both took the
-              2-CTA clusters, 0.940x and 0.996x); under one wave the quarters of a wave
+              (deep grids behave alike); under one wave the quarters of a wave
               filled ("q1" .. "q4": a grid that leaves most SMs idle wants smaller tiles)
     turned    the same count with 256x128 tiles where it differs ("w5t4": a ragged N or M
               whose last tile column or row costs a round that turning the tile saves)
