@@ -1,7 +1,9 @@
 """Argument helpers shared by subcommands."""
 import argparse
 import os
+import re
 import sys
+import textwrap
 
 from .. import arch as archmod
 from ..arch import DEFAULT_TARGET
@@ -165,6 +167,34 @@ def operator_from_args(args):
                       b_layout=getattr(args, "b_layout", "col"),
                       epilogue=getattr(args, "epilogue", None))
     return op
+
+
+# what a report line may take on a terminal unless --wide asks for its whole length
+WIDTH = 100
+
+
+def add_wide(p):
+    p.add_argument("--wide", action="store_true",
+                   help=f"lines as long as the report makes them (by default at most {WIDTH} "
+                        f"columns: long lines wrap, wide tables are rearranged)")
+
+
+def fit(text, wide=False, width=WIDTH):
+    """`text` with every line longer than `width` wrapped at spaces (wide: unchanged). A
+    continuation starts under the line's last column (after its last gap of two spaces in the
+    first 60 columns), else 4 further in than the line."""
+    if wide:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        gaps = [m.end() for m in re.finditer(r"\S {2,}", line[:60]) if m.end() > lead]
+        hang = gaps[-1] if gaps else lead + 4
+        out += textwrap.wrap(line, width, subsequent_indent=" " * hang, break_on_hyphens=False)
+    return "\n".join(out)
 
 
 def read_text(path):

@@ -6,6 +6,14 @@ softmax statistics in f32. D is 64 or 128; S anything (not a tile multiple). The
 lowered from an AttentionSchedule for sm_90a (ptxgen/lower/attention.py), or on targets
 without wgmma from an MmaAttentionSchedule (ops/mma_attention.py).
 
+Programmable (FlexAttention's model, ops/attention_mods.py): Attention(..., score_mod=fn,
+mask_mod=fn, block_mask=bm) with fn traced once into IR on the score fragments
+(schedule/score_mods.py); a mask's block mask (made once per S when not given) drives the K/V
+loop: empty tiles are never loaded, full ones skip the mask. Extra kernel arrays: BM_counts,
+BM_lists (the block mask) and t0, t1, ... (the mods' ModTensors), from make_inputs /
+mod_arrays. causal=True with a mask_mod is their conjunction. Without mods the kernel is the
+unmodified one, PTX for PTX.
+
 Reference: float64 of the exact 16-bit inputs. What the kernel rounds, and check()'s bound per
 element of O: P = 2^(S' - m) is rounded to the input type before P·V (relative error u, the
 type's unit roundoff: 2^-8 bf16, 2^-11 f16), the final O once more (u·|O|), and ex2.approx/rcp
@@ -83,8 +91,8 @@ class Attention(InstructionPaths, Operator):
                               f"MmaAttentionSchedule, got {schedule!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self._mods = ProgrammableMods(score_mod, mask_mod, block_mask, self.causal)
-        if self._mods.active:
-            self.causal = False             # folded into the mask
+        if self._mods.mask is not None:
+            self.causal = False             # folded into the mask_mod
 
     def mod_spec(self, shape):
         """The lowering's AttentionMods for shape (None without mods)."""

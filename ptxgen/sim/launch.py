@@ -310,7 +310,7 @@ def _passes(prog, records, sector):
     kernel: max, then sum), so what it reads between the two stands between a byte's first
     read and its second. 'written' when loads in one loop read sectors that stores in another
     wrote (a forward sweep keeping its intermediates, a backward sweep reading them: the
-    Thomas algorithm, round sim11b): everything the CTA touches in between stands between
+    Thomas algorithm): everything the CTA touches in between stands between
     the write and the read. '' otherwise."""
     where, wrote, first = {}, {}, {}
     for i, rec in records.items():
