@@ -10,7 +10,7 @@ untraced warp that does not end its block (`plain_issue`). Everything else (memo
 operations, barriers, block ends and exits, async ops, traced warps) goes through `Sm.step`.
 
 The two loops do the same float operations in the same order: their results (cycles, stall
-sums, traced warps' events) are identical to the last bit (tests/test_sim_round14c.py runs
+sums, traced warps' events) are identical to the last bit (tests/test_sim_engine.py runs
 both)."""
 import math
 from itertools import chain
