@@ -1,5 +1,5 @@
 """The simulator against H200 measurements of kernels ptxgen did not write
-(docs/data/model_set_2026-12-01b.json.gz, benchmarks/model_set.py): a few fitting cases that each
+(docs/data/model_set_2026-12-01b.json, benchmarks/model_set.py): a few fitting cases that each
 exercise one part of the model stay within the error MODEL.md reports for them."""
 import hashlib
 import importlib.util
@@ -18,7 +18,7 @@ from model_data import measured_cases
 from ptxgen.parse import parse_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = "model_set_2026-12-01b.json.gz"
+DATA = "model_set_2026-12-01b.json"
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ def test_slow_case_simulates_within_bound():
 # for one pipe: the scheduler's scan moved several warps on per issued instruction) took 3.07 s
 # of CPU at len=24 before, 2.86 s after (load 1.5); bound three times the former
 SLOW_LOCAL, LOCAL_BOUND_S = "edit_distance_local pairs=200003 len=24", 9.0
-SET10 = "model_set_2026-12-01l_fit10ab.json.gz"
+SET10 = "model_set_2026-12-01l_fit10ab.json"
 
 
 def test_local_memory_dp_case_simulates_within_bound():
