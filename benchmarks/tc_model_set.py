@@ -1,6 +1,6 @@
 """The simulator's tensor-core set: kernels measured in one device run, predicted on the CPU.
 
-    python benchmarks/tc_model_set.py collect $OUT/tc_set.json [SECONDS]   # GPU machine
+    python benchmarks/tc_model_set.py collect $OUT/tc_set.json [SECONDS [NAME_PART]]   # GPU
     python benchmarks/tc_model_set.py eval docs/data/tc_set_<date>.json [-j N]   # CPU
     python benchmarks/tc_model_set.py eval stored [-j N]   # CPU: the 2026-12-01 H200 rows
 
@@ -334,7 +334,7 @@ def bit_equality(torch, out_dir):
     return info
 
 
-def collect(path, budget_s=200.0):
+def collect(path, budget_s=200.0, only=None):
     import torch
     import triton
     t_start = time.time()
@@ -356,7 +356,7 @@ def collect(path, budget_s=200.0):
     except Exception:
         data["bit_equality_error"] = traceback.format_exc()[-2000:]
     print("bit equality:", data.get("bit_equality") or data["bit_equality_error"], flush=True)
-    for c in cases():
+    for c in (c for c in cases() if not only or only in c["name"]):
         if time.time() - t_start > budget_s:
             data["cases"].append(dict(c, error="not run: the run's time budget was spent"))
             continue
@@ -513,7 +513,8 @@ def evaluate(path, jobs=1, only=None):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "collect":
-        sys.exit(collect(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 200.0))
+        sys.exit(collect(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 200.0,
+                         sys.argv[4] if len(sys.argv) > 4 else None))
     if len(sys.argv) >= 3 and sys.argv[1] == "eval":
         jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 1
         only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None

@@ -196,8 +196,34 @@ def _loaded_control(prog, plan, inside):
     return out
 
 
+def _cluster_dims(kernel):
+    """The kernel's .reqnctapercluster (x, y, z), or (1, 1, 1)."""
+    for d in kernel.directives:
+        words = d.replace(",", " ").split()
+        if words and words[0] == ".reqnctapercluster":
+            dims = [int(w) for w in words[1:]] + [1, 1]
+            return tuple(dims[:3])
+    return (1, 1, 1)
+
+
+def _cluster_specs(cx, cy, cz, grid, cluster):
+    """%clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid, %cluster_ctarank,
+    %cluster_nctarank of CTA (cx, cy, cz) in clusters of `cluster` CTAs (x, y, z)."""
+    kx, ky, kz = cluster
+    ids = (cx // kx, cy // ky, cz // kz)
+    rank = (cx % kx) + kx * ((cy % ky) + ky * (cz % kz))
+    out = {"cluster_ctarank": rank, "cluster_nctarank": kx * ky * kz,
+           "is_explicit_cluster": int(kx * ky * kz > 1)}
+    for k, axis in enumerate("xyz"):
+        out[f"clusterid.{axis}"] = ids[k]
+        out[f"nclusterid.{axis}"] = -(-grid[k] // cluster[k])
+        out[f"cluster_ctaid.{axis}"] = (cx, cy, cz)[k] % cluster[k]
+        out[f"cluster_nctaid.{axis}"] = cluster[k]
+    return out
+
+
 def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,
-                every_lane=False):
+                every_lane=False, cluster=(1, 1, 1)):
     """Special registers of the first and last thread of one warp of one CTA (every_lane:
     of all its threads)."""
     gx, gy, gz = grid
@@ -207,6 +233,7 @@ def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, tabl
     first = warp * warp_size
     last = min(first + warp_size - 1, threads - 1)
     specs = []
+    clusters = _cluster_specs(cx, cy, cz, grid, cluster)
     for t in (range(first, last + 1) if every_lane else sorted({first, last})):
         specs.append({
             "tid.x": t % bx, "tid.y": (t // bx) % by, "tid.z": t // (bx * by),
@@ -216,7 +243,7 @@ def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, tabl
             "laneid": t - first, "warpid": warp, "nwarpid": table.header.max_warps_per_sm,
             "smid": 0, "nsmid": sm_count, "gridid": 0,
             "dynamic_smem_size": dyn_shared, "total_smem_size": dyn_shared,
-            **_lanemasks(t - first, warp_size),
+            **_lanemasks(t - first, warp_size), **clusters,
         })
     return specs
 
@@ -401,9 +428,11 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     # count (one) instead of the data
     votes = plan.votes
 
+    cluster = _cluster_dims(kernel)
+
     def specs(cta, w):
         return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table,
-                           every_lane=votes)
+                           every_lane=votes, cluster=cluster)
 
     waves = []
     pilot = None
@@ -438,7 +467,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     hot = _hot_loop(prog, pilot, sample)
     access, passes = _access_pilot(
         prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
-            cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True),
+            cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True,
+            cluster=cluster),
         warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
     loads, stores = _traffic(prog, pilot.trace, access)
     requested = loads * warps_per_cta * n_ctas
@@ -540,7 +570,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         if _clock_pass == 1 or abs(tuned - clock) <= 0.005 * clock:
             break
         clock = tuned
-    if full > 1 and results and results[0].name == "full":
+    if full > 1 and results and results[0].name == "full" and any(
+            prog.units[st.unit] == "TENSOR" for st in prog.instrs):
         results[0].count *= grid_work_ratio(plan, prog, specs, grid, waves[0][2], trip, budget,
                                             warnings)
     return SimReport.build(
