@@ -453,7 +453,7 @@ def predict(c, sample=16):
         op, shape, arch = ptxgen_op(c)
         got = ptx_hash(op, shape, arch)
         rep = simulate_operator(op, shape, arch=arch, sample=sample)
-        note = "" if got == c.get("ptx_sha256") else " (PTX differs from the measured one)"
+        note = "" if got == c.get("ptx_sha256", got) else " (PTX differs from the measured one)"
         return rep.device_us, rep.details["bound"]["resource"] + note
     import model_eval as E
     case = dict(c, source="triton")
