@@ -53,6 +53,8 @@ def reference_loop(sm, now, s0, busy):
 def _idle_jump(sm, now):
     """Nothing could issue: the first cycle something can."""
     nxt = min(map(attrgetter("ready"), chain.from_iterable(sm.queues)), default=_INF)
+    if nxt == _INF and sm.hopper is not None and sm.hopper.unblock(sm, now + 1):
+        return now + 1
     if nxt == _INF:
         stuck = [w.wid for w in sm.warps if not w.done]
         raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "
