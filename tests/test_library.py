@@ -295,3 +295,16 @@ def test_attention_with_mods_matches_the_float64_reference_of_the_same_mods():
     as_mask = ptxgen.attention(q, k, v, mask_mod=causal())
     assert np.array_equal(as_mask.view(np.uint16),
                           ptxgen.attention(q, k, v, causal=True).view(np.uint16))
+
+
+def test_attention_with_fewer_kv_heads_is_grouped_query_attention():
+    from ptxgen.ops.attention import attention_reference
+    rng = np.random.default_rng()
+    q = rand(rng, (1, 8, 90, 64), BF16)
+    k, v = (rand(rng, (1, 2, 90, 64), BF16) for _ in range(2))
+    o = ptxgen.attention(q, k, v, causal=True)
+    ref = attention_reference(q.astype(np.float64), np.repeat(k.astype(np.float64), 4, axis=1),
+                              np.repeat(v.astype(np.float64), 4, axis=1), 1 / 8, True, 2.0 ** -8)
+    assert np.all(np.abs(o.astype(np.float64) - ref["O"]) <= ref["O_bound"])
+    with pytest.raises(PtxgenError, match="multiple of H_kv"):
+        ptxgen.attention(q, k[:, :1].repeat(3, axis=1), v[:, :1].repeat(3, axis=1))

@@ -102,6 +102,8 @@ def add_dtype(p):
                         "document:LEN (documents of LEN tokens) or prefix:N")
     p.add_argument("--score-mod", default=None, metavar="SPEC",
                    help="attention: a score_mod: alibi or softcap:C")
+    p.add_argument("--kv-heads", type=positive_int, default=None, metavar="N",
+                   help="attention: K/V heads (grouped-query attention; --H a multiple of it)")
 
 
 def operator_from_args(args):
@@ -120,13 +122,19 @@ def operator_from_args(args):
         mask, smod = getattr(args, "mask", None), getattr(args, "score_mod", None)
         S = getattr(args, "S", None) or Attention.defaults["S"]
         H = getattr(args, "H", None) or Attention.defaults["H"]
+        kv = getattr(args, "kv_heads", None)
+        if kv is not None and H % kv:
+            raise PtxgenError(f"--H {H} is not a multiple of --kv-heads {kv}")
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
                          causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
                          mask_mod=mask_from_spec(mask, S) if mask else None,
-                         score_mod=score_mod_from_spec(smod, H) if smod else None)
+                         score_mod=score_mod_from_spec(smod, H) if smod else None,
+                         kv_group=H // kv if kv else 1)
     if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
-            getattr(args, "mask", None) or getattr(args, "score_mod", None):
-        raise PtxgenError(f"--causal, --scale, --mask and --score-mod apply to attention only, "
+            getattr(args, "mask", None) or getattr(args, "score_mod", None) or \
+            getattr(args, "kv_heads", None):
+        raise PtxgenError(f"--causal, --scale, --mask, --score-mod and --kv-heads apply to "
+                          f"attention only, "
                           f"not {args.kernel}")
     op = OPERATORS[args.kernel]
     if getattr(args, "G", None) is not None:

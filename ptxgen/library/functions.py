@@ -332,7 +332,9 @@ def _back_to_numpy(t, dtype):
 def attention(q, k, v, *, causal=False, scale=None, score_mod=None, mask_mod=None,
               block_mask=None, return_lse=False, backend="auto", target=None):
     """Fused attention forward O = softmax(scale · q kᵀ [causal]) v over (B, H, S, D) arrays
-    (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S.
+    (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S. k and v
+    may have fewer heads than q (grouped-query / multi-query attention: H a multiple of H_kv;
+    query head h reads K/V head h // (H / H_kv)).
     scale defaults to 1/sqrt(D). return_lse: also return the per-row logsumexp (B, H, S), f32,
     natural log (what a backward pass needs).
 
@@ -376,9 +378,11 @@ def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=Non
     Q, K, V = (operand(n, x, fn, ("bf16", "f16")) for n, x in (("q", q), ("k", k), ("v", v)))
     dtype = same_dtype(fn, Q, K, V)
     on_gpu = same_place(fn, Q, K, V)
-    if len(Q.shape) != 4 or K.shape != Q.shape or V.shape != Q.shape:
-        raise PtxgenError(f"ptxgen.{fn}: q, k and v must be (B, H, S, D) of one shape; got "
-                          f"q {Q.shape}, k {K.shape}, v {V.shape}")
+    if len(Q.shape) != 4 or K.shape != V.shape or len(K.shape) != 4 or \
+            K.shape[:1] + K.shape[2:] != Q.shape[:1] + Q.shape[2:] or Q.shape[1] % K.shape[1]:
+        raise PtxgenError(f"ptxgen.{fn}: q must be (B, H, S, D) and k, v (B, H_kv, S, D) with H "
+                          f"a multiple of H_kv; got q {Q.shape}, k {K.shape}, v {V.shape}")
+    kv_group = Q.shape[1] // K.shape[1]                 # grouped-query (and multi-query) heads
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)
                                   and scale > 0):
         raise PtxgenError(f"ptxgen.{fn}: scale must be a positive number, got {scale!r}")
@@ -387,7 +391,7 @@ def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=Non
     arch = _target(fn, target, be, True)
     from ..ops.attention import Attention
     op = _op(Attention, dtype, bool(causal), None if scale is None else float(scale), "auto",
-             score_mod, mask_mod, block_mask)
+             score_mod, mask_mod, block_mask, kv_group)
     try:
         shape = op.shape(B=Bn, H=H, S=S, D=D)
     except PtxgenError as e:

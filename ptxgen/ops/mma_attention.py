@@ -36,7 +36,7 @@ class MmaSyncAttentionPath:
     def build(op, shape):
         return lower_mma_attention(op.schedule_for(shape), MmaSyncAttentionPath.arch(op), shape,
                                    dtype=op.dtype, causal=op.causal, name=op.kernel_name(),
-                                   mods=op.mod_spec(shape))
+                                   mods=op.mod_spec(shape), kv_group=op.kv_group)
 
     @staticmethod
     def kernel_args(op, shape, arrays):

@@ -75,12 +75,12 @@ class MemoryConfig:
 
 
 def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=False,
-                  access=None, tma_dram_fraction=None):
+                  access=None, tma_dram_fraction=None, clock_mhz=None):
     """Rates and latencies for one SM. resident: the launch's whole footprint stays in L2
     between launches, so global loads hit L2 and stores stay in it."""
     h = table.header
     # bytes per cycle of the clock the simulated cycles are converted at (result.py)
-    clock_hz = table.time_clock_mhz * 1e6
+    clock_hz = (clock_mhz or table.time_clock_mhz) * 1e6
     rates, lat = {}, {}
     for name, m in table.memory.items():
         # SHARED and L1 are per SM; L2 and DRAM are split among the SMs that work
