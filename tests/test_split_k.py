@@ -58,6 +58,18 @@ def test_split_k_pieces_are_summed_in_order():
     assert np.array_equal(arrays["C"], halves[0] + halves[1])
 
 
+@pytest.mark.parametrize("name", ["bias_silu", "residual"])
+def test_split_k_with_a_traced_epilogue(name):
+    """The epilogue runs once, on the summed pieces (a bias added per piece would count
+    split_k times; silu of a partial sum is not the silu of the sum)."""
+    op = TcMatmul("bf16", "bf16", TcMatmulSchedule(**S64, split_k=3), epilogue=name)
+    shape = op.shape(M=37, N=131, K=700)
+    arrays = op.make_inputs(shape, np.random.default_rng(11))
+    run_operator(op, shape, arrays, ARCH)
+    ok, worst = op.check(shape, arrays)
+    assert ok, worst
+
+
 @pytest.mark.parametrize("fields, words", [
     (dict(split_k=0), "split_k=0"),
     (dict(split_k=2, epilogue="tma", stages=3), "epilogue='direct'"),
