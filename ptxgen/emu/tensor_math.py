@@ -47,7 +47,7 @@ MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded 
 # toward zero below 2^(E+1-25), the kept bits summed and the sum truncated to 13 fraction bits
 # (the f32 result's low 10 bits zero). A prior from public reports (DeepSeek-V3: Hopper's fp8
 # accumulation keeps "around 14 bits"), not yet measured here: benchmarks/fp8_numerics.py
-# measures and fits it on the GPU (docs/EMULATOR.md, "fp8 wgmma").
+# measures and fits it on the GPU (docs/EMULATOR.md, "Tensor-core numerics").
 MODEL_FP8 = Numerics(block=32, width=25, frac_bits=13)
 FP8_TYPES = ("e4m3", "e5m2")
 
