@@ -187,6 +187,40 @@ def test_block_scaled_fp8_on_the_emulator(out, shape):
     assert op.check(shape, arrays)[0]
 
 
+# -- epilogues (applied to the scaled accumulators) ------------------------------------------------
+@pytest.mark.parametrize("scaling, epilogue, out, shape", [
+    ("tensor", "bias_silu", "bf16", dict(M=67, N=45, K=200)),
+    ("tensor", "residual", "f32", dict(M=33, N=130, K=64)),
+    ("block", "bias_gelu", "bf16", dict(M=67, N=131, K=300)),
+])
+def test_fp8_epilogues_on_the_emulator(scaling, epilogue, out, shape):
+    op = Fp8Matmul("e4m3", out, scaling=scaling, epilogue=epilogue)
+    arrays = op.make_inputs(shape, np.random.default_rng(shape["N"]))
+    run_operator(op, shape, arrays, ARCH)
+    ok, worst = op.check(shape, arrays)
+    assert ok, worst
+    # the same C checked as the GEMM without its epilogue fails: the epilogue ran
+    plain = Fp8Matmul("e4m3", out, scaling=scaling)
+    assert not plain.check(shape, arrays)[0]
+
+
+def test_fp8_epilogue_tensor_names_may_not_be_the_scales():
+    from ptxgen.schedule import epilogue as E
+    with pytest.raises(PtxgenError, match="scale_a"):
+        Fp8Matmul("e4m3", epilogue=E.trace_epilogue(lambda acc, row, col, scale_a:
+                                                    acc * scale_a[row],
+                                                    scale_a=E.Tensor("row")))
+
+
+def test_cli_runs_an_fp8_epilogue_and_refuses_one_with_groups(cli):
+    rc, out, err = cli("run", "matmul", "--M", "67", "--N", "45", "--K", "64", "--dtype",
+                       "e4m3", "--epilogue", "bias_gelu", "--backend", "emu", "--check")
+    assert rc == 0 and "PASS" in out, err
+    rc, out, err = cli("emit", "matmul", "--dtype", "e4m3", "--groups", "4", "--epilogue",
+                       "bias")
+    assert rc != 0 and "--epilogue" in err and "--groups" in err
+
+
 def test_block_scales_need_128_wide_tiles():
     from ptxgen.errors import ScheduleError
     from ptxgen.schedule.tc_matmul import TcMatmulSchedule

@@ -140,6 +140,8 @@ def operator_from_args(args):
     if getattr(args, "G", None) is not None:
         if args.kernel != "matmul":
             raise PtxgenError(f"--groups applies to matmul only, not {args.kernel}")
+        if getattr(args, "epilogue", None):
+            raise PtxgenError("--epilogue applies to the dense matmul, not with --groups")
         from ..ops.grouped_matmul import GroupedMatmul
         # --b-layout col: W is G x N x K (K-major, nn.Linear's); row: G x K x N (N-major)
         return GroupedMatmul(args.dtype or "bf16", out=args.out_dtype,
@@ -149,7 +151,7 @@ def operator_from_args(args):
     if getattr(args, "epilogue", None) and (args.kernel != "matmul" or
                                             not getattr(args, "dtype", None)):
         raise PtxgenError("--epilogue applies to the tensor-core matmul only (matmul with "
-                          "--dtype bf16|f16|tf32)")
+                          "--dtype bf16|f16|tf32|e4m3|e5m2)")
     if getattr(args, "dtype", None):
         if args.kernel != "matmul":
             raise PtxgenError(f"--dtype applies to matmul and attention only, not "
@@ -164,12 +166,10 @@ def operator_from_args(args):
                 raise PtxgenError("matmul: fp8 wgmma reads K-major operands only: --a-layout "
                                   "must be row and --b-layout col with --dtype "
                                   f"{args.dtype}")
-            if getattr(args, "epilogue", None):
-                raise PtxgenError("--epilogue applies to the bf16, f16 and tf32 matmul, not "
-                                  f"--dtype {args.dtype}")
             from ..ops.fp8_matmul import Fp8Matmul
             return Fp8Matmul(args.dtype, out=args.out_dtype,
-                             b_dtype=getattr(args, "b_dtype", None))
+                             b_dtype=getattr(args, "b_dtype", None),
+                             epilogue=getattr(args, "epilogue", None))
         op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
                       a_layout=getattr(args, "a_layout", "row"),
                       b_layout=getattr(args, "b_layout", "col"),

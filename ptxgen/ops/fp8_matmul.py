@@ -41,12 +41,13 @@ BLOCK = 128
 
 class Fp8Matmul(TcMatmul):
     """dtype: A's fp8 format ("e4m3" or "e5m2"); b_dtype: B's (default: A's); out: "f32" or
-    "bf16"; schedule: "auto" or a TcMatmulSchedule (BK = 128, for_dtype gives it)."""
+    "bf16"; schedule: "auto" or a TcMatmulSchedule (BK = 128, for_dtype gives it); epilogue:
+    as TcMatmul's, applied to the scaled accumulators."""
     dtypes = FP8
     scale_inputs = SCALES
 
     def __init__(self, dtype="e4m3", out="bf16", schedule="auto", b_dtype=None, k_pack="pad",
-                 scaling="tensor"):
+                 scaling="tensor", epilogue=None):
         b_dtype = b_dtype or dtype
         if scaling not in SCALINGS:
             raise PtxgenError(f"matmul: scaling must be one of {', '.join(SCALINGS)}, got "
@@ -62,9 +63,14 @@ class Fp8Matmul(TcMatmul):
             raise PtxgenError("matmul: the fp8 GEMM runs on wgmma only (sm_90a): schedule must "
                               "be 'auto' or a TcMatmulSchedule")
         self.b_dtype, self.scaling = b_dtype, scaling
-        super().__init__(dtype, out, schedule, "row", "col", "pad")
+        super().__init__(dtype, out, schedule, "row", "col", "pad", epilogue=epilogue)
         self.scale_inputs = SCALES if scaling == "tensor" else BLOCK_SCALES
-        self.inputs = ("A", "Bt") + self.scale_inputs
+        extra = tuple(self.epilogue.tensors) if self.epilogue is not None else ()
+        if set(extra) & set(self.scale_inputs):
+            raise PtxgenError(f"matmul: epilogue tensor name "
+                              f"{sorted(set(extra) & set(self.scale_inputs))[0]!r} is taken by "
+                              f"the fp8 GEMM's scales; rename it")
+        self.inputs = ("A", "Bt") + self.scale_inputs + extra
 
     def schedule_for(self, shape):
         """Per-tensor scales: the bf16 GEMM's choice (tune cache, else default_tc_schedule).
@@ -113,18 +119,19 @@ class Fp8Matmul(TcMatmul):
         """The scales' product as the kernel forms it (an f32 multiply), float64."""
         return float(np.float32(arrays["scale_a"][0]) * np.float32(arrays["scale_b"][0]))
 
-    def reference(self, shape, arrays, rows=None):
-        """float64 C and its per-element bound; rows: only these rows of C (large shapes)."""
+    def product(self, shape, arrays, rows, out):
+        """The scaled float64 product (only `rows` of it) and its bound stored as `out` (the
+        epilogue, if any, follows: TcMatmul.reference)."""
         a, b = self.matrices(arrays)
         if rows is not None:
             a = a[np.asarray(rows)]
         if self.scaling == "block":
             sa = arrays["a_scales"] if rows is None else arrays["a_scales"][:, np.asarray(rows)]
-            return self._block_reference(shape, dict(arrays, a_scales=sa), a, b)
+            return self._block_product(shape, dict(arrays, a_scales=sa), a, b, out)
         s = self.scale(arrays)
-        return {"C": s * (a @ b), "bound": s * self.error_bound(shape, np.abs(a) @ np.abs(b))}
+        return s * (a @ b), s * self.error_bound(shape, np.abs(a) @ np.abs(b), out=out)
 
-    def _block_reference(self, shape, arrays, a, b):
+    def _block_product(self, shape, arrays, a, b, out):
         """C = sum over k-blocks of a_scale[row] * b_scale[column block] * (A_kb @ B_kb); the
         bound: each block's wgmma sum (error_bound for K = 128) scaled, the scales' product
         and each promotion fma rounded in f32 (2^-24 of the running sum's sum |terms|
@@ -134,18 +141,16 @@ class Fp8Matmul(TcMatmul):
         sb = arrays["b_scales"].astype(np.float32)
         cols = np.arange(N) // BLOCK
         want, scaled = np.zeros((M, N)), np.zeros((M, N))
-        per_block = self.error_bound(dict(M=M, N=N, K=BLOCK), 1.0) - 1e-30
-        if self.out == "bf16":
-            per_block -= BF16_ULP
+        per_block = self.error_bound(dict(M=M, N=N, K=BLOCK), 1.0, out="f32") - 1e-30
         kbs = -(-K // BLOCK)
         for kb in range(kbs):
             ks = slice(kb * BLOCK, (kb + 1) * BLOCK)
             f = (sa[kb][:, None] * sb[cols, kb][None, :]).astype(np.float64)   # f32 products
             want += f * (a[:, ks] @ b[ks])
             scaled += np.abs(f) * (np.abs(a[:, ks]) @ np.abs(b[ks]))
-        bound = (per_block + (kbs + 1) * 2.0 ** -24 + (BF16_ULP if self.out == "bf16" else 0)) \
+        bound = (per_block + (kbs + 1) * 2.0 ** -24 + (BF16_ULP if out == "bf16" else 0)) \
             * scaled
-        return {"C": want, "bound": bound + 1e-30}
+        return want, bound + 1e-30
 
     def error_bound(self, shape, abs_products, out=None):
         """Per element, of the unscaled sum S = sum |a||b| (reference() scales it): each block of

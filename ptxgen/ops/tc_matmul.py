@@ -411,17 +411,22 @@ class TcMatmul(InstructionPaths, Operator):
 
     def reference(self, shape, arrays, rows=None):
         """float64 C and its per-element bound; rows: only these rows of C (large shapes)."""
-        a, b = self.matrices(arrays)
-        if rows is not None:
-            a = a[np.asarray(rows)]
         if self.epilogue is None:
-            return {"C": a @ b, "bound": self.error_bound(shape, np.abs(a) @ np.abs(b))}
-        acc = a @ b
-        acc_err = self.error_bound(shape, np.abs(a) @ np.abs(b), out="f32")
+            c, bound = self.product(shape, arrays, rows, self.out)
+            return {"C": c, "bound": bound}
+        acc, acc_err = self.product(shape, arrays, rows, "f32")
         v, e = self.epilogue.evaluate(acc, acc_err, arrays, rows=rows)
         if self.out == "bf16":
             e = e + BF16_ULP * np.abs(v)
         return {"C": v, "bound": e + 1e-30}
+
+    def product(self, shape, arrays, rows, out):
+        """float64 A @ B (only `rows` of it, when given) and its per-element bound stored as
+        `out`: the accumulators the epilogue receives (out="f32") or C without one."""
+        a, b = self.matrices(arrays)
+        if rows is not None:
+            a = a[np.asarray(rows)]
+        return a @ b, self.error_bound(shape, np.abs(a) @ np.abs(b), out=out)
 
     def error_bound(self, shape, abs_products, out=None):
         """Largest error allowed per element: K f32 ulps of sum |a||b| (the accumulation), plus
