@@ -4,6 +4,9 @@ mask, and against ptxgen's unmodified kernel, bf16, one run.
 
     python benchmarks/attention_mods.py [--budget-s S] [--out DIR] [--flex-order a,b,...]
 
+Soft-cap is also timed with every k-th exp2 of the softmax on the FMA pipe for the k of
+SOFT_EX2_TRIED (rows soft_cap_sx<k>; score_mods.SOFT_EX2_EVERY is the default's k).
+
 Correctness first, on fresh random inputs: for every ptxgen variant the sampled query rows of
 two heads (the last row included) against float64 (O within the operator's bound, LSE too);
 FlexAttention's output against the same reference (its largest error, informative). Timing:
@@ -27,11 +30,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from ptxgen.ops import attention_mods as am                              # noqa: E402
 from ptxgen.ops.attention import UNIT_ROUNDOFF, Attention, attention_reference  # noqa: E402
+from ptxgen.schedule import score_mods                                   # noqa: E402
 
 ARCH = "sm_90a"
 B, H, S, D = 4, 32, 4096, 128
 LONG = (1, 32, 16384, 128)
 WINDOW, DOC, PREFIX, CAP = 1024, 1000, 1024, 30.0
+SOFT_EX2_TRIED = (0, 2, 4)      # soft-cap also timed with these shares of exp2 on the FMA pipe
 
 
 def ptxgen_variants(S):
@@ -158,7 +163,13 @@ def main():
 
     # -- ptxgen: every variant at B=4 H=32 S=4096 D=128, then sliding at S=16384 ----------------
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
-    for name, kw in ptxgen_variants(S).items():
+    variants = list(ptxgen_variants(S).items())
+    variants += [(f"soft_cap_sx{k}", dict(score_mod=am.soft_cap(CAP), sx=k))
+                 for k in SOFT_EX2_TRIED if k != score_mods.SOFT_EX2_EVERY]
+    default_sx = score_mods.SOFT_EX2_EVERY
+    for name, kw in variants:
+        kw = dict(kw)
+        score_mods.SOFT_EX2_EVERY = kw.pop("sx", default_sx)
         try:
             op = Attention("bf16", **kw)
             shape = op.shape(B=B, H=H, S=S, D=D)
@@ -175,6 +186,7 @@ def main():
         except Exception as e:                                      # report, keep going
             emit(dict(config=f"S{S}", variant=name, impl="ptxgen",
                       error=f"{type(e).__name__}: {e}"[:300]))
+    score_mods.SOFT_EX2_EVERY = default_sx
     Bl, Hl, Sl, Dl = LONG
     ql, kl, vl = (torch.randn(Bl, Hl, Sl, Dl, device=dev, dtype=torch.bfloat16)
                   for _ in range(3))
@@ -231,11 +243,10 @@ def main():
     by = {(r["config"], r["variant"], r["impl"]): r for r in rows if "ms" in r}
     summary = []
     base = by.get((f"S{S}", "none", "ptxgen"))
-    for name in ptxgen_variants(S):
-        r = by.get((f"S{S}", name, "ptxgen"))
-        f = by.get((f"S{S}", name, "flex"))
-        if r is None:
+    for (cfg, name, impl), r in by.items():
+        if cfg != f"S{S}" or impl != "ptxgen":
             continue
+        f = by.get((f"S{S}", name.split("_sx")[0], "flex"))
         summary.append(dict(variant=name, tflops=r["tflops"], tile_tflops=r["tile_tflops"],
                             x_flex=f["ms"] / r["ms"] if f else None,
                             rate_vs_unmodified=r["tflops"] / base["tflops"] if base else None,

@@ -191,9 +191,7 @@ def lif_ref(v, refr, cur):
         ('n=16777216', {'n': 16777216}),
         ('n=67108864', {'n': 67108864})])
 def saxpy(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    check, inits = None, {}
     x, y, o = g.randn(c["n"]), g.randn(c["n"]), g.empty(c["n"])
     args, grid, block = [2.5, x, y, o], ((c["n"] + 255) // 256,), (256,)
     check = lambda: float((o - (2.5 * x + y)).norm() / (2.5 * x + y).norm())  # noqa: E731
@@ -206,9 +204,8 @@ def saxpy(g, c):
         ('2048^3', {'m': 2048})])
 @family(name='matmul_naive', sizes=[('512^3', {'m': 512}), ('1024^3', {'m': 1024})])
 def matmul_naive_shared(g, c):
-    torch, cuda = g.torch, g.cuda
     fam = c["family"]
-    check, shared, inits = None, 0, {}
+    check, inits = None, {}
     m = c["m"]
     A, B, C = g.randn(m, m), g.randn(m, m), g.empty(m, m)
     args = [A, B, C]
@@ -228,9 +225,8 @@ def matmul_naive_shared(g, c):
         ('n=16777216', {'n': 16777216}),
         ('n=67108864', {'n': 67108864})])
 def block_reduce(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    torch = g.torch
+    check, inits = None, {}
     x, t = g.randn(c["n"]), torch.zeros(1, device="cuda")
     args, grid, block = [x, t], (c["n"] // 256,), (256,)
     return args, grid, block, check, inits
@@ -241,9 +237,7 @@ def block_reduce(g, c):
         ('4096^2', {'m': 4096}),
         ('8192^2', {'m': 8192})])
 def transpose_padded(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    check, inits = None, {}
     m = c["m"]
     a, b = g.randn(m, m), g.empty(m, m)
     args, grid, block = [a, b], (m // 32, m // 32), (32, 32)
@@ -256,9 +250,8 @@ def transpose_padded(g, c):
         ('n=16777216', {'n': 16777216}),
         ('n=67108864', {'n': 67108864})])
 def stencil1d(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    torch = g.torch
+    check, inits = None, {}
     x, o = g.randn(c["n"]), torch.zeros(c["n"], device="cuda")
     args, grid, block = [x, o], ((c["n"] + 255) // 256,), (256,)
     return args, grid, block, check, inits
@@ -266,9 +259,8 @@ def stencil1d(g, c):
 
 @family(sizes=[('2048^2', {'m': 2048}), ('8192^2', {'m': 8192})])
 def stencil2d(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    torch = g.torch
+    check, inits = None, {}
     m = c["m"]
     a, b = g.randn(m, m), torch.zeros(m, m, device="cuda")
     args, grid, block = [a, b], (m // 32, m // 8), (32, 8)
@@ -278,9 +270,9 @@ def stencil2d(g, c):
 @family(name='hist_global', sizes=[('n=1048576', {'n': 1048576}), ('n=4194304', {'n': 4194304})])
 @family(name='hist_shared', sizes=[('n=4194304', {'n': 4194304}), ('n=16777216', {'n': 16777216})])
 def hist_shared_global(g, c):
-    torch, cuda = g.torch, g.cuda
+    torch = g.torch
     fam = c["family"]
-    check, shared, inits = None, 0, {}
+    check, inits = None, {}
     d = torch.randint(0, 256, (c["n"],), device="cuda", dtype=torch.int32)
     bins = torch.zeros(256, device="cuda", dtype=torch.int32)
     args = [d, bins]
@@ -291,9 +283,7 @@ def hist_shared_global(g, c):
 
 @family(sizes=[('n=4194304', {'n': 4194304}), ('n=16777216', {'n': 16777216})])
 def block_scan(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    check, inits = None, {}
     x, o = g.randn(c["n"]), g.empty(c["n"])
     args, grid, block = [x, o], (c["n"] // 1024,), (1024,)
 
@@ -306,9 +296,8 @@ def block_scan(g, c):
 @family(name='scatter', sizes=[('n=4194304', {'n': 4194304}), ('n=16777216', {'n': 16777216})])
 @family(name='gather', sizes=[('n=4194304', {'n': 4194304}), ('n=16777216', {'n': 16777216})])
 def gather_scatter(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    torch = g.torch
+    check, inits = None, {}
     x, o = g.randn(c["n"]), g.empty(c["n"])
     idx = torch.randperm(c["n"], device="cuda", dtype=torch.int64).to(torch.int32)
     args, grid, block = [x, idx, o], (c["n"] // 256,), (256,)
@@ -320,9 +309,8 @@ def gather_scatter(g, c):
         ('4096x1024', {'rows': 4096, 'cols': 1024}),
         ('8192x4096', {'rows': 8192, 'cols': 4096})])
 def layernorm(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    torch = g.torch
+    check, inits = None, {}
     x, y = g.randn(c["rows"], c["cols"]), g.empty(c["rows"], c["cols"])
     args, grid, block = [x, y, 1e-5], (c["rows"],), (256,)
 
@@ -336,9 +324,7 @@ def layernorm(g, c):
         ('n=4194304 iters=64', {'n': 4194304, 'iters': 64}),
         ('n=16777216 iters=16', {'n': 16777216, 'iters': 16})])
 def divergent(g, c):
-    torch, cuda = g.torch, g.cuda
-    fam = c["family"]
-    check, shared, inits = None, 0, {}
+    check, inits = None, {}
     x, o = g.randn(c["n"]), g.empty(c["n"])
     args, grid, block = [x, o, c["iters"]], (c["n"] // 256,), (256,)
     return args, grid, block, check, inits
@@ -346,7 +332,6 @@ def divergent(g, c):
 
 @family(sizes=[('4096^2', {'m': 4096}), ('8192^2', {'m': 8192})])
 def transpose_naive(g, c):
-    torch, fam = g.torch, c["family"]
     check, inits = None, {}
     m = c["m"]
     a, b = g.randn(m, m), g.empty(m, m)
@@ -357,7 +342,6 @@ def transpose_naive(g, c):
 
 @family(sizes=[('n=16777216', {'n': 16777216}), ('n=67108864', {'n': 67108864})])
 def warp_reduce(g, c):
-    torch, fam = g.torch, c["family"]
     check, inits = None, {}
     x, p = g.randn(c["n"]), g.empty(132 * 8 * 256 // 32)
     args, grid, block = [x, p], (132 * 8,), (256,)
@@ -370,7 +354,7 @@ def warp_reduce(g, c):
         ('rows=262144 nnz/row=16', {'rows': 262144, 'per_row': 16}),
         ('rows=1048576 nnz/row=16', {'rows': 1048576, 'per_row': 16})])
 def spmv_csr(g, c):
-    torch, fam = g.torch, c["family"]
+    torch = g.torch
     check, inits = None, {}
     r, k = c["rows"], c["per_row"]
     rowptr = torch.arange(0, r * k + 1, k, device="cuda", dtype=torch.int32)
@@ -389,7 +373,6 @@ def spmv_csr(g, c):
         ('16384x1024', {'rows': 16384, 'cols': 1024}),
         ('4096x4096', {'rows': 4096, 'cols': 4096})])
 def row_scan(g, c):
-    torch, fam = g.torch, c["family"]
     check, inits = None, {}
     r, cc = c["rows"], c["cols"]
     x, o = g.randn(r, cc), g.empty(r, cc)
@@ -405,7 +388,6 @@ def row_scan(g, c):
         ('n=16777216 j=1', {'n': 16777216, 'j': 1, 'k': 2}),
         ('n=16777216 j=65536', {'n': 16777216, 'j': 65536, 'k': 131072})])
 def bitonic_step(g, c):
-    torch, fam = g.torch, c["family"]
     check, inits = None, {}
     n = c["n"]
     a, b = g.randn(n), g.empty(n)
@@ -415,7 +397,7 @@ def bitonic_step(g, c):
 
 @family(sizes=[('256^3', {'m': 256}), ('512^3', {'m': 512})])
 def stencil3d(g, c):
-    torch, fam = g.torch, c["family"]
+    torch = g.torch
     check, inits = None, {}
     m = c["m"]
     a, b = g.randn(m, m, m), torch.zeros(m, m, m, device="cuda")
@@ -427,7 +409,7 @@ def stencil3d(g, c):
         ('8192x1024', {'rows': 8192, 'cols': 1024}),
         ('2048x8192', {'rows': 2048, 'cols': 8192})])
 def softmax_rows(g, c):
-    torch, fam = g.torch, c["family"]
+    torch = g.torch
     check, inits = None, {}
     r, cc = c["rows"], c["cols"]
     x, y = g.randn(r, cc), g.empty(r, cc)
@@ -440,7 +422,6 @@ def softmax_rows(g, c):
         ('n=4194304 stride=2', {'n': 4194304, 'stride': 2}),
         ('n=4194304 stride=8', {'n': 4194304, 'stride': 8})])
 def strided_copy(g, c):
-    torch, fam = g.torch, c["family"]
     check, inits = None, {}
     n, st = c["n"], c["stride"]
     x, o = g.randn(n * st), g.empty(n)
@@ -453,7 +434,7 @@ def strided_copy(g, c):
         ('8192x2048', {'rows': 8192, 'cols': 2048}),
         ('131072x512', {'rows': 131072, 'cols': 512})], small={'rows': 19, 'cols': 100})
 def gemv_warp(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     a, x, y = g.randn(r, k), g.randn(k), g.empty(r)
     args, grid, block = [a, x, y], ((r * 32 + 255) // 256,), (256,)
@@ -466,7 +447,7 @@ def gemv_warp(g, c):
 
 @family(sizes=[('2048^2', {'m': 2048}), ('8192^2', {'m': 8192})], small={'m': 37})
 def conv3x3_smem(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     m = c["m"]
     a, w, b = g.randn(m, m), g.randn(3, 3), g.empty(m, m)
     args, grid, block = [a, w, b], ((m + 15) // 16, (m + 15) // 16), (16, 16)
@@ -487,7 +468,7 @@ def conv3x3_smem(g, c):
         ('words=16777216', {'n': 16777216}),
         ('words=67108864', {'n': 67108864})], small={'n': 3000})
 def hist_warp_bytes(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     words, bins = g.randint(-2 ** 31, 2 ** 31, c["n"]), g.zeros(256, integer=True)
     args, grid, block = [words, bins], (SMS_X8,), (256,)
     inits = {0: dict(kind="randint", low=-2 ** 31, high=2 ** 31)}
@@ -505,7 +486,7 @@ def hist_warp_bytes(g, c):
         ('n=16777216 reps=1', {'n': 16777216, 'reps': 1}),
         ('n=4194304 reps=64', {'n': 4194304, 'reps': 64})], small={'n': 1000, 'reps': 3})
 def poly_horner_sfu_trig(g, c):
-    fam, inits = c["family"], {}
+    fam, inits = c['family'], {}
     n, reps = c["n"], c["reps"]
     x = g.rand(n) * 2 - 1 if fam == "poly_horner" else g.randn(n)
     out = g.empty(n)
@@ -528,7 +509,7 @@ def poly_horner_sfu_trig(g, c):
 
 @family(sizes=[('n=8192', {'n': 8192}), ('n=32768', {'n': 32768})], small={'n': 300})
 def nbody_tiled(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     pos, acc = g.rand(n, 4), g.empty(n, 3)
     args, grid, block = [pos, acc, 1e-3], ((n + 255) // 256,), (256,)
@@ -546,7 +527,7 @@ def nbody_tiled(g, c):
         ('32x64x56x56', {'shape': (32, 64, 56, 56)}),
         ('16x256x64x64', {'shape': (16, 256, 64, 64)})], small={'shape': (2, 3, 5, 7)})
 def permute_nchw(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     nn, ch, h, w = c["shape"]
     total = nn * ch * h * w
     x, y = g.randn(total), g.empty(total)
@@ -560,7 +541,7 @@ def permute_nchw(g, c):
 
 @family(sizes=[('n=4194304', {'n': 4194304}), ('n=33554432', {'n': 33554432})], small={'n': 1000})
 def block_compact(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     nb = (n + 255) // 256
     x, out, counts = g.randn(n), g.empty(nb * 256), g.zeros(nb, integer=True)
@@ -580,7 +561,7 @@ def block_compact(g, c):
         ('n=5000000 shift=0', {'n': 5000000, 'shift': 0}),
         ('n=50000003 shift=20', {'n': 50000003, 'shift': 20})], small={'n': 5000, 'shift': 4})
 def radix_digits(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, sh = c["n"], c["shift"]
     nb = (n + 2047) // 2048
     keys, counts = g.randint(0, 2 ** 31, n), int_out(g, nb, 16)
@@ -600,7 +581,7 @@ def radix_digits(g, c):
         ('300000x700', {'rows': 300000, 'cols': 700}),
         ('24000x4000', {'rows': 24000, 'cols': 4000})], small={'rows': 300, 'cols': 37})
 def gemv_colmajor(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     at, x, y = g.randn(k, r), g.randn(k), g.empty(r)
     args, grid, block = [at, x, y], ((r + 255) // 256,), (256,)
@@ -613,7 +594,7 @@ def gemv_colmajor(g, c):
 
 @family(sizes=[('n=700000', {'n': 700000}), ('n=6000000', {'n': 6000000})], small={'n': 300})
 def inv4x4_batch(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     a, out = g.rand(n, 16), g.empty(n, 16)
     args, grid, block = [a, out], ((n + 255) // 256,), (256,)
@@ -628,7 +609,7 @@ def inv4x4_batch(g, c):
         ('n=6291456 half=1', {'n': 6291456, 'half': 1}),
         ('n=20971520 half=262144', {'n': 20971520, 'half': 262144})], small={'n': 96, 'half': 4})
 def fft_radix2(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, half = c["n"], c["half"]
     src, dst = g.randn(n, 2), g.empty(n, 2)
     args, grid, block = [src, dst, half], ((n // 2 + 255) // 256,), (256,)
@@ -652,7 +633,7 @@ def fft_radix2(g, c):
         ('rows=300007 nnz/row=12', {'rows': 300007, 'k': 12}),
         ('rows=2500000 nnz/row=24', {'rows': 2500000, 'k': 24})], small={'rows': 500, 'k': 5})
 def ell_spmv(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["k"]
     cols = g.randint(0, r, k * r).reshape(k, r)
     vals, x, y = g.randn(k, r), g.randn(r), g.empty(r)
@@ -671,7 +652,7 @@ def ell_spmv(g, c):
         ('64x225x225', {'shape': (64, 225, 225)}),
         ('96x999x1001', {'shape': (96, 999, 1001)})], small={'shape': (3, 21, 19)})
 def maxpool3x3s2(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     ch, h, w = c["shape"]
     ho, wo = (h - 3) // 2 + 1, (w - 3) // 2 + 1
     x, y = g.randn(ch, h, w), g.empty(ch, ho, wo)
@@ -690,7 +671,7 @@ def maxpool3x3s2(g, c):
         ('4321x7777->2999x5003', {'src': (4321, 7777), 'dst': (2999, 5003)})],
         small={'src': (17, 23), 'dst': (40, 31)})
 def bilinear_resize(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     (h, w), (ho, wo) = c["src"], c["dst"]
     src, dst = g.randn(h, w), g.empty(ho, wo)
     args, grid, block = [src, dst], ((wo + 31) // 32, (ho + 7) // 8), (32, 8)
@@ -713,7 +694,7 @@ def bilinear_resize(g, c):
         ('n=1000000 k=16 d=8', {'n': 1000000}),
         ('n=12000001 k=16 d=8', {'n': 12000001})], small={'n': 600}, tolerance=0.001)
 def kmeans_assign(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     pts, cent, lab = g.randn(n, 8), g.randn(16, 8), int_out(g, n)
     args, grid, block = [pts, cent, lab], ((n + 255) // 256,), (256,)
@@ -733,7 +714,7 @@ def kmeans_assign(g, c):
         ('n=1000000 steps=100', {'n': 1000000, 'steps': 100}),
         ('n=3000000 steps=600', {'n': 3000000, 'steps': 600})], small={'n': 300, 'steps': 7})
 def f64_rk4(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, steps = c["n"], c["steps"]
     y0, out = double(g.rand(n) * 0.98 + 0.01), double(g.empty(n))
     args, grid, block = [y0, out, steps], ((n + 255) // 256,), (256,)
@@ -755,7 +736,7 @@ def f64_rk4(g, c):
         ('n=20000000 rounds=4', {'n': 20000000, 'rounds': 4}),
         ('n=5000000 rounds=256', {'n': 5000000, 'rounds': 256})], small={'n': 1000, 'rounds': 3})
 def hash_bits(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, rounds = c["n"], c["rounds"]
     keys, out = g.randint(-2 ** 31, 2 ** 31, n), int_out(g, n)
     args, grid, block = [keys, out, rounds], ((n + 255) // 256,), (256,)
@@ -770,7 +751,7 @@ def hash_bits(g, c):
         ('3000x4001 max_iter=1000', {'h': 3000, 'w': 4001, 'it': 1000})],
         small={'h': 24, 'w': 40, 'it': 60}, tolerance=0.02)
 def mandelbrot(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     h, w, it = c["h"], c["w"], c["it"]
     step = 3.0 / w
     x0, y0 = -2.2, -0.5 * step * h
@@ -800,7 +781,7 @@ def mandelbrot(g, c):
         ('rows=1000003 nnz/row=12', {'rows': 1000003, 'hi': 25}),
         ('rows=4000037 nnz/row=30', {'rows': 4000037, 'hi': 61})], small={'rows': 300, 'hi': 9})
 def csr_expand(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, hi = c["rows"], c["hi"]
     rowptr = _offsets(g.randint(0, hi, r))
     nnz = int(g.host(rowptr[-1:])[0])
@@ -819,7 +800,7 @@ def csr_expand(g, c):
         ('5000011+4999989', {'na': 5000011, 'nb': 4999989}),
         ('50000017+30000001', {'na': 50000017, 'nb': 30000001})], small={'na': 700, 'nb': 333})
 def merge_path(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     na, nb = c["na"], c["nb"]
     a = sort_values(g.randint(0, 2 ** 31 - 1, na))
     b = sort_values(g.randint(0, 2 ** 31 - 1, nb))
@@ -840,7 +821,7 @@ def merge_path(g, c):
         ('n=1000003 hops=16', {'n': 1000003, 'hops': 16}),
         ('n=20000003 hops=5', {'n': 20000003, 'hops': 5})], small={'n': 500, 'hops': 7})
 def pointer_chase(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, hops = c["n"], c["hops"]
     succ, w = _cycle(g, n), g.randint(0, 1000, n)
     end, total = int_out(g, n), int_out(g, n)
@@ -862,7 +843,7 @@ def pointer_chase(g, c):
         ('n=2000003 deg=8', {'n': 2000003, 'hi': 17}),
         ('n=6000011 deg=10', {'n': 6000011, 'hi': 21})], small={'n': 400, 'hi': 7})
 def bfs_level(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, hi, cur = c["n"], c["hi"], 2
     rowptr = _offsets(g.randint(0, hi, n))
     nnz = int(g.host(rowptr[-1:])[0])
@@ -889,7 +870,7 @@ def bfs_level(g, c):
         ('2999x4001', {'h': 2999, 'w': 4001}),
         ('8191x12289', {'h': 8191, 'w': 12289})], small={'h': 70, 'w': 13})
 def sobel_u8(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     h, w = c["h"], c["w"]
     img = cast(g.randint(0, 256, h * w), "uint8").reshape(h, w)
     out = cast(g.zeros(h, w, integer=True), "uint8")
@@ -913,7 +894,7 @@ def sobel_u8(g, c):
         ('999x777x1001', {'m': 999, 'k': 777, 'n': 1001}),
         ('2003x2001x1999', {'m': 2003, 'k': 2001, 'n': 1999})], small={'m': 37, 'k': 21, 'n': 29})
 def dgemm_tiled(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     m, k, n = c["m"], c["k"], c["n"]
     a, b, o = double(g.randn(m, k)), double(g.randn(k, n)), double(g.empty(m, n))
     args, grid, block = [a, b, o], ((n + 15) // 16, (m + 15) // 16), (16, 16)
@@ -927,7 +908,7 @@ def dgemm_tiled(g, c):
         ('n=4000037 taps=127', {'n': 4000037, 'taps': 127}),
         ('n=50000021 taps=31', {'n': 50000021, 'taps': 31})], small={'n': 700, 'taps': 45})
 def conv1d_smem(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, taps = c["n"], c["taps"]
     x, f, y = g.randn(n), g.randn(taps), g.empty(n - taps + 1)
     args, grid, block = [x, f, y], ((n - taps + 256) // 256,), (256,)
@@ -945,7 +926,7 @@ def conv1d_smem(g, c):
         ('20000x6000 thresh=3.5', {'rows': 20000, 'cols': 6000, 'thresh': 3.5})],
         small={'rows': 40, 'cols': 300, 'thresh': 1.5})
 def find_first_vote(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k, th = c["rows"], c["cols"], c["thresh"]
     x, out = g.randn(r, k), int_out(g, r)
     args, grid, block = [x, out, th], ((r * 32 + 255) // 256,), (256,)
@@ -963,7 +944,7 @@ def find_first_vote(g, c):
         ('n=30000001 buckets=100003', {'n': 30000001, 'buckets': 100003})],
         small={'n': 2000, 'buckets': 37})
 def atomic_minmax(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, nb = c["n"], c["buckets"]
     bucket, vals = g.randint(0, nb, n), g.randint(-10 ** 9, 10 ** 9, n)
     mn = g.zeros(nb, integer=True) + (2 ** 31 - 1)      # the int32 extremes but -2^31
@@ -987,7 +968,7 @@ def atomic_minmax(g, c):
         ('7001x1531', {'rows': 7001, 'cols': 1531}),
         ('20011x4099', {'rows': 20011, 'cols': 4099})], small={'rows': 300, 'cols': 45})
 def quant_int8_rows(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     x, q, sc = g.randn(r, k), cast(g.zeros(r, k, integer=True), "int8"), g.empty(r)
     args, grid, block = [x, q, sc], (r,), (256,)
@@ -1004,7 +985,7 @@ def quant_int8_rows(g, c):
 @family(sizes=[('n=24000136', {'n': 24000136}), ('n=320000024', {'n': 320000024})],
         small={'n': 2664})
 def sort8_network(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     x, y = g.randn(n), g.empty(n)
     args, grid, block = [x, y], ((n // 8 + 255) // 256,), (256,)
@@ -1020,7 +1001,7 @@ def sort8_network(g, c):
         ('n=5000011 s=30', {'n': 5000011, 's': 30.0}),
         ('n=60000013 s=3000', {'n': 60000013, 's': 3000.0})], small={'n': 700, 's': 200.0})
 def newton_cubic(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, s = c["n"], c["s"]
     x, t = g.randn(n), g.empty(n)
     args, grid, block = [x, t, s], ((n + 255) // 256,), (256,)
@@ -1035,7 +1016,7 @@ def newton_cubic(g, c):
 @family(sizes=[('n=10000019', {'n': 10000019}), ('n=100000007', {'n': 100000007})],
         small={'n': 1001})
 def complex_mac(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     a, b, cc, d = g.randn(2 * n), g.randn(2 * n), g.randn(2 * n), g.empty(2 * n)
     args, grid, block = [a, b, cc, d], ((n + 255) // 256,), (256,)
@@ -1053,7 +1034,7 @@ def complex_mac(g, c):
         ('22013x4160', {'rows': 22013, 'cols': 4160}),
         ('50021x16000', {'rows': 50021, 'cols': 16000})], small={'rows': 260, 'cols': 192})
 def int4_gemv(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     w = g.randint(-2 ** 31, 2 ** 31 - 1, r * (k // 8)).reshape(r, k // 8)
     sc, x, y = g.rand(r, k // 64), g.randn(k), g.empty(r)
@@ -1070,7 +1051,7 @@ def int4_gemv(g, c):
 
 @family(sizes=[('4099^2', {'m': 4099}), ('15013^2', {'m': 15013})], small={'m': 70})
 def life_u8(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     m = c["m"]
     a = cast(g.randint(0, 2, m * m).reshape(m, m), "uint8")
     b = cast(g.zeros(m, m, integer=True) + 7, "uint8")     # 7: a cell the kernel missed
@@ -1088,7 +1069,7 @@ def life_u8(g, c):
         ('table=50000017 keys=20000003', {'table': 50000017, 'n': 20000003})],
         small={'table': 1001, 'n': 700})
 def bsearch_keys(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     t, n = c["table"], c["n"]
     table, keys, out = sort_values(g.randint(0, KEY_HIGH, t)), g.randint(0, KEY_HIGH, n), \
         int_out(g, n)
@@ -1106,7 +1087,7 @@ def bsearch_keys(g, c):
         ('3001x1027', {'rows': 3001, 'cols': 1027}),
         ('20011x4099', {'rows': 20011, 'cols': 4099})], small={'rows': 70, 'cols': 300})
 def rownorm_f64(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     x, y = cast(g.randn(r, k), "float64"), cast(g.empty(r, k), "float64")
     args, grid, block = [x, y], (r,), (128,)
@@ -1121,7 +1102,7 @@ def rownorm_f64(g, c):
         ('words=1000003', {'words': 1000003}),
         ('words=10000019', {'words': 10000019})], small={'words': 300})
 def bitmap_dot(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     w = c["words"]
     words, x, y = g.randint(-2 ** 31, 2 ** 31 - 1, w), g.randn(32 * w), g.empty(w)
     args, grid, block = [words, x, y], ((w + 255) // 256,), (256,)
@@ -1138,7 +1119,7 @@ def bitmap_dot(g, c):
 
 @family(sizes=[('n=2000003', {'n': 2000003}), ('n=60000011', {'n': 60000011})], small={'n': 1999})
 def xform_points_aos(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     m, p, q = g.randn(3, 3), g.randn(n, 3), g.empty(n, 3)
     args, grid, block = [m, p, q], ((n + 255) // 256,), (256,)
@@ -1153,7 +1134,7 @@ def xform_points_aos(g, c):
         ('60013x2053', {'rows': 60013, 'cols': 2053})],
         small={'rows': 70, 'cols': 300}, tolerance=0.0001)
 def box_rows_running(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     import model_numba as N
     r, k = c["rows"], c["cols"]
     x, y = g.randn(r, k), g.empty(r, k)
@@ -1167,7 +1148,7 @@ def box_rows_running(g, c):
 @family(sizes=[('n=10000019', {'n': 10000019}), ('n=200000003', {'n': 200000003})],
         small={'n': 2001}, tolerance=0.0)
 def lut_u8(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     img, lut, out = cast(g.randint(0, 256, n), "uint8"), g.randn(256), g.empty(n)
     args, grid, block = [img, lut, out], ((n + 255) // 256,), (256,)
@@ -1183,7 +1164,7 @@ def lut_u8(g, c):
         ('64x50021', {'m': 64, 'systems': 50021}),
         ('160x200003', {'m': 160, 'systems': 200003})], small={'m': 9, 'systems': 301})
 def tridiag_thomas(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     m, ns = c["m"], c["systems"]
     a, cc = g.rand(m, ns) - 0.5, g.rand(m, ns) - 0.5     # |a| + |c| < 1 < b: dominant
     b, d = g.rand(m, ns) * 2 + 2, g.randn(m, ns)
@@ -1200,7 +1181,7 @@ def tridiag_thomas(g, c):
         ('pairs=200003 len=24', {'n': 200003, 'l': 24}),
         ('pairs=600011 len=32', {'n': 600011, 'l': 32})], small={'n': 301, 'l': 9}, tolerance=0.0)
 def edit_distance_local(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     import model_numba as N
     n, ln = c["n"], c["l"]
     assert ln + EXTRA < N.ROW, "edit_distance_local: strings longer than its local row"
@@ -1220,7 +1201,7 @@ def edit_distance_local(g, c):
         ('3001x4096', {'rows': 3001, 'bits': 12}),
         ('8191x8192', {'rows': 8191, 'bits': 13})], small={'rows': 5, 'bits': 9}, tolerance=0.0)
 def bitrev_rows(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, bits = c["rows"], c["bits"]
     x, y = g.randn(r, 1 << bits), g.empty(r, 1 << bits)
     args, grid, block = [x, y, bits], (((r << bits) + 255) // 256,), (256,)
@@ -1235,7 +1216,7 @@ def bitrev_rows(g, c):
         ('128x447x447', {'c': 128, 'h': 447, 'w': 447})],
         small={'c': 3, 'h': 11, 'w': 13}, tolerance=0.0)
 def im2col3x3(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     ch, h, w = c["c"], c["h"], c["w"]
     img, cols = g.randn(ch, h, w), g.empty(ch * 9, h * w)
     args, grid, block = [img, cols], ((ch * 9 * h * w + 255) // 256,), (256,)
@@ -1249,7 +1230,7 @@ def im2col3x3(g, c):
         ('2003^2', {'n': 2003, 'k': 1001}),
         ('7001^2', {'n': 7001, 'k': 3500})], small={'n': 37, 'k': 5}, tolerance=0.0)
 def floyd_warshall_k(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, k = c["n"], c["k"]
     d, out = g.rand(n, n) * 100, g.empty(n, n)
     args, grid, block = [d, out, k], ((n + 31) // 32, (n + 7) // 8), (32, 8)
@@ -1264,7 +1245,7 @@ def floyd_warshall_k(g, c):
         ('2162x3842', {'h': 2162, 'w': 3842}),
         ('4322x7682', {'h': 4322, 'w': 7682})], small={'h': 10, 'w': 38}, tolerance=0.0)
 def nv12_to_rgb(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     h, w = c["h"], c["w"]
     assert h % 2 == 0 and w % 2 == 0, "nv12_to_rgb: NV12 frames have even sides"
     y = cast(g.randint(0, 256, h * w), "uint8").reshape(h, w)
@@ -1281,7 +1262,7 @@ def nv12_to_rgb(g, c):
 
 @family(sizes=[('n=4000037', {'n': 4000037}), ('n=40000003', {'n': 40000003})], small={'n': 1001})
 def black_scholes(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     s, k, t = g.rand(n) * 25 + 5, g.rand(n) * 99 + 1, g.rand(n) * 9.75 + 0.25
     call, put = g.empty(n), g.empty(n)
@@ -1296,7 +1277,7 @@ def black_scholes(g, c):
 
 @family(sizes=[('n=4000037', {'n': 4000037}), ('n=40000003', {'n': 40000003})], small={'n': 1001})
 def lif_step(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     grid, block = ((n + 255) // 256,), (256,)
     v, refr, cur = g.rand(n), g.randint(0, 3, n), g.rand(n) * 4
@@ -1319,7 +1300,7 @@ def lif_step(g, c):
         ('n=12000007 2003x1999', {'n': 12000007, 'ny': 2003, 'nx': 1999})],
         small={'n': 701, 'ny': 13, 'nx': 17})
 def cic_deposit(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     grid, block = ((n + 255) // 256,), (256,)
     ny, nx = c["ny"], c["nx"]
@@ -1334,7 +1315,7 @@ def cic_deposit(g, c):
 
 @family(sizes=[('n=4000037', {'n': 4000037}), ('n=30000001', {'n': 30000001})], small={'n': 1001})
 def haversine(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     grid, block = ((n + 255) // 256,), (256,)
     lat1, lat2 = g.rand(n) * 180 - 90, g.rand(n) * 180 - 90

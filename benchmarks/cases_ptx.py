@@ -1236,7 +1236,6 @@ def gather_hash(g, c):
         ('rows=1000003 bytes=256', {'rows': 1000003, 'kw': 64}),
         ('rows=200000 bytes=2048', {'rows': 200000, 'kw': 512})], small={'rows': 300, 'kw': 9})
 def ptx_dp4a_dot(g, c):
-    fam = c["family"]
     r, kw = c["rows"], c["kw"]
     db = g.randint(-2 ** 31, 2 ** 31, kw * r).reshape(kw, r)
     q, out = g.randint(-2 ** 31, 2 ** 31, kw), int_out(g, r)
@@ -1254,7 +1253,6 @@ def ptx_dp4a_dot(g, c):
         ('threads=256000 per=111', {'blocks': 1000, 'per': 111}),
         ('threads=1280000 per=250', {'blocks': 5000, 'per': 250})], small={'blocks': 3, 'per': 7})
 def ptx_xorshift(g, c):
-    fam = c["family"]
     threads, per = c["blocks"] * 256, c["per"]
     out = g.empty(per, threads)
     args, grid = [np.uint32(per), out], (c["blocks"],)
@@ -1276,7 +1274,6 @@ def ptx_xorshift(g, c):
 @family(sizes=[('n=20000008', {'n': 20000008}), ('n=300000056', {'n': 300000056})],
         small={'n': 2056}, tolerance=0.002)
 def ptx_hfma2_axpy(g, c):
-    fam = c["family"]
     n, a = c["n"], 1.7
     x, y = cast(g.randn(n), "float16"), cast(g.randn(n), "float16")
     z = cast(g.empty(n), "float16")
@@ -1294,7 +1291,6 @@ def ptx_hfma2_axpy(g, c):
         ('301x1001x999', {'shape': (301, 1001, 999), 'shift': (300, 1, 998)})],
         small={'shape': (3, 7, 11), 'shift': (1, 9, 4)})
 def ptx_divmod_roll(g, c):
-    fam = c["family"]
     (d, h, w), (dz, dy, dx) = c["shape"], c["shift"]
     src, dst = g.randn(d, h, w), g.empty(d, h, w)
     args = [np.uint32(v) for v in (d, h, w, dz, dy, dx)] + [src, dst]
@@ -1309,7 +1305,6 @@ def ptx_divmod_roll(g, c):
 @family(sizes=[('n=12000004', {'n': 12000004}), ('n=250000012', {'n': 250000012})],
         small={'n': 2052})
 def ptx_cvt_roundtrip(g, c):
-    fam = c["family"]
     n = c["n"]
     x, y = g.randn(n) * 300, g.empty(n)
     args, grid = [np.uint32(n // 4), x, y], ((n // 4 + 255) // 256,)
@@ -1321,7 +1316,6 @@ def ptx_cvt_roundtrip(g, c):
 
 @family(sizes=[('n=6000011', {'n': 6000011}), ('n=180000001', {'n': 180000001})], small={'n': 1999})
 def ptx_prmt_bits(g, c):
-    fam = c["family"]
     n = c["n"]
     w, o = g.randint(-2 ** 31, 2 ** 31 - 1, n), int_out(g, n)
     args, grid = [np.uint32(n), w, o], ((n + 255) // 256,)
@@ -1337,7 +1331,6 @@ def ptx_prmt_bits(g, c):
         ('n=50000017 bins=1000003', {'n': 50000017, 'bins': 1000003})],
         small={'n': 3001, 'bins': 37}, tolerance=1e-05)
 def ptx_red_scatter(g, c):
-    fam = c["family"]
     n, nb = c["n"], c["bins"]
     idx, val, out = g.randint(0, nb, n), g.rand(n), g.zeros(nb)
     args, grid = [np.uint32(n), idx, val, out], ((n + 255) // 256,)
@@ -1355,7 +1348,6 @@ def ptx_red_scatter(g, c):
 
 @family(sizes=[('n=5000011', {'n': 5000011}), ('n=300000007', {'n': 300000007})], small={'n': 1999})
 def ptx_splitmix64(g, c):
-    fam = c["family"]
     n = c["n"]
     out = cast(int_out(g, n), "int64")
     args, grid = [np.uint32(n), np.uint64(SEED), out], ((n + 255) // 256,)
@@ -1369,7 +1361,6 @@ def ptx_splitmix64(g, c):
 @family(sizes=[('n=6000004', {'n': 6000004}), ('n=200000012', {'n': 200000012})], small={'n': 2052},
         tolerance=0.002)
 def ptx_tanh_ex2(g, c):
-    fam = c["family"]
     n = c["n"]
     x, y = g.randn(n), g.empty(n)
     args, grid = [np.uint32(n // 4), x, y], ((n // 4 + 255) // 256,)
@@ -1383,7 +1374,6 @@ def ptx_tanh_ex2(g, c):
 @family(sizes=[('n=4000002', {'n': 4000002}), ('n=120000002', {'n': 120000002})], small={'n': 2002},
         tolerance=1e-12)
 def ptx_axpy_v2f64(g, c):
-    fam = c["family"]
     n = c["n"]
     x, y = cast(g.randn(n), "float64"), cast(g.randn(n), "float64")
     z = cast(g.empty(n), "float64")
@@ -1417,7 +1407,6 @@ def ptx_quarter_round_byte_bins(g, c):
 
 @family(sizes=[('n=5000011', {'n': 5000011}), ('n=150000001', {'n': 150000001})], small={'n': 2001})
 def ptx_round_sat(g, c):
-    fam = c["family"]
     n = c["n"]
     x, y = g.randn(n), int_out(g, n)
     args, grid = [np.uint32(n), x, y], ((n + 255) // 256,)
@@ -1430,7 +1419,7 @@ def ptx_round_sat(g, c):
 
 @family(sizes=[('n=1000003', {'n': 1000003}), ('n=12000007', {'n': 12000007})], small={'n': 1001})
 def ptx_tanimoto(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     q = g.randint(-2 ** 31, 2 ** 31 - 1, FP_WORDS)
     db, sim = g.randint(-2 ** 31, 2 ** 31 - 1, FP_WORDS * n), g.empty(n)
@@ -1443,7 +1432,7 @@ def ptx_tanimoto(g, c):
 
 @family(sizes=[('n=300007', {'n': 300007}), ('n=4000037', {'n': 4000037})], small={'n': 301})
 def ptx_modinv_fermat(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     a, out = g.randint(1, PRIME, n), int_out(g, n)
 
@@ -1455,7 +1444,7 @@ def ptx_modinv_fermat(g, c):
 @family(sizes=[('n=3000017', {'n': 3000017}), ('n=80000023', {'n': 80000023})], small={'n': 2001},
         tolerance=1e-06)
 def ptx_seg_scan_warp(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     x, keys, y = g.randn(n), g.randint(0, KEYS, n), g.empty(n)
 
@@ -1467,7 +1456,7 @@ def ptx_seg_scan_warp(g, c):
 
 @family(sizes=[('n=4000037', {'n': 4000037}), ('n=40000003', {'n': 40000003})], small={'n': 1001})
 def ptx_rgb10a2_unpack(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     words, out = g.randint(-2 ** 31, 2 ** 31 - 1, n), g.empty(n, 4)
 
@@ -1479,7 +1468,7 @@ def ptx_rgb10a2_unpack(g, c):
 
 @family(sizes=[('n=1000003', {'n': 1000003}), ('n=8000009', {'n': 8000009})], small={'n': 301})
 def ptx_sad_match(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     q = g.randint(-2 ** 31, 2 ** 31 - 1, QUERY_WORDS * n)
     ref = g.randint(-2 ** 31, 2 ** 31 - 1, QUERY_WORDS * n + REF_PAD)
@@ -1494,7 +1483,7 @@ def ptx_sad_match(g, c):
 
 @family(sizes=[('n=2000003', {'n': 2000003}), ('n=20000003', {'n': 20000003})], small={'n': 2001})
 def ptx_match_hist(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     keys, bins = g.randint(0, BINS, n), g.zeros(BINS, integer=True)
 
@@ -1506,7 +1495,7 @@ def ptx_match_hist(g, c):
 
 @family(sizes=[('n=1000003', {'n': 1000003}), ('n=8000009', {'n': 8000009})], small={'n': 301})
 def ptx_crc32c(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     rec = g.randint(-2 ** 31, 2 ** 31 - 1, RECORD_WORDS * n)
     out = g.zeros(n, integer=True)
@@ -1521,7 +1510,7 @@ def ptx_crc32c(g, c):
 
 @family(sizes=[('n=4000037', {'n': 4000037}), ('n=30000001', {'n': 30000001})], small={'n': 1001})
 def ptx_morton3d(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     pts, code = g.rand(n, 4) * 1.2 - 0.1, g.zeros(n, integer=True) - 1
 
@@ -1536,7 +1525,7 @@ def ptx_morton3d(g, c):
 @family(sizes=[('n=100003', {'n': 100003}), ('n=600001', {'n': 600001})], small={'n': 21},
         tolerance=1e-05)
 def ptx_warp_l2norm(g, c):
-    fam, n = c["family"], c["n"]
+    n = c['n']
     grid = ((n + 255) // 256,)
     x, y = g.randn(n, VEC_DIM), g.empty(n, VEC_DIM)
 

@@ -102,8 +102,6 @@ def swiglu_ref(x):
         ('n=16777216', {'n': 16777216}),
         ('n=67108864', {'n': 67108864})])
 def triton_add(g, c):
-    torch = g.torch
-    fam = c["family"]
     check, inits = None, {}
     n = c["n"]
     x, y, o = g.randn(n), g.randn(n), g.empty(n)
@@ -117,8 +115,6 @@ def triton_add(g, c):
         ('2048^3', {'m': 2048}),
         ('4096^3', {'m': 4096})])
 def triton_matmul(g, c):
-    torch = g.torch
-    fam = c["family"]
     check, inits = None, {}
     m = c["m"]
     a, b, o = g.randn(m, m), g.randn(m, m), g.empty(m, m)
@@ -139,7 +135,6 @@ def triton_matmul(g, c):
         ('16384x1024', {'rows': 16384, 'cols': 1024})])
 def triton_softmax(g, c):
     torch = g.torch
-    fam = c["family"]
     check, inits = None, {}
     r, cc = c["rows"], c["cols"]
     x, o = g.randn(r, cc), g.empty(r, cc)
@@ -154,7 +149,6 @@ def triton_softmax(g, c):
         ('8192x1024', {'rows': 8192, 'cols': 1024})])
 def triton_layernorm(g, c):
     torch = g.torch
-    fam = c["family"]
     check, inits = None, {}
     r, cc = c["rows"], c["cols"]
     x, y = g.randn(r, cc), g.empty(r, cc)
@@ -171,7 +165,6 @@ def triton_layernorm(g, c):
 @family(sizes=[('n=4194304', {'n': 4194304}), ('n=16777216', {'n': 16777216})])
 def triton_fused(g, c):
     torch = g.torch
-    fam = c["family"]
     check, inits = None, {}
     n = c["n"]
     x, y, o = g.randn(n), g.randn(n), g.empty(n)
@@ -188,8 +181,6 @@ def triton_fused(g, c):
         ('4096x4096', {'rows': 4096, 'cols': 4096}),
         ('16384x1024', {'rows': 16384, 'cols': 1024})])
 def triton_rowmax(g, c):
-    torch = g.torch
-    fam = c["family"]
     check, inits = None, {}
     r, cc = c["rows"], c["cols"]
     x, o = g.randn(r, cc), g.empty(r)
@@ -203,7 +194,6 @@ def triton_rowmax(g, c):
         ('4096x4096', {'rows': 4096, 'cols': 4096}),
         ('16384x8192', {'rows': 16384, 'cols': 8192})], small={'rows': 100, 'cols': 72})
 def triton_transpose(g, c):
-    fam = c["family"]
     m, n = c["rows"], c["cols"]
     x, y = g.randn(m, n), g.empty(n, m)
     kern, args = "transpose_kernel", [x, y, m, n, n, m]
@@ -218,7 +208,6 @@ def triton_transpose(g, c):
         ('4096x16384', {'rows': 4096, 'cols': 16384}),
         ('16384x2048', {'rows': 16384, 'cols': 2048})], small={'rows': 70, 'cols': 200})
 def triton_colsum(g, c):
-    fam = c["family"]
     m, n = c["rows"], c["cols"]
     x, out = g.randn(m, n), g.empty(n)
     kern, args = "colsum_kernel", [x, out, m, n, n]
@@ -233,7 +222,6 @@ def triton_colsum(g, c):
         ('batch=8192 32^3', {'batch': 8192, 's': 32}),
         ('batch=8192 64^3', {'batch': 8192, 's': 64})], small={'batch': 3})
 def triton_bmm_small(g, c):
-    fam = c["family"]
     b, s = c["batch"], c["s"]
     a, bb, o = g.randn(b, s, s), g.randn(b, s, s), g.empty(b, s, s)
     kern, args, kw, grid = "bmm_small_kernel", [a, bb, o], dict(S=s, num_warps=4), (b,)
@@ -256,7 +244,7 @@ def triton_bmm_small(g, c):
         ('8192x5120', {'rows': 8192, 'cols': 5120}),
         ('65536x768', {'rows': 65536, 'cols': 768})], small={'rows': 20, 'cols': 300})
 def triton_rmsnorm_argmax_logsumexp(g, c):
-    fam, inits = c["family"], {}
+    fam, inits = c['family'], {}
     r, k = c["rows"], c["cols"]
     blk = pow2(k)
     kw = dict(BLOCK=blk, num_warps=16 if blk >= 16384 else 8 if blk >= 2048 else 4)
@@ -290,7 +278,7 @@ def triton_rmsnorm_argmax_logsumexp(g, c):
 @family(sizes=[('n=10000000', {'n': 10000000}), ('n=100000007', {'n': 100000007})],
         small={'n': 3000})
 def triton_gelu(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     x, y = g.randn(n), g.empty(n)
     kern, args = "gelu_kernel", [x, y, n]
@@ -308,7 +296,7 @@ def triton_gelu(g, c):
         ('bags=65536 L=50 V=1000000 D=96', {'bags': 65536, 'L': 50, 'V': 1000000, 'D': 96})],
         small={'bags': 10, 'L': 7, 'V': 50, 'D': 96})
 def triton_embbag(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     b, ln, v, d = c["bags"], c["L"], c["V"], c["D"]
     idx, table, out = g.randint(0, v, b * ln), g.randn(v, d), g.empty(b, d)
     kern, args = "embbag_kernel", [idx, table, out, ln, d]
@@ -327,7 +315,7 @@ def triton_embbag(g, c):
         ('n=10000019 p=0.1', {'n': 10000019, 'p': 0.1}),
         ('n=150000001 p=0.5', {'n': 150000001, 'p': 0.5})], small={'n': 3000, 'p': 0.3})
 def triton_dropout(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, p = c["n"], c["p"]
     x, y = g.randn(n), g.empty(n)
     kern, args = "dropout_kernel", [x, y, n, p, 1234]
@@ -346,7 +334,7 @@ def triton_dropout(g, c):
         ('4096x32003', {'rows': 4096, 'cols': 32003}),
         ('50000x1000', {'rows': 50000, 'cols': 1000})], small={'rows': 20, 'cols': 1500})
 def triton_xent(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     blk = min(4096, pow2(k))
     x, lab, loss = g.randn(r, k), g.randint(0, k, r), g.empty(r)
@@ -367,7 +355,7 @@ def triton_xent(g, c):
 @family(sizes=[('n=25000003', {'n': 25000003}), ('n=400000009', {'n': 400000009})],
         small={'n': 3000}, tolerance=0.002)
 def triton_swish_f16(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     x, y = cast(g.randn(n), "float16"), cast(g.empty(n), "float16")
     kern, args = "swish_f16_kernel", [x, y, n]
@@ -384,7 +372,7 @@ def triton_swish_f16(g, c):
         ('7x4093 heads=40', {'seq': 4093, 'batch': 7, 'heads': 40})],
         small={'seq': 7, 'batch': 11, 'heads': 3})
 def triton_rope(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     seq, batch, heads, half = c["seq"], c["batch"], c["heads"], ROPE_HALF
     toks = seq * batch
     x, y = g.randn(toks, heads, 2 * half), g.empty(toks, heads, 2 * half)
@@ -409,7 +397,7 @@ def triton_rope(g, c):
         ('24x1000^2', {'seq': 1000, 'batch': 24}),
         ('8x3001^2', {'seq': 3001, 'batch': 8})], small={'seq': 50, 'batch': 6})
 def triton_causal_softmax(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     seq, batch = c["seq"], c["batch"]
     x, y = g.randn(batch * seq, seq), g.empty(batch * seq, seq)
     blk = pow2(seq)
@@ -425,7 +413,7 @@ def triton_causal_softmax(g, c):
 
 @family(sizes=[('n=3000017', {'n': 3000017}), ('n=200000033', {'n': 200000033})], small={'n': 3001})
 def triton_adam(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, h = c["n"], ADAM
     p, gr, m, v = g.randn(n), g.randn(n), g.randn(n), g.rand(n)
     po, mo, vo = g.empty(n), g.empty(n), g.empty(n)
@@ -449,7 +437,7 @@ def triton_adam(g, c):
         ('4001x768', {'rows': 4001, 'cols': 768}),
         ('30011x2560', {'rows': 30011, 'cols': 2560})], small={'rows': 70, 'cols': 300})
 def triton_add_layernorm(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     x, res, w, bias = g.randn(r, k), g.randn(r, k), g.randn(k), g.randn(k)
     h, y = g.empty(r, k), g.empty(r, k)
@@ -470,7 +458,7 @@ def triton_add_layernorm(g, c):
         ('3001x2999 d=16', {'n': 3001, 'm': 2999}),
         ('20011x15013 d=16', {'n': 20011, 'm': 15013})], small={'n': 90, 'm': 67})
 def triton_l2dist(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n, m = c["n"], c["m"]
     x, yv, o = g.randn(n, L2_DIM), g.randn(m, L2_DIM), g.empty(n, m)
     kern, args = "l2dist_kernel", [x, yv, o, n, m]
@@ -488,7 +476,7 @@ def triton_l2dist(g, c):
         ('96x4001x1000', {'batch': 96, 'length': 4001, 'dim': 1000})],
         small={'batch': 5, 'length': 45, 'dim': 150})
 def triton_masked_mean(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     b, ln, d = c["batch"], c["length"], c["dim"]
     x, lens, o = g.randn(b, ln, d), g.randint(1, ln + 1, b), g.empty(b, d)
     kern, args = "masked_mean_kernel", [x, lens, o, ln, d]
@@ -507,7 +495,7 @@ def triton_masked_mean(g, c):
         ('1999x1501', {'rows': 1999, 'cols': 1501}),
         ('12007x10009', {'rows': 12007, 'cols': 10009})], small={'rows': 90, 'cols': 70})
 def triton_transpose_add(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     a, bt, o = g.randn(r, k), g.randn(k, r), g.empty(r, k)
     kern, args = "transpose_add_kernel", [a, bt, o, r, k]
@@ -523,7 +511,7 @@ def triton_transpose_add(g, c):
         ('3001x4099', {'rows': 3001, 'cols': 4099}),
         ('24007x8191', {'rows': 24007, 'cols': 8191})], small={'rows': 70, 'cols': 300})
 def triton_scale_bias_relu(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     x, s, bias, y = g.randn(r, k), g.randn(k), g.randn(k), g.empty(r, k)
     kern, args = "scale_bias_relu_kernel", [x, s, bias, y, r, k]
@@ -540,7 +528,7 @@ def triton_scale_bias_relu(g, c):
         ('100003x3000', {'rows': 100003, 'cols': 3000})],
         small={'rows': 70, 'cols': 300}, tolerance=0.0)
 def triton_top2(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, k = c["rows"], c["cols"]
     x, o = g.randn(r, k), g.empty(r, 2)
     blk = pow2(k)
@@ -556,7 +544,7 @@ def triton_top2(g, c):
         ('10007x1000', {'rows': 10007, 'dim': 1000}),
         ('150001x1536', {'rows': 150001, 'dim': 1536})], small={'rows': 70, 'dim': 300})
 def triton_cosine_rows(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, d = c["rows"], c["dim"]
     a, bv, o = g.randn(r, d), g.randn(r, d), g.empty(r)
     blk = pow2(d)
@@ -575,7 +563,7 @@ def triton_cosine_rows(g, c):
         ('16x640x2025', {'n': 16, 'c': 640, 'hw': 2025, 'groups': 32})],
         small={'n': 2, 'c': 6, 'hw': 700, 'groups': 3})
 def triton_group_norm(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     nn, ch, hw, grp = c["n"], c["c"], c["hw"], c["groups"]
     x, w, bias, y = g.randn(nn, ch, hw), g.randn(ch), g.randn(ch), g.empty(nn, ch, hw)
     kern, args = "group_norm_kernel", [x, w, bias, y, ch, hw, grp, 1e-5]
@@ -589,7 +577,7 @@ def triton_group_norm(g, c):
 
 @family(sizes=[('n=5000011', {'n': 5000011}), ('n=100000007', {'n': 100000007})], small={'n': 3001})
 def triton_bce_fused(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     n = c["n"]
     nb = (n + 1023) // 1024
     x, t, gr, part = g.randn(n), g.rand(n), g.empty(n), g.empty(nb)
@@ -609,7 +597,7 @@ def triton_bce_fused(g, c):
         ('kvheads=256 S=8191', {'kvh': 256, 's': 8191})],
         small={'kvh': 3, 's': 150}, tolerance=0.001)
 def triton_decode_gqa(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     kvh, s = c["kvh"], c["s"]
     q = cast(g.randn(kvh * GROUP, HEAD_DIM), "float16")
     k = cast(g.randn(kvh, s, HEAD_DIM), "float16")
@@ -628,7 +616,7 @@ def triton_decode_gqa(g, c):
         ('8191x1000', {'rows': 8191, 'cols': 1000}),
         ('16001x4000', {'rows': 16001, 'cols': 4000})], small={'rows': 5, 'cols': 300})
 def triton_layernorm_bwd(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, cc = c["rows"], c["cols"]
     x, dy, w = g.randn(r, cc), g.randn(r, cc), g.randn(cc)
     mean, rstd, dx = g.randn(r) * 0.1, g.rand(r) + 0.5, g.empty(r, cc)
@@ -646,7 +634,7 @@ def triton_layernorm_bwd(g, c):
         ('20011x1000', {'rows': 20011, 'cols': 1000}),
         ('40009x3000', {'rows': 40009, 'cols': 3000})], small={'rows': 4, 'cols': 700})
 def triton_cumsum_rows(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, cc = c["rows"], c["cols"]
     x, y = g.randn(r, cc), g.empty(r, cc)
     kern, args = "cumsum_rows_kernel", [x, y, cc]
@@ -661,7 +649,7 @@ def triton_cumsum_rows(g, c):
         ('2x1536x4001', {'b': 2, 'c': 1536, 'l': 4001}),
         ('8x2560x4099', {'b': 8, 'c': 2560, 'l': 4099})], small={'b': 1, 'c': 3, 'l': 1500})
 def triton_causal_dwconv(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     bb, ch, ln = c["b"], c["c"], c["l"]
     x, w, bias, y = g.randn(bb, ch, ln), g.randn(ch, CONV_W), g.randn(ch), g.empty(bb, ch, ln)
     kern, args = "causal_dwconv_silu_kernel", [x, w, bias, y, ch, ln]
@@ -677,7 +665,7 @@ def triton_causal_dwconv(g, c):
         ('2053x5504', {'rows': 2053, 'h': 5504}),
         ('8191x11008', {'rows': 8191, 'h': 11008})], small={'rows': 3, 'h': 1500}, tolerance=0.001)
 def triton_swiglu_f16(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, h = c["rows"], c["h"]
     x, y = cast(g.randn(r, 2 * h), "float16"), cast(g.empty(r, h), "float16")
     kern, args = "swiglu_f16_kernel", [x, y, h]
@@ -692,7 +680,7 @@ def triton_swiglu_f16(g, c):
         ('4099x2000', {'rows': 4099, 'cols': 2000}),
         ('16001x4000', {'rows': 16001, 'cols': 4000})], small={'rows': 4, 'cols': 700})
 def triton_kl_div_rows(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     r, cc = c["rows"], c["cols"]
     s, t, out = g.randn(r, cc) * 2, g.randn(r, cc) * 2, g.empty(r)
     kern, args = "kl_div_rows_kernel", [s, t, out, cc]
@@ -707,7 +695,7 @@ def triton_kl_div_rows(g, c):
         ('16411x768', {'tokens': 16411, 'd': 768}),
         ('65537x1280', {'tokens': 65537, 'd': 1280})], small={'tokens': 37, 'd': 160})
 def triton_paged_kv_write(g, c):
-    fam, inits = c["family"], {}
+    inits = {}
     t, d = c["tokens"], c["d"]
     blocks = (t + KV_BS - 1) // KV_BS
     key, val = cast(g.randn(t, d), "float16"), cast(g.randn(t, d), "float16")

@@ -4,6 +4,9 @@
 # Steps: gputests foundation occupancy banks reliability calibrate sgemm sgemm_edges operators
 #        bandwidth (operators: transpose and row reductions only) tune tune_odd accuracy
 #        launch (launch overhead per path) kernelgpu (kernel objects, torch, CUDA graphs)
+#        public_api (ptxgen.matmul / attention vs their kernels and torch) epilogue (fused GEMM
+#        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
+#        FlexAttention)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -29,6 +32,9 @@ step() {
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
     launch) OUT=$W python3 benchmarks/launch_overhead.py ;;
     kernelgpu) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernel_gpu.py tests/test_gpu.py ;;
+    public_api) python3 benchmarks/public_api.py --out $W ;;
+    epilogue) python3 benchmarks/tc_epilogue.py --out $W ;;
+    attention_mods) python3 benchmarks/attention_mods.py --budget-s 200 --out $W ;;
     *) echo "unknown step $1" ;;
   esac
 }

@@ -1,7 +1,8 @@
 """The simulator's tensor-core set: kernels measured in one device run, predicted on the CPU.
 
-    python benchmarks/tc_model_set.py collect $OUT/tc_set.json [SECONDS]   # GPU machine
+    python benchmarks/tc_model_set.py collect $OUT/tc_set.json [SECONDS [NAME_PART]]   # GPU
     python benchmarks/tc_model_set.py eval docs/data/tc_set_<date>.json [-j N]   # CPU
+    python benchmarks/tc_model_set.py eval stored [-j N]   # CPU: the 2026-12-01 H200 rows
 
 Cases: ptxgen's GEMM (sm_90a wgmma + TMA and the sm_80 mma.sync path; bf16, f16, tf32; square,
 odd and skinny shapes), ptxgen's fused attention forward (D 64 and 128, causal and not, the
@@ -48,6 +49,14 @@ TRITON_MM = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (64, 128, 64, 4, 4),
 
 def gemm_variant(name):
     from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+    if name.startswith("tc"):           # a schedule's name, as stored runs record it
+        import re
+        m = re.fullmatch(r"tc(\d+)x(\d+)x(\d+)_s(\d+)_c(\d+)_n(\d+)_p_g(\d+)_f(\d+)"
+                         r"(?:_x(\d+))?(_tma)?", name)
+        BM, BN, BK, st, c, n, g, f = (int(x) for x in m.groups()[:8])
+        return TcMatmulSchedule(BM=BM, BN=BN, BK=BK, stages=st, consumers=c, wgmma_n=n,
+                                group_m=g, inflight=f, cluster_m=int(m.group(9) or 1),
+                                epilogue="tma" if m.group(10) else "direct")
     return {"auto": "auto", "t256": TcMatmulSchedule(BM=256, BN=128, wgmma_n=128,
                                                       epilogue="tma", stages=3),
             "n128": TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)}[name]
@@ -58,6 +67,9 @@ def attn_variant(name, D):
     if name == "default":
         return None
     return {"serial": AttentionSchedule(overlap=False), "s2": AttentionSchedule(stages=2),
+            # benchmarks/attention.py's c3 (BN 128 at D = 64, 64 at D = 128)
+            "c3full": AttentionSchedule(consumers=3, consumer_regs=160,
+                                        BN=128 if D == 64 else 64),
             "c3": AttentionSchedule(consumers=3, consumer_regs=160,
                                     BN=128 if D == 64 else 64)}[name]
 
@@ -105,7 +117,8 @@ def ptxgen_op(c):
     if c["kind"] == "ptxgen-attn":
         v = attn_variant(c["variant"], c["D"])
         op = Attention("bf16", causal=c["causal"], **({} if v is None else {"schedule": v}))
-        return op, op.shape(D=c["D"], **ATTN), "sm_90a"
+        dims = {k: c.get(k, ATTN[k]) for k in ATTN}
+        return op, op.shape(D=c["D"], **dims), "sm_90a"
     v = gemm_variant(c["variant"])
     sched = v if v == "auto" else v.for_dtype(c["dtype"])
     if c["arch"] == "sm_80":
@@ -113,7 +126,7 @@ def ptxgen_op(c):
         op = MmaMatmul(c["dtype"], c["out"])
     else:
         op = TcMatmul(c["dtype"], c["out"], sched)
-    return op, op.shape(**GEMM_SHAPES[c["shape"]]), c["arch"]
+    return op, op.shape(**c.get("dims", GEMM_SHAPES.get(c["shape"]))), c["arch"]
 
 
 def ptx_hash(op, shape, arch):
@@ -321,7 +334,7 @@ def bit_equality(torch, out_dir):
     return info
 
 
-def collect(path, budget_s=200.0):
+def collect(path, budget_s=200.0, only=None):
     import torch
     import triton
     t_start = time.time()
@@ -343,7 +356,7 @@ def collect(path, budget_s=200.0):
     except Exception:
         data["bit_equality_error"] = traceback.format_exc()[-2000:]
     print("bit equality:", data.get("bit_equality") or data["bit_equality_error"], flush=True)
-    for c in cases():
+    for c in (c for c in cases() if not only or only in c["name"]):
         if time.time() - t_start > budget_s:
             data["cases"].append(dict(c, error="not run: the run's time budget was spent"))
             continue
@@ -378,6 +391,53 @@ def collect(path, budget_s=200.0):
 
 
 # -- CPU side --------------------------------------------------------------------------------
+STORED = {"gemm": "docs/data/tc_matmul_2026-12-01_final.json",
+          "attention": "docs/data/attention_2026-12-01_issue17_final.json"}
+STORED_GEMM = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192),
+               "6144": (6144, 6144, 6144), "llm3": (128, 8192, 8192)}
+
+
+def stored_cases():
+    """ptxgen's GEMM and attention rows measured on the H200 on 2026-12-01 (benchmarks/
+    tc_matmul.py and attention.py runs, STORED) as cases of this set; a row whose schedule
+    is not the one the operator builds today is marked `schedule_changed`. The odd shape
+    (4095 x 4097 x 4093) is left out: its time includes the operand pad copies, which
+    simulate_operator does not simulate."""
+    import re
+    out = []
+    with open(os.path.join(ROOT, STORED["gemm"])) as f:
+        for r in json.load(f)["rows"]:
+            if r["impl"] != "ptxgen" or r["shape"] not in STORED_GEMM or "ms" not in r:
+                continue
+            M, N, K = STORED_GEMM[r["shape"]]
+            c = dict(name=f"ptxgen gemm {r['dtype']} {r['shape']} auto (stored)",
+                     kind="ptxgen-gemm", dtype=r["dtype"], out=r["out"], shape=r["shape"],
+                     dims=dict(M=M, N=N, K=K), variant=r.get("schedule") or "auto",
+                     arch="sm_90a",
+                     gpu_us=1e3 * r["ms"], stored_schedule=r.get("schedule"),
+                     split="fit" if (r["dtype"], r["shape"]) == ("bf16", "4096") else "held")
+            out.append(c)
+    names = {"ptxgen": "default", "ptxgen-serial": "serial", "ptxgen-s2": "s2",
+             "ptxgen-c3": "c3"}
+    with open(os.path.join(ROOT, STORED["attention"])) as f:
+        for r in json.load(f)["rows"]:
+            if r["impl"] not in names or "ms" not in r:
+                continue
+            m = re.match(r"B(\d+) H(\d+) S(\d+) D(\d+)( causal)?", r["config"])
+            B, H, S, D = (int(x) for x in m.groups()[:4])
+            causal = bool(m.group(5))
+            v = names[r["impl"]]
+            fit = (B, S, D, causal, v) == (4, 4096, 128, False, "default")
+            out.append(dict(name=f"ptxgen attn B{B} S{S} D{D}{' causal' if causal else ''} {v}"
+                            " (stored)", kind="ptxgen-attn", D=D, causal=causal,
+                            variant="c3full" if v == "c3" else v, B=B, H=H, S=S,
+                            gpu_us=1e3 * r["ms"], stored_schedule=r.get("schedule"),
+                            split="fit" if fit else "held"))
+    for c in out:
+        op, shape, _ = ptxgen_op(c)
+        c["schedule_changed"] = str(op.schedule_for(shape)) != c["stored_schedule"]
+    return out
+
 def predict(c, sample=16):
     """(predicted device µs, bound) of a measured case."""
     if c["kind"] == "probe":
@@ -393,7 +453,7 @@ def predict(c, sample=16):
         op, shape, arch = ptxgen_op(c)
         got = ptx_hash(op, shape, arch)
         rep = simulate_operator(op, shape, arch=arch, sample=sample)
-        note = "" if got == c.get("ptx_sha256") else " (PTX differs from the measured one)"
+        note = "" if got == c.get("ptx_sha256", got) else " (PTX differs from the measured one)"
         return rep.device_us, rep.details["bound"]["resource"] + note
     import model_eval as E
     case = dict(c, source="triton")
@@ -412,9 +472,12 @@ def _eval_one(c):
 
 def evaluate(path, jobs=1, only=None):
     import gzip
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        data = json.load(f)
+    if path == "stored":
+        data = dict(cases=stored_cases())
+    else:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            data = json.load(f)
     todo = [c for c in data["cases"] if "gpu_us" in c and (not only or only in c["name"])]
     if jobs > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -450,7 +513,8 @@ def evaluate(path, jobs=1, only=None):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "collect":
-        sys.exit(collect(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 200.0))
+        sys.exit(collect(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 200.0,
+                         sys.argv[4] if len(sys.argv) > 4 else None))
     if len(sys.argv) >= 3 and sys.argv[1] == "eval":
         jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 1
         only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None

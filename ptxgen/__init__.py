@@ -6,7 +6,7 @@ from .emit import emit_module
 __version__ = "0.1.0"
 
 __all__ = ["matmul", "attention", "softmax", "transpose", "row_sum", "row_max", "saxpy", "add",
-           "scale", "epilogues", "last_launch", "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
+           "scale", "epilogues", "mods", "create_block_mask", "last_launch", "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
            "bank_conflicts", "warp_efficiency", "roofline", "torch_op", "PtxgenError",
            "ParseError", "VerifyError", "ToolchainError", "LaunchError", "EmulationError",
            "__version__"]
@@ -20,13 +20,13 @@ _LAZY = {"parse_ptx": ".parse", "kernel": ".kernel_object", "analyze": ".analysi
          "matmul": ".library", "attention": ".library", "last_launch": ".library",
          "clear_cache": ".library", "softmax": ".library", "transpose": ".library",
          "row_sum": ".library", "row_max": ".library", "saxpy": ".library", "add": ".library",
-         "scale": ".library"}
+         "scale": ".library", "create_block_mask": ".library.mods"}
 
 
 def __getattr__(name):
-    if name == "epilogues":
+    if name in ("epilogues", "mods"):
         import importlib
-        return importlib.import_module(".epilogues", __name__)
+        return importlib.import_module("." + name, __name__)
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
@@ -35,4 +35,4 @@ def __getattr__(name):
 
 def __dir__():
     # the lazy names too, as tab completion and help() look for them here
-    return sorted(set(globals()) | set(_LAZY) | {"epilogues"})
+    return sorted(set(globals()) | set(_LAZY) | {"epilogues", "mods"})

@@ -4,14 +4,12 @@ import collections
 import dataclasses
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ptxgen import isa
 from ptxgen.analysis import analyze
 from ptxgen.analysis.analyzer import analyze_kernel
 from ptxgen.emit import emit_module
@@ -26,7 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "ptx"
 FILES = sorted(DATA.glob("*.ptx"))
 HEAD = ".version 7.8\n.target sm_80\n.address_size 64\n"
-TABLE = isa.load("sm_90")
 
 
 def kernel_text(body, regs=".reg .pred %p<4>;\n.reg .b32 %r<16>;\n.reg .f32 %f<80>;\n"
@@ -170,7 +167,7 @@ def _block(k, label):
     return next(b for b in k.blocks if b["label"] == label)
 
 
-def test_dependency_kinds():
+def test_dependency_kinds(sm90):
     body = """
 	ld.param.u32 %r0, [n];
 $L_b:
@@ -181,18 +178,18 @@ $L_b:
 	ret;"""
     t = _block(analyze(kernel_text(body)).kernels[0], "$L_b")["timing"]
     assert t["dependencies"] == {"RAW": 3, "WAR": 1, "WAW": 1}
-    ialu = TABLE.ops["IALU"].latency
+    ialu = sm90.ops["IALU"].latency
     # %r1 → %r2 → %r3 is the longest chain; ret depends on nothing
-    assert t["critical_path"] == pytest.approx(max(3 * ialu, TABLE.ops["BRANCH"].latency))
+    assert t["critical_path"] == pytest.approx(max(3 * ialu, sm90.ops["BRANCH"].latency))
 
 
-def test_dependent_chain_is_latency_bound():
+def test_dependent_chain_is_latency_bound(sm90):
     n = 16
     chain = "\n".join(f"\tfma.rn.f32 %f{i + 1}, %f{i}, %f{i}, %f{i};" for i in range(n))
     body = f"\tld.param.f32 %f0, [a];\n$L_b:\n{chain}\n\tret;"
     k = analyze(kernel_text(body, params=".param .f32 a, .param .u32 n")).kernels[0]
     t = _block(k, "$L_b")["timing"]
-    fma = TABLE.ops["FMA"]
+    fma = sm90.ops["FMA"]
     assert t["critical_path"] == pytest.approx(n * fma.latency)
     assert t["bound_by"] == "latency"
     assert t["cycles_per_iteration"] >= n * fma.latency
@@ -200,15 +197,15 @@ def test_dependent_chain_is_latency_bound():
                                                       t["critical_path_lines"][0] + n))
 
 
-def test_independent_work_is_throughput_bound():
+def test_independent_work_is_throughput_bound(sm90):
     n = 64
     body = "\tld.param.f32 %f0, [a];\n$L_b:\n" + "\n".join(
         f"\tex2.approx.f32 %f{i + 1}, %f0;" for i in range(n)) + "\n\tret;"
     k = analyze(kernel_text(body, params=".param .f32 a, .param .u32 n")).kernels[0]
     t = _block(k, "$L_b")["timing"]
-    sfu = TABLE.ops["SFU"]
+    sfu = sm90.ops["SFU"]
     assert t["unit_cycles"][sfu.unit] == pytest.approx(n * sfu.issue_interval)
-    assert t["critical_path"] == pytest.approx(max(sfu.latency, TABLE.ops["BRANCH"].latency))
+    assert t["critical_path"] == pytest.approx(max(sfu.latency, sm90.ops["BRANCH"].latency))
     if sfu.issue_interval > 1:
         assert t["bound_by"] == sfu.unit
     assert t["cycles_per_iteration"] >= n * sfu.issue_interval
@@ -217,7 +214,7 @@ def test_independent_work_is_throughput_bound():
         n * sfu.issue_interval / t["cycles_per_iteration"], rel=1e-2)
 
 
-def test_loop_recurrence_sets_cycles_per_iteration():
+def test_loop_recurrence_sets_cycles_per_iteration(sm90):
     body = """
 	ld.param.f32 %f1, [a];
 	ld.param.u32 %r1, [n];
@@ -231,20 +228,20 @@ $L_loop:
     k = analyze(kernel_text(body, params=".param .f32 a, .param .u32 n")).kernels[0]
     (loop,) = k.loops
     t = loop["timing"]
-    fma, ialu = TABLE.ops["FMA"], TABLE.ops["IALU"]
+    fma, ialu = sm90.ops["FMA"], sm90.ops["IALU"]
     # the counter chain add → setp → bra and the fma accumulator recur every iteration
     assert t["cycles_per_iteration"] >= max(fma.latency, ialu.latency)
     assert t["loop_carried_dependencies"] == 2
     assert t["repeats"] is True
 
 
-def test_numbers_come_from_the_machine_model():
+def test_numbers_come_from_the_machine_model(sm90):
     text = (DATA / "hand_loops.ptx").read_text()
     kernel = parse_ptx(text).kernels[0]
-    slow = dataclasses.replace(TABLE, ops={
-        **TABLE.ops, "LDG": dataclasses.replace(TABLE.ops["LDG"],
-                                                latency=TABLE.ops["LDG"].latency + 1000)})
-    a = analyze_kernel(kernel, TABLE)
+    slow = dataclasses.replace(sm90, ops={
+        **sm90.ops, "LDG": dataclasses.replace(sm90.ops["LDG"],
+                                                latency=sm90.ops["LDG"].latency + 1000)})
+    a = analyze_kernel(kernel, sm90)
     b = analyze_kernel(parse_ptx(text).kernels[0], slow)
     ta = {l["label"]: l["timing"] for l in a.loops if l["timing"]}
     tb = {l["label"]: l["timing"] for l in b.loops if l["timing"]}
@@ -253,9 +250,9 @@ def test_numbers_come_from_the_machine_model():
         assert tb[name]["cycles_per_iteration"] > ta[name]["cycles_per_iteration"]
 
 
-def test_units_come_from_the_machine_model(loops_kernel):
+def test_units_come_from_the_machine_model(loops_kernel, sm90):
     for b in loops_kernel.blocks:
-        assert set(b["timing"]["unit_cycles"]) == set(TABLE.units)
+        assert set(b["timing"]["unit_cycles"]) == set(sm90.units)
 
 
 # -- register pressure ---------------------------------------------------------------------------
@@ -385,11 +382,7 @@ def test_sass_side_by_side(name, arch):
 
 # -- speed ---------------------------------------------------------------------------------------
 def test_ten_thousand_instructions_under_a_second():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from analyze_speed import generate
-    finally:
-        sys.path.pop(0)
+    from analyze_speed import generate
     text = generate(10_000)
     best = float("inf")
     for _ in range(3):

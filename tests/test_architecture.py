@@ -55,7 +55,7 @@ LAYERS = [
     ("public operators", {"library"}),
     ("tuner", {"tune"}),
     ("command line", {"cli"}),
-    ("entry points", {"__main__", "ptxgen", "epilogues"}),
+    ("entry points", {"__main__", "ptxgen", "epilogues", "mods"}),
 ]
 NUMBA_HOME = "runtime"
 PUBLIC_ONLY = {"emu"}          # stages the rest of ptxgen reaches only through their __init__

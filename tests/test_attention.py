@@ -143,3 +143,31 @@ def test_gpu_matches_float64_and_the_emulator(causal):
     emu = _emulated(op, shape, seed=5)
     diff = np.abs(op.values(gpu["O"]) - op.values(emu["O"]))
     assert diff.max() <= 2.0 ** -7 * max(1.0, np.abs(op.values(emu["O"])).max())
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_heads_on_the_emulator(arch, causal):
+    """H = 8 query heads over 2 K/V heads (and multi-query: 1) at an odd S: each query head
+    reads K/V head h // kv_group; the check against float64 fails for another grouping."""
+    for group in (4, 8):
+        op = Attention("bf16", causal=causal, kv_group=group)
+        shape = op.shape(B=2, H=8, S=133, D=64)
+        arrays = op.make_inputs(shape, np.random.default_rng())
+        assert arrays["K"].shape == (2, 8 // group, 133, 64)
+        run_operator(op, shape, arrays, arch, engine="auto", check="off")
+        assert op.check(shape, arrays)[0]
+        wrong = dict(arrays, K=arrays["K"][:, ::-1].copy(), V=arrays["V"][:, ::-1].copy())
+        if group == 4:                                   # two K/V heads swapped: wrong
+            assert not op.check(shape, wrong)[0]
+
+
+def test_grouped_query_kernel_is_the_mha_kernel_with_one_division():
+    """kv_group=1 emits the unchanged kernel; a group adds the K/V head's row arithmetic only."""
+    mha = Attention("bf16").build(Attention("bf16").shape(B=1, H=8, S=256, D=128), "sm_90a")
+    gqa_op = Attention("bf16", kv_group=4)
+    gqa = gqa_op.build(gqa_op.shape(B=1, H=8, S=256, D=128), "sm_90a")
+    a, b = emit_module(mha, "sm_90a"), emit_module(gqa, "sm_90a")
+    assert a != b and "kvrow0" in b and "kvrow0" not in a
+    with pytest.raises(PtxgenError, match="not a multiple of kv_group"):
+        Attention("bf16", kv_group=3).shape(B=1, H=8, S=64, D=64)

@@ -104,6 +104,40 @@ def _read_all(fd):
     return b"".join(chunks).decode()
 
 
+def test_tune_help_documents_the_cache_directory(cli):
+    rc, out, err = cli("tune", "--help")
+    assert rc == 0
+    for name in ("PTXGEN_CACHE_DIR", "~/.cache/ptxgen", "tune/", "ptxas/", "PTXGEN_TUNE_CACHE"):
+        assert name in out, name
+
+
+@pytest.mark.parametrize("argv", [
+    ("compare", "matmul", "--no-gpu"),
+    ("roofline", "saxpy", "matmul", "softmax"),
+    ("simulate", "saxpy"),
+])
+def test_reports_fit_a_terminal_unless_wide(cli, argv):
+    """At most 100 columns by default (tables rearranged, long lines wrapped); --wide gives
+    the lines whole."""
+    rc, out, err = cli(*argv)
+    assert rc == 0, err
+    assert max(map(len, out.splitlines())) <= 100, out
+    rc, wide, err = cli(*argv, "--wide")
+    assert rc == 0 and max(map(len, wide.splitlines())) > 100
+    if argv[0] == "roofline":                       # the same words, only the line breaks
+        assert wide.split() == out.split()
+
+
+def test_fit_wraps_under_the_last_column():
+    from ptxgen.cli.common import fit
+    line = "    L2     8,204 GB/s     " + "measured on the H200 by ptxgen calibrate " * 4
+    lines = fit(line).splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 100
+    hang = line.index("measured")                      # under the last column's start
+    assert all(x.startswith(" " * hang) and x[hang] != " " for x in lines[1:])
+    assert fit(line, wide=True) == line
+
+
 def test_cta_progress_draws_only_on_a_terminal():
     import io
     import time

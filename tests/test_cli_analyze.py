@@ -86,3 +86,17 @@ def test_sass_option(cli):
     line = _one_error_line(*cli("analyze", str(DATA / "numba_saxpy_sm90.ptx"), "--sass",
                                 "--arch", "sm_80"))
     assert "ptxas" in line
+
+
+@pytest.mark.needs_nvdisasm
+def test_sass_report_fits_a_terminal_unless_wide(cli):
+    """Triton's attention kernel: hundreds of SASS opcodes and a block table with every
+    unit; at most 100 columns (tables split, long lines wrapped), whole with --wide."""
+    path = str(DATA / "triton_attention_causal_d64_sm90a.ptx")
+    rc, out, err = cli("analyze", path, "--sass", "--arch", "sm_90a")
+    assert rc == 0, err
+    assert max(map(len, out.splitlines())) <= 100
+    assert "Busy cycles per unit and basic block" in out and "SASS opcodes:" in out
+    rc, wide, err = cli("analyze", path, "--sass", "--arch", "sm_90a", "--wide")
+    assert rc == 0 and max(map(len, wide.splitlines())) > 400
+    assert wide.split() == out.split()

@@ -214,6 +214,33 @@ def test_analyze_unknown_opcode_names_the_instruction(results, paths):
     assert "frobnicate" in text[lineno - 1] and "frobnicate" in line, line
 
 
+def test_library_errors_name_flags_only_in_their_cli_spelling():
+    """An error raised outside ptxgen/cli names a command-line flag only as the CLI spelling
+    of an errors.Arg (Python callers read the argument's name; the CLI prints cli_text). The
+    command line's own spec parsers (*_from_spec) are the exception."""
+    import ast
+    flag = re.compile(r"(?<![\w-])--[a-z]")
+    bad = []
+    for path in sorted((ROOT / "ptxgen").rglob("*.py")):
+        if "cli" in path.relative_to(ROOT / "ptxgen").parts[:1]:
+            continue
+        tree = ast.parse(path.read_text())
+        cli_parts = {id(n.args[1]) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                     and getattr(n.func, "id", None) == "Arg" and len(n.args) == 2}
+        spec_parsers = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+                        and n.name.endswith("_from_spec")]
+        skip = {id(x) for f in spec_parsers for x in ast.walk(f)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Raise) or id(node) in skip:
+                continue
+            inside = {id(x) for n in ast.walk(node) if id(n) in cli_parts for x in ast.walk(n)}
+            for c in ast.walk(node):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and \
+                        flag.search(c.value) and id(c) not in inside:
+                    bad.append(f"{path.relative_to(ROOT)}:{c.lineno}: {c.value!r}")
+    assert not bad, "\n".join(bad)
+
+
 def test_checks_can_fail():
     """The one-line check rejects a traceback, two lines, success and a bare message."""
     for rc, err in ((1, "Traceback (most recent call last):\n  x\nValueError: y\n"),

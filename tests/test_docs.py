@@ -26,6 +26,15 @@ def test_tutorial_code_runs(doc, capsys, monkeypatch):
         assert "operand %n0 is u32, expected f32" in out
 
 
+def test_readme_command_table_has_every_command():
+    """A row per `ptxgen` command in the README's table (its first cell names the command)."""
+    from ptxgen.cli import COMMANDS
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `ptxgen (\w+)", table, re.M)
+    assert set(rows) == set(COMMANDS), set(COMMANDS) ^ set(rows)
+
+
 def test_api_reference_names_real_objects():
     import importlib
     text = (ROOT / "docs" / "api.md").read_text()

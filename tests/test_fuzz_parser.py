@@ -10,7 +10,6 @@ when one input takes longer than the timeout. The long run is
 
 Inputs that once crashed are kept below as regression tests.
 """
-import importlib.util
 import os
 from pathlib import Path
 
@@ -22,10 +21,9 @@ from ptxgen.ir import Imm
 from ptxgen.ir import types as T
 from ptxgen.parse import parse_ptx
 
+import fuzz_parser as fz
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("fuzz_parser", ROOT / "benchmarks" / "fuzz_parser.py")
-fz = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fz)
 
 SEED = int(os.environ.get("PTXGEN_FUZZ_SEED", "8"))
 COUNT = int(os.environ.get("PTXGEN_FUZZ_COUNT", "300"))

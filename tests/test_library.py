@@ -275,3 +275,36 @@ def test_matmul_with_a_named_and_a_traced_epilogue():
         ptxgen.matmul(a, b, epilogue="bias_gelu")
     with pytest.raises(PtxgenError, match="has shape"):
         ptxgen.matmul(a, b, epilogue="bias", bias=np.ones(7, np.float32))
+
+
+def test_attention_with_mods_matches_the_float64_reference_of_the_same_mods():
+    from ptxgen.mods import alibi, alibi_slopes, causal, sliding_window
+    from ptxgen.ops.attention import Attention
+    rng = np.random.default_rng()
+    q, k, v = (rand(rng, (1, 2, 201, 64), BF16) for _ in range(3))
+    mask, score = sliding_window(64), alibi(alibi_slopes(2))
+    o, lse = ptxgen.attention(q, k, v, mask_mod=mask, score_mod=score, return_lse=True)
+    op = Attention("bf16", mask_mod=mask, score_mod=score)
+    shape = op.shape(B=1, H=2, S=201, D=64)
+    arrays = {"Q": q.view(np.uint16), "K": k.view(np.uint16), "V": v.view(np.uint16),
+              "O": o.view(np.uint16), "LSE": lse}
+    assert op.check(shape, arrays)[0]
+    plain = ptxgen.attention(q, k, v)
+    arrays["O"] = plain.view(np.uint16)
+    assert not op.check(shape, arrays)[0]                  # the mods changed the result
+    as_mask = ptxgen.attention(q, k, v, mask_mod=causal())
+    assert np.array_equal(as_mask.view(np.uint16),
+                          ptxgen.attention(q, k, v, causal=True).view(np.uint16))
+
+
+def test_attention_with_fewer_kv_heads_is_grouped_query_attention():
+    from ptxgen.ops.attention import attention_reference
+    rng = np.random.default_rng()
+    q = rand(rng, (1, 8, 90, 64), BF16)
+    k, v = (rand(rng, (1, 2, 90, 64), BF16) for _ in range(2))
+    o = ptxgen.attention(q, k, v, causal=True)
+    ref = attention_reference(q.astype(np.float64), np.repeat(k.astype(np.float64), 4, axis=1),
+                              np.repeat(v.astype(np.float64), 4, axis=1), 1 / 8, True, 2.0 ** -8)
+    assert np.all(np.abs(o.astype(np.float64) - ref["O"]) <= ref["O_bound"])
+    with pytest.raises(PtxgenError, match="multiple of H_kv"):
+        ptxgen.attention(q, k[:, :1].repeat(3, axis=1), v[:, :1].repeat(3, axis=1))

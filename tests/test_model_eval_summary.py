@@ -2,7 +2,7 @@
 microbenchmarks, fitting and held-out parts, cases beyond +-50 %)."""
 import pytest
 
-from model_data import model_eval
+import model_eval
 
 
 def _case(name, family, split, gpu_us):

@@ -35,7 +35,7 @@ def _fit10a_small():
 @pytest.mark.parametrize("case", _fit10a_small(),
                          ids=lambda c: f"{c['family']}-{c.get('k', c.get('lanes'))}")
 def test_fit10a_kernel_assembles_and_is_right(case):
-    """Round sim10a's fitting kernels (thin stores after a load, generic stores, loads over many
+    """The store_lines kernels (thin stores after a load, generic stores, loads over many
     lines) pass ptxas for sm_90 where it is found and are right on the emulator with the
     collect's launch at a small size (stores exact; sums to float32 rounding)."""
     from ptxgen.toolchain import assemble, have_tool

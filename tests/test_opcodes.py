@@ -132,7 +132,7 @@ def test_emulator_builders_are_named_by_the_table():
 
 def test_emulator_reports_a_row_without_builder_by_its_key(monkeypatch):
     from ptxgen.emu.api import emulate
-    from ptxgen.emu.program import builder_table
+    from ptxgen.emu.builders import builder_table
     # every row's key has a builder today: take one away (from the per-process table the
     # emulator compiles with) to see the report
     monkeypatch.delitem(builder_table(), "barrier.cluster")

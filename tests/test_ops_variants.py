@@ -5,8 +5,6 @@ tile multiples (every alignment of M and N), reach SASS with the intended access
 hints, and the transposed tile's shared accesses are conflict-free. The defaults stay as
 they were."""
 import importlib.util
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -237,16 +235,7 @@ def test_rows_per_cta_launch():
 @pytest.mark.needs_nvdisasm
 def test_benchmark_variants_assemble():
     """Every variant benchmarks/operators.py times is valid for its cases."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    bench = os.path.join(os.path.dirname(here), "benchmarks")
-    sys.path.insert(0, bench)
-    try:
-        spec = importlib.util.spec_from_file_location("operators_bench",
-                                                      os.path.join(bench, "operators.py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(bench)
+    import operators as mod
     for name, dims in mod.CASES:
         for label, op in mod.VARIANTS.get(name, []):
             if name in ("transpose", "row_reduce", "row_max"):

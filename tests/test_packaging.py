@@ -1,6 +1,7 @@
 """The package as `pip install` builds it: the wheel must carry the machine models, the tune
 cache and the license, and work from outside the source tree (issue 16, problem 1)."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,16 @@ def test_wheel_carries_machine_models_and_tune_cache(wheel):
         assert f"ptxgen/isa_data/{f}" in names
     for f in (ROOT / "ptxgen" / "schedule" / "data").glob("*.json"):
         assert f"ptxgen/schedule/data/{f.name}" in names
+
+
+def test_test_extra_installs_what_ci_runs():
+    """CI installs the `test` extra: ray is in it, so the Ray executor's local-instance test
+    runs there instead of skipping (tests/test_tune_executor.py)."""
+    import tomllib
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    names = {re.split(r"[<>=!~\[ ]", r, maxsplit=1)[0] for r in extras["test"]}
+    assert {"ray", "torch", "pytest", "pytest-xdist", "hypothesis"} <= names
 
 
 def test_wheel_carries_the_license(wheel):

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxgen import isa
 from ptxgen.emit import emit_module
 from ptxgen.ir import Builder, Instr, Label, Module, Param, Verbatim, ptr
 from ptxgen.ir import types as T
@@ -16,8 +15,6 @@ from ptxgen.ops import get_operator
 from ptxgen.reorder import (Candidate, access, build_graph, conflict, critical_path_first,
                           schedule_block, schedule_kernel, split_body)
 from ptxgen.toolchain import have_tool
-
-TABLE = isa.load("sm_90")
 
 
 # -- random straight-line blocks --------------------------------------------------------------
@@ -130,10 +127,10 @@ def _region_instrs(kernel):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(STEPS)
-def test_schedule_keeps_every_dependence(steps):
+def test_schedule_keeps_every_dependence(sm90, steps):
     m, k, _ = _block_kernel(steps)
     instrs = _region_instrs(k)
-    res = schedule_block(instrs, TABLE)
+    res = schedule_block(instrs, sm90)
     assert sorted(map(id, res.order)) == sorted(map(id, instrs))       # a permutation
     pos = {id(ins): p for p, ins in enumerate(res.order)}
     for i in range(len(instrs)):
@@ -145,12 +142,12 @@ def test_schedule_keeps_every_dependence(steps):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(STEPS)
-def test_graph_implies_every_conflict(steps):
+def test_graph_implies_every_conflict(sm90, steps):
     """Every conflicting pair is ordered by a path of graph edges (the graph may leave out
     edges that others imply, never an order)."""
     _, k, _ = _block_kernel(steps)
     instrs = _region_instrs(k)
-    g = build_graph(instrs, lambda ins: TABLE.op_for(ins).latency)
+    g = build_graph(instrs, lambda ins: sm90.op_for(ins).latency)
     n = len(instrs)
     reach = [set() for _ in range(n)]
     for i in range(n - 1, -1, -1):
@@ -236,7 +233,7 @@ def test_access_rules():
     assert access(clock).kind == "fence"
 
 
-def test_loads_pass_loads_but_not_stores():
+def test_loads_pass_loads_but_not_stores(sm90):
     _, k, b = _kernel()
     g = b.param("g")
     base = len(k.body)
@@ -248,14 +245,14 @@ def test_loads_pass_loads_but_not_stores():
     d = b.ld("shared", T.f32, b.const(0, T.u32))       # other space: may pass it
     b.fma(c, d, d)
     instrs = [s for s in k.body[base:] if isinstance(s, Instr)]
-    res = schedule_block(instrs, TABLE)
+    res = schedule_block(instrs, sm90)
     order = [str(i) for i in res.order]
     st_pos = next(p for p, t in enumerate(order) if t.startswith("st.global"))
     assert order.index(str(instrs[4])) > st_pos        # ld.global [g+4] after the store
     assert order.index(str(instrs[6])) < st_pos        # ld.shared hoisted above it
 
 
-def test_critical_path_hoists_long_latency_load():
+def test_critical_path_hoists_long_latency_load(sm90):
     """A load whose result is needed last still issues first: its path is longest."""
     _, k, b = _kernel()
     g = b.param("g")
@@ -266,12 +263,12 @@ def test_critical_path_hoists_long_latency_load():
     y = b.ld("global", T.f32, Addr(g, 8))
     b.add(x, y)
     instrs = [s for s in k.body[base:] if isinstance(s, Instr)]
-    res = schedule_block(instrs, TABLE)
+    res = schedule_block(instrs, sm90)
     assert res.order[0].opcode == "ld"
     assert res.cycles < res.original_cycles
-    lat = TABLE.op_for(instrs[-2]).latency
+    lat = sm90.op_for(instrs[-2]).latency
     # the load's latency now overlaps the fma chain: the block ends one add after it arrives
-    assert res.cycles == pytest.approx(lat + TABLE.op_for(instrs[-1]).latency)
+    assert res.cycles == pytest.approx(lat + sm90.op_for(instrs[-1]).latency)
 
 
 def test_policy_is_one_key_function():
@@ -283,7 +280,7 @@ def test_policy_is_one_key_function():
     assert critical_path_first(Candidate(0, 4.0, 0)) < critical_path_first(Candidate(1, 4.0, 0))
 
 
-def test_pipe_throughput_limits_issue():
+def test_pipe_throughput_limits_issue(sm90):
     """Independent SFU ops wait for the XU pipe; FMAs fill the cycles between."""
     _, k, b = _kernel()
     base = len(k.body)
@@ -291,17 +288,17 @@ def test_pipe_throughput_limits_issue():
     sfu = [b.unary("ex2", x, mods=("approx", "ftz")) for _ in range(3)]
     fmas = [b.fma(x, x, x) for _ in range(4)]
     instrs = [s for s in k.body[base:] if isinstance(s, Instr)]
-    res = schedule_block(instrs, TABLE, debug=True)
-    interval = TABLE.ops["SFU"].issue_interval
+    res = schedule_block(instrs, sm90, debug=True)
+    interval = sm90.ops["SFU"].issue_interval
     issue_cycle = {v.issued: v.cycle for v in res.debug if v.issued is not None}
     ex2 = sorted(issue_cycle[i] for i, ins in enumerate(instrs) if ins.opcode == "ex2")
     assert all(b2 - a2 >= interval - 1e-9 for a2, b2 in zip(ex2, ex2[1:]))
     waits = [w for v in res.debug for _i, _k, w in v.ready if w.startswith("pipe:")]
-    assert f"pipe:{TABLE.ops['SFU'].unit}" in waits
+    assert f"pipe:{sm90.ops['SFU'].unit}" in waits
     assert len(res.order) == len(instrs) and sfu and fmas
 
 
-def test_debug_view():
+def test_debug_view(sm90):
     _, k, b = _kernel()
     base = len(k.body)
     x = b.const(2.0, T.f32, name="x")
@@ -309,19 +306,19 @@ def test_debug_view():
     b.add(y, 1.0, name="z")
     instrs = [s for s in k.body[base:] if isinstance(s, Instr)]
     out = io.StringIO()
-    res = schedule_block(instrs, TABLE, debug=out)
+    res = schedule_block(instrs, sm90, debug=out)
     views = res.debug
     assert views[0].cycle == 0 and views[0].issued == 0
     assert [i for i, _k, _w in views[0].ready] == [0]
     # the add waits on the fma's result: a cycle with it listed as waiting on operands
     assert any(v.issued is None and v.ready == [(2, v.ready[0][1], "operands")] for v in views)
-    lat = TABLE.op_for(instrs[1]).latency
+    lat = sm90.op_for(instrs[1]).latency
     issue = {v.issued: v.cycle for v in views if v.issued is not None}
     assert issue[2] - issue[1] == pytest.approx(lat)
     text = out.getvalue()
     assert text == res.format_debug() + "\n"
     assert "cycle       0: issue #0" in text and "wait operands" in text and "add.rn.f32" in text
-    assert schedule_block(instrs, TABLE).debug is None
+    assert schedule_block(instrs, sm90).debug is None
 
 
 def test_regions_stop_at_labels_branches_and_structure():

@@ -85,7 +85,7 @@ def test_more_warps_hide_latency():
     assert per_sp[0].stalls["dependency"] > 0.7 and per_sp[3].stalls["not_selected"] > 0.3
 
 
-def test_bar_sync_waits_for_the_whole_cta():
+def test_bar_sync_waits_for_the_whole_cta(sm90):
     n = 300
     m, k, b = _kernel()
     out = b.param("out")
@@ -98,7 +98,7 @@ def test_bar_sync_waits_for_the_whole_cta():
     b.st("global", out, x)
     b.ret()
     r = sim(m, k, block=(64,))
-    bar = TABLE.ops["BAR"].latency
+    bar = sm90.ops["BAR"].latency
     assert r.cycles >= n * FMA.latency + bar
     assert r.stalls["barrier"] > 0.3
     events = r.trace_events[1]                  # warp 1 waits while warp 0 computes
@@ -124,28 +124,28 @@ def chase(n, space="global"):
 
 
 @pytest.mark.parametrize("level", ["L2", "DRAM"])
-def test_memory_latency_by_level(level):
+def test_memory_latency_by_level(level, sm90):
     n = 200
     m, k = chase(n)
     r = sim(m, k, level=level)
-    assert r.cycles == pytest.approx(n * TABLE.memory[level].latency, rel=0.03)
+    assert r.cycles == pytest.approx(n * sm90.memory[level].latency, rel=0.03)
     assert r.stalls["memory"] > 0.9
 
 
-def test_shared_chase_uses_shared_latency():
+def test_shared_chase_uses_shared_latency(sm90):
     n = 200
     m, k = chase(n, "shared")
     r = sim(m, k)
-    assert r.cycles == pytest.approx(n * TABLE.ops["LDS"].latency, rel=0.05)
+    assert r.cycles == pytest.approx(n * sm90.ops["LDS"].latency, rel=0.05)
 
 
-def test_streaming_kernel_is_dram_bandwidth_bound():
+def test_streaming_kernel_is_dram_bandwidth_bound(sm90):
     op = get_operator("saxpy")
     shape = op.shape(n=1 << 26)
     r = simulate_operator(op, shape, registers=32)
     achieved_gbs = op.bytes_moved(shape) / (r.device_us * 1e3)
-    assert achieved_gbs == pytest.approx(TABLE.memory["DRAM"].bandwidth_gbs, rel=0.1)
-    assert achieved_gbs <= TABLE.memory["DRAM"].bandwidth_gbs * 1.01
+    assert achieved_gbs == pytest.approx(sm90.memory["DRAM"].bandwidth_gbs, rel=0.1)
+    assert achieved_gbs <= sm90.memory["DRAM"].bandwidth_gbs * 1.01
     assert r.stalls["memory"] > 0.8
     assert r.details["memory_model"]["dram_fraction"] == 1.0
 
@@ -211,7 +211,7 @@ def loop_kernel(body=8, persistent=False):
     return m, k
 
 
-def test_loop_trip_count_from_arguments_and_override():
+def test_loop_trip_count_from_arguments_and_override(sm90):
     m, k = loop_kernel()
     r10 = sim(m, k, args={"n": 10}, sample=64)
     r20 = sim(m, k, args={"n": np.uint32(20)}, sample=64)
@@ -219,7 +219,7 @@ def test_loop_trip_count_from_arguments_and_override():
     # each trip costs the same: at least its 8 dependent FMAs, plus the loop's own overhead
     assert r30.cycles - r20.cycles == pytest.approx(r20.cycles - r10.cycles, rel=0.01)
     per_iter = (r20.cycles - r10.cycles) / 10
-    assert 8 * FMA.latency <= per_iter <= 8 * FMA.latency + 4 * TABLE.ops["BRANCH"].latency
+    assert 8 * FMA.latency <= per_iter <= 8 * FMA.latency + 4 * sm90.ops["BRANCH"].latency
     t20 = sim(m, k, args={"n": 10}, trip=20, sample=64)
     assert t20.cycles == pytest.approx(r20.cycles, rel=0.01)
     unknown = sim(m, k, sample=64)              # no value: one trip and a warning
@@ -248,11 +248,11 @@ def _follow(m, k, grid, block, cta=0, warp=0, args=None):
     return prog, follow(plan, specs)
 
 
-def test_sampled_loop_is_counted_without_running_it():
+def test_sampled_loop_is_counted_without_running_it(sm90):
     m, k = loop_kernel()
     from ptxgen.sim.launch import _lane_specs, _param_values, _symbols
-    prog = compile_kernel(k, TABLE)
-    specs = _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, H.sm_count, 0, TABLE)
+    prog = compile_kernel(k, sm90)
+    specs = _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, H.sm_count, 0, sm90)
     results = []
     for n in (37, 1000, 123457):
         plan = PathPlan(prog, Env(_param_values(k, {"n": n}), _symbols(k, m)))
@@ -331,14 +331,14 @@ def test_trace_and_png(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_report_keys_and_bad_inputs():
+def test_report_keys_and_bad_inputs(sm90):
     m, k = fma_chains(4)
     d = sim(m, k).to_dict()
     for key in ("cycles", "time_us", "ipc", "issue_utilization", "unit_utilization", "stalls"):
         assert key in d
     assert set(d["stalls"]) == {"dependency", "memory", "barrier", "throughput",
                                 "not_selected"}
-    assert set(d["unit_utilization"]) == set(TABLE.units)
+    assert set(d["unit_utilization"]) == set(sm90.units)
     for bad in (dict(grid=(0,)), dict(block=(2048,)), dict(trip=0), dict(level="L3"),
                 dict(args={"nope": 1}), dict(args=[1, 2, 3]), dict(sample=2)):
         kw = dict(grid=(1,), block=(32,))

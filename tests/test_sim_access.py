@@ -13,10 +13,10 @@ from ptxgen.sim.levels import l2_keep_bytes, memory_level
 from ptxgen.sim.paths import PathPlan, follow
 from ptxgen.sim.program import compile_kernel
 from ptxgen.sim.values import Env
+from sim_helpers import HEAD, Arr, accesses, find, parse_kernel
 
 TABLE = isa.load("sm_90")
 MM = TABLE.memory_model
-HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
 
 # lane i of the grid loads x[i * stride] (4-byte words) and stores it to out[i]
 STRIDED = HEAD + """.visible .entry strided(.param .u64 x, .param .u64 out, .param .u32 stride)
@@ -204,55 +204,22 @@ ROW = HEAD + """.visible .entry row(.param .u64 out)
 """
 
 
-def _kernel(text):
-    m = parse_ptx(text)
-    return m, m.kernels[0]
-
-
-def _accesses(text, grid, block, args, sample=16):
-    """{instruction text: Access} as simulate() computes them, and the report."""
-    m, k = _kernel(text)
-    seen = {}
-    orig = A.analyze
-
-    def spy(prog, table, records, warps, later=None):
-        out = orig(prog, table, records, warps, later)
-        seen.update({prog.instrs[i].text: a for i, a in out.items()})
-        return out
-    A.analyze = spy
-    try:
-        rep = simulate(k, grid, block, args=args, module=m, registers=32, sample=sample)
-    finally:
-        A.analyze = orig
-    return seen, rep
-
-
-def _find(seen, prefix):
-    hits = [a for t, a in seen.items() if t.startswith(prefix)]
-    assert len(hits) == 1, (prefix, list(seen))
-    return hits[0]
-
-
-class Arr:
-    """A pointer argument."""
-
-
 def test_coalesced_and_strided_loads():
     sector, line = MM["sector_bytes"], MM["l1_line_bytes"]
-    one, r1 = _accesses(STRIDED, (132 * 64,), (256,), [Arr(), Arr(), 1])
-    wide, r32 = _accesses(STRIDED, (132 * 64,), (256,), [Arr(), Arr(), 32])
-    a1, a32 = _find(one, "ld.global"), _find(wide, "ld.global")
+    one, r1 = accesses(STRIDED, (132 * 64,), (256,), [Arr(), Arr(), 1])
+    wide, r32 = accesses(STRIDED, (132 * 64,), (256,), [Arr(), Arr(), 32])
+    a1, a32 = find(one, "ld.global"), find(wide, "ld.global")
     # 32 lanes x 4 bytes: 4 sectors of one line; 128 bytes apart: a sector and a line per lane
     assert (a1.bytes, a1.l1_bytes) == (4 * sector, line)
     assert (a32.bytes, a32.l1_bytes) == (32 * sector, 32 * line)
-    assert _find(wide, "st.global").bytes == 4 * sector      # the store stays coalesced
+    assert find(wide, "st.global").bytes == 4 * sector      # the store stays coalesced
     # 32 times the sectors from DRAM for the load (the store is the same): several times slower
     assert r32.device_us > 3 * r1.device_us
     assert r32.details["bound"]["resource"] == "DRAM"
 
 
 def test_data_dependent_address_is_a_sector_per_lane():
-    seen, _ = _accesses(GATHER, (132,), (256,), [Arr(), Arr(), Arr()])
+    seen, _ = accesses(GATHER, (132,), (256,), [Arr(), Arr(), Arr()])
     idx = [a for t, a in seen.items() if t.startswith("ld.global.u32")][0]
     x = [a for t, a in seen.items() if t.startswith("ld.global.f32")][0]
     assert not idx.indirect and idx.bytes == 4 * MM["sector_bytes"]
@@ -260,16 +227,16 @@ def test_data_dependent_address_is_a_sector_per_lane():
 
 
 @pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (8, 8), (32, 32), (33, 1)])
-def test_bank_conflict_wavefronts(stride, wavefronts):
-    seen, _ = _accesses(BANKS, (1,), (32,), [Arr(), 64, stride])
-    lds = _find(seen, "ld.shared")
+def test_bank_conflict_wavefronts(stride, wavefronts, sm90):
+    seen, _ = accesses(BANKS, (1,), (32,), [Arr(), 64, stride])
+    lds = find(seen, "ld.shared")
     assert lds.wavefronts == wavefronts
-    assert lds.bytes == wavefronts * TABLE.header.shared_banks * TABLE.header.shared_bank_bytes
+    assert lds.bytes == wavefronts * sm90.header.shared_banks * sm90.header.shared_bank_bytes
 
 
 def test_bank_conflicts_cost_time():
-    _, free = _accesses(BANKS, (132 * 8,), (256,), [Arr(), 4096, 1])
-    _, conflicted = _accesses(BANKS, (132 * 8,), (256,), [Arr(), 4096, 32])
+    _, free = accesses(BANKS, (132 * 8,), (256,), [Arr(), 4096, 1])
+    _, conflicted = accesses(BANKS, (132 * 8,), (256,), [Arr(), 4096, 32])
     assert conflicted.device_us > 8 * free.device_us
     assert conflicted.details["bound"]["resource"] == "shared memory"
 
@@ -280,31 +247,31 @@ def test_random_shared_wavefronts_are_the_expected_largest_bank_load():
     assert A.expected_wavefronts(32) == wf                     # the same on every run
 
 
-def test_same_address_atomics_queue_for_the_whole_grid():
-    seen, small = _accesses(ONE_ADDRESS, (132 * 32,), (64,), [Arr()])
-    red = _find(seen, "red.global")
+def test_same_address_atomics_queue_for_the_whole_grid(sm90):
+    seen, small = accesses(ONE_ADDRESS, (132 * 32,), (64,), [Arr()])
+    red = find(seen, "red.global")
     assert red.serial_lanes == 1
-    _, big = _accesses(ONE_ADDRESS, (132 * 128,), (64,), [Arr()])
+    _, big = accesses(ONE_ADDRESS, (132 * 128,), (64,), [Arr()])
     ns = MM["atomic_same_address_ns"]
     # one atomic per CTA, one at a time: the grid's atomics take CTAs x ns
-    assert big.device_us == pytest.approx(132 * 128 * ns * 1e-3 + TABLE.kernel_gap_us, rel=0.1)
+    assert big.device_us == pytest.approx(132 * 128 * ns * 1e-3 + sm90.kernel_gap_us, rel=0.1)
     assert big.details["bound"]["resource"] == "same-address atomics"
     assert big.device_us > 3 * small.device_us
 
 
-def test_every_cta_on_the_same_addresses_queues_per_address_and_atomic_unit():
-    seen, small = _accesses(EVERY_CTA, (132 * 32,), (256,), [Arr()])
-    red = _find(seen, "red.global")
+def test_every_cta_on_the_same_addresses_queues_per_address_and_atomic_unit(sm90):
+    seen, small = accesses(EVERY_CTA, (132 * 32,), (256,), [Arr()])
+    red = find(seen, "red.global")
     # one lane per address in a warp, one line (four sectors: four atomic-unit operations,
     # round sim12b) per warp; the CTA's 8 warps share the 8 lines of 1 KiB (two interleave
     # chunks of 512 bytes) evenly: each address is in 1/8 of the warps' atomics
     assert red.serial_lanes == 1 and red.atom_ops == 4 and red.atom_chunks == 2
     assert red.addr_share == pytest.approx(1 / 8)
-    _, big = _accesses(EVERY_CTA, (132 * 128,), (256,), [Arr()])
+    _, big = accesses(EVERY_CTA, (132 * 128,), (256,), [Arr()])
     # per CTA: each address takes one atomic (same-address interval), the two atomic units
     # take 8 x 4 operations; the slower of the two queues sets the pace
     per_cta_ns = max(MM["atomic_same_address_ns"], 8 * 4 / 2 * MM["atomic_op_ns"])
-    assert big.device_us == pytest.approx(132 * 128 * per_cta_ns * 1e-3 + TABLE.kernel_gap_us,
+    assert big.device_us == pytest.approx(132 * 128 * per_cta_ns * 1e-3 + sm90.kernel_gap_us,
                                           rel=0.15)
 
 
@@ -315,19 +282,19 @@ def test_histogram_addresses_come_from_the_given_index_values():
     n = 132 * 64 * 256
     few = rng.integers(0, 256, size=n).astype(np.uint32)
     many = rng.integers(0, 1 << 22, size=n).astype(np.uint32)
-    seen, hot = _accesses(HIST, (n // 256,), (256,), [few, Arr()])
-    atom = _find(seen, "red.global")
+    seen, hot = accesses(HIST, (n // 256,), (256,), [few, Arr()])
+    atom = find(seen, "red.global")
     assert atom.indirect and atom.pattern != "indirect"
     # 32 lanes on the 32 sectors of 1 KiB: ~20.5 distinct sectors (an operation each, round
     # sim12b), a few more for lanes on one word; two 512-byte interleave chunks
     assert 18 <= atom.atom_ops <= 25 and atom.atom_chunks == 2
     assert atom.addr_share == pytest.approx(29 / 256, rel=0.25)      # uniform over the bins
-    _, cold = _accesses(HIST, (n // 256,), (256,), [many, Arr()])
+    _, cold = accesses(HIST, (n // 256,), (256,), [many, Arr()])
     # (10x, was 20x: since round sim9b the many-bin scatter pays L2's read-modify-write per
     # partial sector, as ptx_red_scatter does on the H200, which took cold up by ~1.4x)
     assert hot.device_us > 10 * cold.device_us
-    _, unknown = _accesses(HIST, (n // 256,), (256,), [Arr(), Arr()])
-    assert _find(_accesses(HIST, (1,), (256,), [Arr(), Arr()])[0], "red.global").pattern \
+    _, unknown = accesses(HIST, (n // 256,), (256,), [Arr(), Arr()])
+    assert find(accesses(HIST, (1,), (256,), [Arr(), Arr()])[0], "red.global").pattern \
         == "indirect"
     assert unknown.device_us < hot.device_us
 
@@ -343,13 +310,13 @@ def test_chao1_and_the_uniform_share():
     assert atomics.hot_share(touched, lines, 40, 2, 2) == 1.0
 
 
-def test_cp_async_moves_bytes_and_wait_holds_the_warp():
-    m, k = _kernel(CP_ASYNC)
-    prog = compile_kernel(k, TABLE)
+def test_cp_async_moves_bytes_and_wait_holds_the_warp(sm90):
+    m, k = parse_kernel(CP_ASYNC)
+    prog = compile_kernel(k, sm90)
     roles = A.async_roles(prog)
     assert sorted(r for r, _n in roles.values()) == ["commit", "copy", "wait"]
-    seen, rep = _accesses(CP_ASYNC, (132 * 64,), (256,), [Arr(), Arr(), 0])
-    cp = _find(seen, "cp.async.cg")
+    seen, rep = accesses(CP_ASYNC, (132 * 64,), (256,), [Arr(), Arr(), 0])
+    cp = find(seen, "cp.async.cg")
     assert cp.bytes == 16 * 32 and cp.miss == 1.0                # .cg: past L1
     moved = sum(w["bytes_by_level"]["DRAM"] + w["bytes_by_level"]["L2"]
                 for w in rep.details["waves"])
@@ -359,35 +326,35 @@ def test_cp_async_moves_bytes_and_wait_holds_the_warp():
         rep.stalls["dependency"] + rep.stalls["memory"] > 0.3
 
 
-def test_scalar_shared_loads_of_an_aligned_row_merge():
-    m, k = _kernel(ROW)
-    prog = compile_kernel(k, TABLE)
+def test_scalar_shared_loads_of_an_aligned_row_merge(sm90):
+    m, k = parse_kernel(ROW)
+    prog = compile_kernel(k, sm90)
     idx = A.memory_instrs(prog)
     plan = PathPlan(prog, Env({"out": 1 << 40}, {"buf": 0}), slice_=A.address_slice(prog, idx),
                     record=idx)
     from ptxgen.sim.launch import _lane_specs
-    follow(plan, _lane_specs(0, (1, 1, 1), (64, 1, 1), 0, 32, 132, 0, TABLE, every_lane=True))
+    follow(plan, _lane_specs(0, (1, 1, 1), (64, 1, 1), 0, 32, 132, 0, sm90, every_lane=True))
     merges = A.vector_merges(prog, plan.records)
     lds = [st.index for st in prog.instrs if st.text.startswith("ld.shared")]
     assert merges == {i: lds[0] for i in lds[1:]}
     # 4 bytes off: only the middle pair is aligned (to 8 bytes) and becomes one LDS.64
     plan2 = PathPlan(prog, Env({"out": 1 << 40}, {"buf": 4}),
                      slice_=A.address_slice(prog, idx), record=idx)
-    follow(plan2, _lane_specs(0, (1, 1, 1), (64, 1, 1), 0, 32, 132, 0, TABLE, every_lane=True))
+    follow(plan2, _lane_specs(0, (1, 1, 1), (64, 1, 1), 0, 32, 132, 0, sm90, every_lane=True))
     assert A.vector_merges(prog, plan2.records) == {lds[2]: lds[1]}
 
 
-def test_one_memory_level_rule():
-    keep = l2_keep_bytes(TABLE)
-    assert keep == TABLE.header.l2_bytes * MM["l2_resident_fraction"] < TABLE.header.l2_bytes
-    assert memory_level(TABLE, keep) == "L2"
-    assert memory_level(TABLE, keep + 1) == "DRAM"
-    assert memory_level(TABLE, 1024, cache="cold") == "DRAM"
-    assert memory_level(TABLE, None) == "DRAM"
+def test_one_memory_level_rule(sm90):
+    keep = l2_keep_bytes(sm90)
+    assert keep == sm90.header.l2_bytes * MM["l2_resident_fraction"] < sm90.header.l2_bytes
+    assert memory_level(sm90, keep) == "L2"
+    assert memory_level(sm90, keep + 1) == "DRAM"
+    assert memory_level(sm90, 1024, cache="cold") == "DRAM"
+    assert memory_level(sm90, None) == "DRAM"
     # the roofline places a kernel by the same rule
     from ptxgen.reports.roofline import roofline
     r = roofline(["saxpy"], arch="sm_90", shape={"n": 1 << 20}, time="sim")
-    assert r.points[0].level == memory_level(TABLE, r.points[0].bytes) == "L2"
+    assert r.points[0].level == memory_level(sm90, r.points[0].bytes) == "L2"
     assert r.points[0].fraction < 1.0
 
 
@@ -413,12 +380,12 @@ LOOP:
 
 
 @pytest.mark.parametrize("n", [4 * 37, 4 * 100_003])
-def test_equality_exit_is_fast_forwarded(n):
-    m, k = _kernel(COUNTDOWN)
-    prog = compile_kernel(k, TABLE)
+def test_equality_exit_is_fast_forwarded(n, sm90):
+    m, k = parse_kernel(COUNTDOWN)
+    prog = compile_kernel(k, sm90)
     plan = PathPlan(prog, Env({"out": 1 << 40, "n": n}, {}))
     from ptxgen.sim.launch import _lane_specs
-    p = follow(plan, _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, 132, 0, TABLE), cap=(16, 8),
+    p = follow(plan, _lane_specs(0, (1, 1, 1), (32, 1, 1), 0, 32, 132, 0, sm90), cap=(16, 8),
                hot_loop=0)
     assert p.skipped + 16 + 1 == n // 4            # every iteration counted
     assert p.steps < 2000                            # not walked iteration by iteration
@@ -448,29 +415,29 @@ COLUMN = HEAD + """.visible .entry column(.param .u64 out)
 
 
 def test_partial_sector_stores_cost_l2_and_merge_before_dram():
-    seen, col = _accesses(COLUMN, (132 * 256,), (32, 8), [Arr()])
-    st = _find(seen, "st.global")
+    seen, col = accesses(COLUMN, (132 * 256,), (32, 8), [Arr()])
+    st = find(seen, "st.global")
     # each lane writes 4 bytes of its own sector; the CTA's 8 warps fill those sectors
     assert st.partial_sectors == 32 and st.dram_share == pytest.approx(1 / 8)
     # the same CTA writing row-wise: thread (x, y) writes out[y * 32 + x], whole sectors
     row = COLUMN.replace("shl.b32 %r4, %r1, 3;\n  add.s32 %r4, %r4, %r2;",
                          "shl.b32 %r4, %r2, 5;\n  add.s32 %r4, %r4, %r1;")
-    seen2, flat = _accesses(row, (132 * 256,), (32, 8), [Arr()])
-    st2 = _find(seen2, "st.global")
+    seen2, flat = accesses(row, (132 * 256,), (32, 8), [Arr()])
+    st2 = find(seen2, "st.global")
     assert st2.partial_sectors == 0 and st2.dram_share == 1.0
     # the same bytes written as partial sectors take longer than written whole
     assert col.device_us > 2 * flat.device_us
 
 
-def test_scattered_loads_over_more_than_l2_keeps_miss_it():
+def test_scattered_loads_over_more_than_l2_keeps_miss_it(sm90):
     """A gather whose index values are given: over 64 MiB of x, the part L2 cannot keep
     misses; over 4 MiB nothing does."""
-    keep = l2_keep_bytes(TABLE)
+    keep = l2_keep_bytes(sm90)
     rng = np.random.default_rng(5)
     n = 132 * 8 * 256
     for span, want in ((1 << 24, 1 - keep / (4 << 24)), (1 << 20, 0.0)):
         idx = rng.integers(0, span, size=n).astype(np.uint32)
-        seen, _ = _accesses(GATHER, (n // 256,), (256,), [Arr(), idx, Arr()])
+        seen, _ = accesses(GATHER, (n // 256,), (256,), [Arr(), idx, Arr()])
         x = [a for t, a in seen.items() if t.startswith("ld.global.f32")][0]
         assert x.pattern == "data" and x.bytes == 32 * MM["sector_bytes"]
         assert x.dram_miss == pytest.approx(want, abs=0.02)
@@ -510,8 +477,8 @@ def test_privatised_shared_atomics_take_one_pass_per_wavefront():
     vals = np.random.default_rng(1).integers(0, 256, n).astype(np.int32)
     got = {}
     for priv in (0, 1):
-        seen, rep = _accesses(SHIST, (n // 256,), (256,), [vals, priv])
-        got[priv] = (_find(seen, "atom.shared"), rep)
+        seen, rep = accesses(SHIST, (n // 256,), (256,), [vals, priv])
+        got[priv] = (find(seen, "atom.shared"), rep)
     (block, rep_block), (own, rep_own) = got[0], got[1]
     # the same bank wavefronts per warp (the same random bins), but only the per-warp tables
     # are seen to share no word between warps
@@ -555,8 +522,8 @@ COMPACT = HEAD + """.visible .entry compact(.param .u64 x, .param .u64 out)
 
 
 def test_compaction_stores_through_a_ballot_are_contiguous():
-    seen, _rep = _accesses(COMPACT, (132 * 8,), (256,), [Arr(), Arr()])
-    st = _find(seen, "@%p1 st.global")
+    seen, _rep = accesses(COMPACT, (132 * 8,), (256,), [Arr(), Arr()])
+    st = find(seen, "@%p1 st.global")
     # data the pilot does not have: every lane counts as kept, so the warp's slots are its
     # 32 consecutive words (4 sectors), not one scattered sector per lane
     assert st.bytes == 4 * MM["sector_bytes"]

@@ -17,7 +17,6 @@ from ptxgen.ir.verify import verify_module
 from ptxgen.toolchain import assemble
 
 PLAN = Plan()
-TABLE = isa.load("sm_90")
 
 
 def _instrs(module):
@@ -80,13 +79,13 @@ def test_global_chase(cache):
     assert sum(any(str(o) == "%clock64" for o in s.operands) for s in ins) == 2
 
 
-def test_shared_chase_and_plan_sizes():
+def test_shared_chase_and_plan_sizes(sm90):
     m = K.chase_shared(PLAN.chase_steps, PLAN.shared_nodes)
     lds = [s for s in _instrs(m) if s.opcode == "ld" and s.space == "shared"]
     assert len(lds) == PLAN.chase_steps
-    assert PLAN.l1_bytes < TABLE.header.l1_shared_per_sm
-    assert TABLE.header.l1_shared_per_sm < PLAN.l2_bytes < TABLE.header.l2_bytes
-    assert PLAN.dram_bytes >= 10 * TABLE.header.l2_bytes
+    assert PLAN.l1_bytes < sm90.header.l1_shared_per_sm
+    assert sm90.header.l1_shared_per_sm < PLAN.l2_bytes < sm90.header.l2_bytes
+    assert PLAN.dram_bytes >= 10 * sm90.header.l2_bytes
     assert PLAN.flush_bytes >= 120 << 20 and PLAN.copy_bytes >= 1 << 30
     assert PLAN.dram_nodes >= PLAN.chase_steps
 
@@ -119,12 +118,12 @@ def fake_raw(**over):
     return raw
 
 
-def test_derive_arithmetic():
-    cal = derive(fake_raw(), TABLE)
+def test_derive_arithmetic(sm90):
+    cal = derive(fake_raw(), sm90)
     by = {m.name: m for m in cal.measurements}
     assert by["FMA latency"].value == 4.0
     assert by["FMA latency"].targets == ("ops.FMA.latency",)
-    assert by["FMA latency"].model == TABLE.ops["FMA"].latency
+    assert by["FMA latency"].model == sm90.ops["FMA"].latency
     assert by["SFU issue interval"].value == 2.0     # 16*8*1024/4 instructions per SP
     assert by["L2 load latency"].value == 280.0
     assert set(by["L2 load latency"].targets) == {"memory.L2.latency", "ops.LDG.latency"}
@@ -146,11 +145,11 @@ def test_derive_arithmetic():
     assert "FMA latency" in text and "ops.FMA.latency" in text and "H200" in text
 
 
-def test_derive_skips_failed_and_nonsense():
+def test_derive_skips_failed_and_nonsense(sm90):
     raw = fake_raw(errors={"chase DRAM": "LaunchError: boom"})
     raw["chase"].pop("DRAM")
     raw["latency"]["FMA"]["cycles"] = 0                         # negative latency
-    cal = derive(raw, TABLE)
+    cal = derive(raw, sm90)
     up = cal.updates()
     assert "memory.DRAM.latency" not in up and "ops.FMA.latency" not in up
     assert "FMA latency" in cal.errors and "chase DRAM" in cal.errors
@@ -164,9 +163,9 @@ def model_copy(tmp_path):
     return dst
 
 
-def test_update_file_changes_only_the_measured_entries(model_copy):
+def test_update_file_changes_only_the_measured_entries(model_copy, sm90):
     before = model_copy.read_text()
-    cal = derive(fake_raw(), TABLE)
+    cal = derive(fake_raw(), sm90)
     update_file(str(model_copy), cal.updates())
     after = model_copy.read_text()
     data = tomllib.loads(after)

@@ -8,9 +8,9 @@ from ptxgen import isa, toolchain
 from ptxgen.parse import parse_ptx
 from ptxgen.sim import simulate
 from ptxgen.sim.program import compile_kernel
+from sim_helpers import HEAD
 
 TABLE = isa.load("sm_90")
-HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
 
 
 def _kernel(body, regs=".reg .b32 %r<40>;\n  .reg .pred %p<2>;"):
@@ -53,12 +53,12 @@ def _address_loop(shift):
     return _kernel(body, ".reg .b32 %r<40>;\n  .reg .b64 %rd<2>;\n  .reg .pred %p<2>;")[1]
 
 
-def test_folded_instructions_take_no_issue_slot():
+def test_folded_instructions_take_no_issue_slot(sm90):
     """With the shifts folded into LEAs a trip issues 13 instead of 17 instructions (4 x (add,
     and, add) and the branch; the small loop's counter add and setp are free in both)."""
     k, variable = _address_loop(2), _address_loop("%r3")
-    assert sum(st.free for st in compile_kernel(k, TABLE).instrs) == 4 + 2
-    assert sum(st.free for st in compile_kernel(variable, TABLE).instrs) == 2
+    assert sum(st.free for st in compile_kernel(k, sm90).instrs) == 4 + 2
+    assert sum(st.free for st in compile_kernel(variable, sm90).instrs) == 2
     r, no_fold = (simulate(x, (132 * 4,), (512,), args={"n": 4096}, registers=32)
                   for x in (k, variable))
     issued = [x.cycles * x.issue_utilization for x in (r, no_fold)]
@@ -95,14 +95,14 @@ def _fma_loop(k, counter="u32"):
                    "  .reg .pred %p<2>;")
 
 
-def test_a_small_loop_counted_in_32_bits_pays_its_control_once_per_four_trips():
-    limit = TABLE.memory_model["ptxas_unroll_max_instructions"]
-    small = compile_kernel(_fma_loop(8)[1], TABLE)
+def test_a_small_loop_counted_in_32_bits_pays_its_control_once_per_four_trips(sm90):
+    limit = sm90.memory_model["ptxas_unroll_max_instructions"]
+    small = compile_kernel(_fma_loop(8)[1], sm90)
     assert sorted(st.text.split()[0] for st in small.instrs if st.free) == \
         ["add.u32", "setp.lt.u32"]
     for k, counter in ((limit - 2, "u32"), (8, "u64")):     # too long; a 64-bit counter
         assert not any(st.free for st in compile_kernel(_fma_loop(k, counter)[1],
-                                                        TABLE).instrs)
+                                                        sm90).instrs)
     # issue-bound (16 warps per scheduler): 9 instead of 11 issues per trip
     r, wide = (simulate(_fma_loop(8, c)[1], (132 * 8,), (256,), args={"n": 512}, registers=24)
                for c in ("u32", "u64"))
@@ -115,10 +115,10 @@ def test_a_small_loop_counted_in_32_bits_pays_its_control_once_per_four_trips():
 
 
 @pytest.mark.needs_ptxas
-def test_ptxas_unrolls_up_to_the_isa_limit():
+def test_ptxas_unrolls_up_to_the_isa_limit(sm90):
     """The isa number is what ptxas does: a loop of `limit` instructions is unrolled (each FMA
     copied into the 4x loop and its remainder), one of limit + 2 is not."""
-    limit = int(TABLE.memory_model["ptxas_unroll_max_instructions"])
+    limit = int(sm90.memory_model["ptxas_unroll_max_instructions"])
 
     def copies(k):
         sass = toolchain.disassemble(toolchain.assemble(_fma_loop(k)[0], "sm_90").cubin)
@@ -126,7 +126,7 @@ def test_ptxas_unrolls_up_to_the_isa_limit():
     assert copies(limit - 3) >= 4 and copies(limit - 1) < 2
 
 
-def test_32_bit_adds_spread_over_the_integer_and_fma_pipes():
+def test_32_bit_adds_spread_over_the_integer_and_fma_pipes(sm90):
     """Eight independent chains of 32-bit adds issue about one per cycle (the integer pipe
     takes one every IALU interval, the FMA pipe the others, as ptxas's IADD3 / VIADD mix);
     the same chains of `and` only have the integer pipe."""
@@ -141,6 +141,6 @@ def test_32_bit_adds_spread_over_the_integer_and_fma_pipes():
     r = {op: simulate(chains(op), (132,), (512,), registers=32) for op in ("add", "and")}
     assert r["and"].unit_utilization["ALU"] > 0.9
     assert r["add"].unit_utilization["FMA"] > 0.3
-    ialu = TABLE.ops["IALU"].issue_interval
+    ialu = sm90.ops["IALU"].issue_interval
     assert r["add"].cycles < 0.7 * r["and"].cycles
     assert r["and"].cycles > 0.9 * ialu * 8 * 64 * 4       # 16 warps x 512 ops / 4 schedulers

@@ -36,16 +36,16 @@ def _mem():
     return memmod.SmMemory(memmod.memory_config(TABLE, 132))
 
 
-def test_the_fork_is_the_separate_run():
-    prog = compile_kernel(parse_ptx(PTX).kernels[0], TABLE)
+def test_the_fork_is_the_separate_run(sm90):
+    prog = compile_kernel(parse_ptx(PTX).kernels[0], sm90)
     # CTAs of unequal work (1 .. 6 passes of the block per warp), 2-4 warps each
     traces = [[[0] * (1 + (c + w) % 6) for w in range(2 + c % 3)] for c in range(6)]
-    alone = Sm(prog, traces, TABLE, _mem(), trace_warps=3).run()
-    both = Sm(prog, traces + traces, TABLE, _mem(), trace_warps=3, resident=len(traces))
+    alone = Sm(prog, traces, sm90, _mem(), trace_warps=3).run()
+    both = Sm(prog, traces + traces, sm90, _mem(), trace_warps=3, resident=len(traces))
     again = both.run(fork=True)
     assert both.forked is not None
     assert dataclasses.asdict(both.forked) == dataclasses.asdict(alone)
     # and `again` is the run without the fork
-    plain = Sm(prog, traces + traces, TABLE, _mem(), trace_warps=3, resident=len(traces)).run()
+    plain = Sm(prog, traces + traces, sm90, _mem(), trace_warps=3, resident=len(traces)).run()
     assert dataclasses.asdict(again) == dataclasses.asdict(plain)
     assert again.issued == 2 * alone.issued and again.cycles > alone.cycles

@@ -124,10 +124,10 @@ JOIN:
 """
 
 
-def test_divergent_if_reconverges_at_the_join():
-    prog = compile_kernel(parse_ptx(IF_THEN_AFTER_JOIN).kernels[0], TABLE)
+def test_divergent_if_reconverges_at_the_join(sm90):
+    prog = compile_kernel(parse_ptx(IF_THEN_AFTER_JOIN).kernels[0], sm90)
     plan = PathPlan(prog, Env({"out": 1 << 40}, {"buf": 0}))
-    specs = _lane_specs(0, (1, 1, 1), (64, 1, 1), 1, 32, 132, 0, TABLE)
+    specs = _lane_specs(0, (1, 1, 1), (64, 1, 1), 1, 32, 132, 0, sm90)
     p = follow(plan, specs)
     nb = len(prog.blocks)
     ran = [prog.instrs[i].instr.opcode for e in p.trace

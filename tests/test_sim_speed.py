@@ -4,12 +4,10 @@ simulates in <= 5 s of CPU). One of the slowest seen cases, triton_matmul 2048^3
 load 1-3 after round sim10c (docs/MODEL.md); the bound is three times the upper figure, so
 a slowdown of the issue loop or the path walk by 3x fails while a busy machine does not."""
 import os
-import sys
 from model_data import measured_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "model_set_2026-12-01g_held9.json.gz"
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 CASE, CPU_BOUND_S = "triton_matmul 2048^3", 9.0
 
@@ -29,7 +27,7 @@ def test_slow_case_simulates_within_bound():
 # for one pipe: the scheduler's scan moved several warps on per issued instruction) took 3.07 s
 # of CPU at len=24 before, 2.86 s after (load 1.5); bound three times the former
 SLOW_LOCAL, LOCAL_BOUND_S = "edit_distance_local pairs=200003 len=24", 9.0
-SET10 = "model_set_2026-12-01l_fit10ab.json.gz"
+SET10 = "model_set_2026-12-01l_fit10ab.json"
 
 
 def test_local_memory_dp_case_simulates_within_bound():
@@ -58,7 +56,7 @@ DP32_STEP_SHARE = 0.1
 def test_long_iteration_dp_case_simulates_within_bound(monkeypatch):
     import model_eval
     from ptxgen.sim.engine import Sm
-    from test_sim_round14c import count_issues
+    from sim_helpers import count_issues
     case = measured_case(SET10, SLOW_DP32)
     issues = count_issues(monkeypatch)
     steps, step = [0], Sm.step

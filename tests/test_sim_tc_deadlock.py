@@ -67,7 +67,7 @@ def test_register_barrier_ids_resolve_per_warp():
     assert all(tr.barriers[bar][1] is None for tr in traces)     # the count is immediate
 
 
-def test_each_warpgroup_waits_only_for_its_own_warps():
+def test_each_warpgroup_waits_only_for_its_own_warps(sm90):
     _, _, sm = _run(PTX)
     fin = [w.finish for w in sm.warps]
     slow, group0, group1 = fin[0], fin[1:4], fin[4:]
@@ -75,7 +75,7 @@ def test_each_warpgroup_waits_only_for_its_own_warps():
     assert all(abs(f - slow) < 0.05 * slow for f in group0)
     assert max(group1) < 0.5 * slow
     # the square roots really cost something: the slow warp spends most of its time on them
-    assert slow > TRIPS * 16 * TABLE.op_for(sm.instrs[8].instr).latency * 0.5
+    assert slow > TRIPS * 16 * sm90.op_for(sm.instrs[8].instr).latency * 0.5
 
 
 def test_register_thread_count_is_resolved_too():
@@ -102,15 +102,15 @@ def test_tc_gemm_tma_epilogue_deep_grid_simulates():
     assert r["us"] > tc_space.bound_us(s, shape, "sm_90a")
 
 
-def test_a_barrier_id_that_changes_between_executions_is_warned_about():
+def test_a_barrier_id_that_changes_between_executions_is_warned_about(sm90):
     # every warp alternates between barriers 1 and 2 from one trip to the next
     ptx = PTX.replace("bar.sync %r3, 128;",
                       "and.b32 %r6, %r5, 1;\n  add.u32 %r3, %r6, 1;\n  bar.sync %r3, 256;")
     k = parse_ptx(ptx).kernels[0]
-    prog = compile_kernel(k, TABLE)
+    prog = compile_kernel(k, sm90)
     warnings = {}
     p = follow(PathPlan(prog, Env({"out": 1 << 40}, {}, [])),
-               _lane_specs(0, (1, 1, 1), (256, 1, 1), 5, 32, 132, 0, TABLE), warnings=warnings)
+               _lane_specs(0, (1, 1, 1), (256, 1, 1), 5, 32, 132, 0, sm90), warnings=warnings)
     (bar,) = named_barriers(prog)
     assert p.trace.barriers[bar] == (1, None)         # the first execution's
     (text,) = warnings.values()

@@ -333,3 +333,23 @@ def test_fast_math_epilogues(name):
     assert op.kernel_name() != TcMatmul("bf16", epilogue=name.split(":")[0]).kernel_name()
     shape = op.shape(M=67, N=45, K=64)
     _ok(op, shape, _run(op, shape))
+
+
+@pytest.mark.parametrize("math, suffix", [("ieee", ""), ("fast", ":fast")])
+def test_the_tutorial_block_kernel_is_the_library_gemm_byte_for_byte(math, suffix):
+    """bias + SiLU written after a bk.dot loop emits the same PTX (kernel name aside) as the
+    library GEMM with the named bias_silu epilogue and the same B layout: the same speed."""
+    import linecache
+    import pathlib
+    import re
+    doc = pathlib.Path(__file__).resolve().parents[1] / "docs" / "tutorial_fused_kernels.md"
+    code = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)[2].split("op, roles")[0]
+    linecache.cache["<tutorial kernel>"] = (len(code), None, code.splitlines(True),
+                                            "<tutorial kernel>")
+    ns = {}
+    exec(compile(code, "<tutorial kernel>", "exec"), ns)
+    op, _ = ns["mm_bias_silu"].tc_operator(math=math, BM=128, BN=256, BK=64)
+    lib = TcMatmul("bf16", "bf16", b_layout="row", epilogue="bias_silu" + suffix)
+    shape = op.shape(M=4096, N=4096, K=4096)
+    mine = emit_module(op.build(shape, ARCH)).replace(op.kernel_name(), "k")
+    assert mine == emit_module(lib.build(shape, ARCH)).replace(lib.kernel_name(), "k")

@@ -27,6 +27,7 @@ def test_load_steps_and_bound_steps_wire_every_step(monkeypatch):
     from ptxgen.runtime import device, driver
     loaded, launched = [], []
     monkeypatch.setattr(device, "sm_count", lambda: 132)           # the H200's
+    monkeypatch.setattr(driver, "sm_count", lambda: 132)           # imported by name there
     monkeypatch.setattr(driver, "load_kernel", lambda ptx, name, params, directives=(): (
         loaded.append(name), name)[1])
     monkeypatch.setattr(driver, "bound_launch", lambda k, grid, block, args, shm=0: (

@@ -7,7 +7,6 @@ the tensor-core summation model (tensor_math.block_dot) applied in k order, and,
 from the H200, Triton's own C there."""
 import hashlib
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -17,9 +16,9 @@ from ptxgen.emu import as_module, tensor_math as TM
 from ptxgen.emu.fp import bf16_to_f64, to_bf16
 from ptxgen.ops.tc_matmul import TcMatmul
 
+import triton_matmul_emu as T
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import triton_matmul_emu as T  # noqa: E402
 
 CASES = T.corpus_meta(T.CORPUS)
 # what each target's form must contain, so the cases keep covering what they claim

@@ -27,6 +27,7 @@ def _own_cache(tmp_path, monkeypatch):
     """Every test gets an empty user cache and no shipped one: nothing on this machine leaks
     into the schedules a test sees."""
     monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path / "user"))
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))       # the ptxas cache
     monkeypatch.delenv("PTXGEN_TUNE", raising=False)
     monkeypatch.setattr(cachemod, "PACKAGE_DIR", tmp_path / "package")
     yield
@@ -96,6 +97,30 @@ def test_cache_round_trip_and_precedence(tmp_path):
     data = json.loads(user.read_text())
     assert data["format"] == cachemod.FORMAT and data["arch"] == "sm_90"
     assert set(data["entries"]) == {cls}
+
+
+def test_tune_and_ptxas_caches_live_under_the_cache_root(tmp_path, monkeypatch):
+    """One documented root (ptxgen.cachedir, PTXGEN_CACHE_DIR): tune/ and ptxas/ below it;
+    PTXGEN_TUNE_CACHE still moves the tune files; 'off' keeps nothing on disk."""
+    from ptxgen.tune import ptxas_cache
+    monkeypatch.delenv("PTXGEN_TUNE_CACHE")
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "root"))
+    assert cachemod.user_path("matmul", "sm_90") == tmp_path / "root" / "tune" / \
+        "matmul_sm_90.json"
+    assert ptxas_cache.cache_dir() == tmp_path / "root" / "ptxas" and ptxas_cache.enabled()
+    monkeypatch.delenv("PTXGEN_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cachemod.user_dir() == tmp_path / "xdg" / "ptxgen" / "tune"
+    monkeypatch.setenv("PTXGEN_TUNE_CACHE", str(tmp_path / "mine"))
+    assert cachemod.user_dir() == tmp_path / "mine"
+    assert ptxas_cache.cache_dir() == tmp_path / "xdg" / "ptxgen" / "ptxas"
+    monkeypatch.delenv("PTXGEN_TUNE_CACHE")
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", "off")
+    assert cachemod.user_path("matmul", "sm_90") is None and not ptxas_cache.enabled()
+    pkg = cachemod.package_path("matmul", "sm_90")
+    cachemod.store(pkg, "matmul", "sm_90", cachemod.shape_class(BIG),
+                   _entry(CANDIDATES["64x64x8"]))
+    assert cachemod.tuned_matmul_schedule("sm_90", BIG) == CANDIDATES["64x64x8"]  # shipped
 
 
 def test_tuning_can_be_switched_off(monkeypatch):
@@ -446,6 +471,26 @@ def test_progress_lines_while_a_stage_runs_without_a_terminal():
     lines = out.getvalue().splitlines()
     assert lines[:2] == [line for line in lines[:2] if line.startswith("stage: ")]
     assert "stage: 1/4 (25 %)" in lines[0] and len(lines) == 5     # 4 periodic + summary
+
+
+@pytest.mark.needs_ptxas
+def test_progress_and_report_count_the_same_families(capsys):
+    """The static stage's progress counts schedule families, its table schedules: the report
+    says how many families went through ptxas and the simulator, the same count the progress
+    line ends with, and both name their unit."""
+    import re
+    stages._ptxas_memo.clear()
+    rep = tuner.tune_matmul(SHAPE, budget=6, dry_run=True, jobs=1, progress=True,
+                            space=_small_space())
+    err = capsys.readouterr().err
+    done = re.search(r"static models \(ptxas, simulator\): (\d+)/(\d+) schedule families"
+                     r"( \([^)]*\))? in [\d.]+ s", err)             # the closing line
+    said = re.search(r"(\d+) of (\d+) schedule families \(the progress bar's count\)",
+                     rep.to_text())
+    assert done and said and done.groups()[:2] == said.groups(), (err, rep.to_text())
+    assert "schedules kept" in rep.to_text()
+    seen, total = map(int, done.groups()[:2])
+    assert seen <= total and (seen == total) == ("pruned by their FFMA bound" not in err)
 
 
 @pytest.mark.needs_ptxas

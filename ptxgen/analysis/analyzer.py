@@ -247,16 +247,20 @@ def _render_kernel(k):
     L += _table(["opcode", "count"], [[o, n] for o, n in k["opcodes"].items()])
     L.append("")
     units = list(k["blocks"][0]["timing"]["unit_cycles"]) if k["blocks"] else []
-    L.append("Basic blocks (cycles per pass for one warp; unit columns: busy cycles)")
+    L.append("Basic blocks (cycles per pass for one warp)")
     rows = []
     for b in k["blocks"]:
         t = b["timing"]
         rows.append([b["index"], b["label"], b["line"], b["instructions"], b["loop_depth"],
                      ",".join(map(str, b["succs"])) or "-", t["critical_path"],
-                     *[t["unit_cycles"].get(u, 0.0) for u in units],
                      t["cycles_per_iteration"], t["ipc"], t["bound_by"]])
-    L += _table(["#", "label", "line", "instrs", "depth", "succs", "crit.path", *units,
-                 "cycles", "IPC", "bound"], rows)
+    L += _table(["#", "label", "line", "instrs", "depth", "succs", "crit.path", "cycles", "IPC",
+                 "bound"], rows)
+    # a table of its own: beside the columns above it would not fit a terminal's width
+    L.append("")
+    L.append("Busy cycles per unit and basic block")
+    L += _table(["#", *units], [[b["index"], *[b["timing"]["unit_cycles"].get(u, 0.0)
+                                               for u in units]] for b in k["blocks"]])
     if k["loops"]:
         L.append("")
         L.append("Loops (innermost: estimated cycles per iteration for one warp; "

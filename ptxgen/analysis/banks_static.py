@@ -32,17 +32,16 @@ from .. import isa as isamod
 from ..arch import DEFAULT_TARGET
 from ..errors import PtxgenError
 from ..ir.instr import Instr
+from ..ir.opcodes import DATA_RESULT
+from ..ir.semantics import COMPARE, PREDICATE, evaluation
 from ..ir.values import Addr, Imm, Reg, Special, Sym
 from .bank_report import BankReport, SharedAccess
 from .banks import WIDTHS, bank_conflicts, layout_remedies, normalise, warp_addresses
 
 TID = ("tid.x", "tid.y", "tid.z")
 _LINEAR = frozenset({"add", "sub", "mul", "mad", "shl", "neg", "mov", "cvt", "cvta"})
-_PER_THREAD = {
-    "shr": lambda a, b: a >> b, "and": np.bitwise_and, "or": np.bitwise_or,
-    "xor": np.bitwise_xor, "min": np.minimum, "max": np.maximum,
-    "div": lambda a, b: a // np.where(b == 0, 1, b), "rem": lambda a, b: a % np.where(b == 0, 1, b),
-}
+# two-operand ops evaluated thread by thread with the opcode table's meaning (ir/semantics.py)
+_PER_THREAD = frozenset({"shr", "and", "or", "xor", "min", "max", "div", "rem"})
 _UNIFORM_SPECIALS = ("ctaid", "nctaid", "smid", "nsmid", "gridid", "dynamic_smem_size",
                      "total_smem_size", "nwarpid")
 
@@ -81,9 +80,6 @@ class _P:
     uniform: bool = False
 
 
-_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "lo": np.less, "le": np.less_equal,
-        "ls": np.less_equal, "gt": np.greater, "hi": np.greater, "ge": np.greater_equal,
-        "hs": np.greater_equal}
 
 
 def _aff_add(a, b, sign=1):
@@ -194,7 +190,7 @@ class _Walker:
         op, srcs = ins.opcode, ins.sources
         if op == "ld" and ins.space == "param":
             return self.uniform(str(srcs[0].base) if isinstance(srcs[0], Addr) else str(srcs[0]))
-        if op in ("ld", "ldu", "atom", "shfl", "vote", "activemask", "redux", "match"):
+        if op in DATA_RESULT or ins.row.mix == "warp":      # memory, or other lanes' values
             raise _Unknown(f"{ins.full_opcode} reads data, so the address depends on memory")
         if op == "setp" or (ins.type is not None and ins.type.kind == "pred"):
             return self.predicate(ins)
@@ -222,7 +218,7 @@ class _Walker:
     def predicate(self, ins):
         op, srcs = ins.opcode, ins.sources
         if op == "setp":
-            cmp = _CMP.get(ins.mods[0]) if ins.mods else None
+            cmp = COMPARE.get(ins.mods[0]) if ins.mods else None
             try:
                 a, b = self.value(srcs[0]), self.value(srcs[1])
             except _Unknown:
@@ -233,10 +229,9 @@ class _Walker:
         ps = [self.pred(o) for o in srcs]
         if op == "mov" and len(ps) == 1:
             return ps[0]
-        fn = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
-              "not": np.logical_not}.get(op)
+        fn = PREDICATE.get(op)
         if fn is not None and all(p.vec is not None for p in ps):
-            return _P(fn(*[p.vec for p in ps]), False)
+            return _P(np.asarray(fn(*[np.asarray(p.vec, bool) for p in ps]), bool), False)
         return _P(None, all(p.uniform or (p.vec is not None and not p.vec.any() or
                                           p.vec is not None and p.vec.all()) for p in ps))
 
@@ -313,7 +308,10 @@ class _Walker:
         if ins.type is not None and not ins.type.is_signed:
             mask = (1 << min(ins.type.bits, 63)) - 1
             av, bv = av & mask, bv & mask
-        r = _PER_THREAD[op](av, bv)
+        if op in ("div", "rem"):
+            bv = np.where(bv == 0, 1, bv)       # lanes dividing by zero: as by one
+        f = evaluation(op, ins.mods, ins.type)
+        r = [f(int(x), int(y)) for x, y in zip(av, bv)]
         v = self._per_thread_result(ins, r, vals)
         if op in ("and", "or", "xor") and (a.shared is None) != (b.shared is None):
             v = _V(v.vec, v.uniform, v.aff, a.shared or b.shared)

@@ -5,7 +5,7 @@ import sys
 from .. import isa as isamod
 from ..analysis import analyze
 from ..arch import DEFAULT_TARGET
-from .common import read_text
+from .common import add_wide, fit, read_text
 
 
 def add_parser(sub):
@@ -19,6 +19,7 @@ def add_parser(sub):
     p.add_argument("--sass", action="store_true",
                    help="also assemble with ptxas: resources and SASS mix beside the PTX counts")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_wide(p)
     return p
 
 
@@ -32,5 +33,5 @@ def run(args):
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(result.to_text())
+        sys.stdout.write(fit(result.to_text(), args.wide))
     return 0

@@ -9,7 +9,7 @@ from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS, get_operator
 from ..launch_shape import declared_block
-from .common import (add_arch, add_shape, is_ptx_file, read_text, select_entry,
+from .common import (add_arch, add_shape, add_wide, fit, is_ptx_file, read_text, select_entry,
                      shape_from_args)
 
 
@@ -48,6 +48,7 @@ def add_parser(sub):
     add_arch(p, needs="model")
     p.add_argument("--conflicts", action="store_true", help="list only conflicted accesses")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_wide(p)
     return p
 
 
@@ -98,5 +99,5 @@ def run(args):
         json.dump(rep.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(rep.to_text(only_conflicts=args.conflicts))
+        sys.stdout.write(fit(rep.to_text(only_conflicts=args.conflicts), args.wide))
     return 0

@@ -1,7 +1,9 @@
 """Argument helpers shared by subcommands."""
 import argparse
 import os
+import re
 import sys
+import textwrap
 
 from .. import arch as archmod
 from ..arch import DEFAULT_TARGET
@@ -100,6 +102,8 @@ def add_dtype(p):
                         "document:LEN (documents of LEN tokens) or prefix:N")
     p.add_argument("--score-mod", default=None, metavar="SPEC",
                    help="attention: a score_mod: alibi or softcap:C")
+    p.add_argument("--kv-heads", type=positive_int, default=None, metavar="N",
+                   help="attention: K/V heads (grouped-query attention; --H a multiple of it)")
 
 
 def operator_from_args(args):
@@ -118,13 +122,19 @@ def operator_from_args(args):
         mask, smod = getattr(args, "mask", None), getattr(args, "score_mod", None)
         S = getattr(args, "S", None) or Attention.defaults["S"]
         H = getattr(args, "H", None) or Attention.defaults["H"]
+        kv = getattr(args, "kv_heads", None)
+        if kv is not None and H % kv:
+            raise PtxgenError(f"--H {H} is not a multiple of --kv-heads {kv}")
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
                          causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
                          mask_mod=mask_from_spec(mask, S) if mask else None,
-                         score_mod=score_mod_from_spec(smod, H) if smod else None)
+                         score_mod=score_mod_from_spec(smod, H) if smod else None,
+                         kv_group=H // kv if kv else 1)
     if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
-            getattr(args, "mask", None) or getattr(args, "score_mod", None):
-        raise PtxgenError(f"--causal, --scale, --mask and --score-mod apply to attention only, "
+            getattr(args, "mask", None) or getattr(args, "score_mod", None) or \
+            getattr(args, "kv_heads", None):
+        raise PtxgenError(f"--causal, --scale, --mask, --score-mod and --kv-heads apply to "
+                          f"attention only, "
                           f"not {args.kernel}")
     op = OPERATORS[args.kernel]
     if getattr(args, "G", None) is not None:
@@ -165,6 +175,34 @@ def operator_from_args(args):
                       b_layout=getattr(args, "b_layout", "col"),
                       epilogue=getattr(args, "epilogue", None))
     return op
+
+
+# what a report line may take on a terminal unless --wide asks for its whole length
+WIDTH = 100
+
+
+def add_wide(p):
+    p.add_argument("--wide", action="store_true",
+                   help=f"lines as long as the report makes them (by default at most {WIDTH} "
+                        f"columns: long lines wrap, wide tables are rearranged)")
+
+
+def fit(text, wide=False, width=WIDTH):
+    """`text` with every line longer than `width` wrapped at spaces (wide: unchanged). A
+    continuation starts under the line's last column (after its last gap of two spaces in the
+    first 60 columns), else 4 further in than the line."""
+    if wide:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        gaps = [m.end() for m in re.finditer(r"\S {2,}", line[:60]) if m.end() > lead]
+        hang = gaps[-1] if gaps else lead + 4
+        out += textwrap.wrap(line, width, subsequent_indent=" " * hang, break_on_hyphens=False)
+    return "\n".join(out)
 
 
 def read_text(path):

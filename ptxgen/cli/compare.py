@@ -6,7 +6,7 @@ from ..errors import PtxgenError
 from ..reports.paths import VIAS
 from ..reports.compare import compare
 from ..ops import get_operator
-from .common import add_arch, add_shape, shape_from_args
+from .common import WIDTH, add_arch, add_shape, add_wide, shape_from_args
 
 
 def add_parser(sub):
@@ -19,6 +19,7 @@ def add_parser(sub):
     p.add_argument("--via", default="llvm,nvvm",
                    help="comma-separated paths shown beside ptxgen's own PTX: llvm (LLVM's "
                         "NVPTX back end), nvvm (libNVVM); '' for none")
+    add_wide(p)
     return p
 
 
@@ -32,7 +33,7 @@ def run(args):
         raise PtxgenError(f"--via: unknown path {bad[0]!r}; known: {', '.join(VIAS)}")
     c = compare(op, shape, args.arch, gpu=False if args.no_gpu else None, seed=args.seed,
                 paths=paths)
-    print(c.to_text())
+    print(c.to_text(width=None if args.wide else WIDTH))
     if not args.no_gpu and c.ours.time_ms is None:
         print("compare: no CUDA GPU, so results and times were not compared (static "
               "comparison only)", file=sys.stderr)

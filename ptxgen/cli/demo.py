@@ -7,7 +7,7 @@ from ..emit import emit_module
 from ..errors import ToolchainError
 from ..ir.verify import verify_module
 from ..ops import get_operator
-from .common import add_arch
+from .common import add_arch, fit
 
 
 def add_parser(sub):
@@ -44,8 +44,8 @@ def run(args):
             from ..analysis.analyzer import analyze
             k = analyze(module, arch=args.arch).kernels[0]
             top = sorted(k.opcodes.items(), key=lambda kv: -kv[1])[:5]
-            print(f"analysis: {k.instructions} instructions; top: "
-                  + ", ".join(f"{o}×{c}" for o, c in top))
+            print(fit(f"analysis: {k.instructions} instructions; top: "
+                      + ", ".join(f"{o}×{c}" for o, c in top)))
         else:
             print(f"analysis: {n_instr} instructions")
         res = run_operator(op, shape, args.backend, arch=args.arch, check=True, seed=args.seed)

@@ -6,7 +6,7 @@ import sys
 from .. import arch as archmod
 from ..errors import PtxgenError
 from ..ops import OPERATORS
-from .common import add_arch, add_shape
+from .common import add_arch, add_shape, add_wide, fit
 
 
 def add_parser(sub):
@@ -23,6 +23,7 @@ def add_parser(sub):
                         "(auto: the emulator only where the operator gives none)")
     p.add_argument("--png", metavar="FILE.png", help="write the chart (matplotlib, Agg)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_wide(p)
     return p
 
 
@@ -43,7 +44,7 @@ def run(args):
         json.dump(d, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(r.to_text())
+        sys.stdout.write(fit(r.to_text(), args.wide))
         if args.png:
             print(f"  chart: {args.png}")
     return 0

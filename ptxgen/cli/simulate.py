@@ -8,7 +8,7 @@ from .. import arch as archmod
 from ..errors import PtxgenError, cli_text
 from ..ops import OPERATORS
 from ..launch_shape import declared_block
-from .common import (add_arch, add_dtype, add_shape, is_ptx_file, non_negative_int,
+from .common import (add_arch, add_dtype, add_shape, add_wide, fit, is_ptx_file, non_negative_int,
                      operator_from_args, positive_int, read_text, select_entry, shape_from_args)
 
 
@@ -75,6 +75,7 @@ def add_parser(sub):
                    help="say which resource bounds the time (issue, a pipe, a memory level, "
                    "latency, barriers, the tail wave), with each one's share")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_wide(p)
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace")
     p.add_argument("--png", metavar="FILE.png", help="write a timeline of the first warps")
     return p
@@ -135,9 +136,9 @@ def run(args):
         json.dump(dict(report.to_dict(), warnings=warnings), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.explain:
-        print(report.explain_text())
+        print(fit(report.explain_text(), args.wide))
     else:
-        print(report.to_text(warnings=False))
+        print(fit(report.to_text(warnings=False), args.wide))
         if args.trace:
             print(f"  trace: {args.trace} (open in ui.perfetto.dev)")
         if args.png:

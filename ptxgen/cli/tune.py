@@ -18,12 +18,21 @@ import sys
 from .. import arch as archmod
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from ..errors import PtxgenError
-from .common import positive_int, read_text, write_text
+from .common import add_wide, fit, positive_int, read_text, write_text
+
+
+CACHES = """caches (docs/api.md, "Caches"): one directory, $PTXGEN_CACHE_DIR (default
+$XDG_CACHE_HOME/ptxgen, else ~/.cache/ptxgen; "off" keeps nothing on disk):
+  tune/   the winners `ptxgen tune` writes, one JSON file per operator and target, read by
+          the operators ($PTXGEN_TUNE_CACHE names another directory; PTXGEN_TUNE=off ignores it)
+  ptxas/  ptxas's register counts by PTX hash, so a search assembles a kernel once
+          (PTXGEN_PTXAS_CACHE=off: no such cache)"""
 
 
 def add_parser(sub):
     p = sub.add_parser("tune", help="search schedules with the static models, time the best "
-                                    "on the GPU, cache the winner for the shape's class")
+                                    "on the GPU, cache the winner for the shape's class",
+                       epilog=CACHES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("operator", choices=("matmul", "attention"), help="the operator to tune")
     for name, default in (("M", 4096), ("N", 4096), ("K", 4096)):
         p.add_argument(f"--{name}", type=positive_int, default=default,
@@ -59,9 +68,10 @@ def add_parser(sub):
                    help="simulated k-loop iterations before extrapolating (default 16; "
                         "fewer, at least 4, where an iteration is long)")
     p.add_argument("--cache", metavar="FILE.json",
-                   help="tune cache to write (default: the user cache, see ptxgen.schedule.tuned)")
+                   help="tune cache file to write (default: the user's, below)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    add_wide(p)
     return p
 
 
@@ -149,7 +159,7 @@ def run(args):
                               cluster=args.cluster)
         reps.append(rep)
         if not args.json:
-            print(rep.to_text(), flush=True)
+            print(fit(rep.to_text(), args.wide), flush=True)
     if args.plan and args.dry_run:
         write_text(args.plan, json.dumps({"format": 1, "plans": plans}, indent=1) + "\n")
     if args.json:
@@ -157,7 +167,7 @@ def run(args):
                   sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif len(reps) > 1:
-        print(winners_table(reps))
+        print(fit(winners_table(reps), args.wide))
     return 0
 
 
@@ -194,5 +204,5 @@ def _show(rep, args):
         json.dump(rep.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(rep.to_text())
+        print(fit(rep.to_text(), args.wide))
     return 0

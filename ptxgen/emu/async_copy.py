@@ -49,18 +49,18 @@ def _check(st, opi, lane, addr, width, what, write, base=None):
     flat = base + addr
     sh = st.shadow
     if sh is not None:
-        gi = np.unique(flat.ravel() // sh.g)
+        gi = flat.ravel() // sh.g           # granules, repeats and all: a report names the lowest
         if write:
             sh.init[gi] = True
         else:
             init = sh.init[gi]
             if not init.all():
-                g = int(gi[np.flatnonzero(~init)[0]])
+                g = int(gi[~init].min())
                 st.report("uninit", opi, lane, g * sh.g - base,
                           f"{what} reads shared memory never written")
             dirty = sh.generic[gi]
             if dirty.any():
-                g = int(gi[np.flatnonzero(dirty)[0]])
+                g = int(gi[dirty].min())
                 st.report("race", opi, lane, g * sh.g - base,
                           f"proxy race: {what} (async proxy) reads shared memory that "
                           f"st.shared (generic proxy) wrote at "
@@ -125,7 +125,7 @@ def _where(ctx):
 def _box(tm, coords, store=False):
     """Global byte offsets of the box's elements (box order) and which lie inside the tensor.
     A store writes rows up to the next 16-byte boundary past the tensor's width: on the H200
-    (2026-12-01, benchmarks/tensor_emu_vs_gpu.py) a store over the right edge of a 117-column
+    (benchmarks/tensor_emu_vs_gpu.py) a store over the right edge of a 117-column
     bf16 (29-column f32) tensor wrote columns 117-119 (29-31) of the padded rows too, while a
     load filled them with zeros."""
     grids = np.meshgrid(*[np.arange(b) for b in tm.box[::-1]], indexing="ij")
@@ -218,21 +218,21 @@ def build_cp(ctx, ins):
             view, base = _global_view(ctx, st, tm, lane, opi)
             if coords[0] * tm.esize % TMA_GLOBAL_ALIGN:
                 # the box's first element off a 16-byte boundary: an illegal instruction on the
-                # H200 (2026-12-01: bf16 x = 39 and f32 x = 30 faulted; x = -8, 8, 16, 32 ran)
+                # H200 (bf16 x = 39 and f32 x = 30 faulted; x = -8, 8, 16, 32 ran)
                 st.report("misaligned", opi, lane, coords[0] * tm.esize,
                           f"TMA {'load' if load else 'store'} box starting at x = {coords[0]}, "
                           f"{coords[0] * tm.esize} bytes into a row: not a multiple of "
                           f"{TMA_GLOBAL_ALIGN}")
             if not load and min(coords[1:]) < 0:
                 # a store box starting above the first row (y = -16) was an illegal instruction
-                # on the H200 (2026-12-01), while loads at y = -2 and stores past the last row
+                # on the H200, while loads at y = -2 and stores past the last row
                 # ran; x < 0 stores were not measured
                 st.report("misaligned", opi, lane, 0,
                           f"TMA store box starting at a negative coordinate "
                           f"{tuple(coords)} (only loads may start before the tensor)")
             saddr = int(at(st, sf, lane))
             if saddr % TMA_SHARED_ALIGN:
-                # the GPU faults (CUDA_ERROR_MISALIGNED_ADDRESS, seen on the H200 2026-12-01)
+                # the GPU faults (CUDA_ERROR_MISALIGNED_ADDRESS, seen on the H200)
                 st.report("misaligned", opi, lane, saddr,
                           f"TMA {'load' if load else 'store'} of a shared box not "
                           f"{TMA_SHARED_ALIGN}-byte aligned", space="shared")

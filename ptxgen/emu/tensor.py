@@ -65,9 +65,15 @@ def _items(ctx, o, n, what):
 
 def _to_matrix(elems, table, rows, cols):
     """Fragment elements (groups, lanes, count) → matrices (groups, rows, cols)."""
-    out = np.zeros((elems.shape[0], rows, cols), elems.dtype)
-    out[:, table[..., 0], table[..., 1]] = elems
-    return out
+    flat = (table[..., 0] * cols + table[..., 1]).ravel()
+    if flat.size == rows * cols and np.bincount(flat, minlength=flat.size).max() == 1:
+        # every element once (a whole fragment): a gather, several times faster than scatter
+        inv = np.empty(flat.size, np.intp)
+        inv[flat] = np.arange(flat.size)
+        return elems.reshape(elems.shape[0], -1)[:, inv].reshape(-1, rows, cols)
+    out = np.zeros((elems.shape[0], rows * cols), elems.dtype)
+    out[:, flat] = elems.reshape(elems.shape[0], -1)
+    return out.reshape(-1, rows, cols)
 
 
 def _accumulator_regs(vals, acc):

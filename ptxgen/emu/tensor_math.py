@@ -139,9 +139,10 @@ def _live_columns(a, b):
 
 def _without_products(c, acc, model):
     """D where every product is zero: C's value (it keeps all its bits: model.width exceeds the
-    accumulator's significand; a model with frac_bits rounds it to those), a zero C as +0 (the
-    kept bits are summed as integers)."""
-    return _round(np.where(c == 0, 0.0, c), acc, model.final, model.frac_bits)
+    accumulator's significand, and rounding a value of the acc format changes nothing; a model
+    with frac_bits rounds it to those), a zero C as +0 (the kept bits are summed as integers)."""
+    c = np.where(c == 0, 0.0, c)
+    return c if model.frac_bits is None else _round(c, acc, model.final, model.frac_bits)
 
 
 def _round(x, acc, mode, frac_bits=None):

@@ -13,6 +13,7 @@ times per trip (with a remainder loop), which is what the scheduler then interle
 import contextlib
 import itertools
 
+from . import opcodes
 from . import types as T
 from .builder_tensor import TensorOps
 from .instr import Instr, Label, Verbatim
@@ -21,6 +22,8 @@ from ..errors import PtxgenError
 from .values import SPECIAL_TYPES, Addr, Imm, LabelRef, Reg, Special, Sym, Vec
 
 FLOAT_ROUNDED = ("add", "sub", "mul", "fma", "div", "sqrt", "rcp")
+_BITS_RULES = ("bits", "shift_bits")        # opcode-table operand rules typed by width (.b32)
+_SHIFT_RULES = ("shift", "shift_bits")      # ... whose second source is a 32-bit amount
 CMP_NAMES = {"lt", "le", "gt", "ge", "eq", "ne", "lo", "ls", "hi", "hs",
              "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"}
 
@@ -137,15 +140,11 @@ class Builder(TensorOps):
         mods = list(extra)
         if t.is_float and opcode in FLOAT_ROUNDED and not any(m.startswith("r") for m in mods):
             mods.insert(0, "rn")
-        if opcode in ("and", "or", "xor", "not") and t.kind != "pred":
-            t_mod = T.TYPES[f"b{t.bits}"]
-        elif opcode == "shl":
-            t_mod = T.TYPES[f"b{t.bits}"]
-        else:
-            t_mod = t
+        rule = opcodes.ROWS[opcode].operands          # how the opcode table types operands
+        t_mod = T.TYPES[f"b{t.bits}"] if rule in _BITS_RULES and t.kind != "pred" else t
         srcs = [self.operand(a, t)]
         if b is not None:
-            srcs.append(self.operand(b, T.u32 if opcode in ("shl", "shr") else t))
+            srcs.append(self.operand(b, T.u32 if rule in _SHIFT_RULES else t))
         return self._op(opcode, mods + [t_mod.name], t, srcs, out, name)
 
     def add(self, a, b, **kw):
@@ -228,7 +227,9 @@ class Builder(TensorOps):
     def unary(self, opcode, a, *, mods=(), out=None, type=None, name=None):
         """Any one-source op: 'abs', 'sqrt' (mods=('rn',)), 'ex2' (mods=('approx',)), 'not' …"""
         t = type or self._type_of(a)
-        tm = T.TYPES[f"b{t.bits}"] if opcode in ("not", "popc", "clz", "brev") else t
+        row = opcodes.ROWS.get(opcode)
+        tm = T.TYPES[f"b{t.bits}"] if row is not None and row.operands in _BITS_RULES \
+            and t.kind != "pred" else t
         return self._op(opcode, tuple(mods) + (tm.name,), t, (self.operand(a, t),), out, name)
 
     def setp(self, cmp, a, b, *, type=None, out=None, name=None):

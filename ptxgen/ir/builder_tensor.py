@@ -316,7 +316,7 @@ class TensorOps:
         Param from tensor_map_param) becomes its generic address, `mov.u64 %p, param;
         cvta.param.u64 %rd, %p` (the __grid_constant__ form: the ISA takes the map's generic
         address, and the parameter's own .param address faulted on the H200 as a misaligned
-        address on 2026-12-01); a register is used as it is. `name`: the register's name."""
+        address); a register is used as it is. `name`: the register's name."""
         if isinstance(tmap, Reg):
             return tmap
         param = tmap if isinstance(tmap, str) else tmap.name

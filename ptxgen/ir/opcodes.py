@@ -36,9 +36,21 @@ Columns:
            ISA Version 9.0", chapter 9, each instruction's "PTX ISA Notes" and "Target ISA Notes";
            the sm_80+ / sm_90 / sm_90a rows are checked against ptxas by tests/test_opcodes.py.
   space    the state space implied when no modifier names one ('-': none)
-  operands typed: every register operand holds the instruction's type (the verifier checks
-           it; cvt, setp, selp, mul.wide … have their own rules there); mixed: operands of
-           several types (MMA fragments, descriptors, mbarrier states), not type-checked
+  operands how the register operands are typed (the verifier checks it, ir/verify.py RULES;
+           the builder reads it for the type modifier and the shift amount):
+           typed    every register operand holds the instruction's type
+           bits     typed, and the type is named by its width (.b32; on predicates .pred)
+           shift    destination and value typed, the shift amount 32-bit (.u32)
+           shift_bits  shift, with the type named by its width (shl.b32)
+           cvt      destination of the first type, source of the second (cvt.f32.s32)
+           setp     a predicate destination (or a pair), typed sources
+           selp     typed destination and values, a predicate selector
+           wide     typed; with .wide the destination (and mad's addend) twice as wide
+           load     a typed destination of the access's vector width (ld)
+           store    a typed stored value of the access's vector width (st)
+           move     typed destination; a vector {a, b} moves the type's width in pieces
+           mixed    operands of several types (MMA fragments, descriptors, mbarrier
+                    states), not type-checked
 """
 import functools
 import re
@@ -54,7 +66,7 @@ activemask                 d    pure    warp             SHFL      activemask   
 add                        d    pure    @type            FADD/IALU add                        1     -   -       -       typed
 addc                       d    pure    @type            IALU      addc                       -     -   -       -       typed
 alloca                     d    fence   @type            OTHER     -                          -     7.3 sm_52   -       typed
-and                        d    pure    @type            IALU      and                        -     -   -       -       typed
+and                        d    pure    @type            IALU      and                        -     -   -       -       bits
 applypriority              -    fence   @type            OTHER     nop                        -     7.4 sm_80   -       typed
 atom                       d    atomic  @space           ATOM      atom                       -     -   -       generic typed
 bar                        -    barrier sync             BAR       bar                        -     -   -       -       typed
@@ -66,13 +78,13 @@ bfi                        d    pure    @type            IALU      bfi          
 bfind                      d    pure    @type            IALU      bfind                      -     -   -       -       typed
 bmsk                       d    pure    @type            IALU      -                          -     7.6 sm_70   -       typed
 bra                        -    branch  control          BRANCH    -                          -     -   -       -       typed
-brev                       d    pure    @type            IALU      brev                       -     -   -       -       typed
+brev                       d    pure    @type            IALU      brev                       -     -   -       -       bits
 brkpt                      -    control control          BRANCH    nop                        -     -   -       -       typed
 brx                        -    branch  control          BRANCH    -                          -     6.0 sm_30   -       typed
 call                       -    call    control          BRANCH    -                          -     -   -       -       typed
 clusterlaunchcontrol       -    async   sync             OTHER     -                          -     8.6 sm_100  -       mixed
 clusterlaunchcontrol.query_cancel d    pure    @type            OTHER     -                          -     8.6 sm_100  -       mixed
-clz                        d    pure    @type            IALU      clz                        -     -   -       -       typed
+clz                        d    pure    @type            IALU      clz                        -     -   -       -       bits
 cnot                       d    pure    @type            IALU      cnot                       -     -   -       -       typed
 copysign                   d    pure    @type            IALU/IALU copysign                   -     -   -       -       typed
 cos                        d    pure    special_function SFU       cos                        1     -   -       -       typed
@@ -88,8 +100,8 @@ cp.async.bulk.commit_group -    fence   sync             OTHER     cp.async.bulk
 cp.async.bulk.wait_group   -    fence   sync             OTHER     cp.async.bulk.wait_group   -     8.0 sm_90   -       mixed
 cp.reduce.async.bulk       -    async   @space           TMA       -                          -     8.0 sm_90   -       mixed
 createpolicy               d    pure    @type            OTHER     nop                        -     7.4 sm_80   -       typed
-cvt                        d    pure    conversion       @cvt      cvt                        -     -   -       -       typed
-cvta                       d    pure    conversion       IALU      cvta                       -     -   -       -       typed
+cvt                        d    pure    conversion       @cvt      cvt                        -     -   -       -       cvt
+cvta                       d    pure    conversion       IALU      cvta                       -     -   -       -       move
 discard                    -    fence   @type            OTHER     nop                        -     7.4 sm_80   -       typed
 div                        d    pure    @type            SFU/IMAD  div                        1     -   -       -       typed
 dp2a                       d    pure    @type            IMAD      dp2a                       -     -   -       -       typed
@@ -107,12 +119,12 @@ getctarank                 d    pure    @type            OTHER     getctarank   
 griddepcontrol             -    fence   sync             OTHER     nop                        -     7.8 sm_90   -       typed
 isspacep                   d    pure    @type            IALU      isspacep                   -     -   -       -       typed
 istypeof                   d    pure    @type            OTHER     -                          -     -   -       -       mixed
-ld                         d    load    @space           @load     ld                         -     -   -       generic typed
+ld                         d    load    @space           @load     ld                         -     -   -       generic load
 ldmatrix                   d    load    @space           @load     ldmatrix                   -     6.5 sm_75   shared  mixed
 ldu                        d    load    @space           @load     ldu                        -     -   -       generic typed
 lg2                        d    pure    special_function @sfu      lg2                        1     -   -       -       typed
 lop3                       d    pure    @type            IALU      lop3                       -     -   -       -       typed
-mad                        d    pure    @type            FMA/IMAD  mad                        2     -   -       -       typed
+mad                        d    pure    @type            FMA/IMAD  mad                        2     -   -       -       wide
 mad24                      d    pure    @type            IMAD      mad24                      -     -   -       -       typed
 madc                       d    pure    @type            IMAD      madc                       -     -   -       -       typed
 mapa                       d    pure    @type            OTHER     mapa                       -     7.8 sm_90   -       typed
@@ -132,19 +144,19 @@ mbarrier.pending_count     d    pure    sync             OTHER     mbarrier.pend
 membar                     -    fence   sync             BAR       nop                        -     -   -       -       typed
 min                        d    pure    @type            IALU/IALU min                        1     -   -       -       typed
 mma                        d    pure    tensor           MMA       mma                        mma   7.0 sm_80   -       mixed
-mov                        d    pure    @move            @mov      mov                        -     -   -       -       typed
+mov                        d    pure    @move            @mov      mov                        -     -   -       -       move
 movmatrix                  d    pure    @type            OTHER     -                          -     7.8 sm_75   -       mixed
-mul                        d    pure    @type            FMUL/IMAD mul                        1     -   -       -       typed
+mul                        d    pure    @type            FMUL/IMAD mul                        1     -   -       -       wide
 mul24                      d    pure    @type            IMAD      mul24                      -     -   -       -       typed
 multimem                   d    atomic  @type            OTHER     -                          -     8.1 sm_90   -       mixed
 multimem.st                -    store   @type            OTHER     -                          -     8.1 sm_90   -       mixed
 multimem.red               -    atomic  @type            OTHER     -                          -     8.1 sm_90   -       mixed
 nanosleep                  -    fence   sync             BAR       nop                        -     -   -       -       typed
 neg                        d    pure    @type            IALU/IALU neg                        -     -   -       -       typed
-not                        d    pure    @type            IALU      not                        -     -   -       -       typed
-or                         d    pure    @type            IALU      or                         -     -   -       -       typed
+not                        d    pure    @type            IALU      not                        -     -   -       -       bits
+or                         d    pure    @type            IALU      or                         -     -   -       -       bits
 pmevent                    -    fence   @type            OTHER     nop                        -     -   -       -       typed
-popc                       d    pure    @type            IALU      popc                       -     -   -       -       typed
+popc                       d    pure    @type            IALU      popc                       -     -   -       -       bits
 prefetch                   -    load    @space           LDG       nop                        -     -   -       -       typed
 prefetchu                  -    load    @space           LDG       nop                        -     -   -       -       typed
 prmt                       d    pure    move             IALU      prmt                       -     -   -       -       typed
@@ -156,19 +168,19 @@ rem                        d    pure    @type            SFU/IMAD  rem          
 ret                        -    exit    control          BRANCH    -                          -     -   -       -       typed
 rsqrt                      d    pure    special_function @sfu      rsqrt                      1     -   -       -       typed
 sad                        d    pure    @type            IALU      sad                        -     -   -       -       typed
-selp                       d    pure    move             IALU/IALU selp                       -     -   -       -       typed
+selp                       d    pure    move             IALU/IALU selp                       -     -   -       -       selp
 set                        d    pure    @type            IALU/IALU set                        -     -   -       -       typed
 setmaxnreg                 -    fence   @type            OTHER     setmaxnreg                 -     8.0 sm_90a  -       typed
-setp                       d    pure    @type            IALU/IALU setp                       -     -   -       -       typed
+setp                       d    pure    @type            IALU/IALU setp                       -     -   -       -       setp
 shf                        d    pure    @type            IALU      shf                        -     -   -       -       typed
 shfl                       d    pure    warp             SHFL      shfl                       -     -   -       -       typed
-shl                        d    pure    @type            IALU      shl                        -     -   -       -       typed
-shr                        d    pure    @type            IALU      shr                        -     -   -       -       typed
+shl                        d    pure    @type            IALU      shl                        -     -   -       -       shift_bits
+shr                        d    pure    @type            IALU      shr                        -     -   -       -       shift
 sin                        d    pure    special_function SFU       sin                        1     -   -       -       typed
 slct                       d    pure    @type            IALU/IALU slct                       -     -   -       -       typed
 sqrt                       d    pure    special_function @sfu      sqrt                       1     -   -       -       typed
-st                         -    store   @space           @store    st                         -     -   -       generic typed
-st.async                   -    async   @space           STS       st.async                   -     8.1 sm_90   -       typed
+st                         -    store   @space           @store    st                         -     -   -       generic store
+st.async                   -    async   @space           STS       st.async                   -     8.1 sm_90   -       store
 stackrestore               -    fence   @type            OTHER     -                          -     7.3 sm_52   -       typed
 stacksave                  d    fence   @type            OTHER     -                          -     7.3 sm_52   -       typed
 stmatrix                   -    store   @space           @store    stmatrix                   -     7.8 sm_90   shared  mixed
@@ -197,7 +209,7 @@ wmma                       d    fence   tensor           OTHER     -            
 wmma.load                  d    load    @space           @load     -                          -     7.0 sm_80   generic mixed
 wmma.store                 -    store   @space           @store    -                          -     7.0 sm_80   generic mixed
 wmma.mma                   d    pure    tensor           MMA       -                          mma   7.0 sm_80   -       mixed
-xor                        d    pure    @type            IALU      xor                        -     -   -       -       typed
+xor                        d    pure    @type            IALU      xor                        -     -   -       -       bits
 """
 # PTX's SIMD video instructions: integer, register-only, not emulated or timed.
 _VIDEO = ("vabsdiff vabsdiff2 vabsdiff4 vadd vadd2 vadd4 vavrg2 vavrg4 vmad vmax vmax2 vmax4 "
@@ -210,6 +222,12 @@ CONTROL_EFFECTS = ("branch", "exit", "call", "control")
 MIX_RULES = ("@space", "@type", "@move")
 TIMING_RULES = ("@load", "@store", "@cvt", "@mov", "@sfu")
 FLOP_MODELS = ("mma", "wgmma")
+OPERAND_RULES = ("typed", "bits", "shift", "shift_bits", "cvt", "setp", "selp", "wide", "load",
+                 "store", "move", "mixed")
+# Opcodes whose result is data the instruction reads — from memory (loads, atomics, texture and
+# surface reads) or, for shfl, another lane's register — not a function of its operands: an
+# address computed from one depends on data (sim/access.py, analysis/banks_static.py).
+DATA_RESULT = frozenset(("ld", "ldu", "atom", "tex", "suld", "shfl"))
 
 
 @dataclass(frozen=True)
@@ -224,7 +242,12 @@ class Row:
     ptx: str             # "" = baseline
     target: str          # "" = baseline
     space: str           # "" = none implied
-    typed: bool = True   # every register operand holds the instruction's type
+    operands: str = "typed"     # how register operands are typed (OPERAND_RULES)
+
+    @property
+    def typed(self):
+        """The register operands are type-checked (operands is not 'mixed')."""
+        return self.operands != "mixed"
 
     @property
     def writes(self):
@@ -252,11 +275,11 @@ def _rows():
         name, dest, effect, mix, timing, emu, flops, ptx, target, space, operands = \
             (None if c == "-" else c for c in cols)
         if name in rows or dest not in (None, "d", "acc") or effect not in EFFECTS \
-                or operands not in ("typed", "mixed"):
+                or operands not in OPERAND_RULES:
             raise ValueError(f"opcode table row {name!r} is repeated or malformed")
         rows[name] = Row(name, dest or "-", effect, mix, timing, emu or "",
                          int(flops) if flops and flops.isdigit() else (flops or 0),
-                         ptx or "", target or "", space or "", operands == "typed")
+                         ptx or "", target or "", space or "", operands)
     return rows
 
 

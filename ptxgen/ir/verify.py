@@ -69,70 +69,17 @@ class _Checker:
 
     # -- types -------------------------------------------------------------------------------
     def check_types(self, idx, ins):
-        op, t = ins.opcode, ins.type
-        if t is None or not ins.row.typed or ins.row.is_control:
+        """Register operands against the instruction's type, by its row's operands rule."""
+        if ins.type is None or not ins.row.typed or ins.row.is_control:
             return
-        ops = list(ins.operands)
+        RULES.get(ins.row.operands, _typed)(self, idx, ins, list(ins.operands), ins.type)
 
-        def need(o, typ, role):
-            if isinstance(o, Reg) and not T.compatible(o.type, typ):
-                self.fail(idx, ins, f"{role} {o.name} is {o.type}, expected {typ}")
-            if isinstance(o, Vec):
-                for item in o.items:
-                    need(item, typ, role)
-
-        if op == "cvt":
-            dst_t, src_t = ins.types[0], ins.types[-1]
-            need(ops[0], dst_t, "destination")
-            need(ops[1], src_t, "source")
-        elif op == "setp":
-            if not (isinstance(ops[0], Reg) and ops[0].type == T.pred):
-                self.fail(idx, ins, "setp must write a predicate")
-            for o in ops[1:3]:
-                need(o, t, "operand")
-        elif op == "selp":
-            need(ops[0], t, "destination")
-            need(ops[1], t, "operand")
-            need(ops[2], t, "operand")
-            if not (isinstance(ops[3], Reg) and ops[3].type == T.pred):
-                self.fail(idx, ins, "selp's last operand must be a predicate")
-        elif op in ("mul", "mad") and "wide" in ins.mods:
-            wide = T.TYPES[t.name[0] + str(t.bits * 2)]
-            need(ops[0], wide, "destination")
-            for o in ops[1:3]:
-                need(o, t, "operand")
-            if op == "mad":
-                need(ops[3], wide, "addend")
-        elif op in ("shl", "shr"):
-            need(ops[0], t, "destination")
-            need(ops[1], t, "operand")
-            if isinstance(ops[2], Reg) and ops[2].type.bits != 32:
-                self.fail(idx, ins, f"shift amount {ops[2].name} must be 32-bit")
-        elif op == "ld":
-            need(ops[0], t, "destination")
-            self.check_vec(idx, ins, ops[0])
-        elif op == "st":
-            need(ops[1], t, "stored value")
-            self.check_vec(idx, ins, ops[1])
-        elif op in ("atom", "red"):
-            for o in ops:
-                if not isinstance(o, Addr):
-                    need(o, t, "operand")
-        elif op == "mov" and any(isinstance(o, Vec) for o in ops[:2]):
-            # mov.b32 {lo, hi}, r / mov.b64 r, {a, b}: the pieces together are t's width
-            for o in ops[:2]:
-                bits = sum(r.type.bits for r in o.items) if isinstance(o, Vec) else (
-                    o.type.bits if isinstance(o, Reg) else t.bits)
-                if bits != t.bits:
-                    self.fail(idx, ins, f"{o} has {bits} bits, mov.{t} moves {t.bits}")
-        elif op in ("mov", "cvta"):
-            need(ops[0], t, "destination")
-            if op == "mov" and isinstance(ops[1], Special) and ops[1].type.bits != t.bits:
-                self.fail(idx, ins, f"%{ops[1].name} is {ops[1].type}, not {t}")
-        elif not ins.is_barrier:
-            for o in ops:
-                if not isinstance(o, Addr):
-                    need(o, t, "operand")
+    def need(self, idx, ins, o, typ, role):
+        if isinstance(o, Reg) and not T.compatible(o.type, typ):
+            self.fail(idx, ins, f"{role} {o.name} is {o.type}, expected {typ}")
+        if isinstance(o, Vec):
+            for item in o.items:
+                self.need(idx, ins, item, typ, role)
 
     def check_vec(self, idx, ins, o):
         w = ins.vector_width
@@ -236,3 +183,78 @@ class _Checker:
 def _has_thread_count(ins):
     """bar.sync/arrive a, b and bar.red.op d, a, b, c name the participating thread count b."""
     return len(ins.operands) >= (4 if "red" in ins.mods else 2)
+
+
+# -- operand typing rules (the opcode table's operands column) -------------------------------
+def _typed(c, idx, ins, ops, t):
+    if not ins.is_barrier:
+        for o in ops:
+            if not isinstance(o, Addr):
+                c.need(idx, ins, o, t, "operand")
+
+
+def _cvt(c, idx, ins, ops, t):
+    c.need(idx, ins, ops[0], ins.types[0], "destination")
+    c.need(idx, ins, ops[1], ins.types[-1], "source")
+
+
+def _setp(c, idx, ins, ops, t):
+    if not (isinstance(ops[0], Reg) and ops[0].type == T.pred):
+        c.fail(idx, ins, "setp must write a predicate")
+    for o in ops[1:3]:
+        c.need(idx, ins, o, t, "operand")
+
+
+def _selp(c, idx, ins, ops, t):
+    c.need(idx, ins, ops[0], t, "destination")
+    c.need(idx, ins, ops[1], t, "operand")
+    c.need(idx, ins, ops[2], t, "operand")
+    if not (isinstance(ops[3], Reg) and ops[3].type == T.pred):
+        c.fail(idx, ins, "selp's last operand must be a predicate")
+
+
+def _wide(c, idx, ins, ops, t):
+    if "wide" not in ins.mods:
+        return _typed(c, idx, ins, ops, t)
+    wide = T.TYPES[t.name[0] + str(t.bits * 2)]
+    c.need(idx, ins, ops[0], wide, "destination")
+    for o in ops[1:3]:
+        c.need(idx, ins, o, t, "operand")
+    if len(ops) > 3:
+        c.need(idx, ins, ops[3], wide, "addend")
+
+
+def _shift(c, idx, ins, ops, t):
+    c.need(idx, ins, ops[0], t, "destination")
+    c.need(idx, ins, ops[1], t, "operand")
+    if isinstance(ops[2], Reg) and ops[2].type.bits != 32:
+        c.fail(idx, ins, f"shift amount {ops[2].name} must be 32-bit")
+
+
+def _load(c, idx, ins, ops, t):
+    c.need(idx, ins, ops[0], t, "destination")
+    c.check_vec(idx, ins, ops[0])
+
+
+def _store(c, idx, ins, ops, t):
+    c.need(idx, ins, ops[1], t, "stored value")
+    c.check_vec(idx, ins, ops[1])
+
+
+def _move(c, idx, ins, ops, t):
+    if any(isinstance(o, Vec) for o in ops[:2]):
+        # mov.b32 {lo, hi}, r / mov.b64 r, {a, b}: the pieces together are t's width
+        for o in ops[:2]:
+            bits = sum(r.type.bits for r in o.items) if isinstance(o, Vec) else (
+                o.type.bits if isinstance(o, Reg) else t.bits)
+            if bits != t.bits:
+                c.fail(idx, ins, f"{o} has {bits} bits, {ins.opcode}.{t} moves {t.bits}")
+        return
+    c.need(idx, ins, ops[0], t, "destination")
+    if isinstance(ops[1], Special) and ops[1].type.bits != t.bits:
+        c.fail(idx, ins, f"%{ops[1].name} is {ops[1].type}, not {t}")
+
+
+RULES = {"typed": _typed, "bits": _typed, "shift": _shift, "shift_bits": _shift, "cvt": _cvt,
+         "setp": _setp, "selp": _selp, "wide": _wide, "load": _load, "store": _store,
+         "move": _move}

@@ -50,9 +50,17 @@ class Compiled:
         return self.module
 
 
+def on_disk(op):
+    """Whether op's kernels may be kept on disk: not when they hold traced Python functions
+    with no stable identity across processes (attention's score/mask mods)."""
+    mods = getattr(op, "_mods", None)
+    return not getattr(mods, "active", False)
+
+
 def cache_key(op, shape, arch):
     from .. import __version__
-    text = f"{FORMAT}|{__version__}|{arch}|{sorted(shape.items())}|{operator_key(op)}"
+    ident = operator_key(op) if on_disk(op) else f"process object {id(op)}"
+    text = f"{FORMAT}|{__version__}|{arch}|{sorted(shape.items())}|{ident}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -81,7 +89,7 @@ def _path(key, suffix):
 
 
 def _from_disk(key, op, shape, arch):
-    if not cachedir.enabled():
+    if not cachedir.enabled() or not on_disk(op):
         return None
     try:
         meta = pickle.loads(_path(key, ".pkl").read_bytes())
@@ -97,7 +105,7 @@ def _from_disk(key, op, shape, arch):
 
 
 def _to_disk(entry):
-    if not cachedir.enabled():
+    if not cachedir.enabled() or not on_disk(entry.op):
         return
     meta = {"format": FORMAT, "key": entry.key, "ptx": entry.ptx, "kernels": entry.kernels}
     try:

@@ -286,7 +286,8 @@ def _flatten(x, M, K):
 def _run(fn, op, shape, arch, backend, dtype, arrays, outputs, on_gpu, is_torch, out=None,
          scalars=None):
     """Launch op with input `arrays` (name -> user array) and fresh outputs
-    ({name: (shape, kernel dtype)}); returns {name: result in the user's kind}."""
+    ({name: (shape, kernel dtype)}); returns {name: result in the user's kind}. `scalars`:
+    arguments passed as they are (numpy scalars; arrays already in the backend's memory)."""
     scalars = scalars or {}
     if backend == "gpu":
         ins = dict(arrays)
@@ -328,28 +329,60 @@ def _back_to_numpy(t, dtype):
 
 
 # -- attention ---------------------------------------------------------------------------------
-def attention(q, k, v, *, causal=False, scale=None, return_lse=False, backend="auto",
-              target=None):
+def attention(q, k, v, *, causal=False, scale=None, score_mod=None, mask_mod=None,
+              block_mask=None, return_lse=False, backend="auto", target=None):
     """Fused attention forward O = softmax(scale · q kᵀ [causal]) v over (B, H, S, D) arrays
-    (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S.
+    (torch's scaled_dot_product_attention layout), bf16 or f16, D 64 or 128, any S. k and v
+    may have fewer heads than q (grouped-query / multi-query attention: H a multiple of H_kv;
+    query head h reads K/V head h // (H / H_kv)).
     scale defaults to 1/sqrt(D). return_lse: also return the per-row logsumexp (B, H, S), f32,
-    natural log (what a backward pass needs)."""
-    if _through_torch(q, k, v):
+    natural log (what a backward pass needs).
+
+    FlexAttention's programming model (ptxgen.mods): score_mod(score, b, h, q_idx, kv_idx)
+    receives the scaled score, mask_mod(b, h, q_idx, kv_idx) returns True where attention is
+    allowed; both are traced once into the kernel. block_mask (ptxgen.create_block_mask) is made
+    from the mask_mod when not given: empty tiles are skipped, full ones skip the mask."""
+    if score_mod is not None or mask_mod is not None or block_mask is not None:
+        # traced mods: eager only (a Python function has no place in a custom op's schema)
+        o, lse = attention_impl(q, k, v, causal, scale, backend, target, score_mod, mask_mod,
+                                block_mask)
+    elif _through_torch(q, k, v):
         o, lse = _torch_op("attention")(q, k, v, bool(causal), scale, backend, target)
     else:
         o, lse = attention_impl(q, k, v, causal, scale, backend, target)
     return (o, lse) if return_lse else o
 
 
-def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=None):
+_MOD_ARRAYS = {}
+
+
+def _mod_arrays(op, shape, device):
+    """The mods' kernel arrays (block lists, extra tensors), made once per operator, shape and
+    device (torch tensors on a GPU device, numpy arrays for the emulator)."""
+    key = (id(op), tuple(shape.values()), str(device))
+    hit = _MOD_ARRAYS.get(key)
+    if hit is None:
+        hit = op.mod_arrays(shape)
+        if device is not None:
+            torch = _torch()
+            hit = {n: torch.from_numpy(np.ascontiguousarray(a)).to(device)
+                   for n, a in hit.items()}
+        _MOD_ARRAYS[key] = hit
+    return hit
+
+
+def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=None,
+                   score_mod=None, mask_mod=None, block_mask=None):
     """(O, LSE): the eager implementation (also the torch custom op's body)."""
     fn = "attention"
     Q, K, V = (operand(n, x, fn, ("bf16", "f16")) for n, x in (("q", q), ("k", k), ("v", v)))
     dtype = same_dtype(fn, Q, K, V)
     on_gpu = same_place(fn, Q, K, V)
-    if len(Q.shape) != 4 or K.shape != Q.shape or V.shape != Q.shape:
-        raise PtxgenError(f"ptxgen.{fn}: q, k and v must be (B, H, S, D) of one shape; got "
-                          f"q {Q.shape}, k {K.shape}, v {V.shape}")
+    if len(Q.shape) != 4 or K.shape != V.shape or len(K.shape) != 4 or \
+            K.shape[:1] + K.shape[2:] != Q.shape[:1] + Q.shape[2:] or Q.shape[1] % K.shape[1]:
+        raise PtxgenError(f"ptxgen.{fn}: q must be (B, H, S, D) and k, v (B, H_kv, S, D) with H "
+                          f"a multiple of H_kv; got q {Q.shape}, k {K.shape}, v {V.shape}")
+    kv_group = Q.shape[1] // K.shape[1]                 # grouped-query (and multi-query) heads
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)
                                   and scale > 0):
         raise PtxgenError(f"ptxgen.{fn}: scale must be a positive number, got {scale!r}")
@@ -357,14 +390,21 @@ def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=Non
     be = _backend(fn, backend, on_gpu)
     arch = _target(fn, target, be, True)
     from ..ops.attention import Attention
-    op = _op(Attention, dtype, bool(causal), None if scale is None else float(scale))
+    op = _op(Attention, dtype, bool(causal), None if scale is None else float(scale), "auto",
+             score_mod, mask_mod, block_mask, kv_group)
     try:
         shape = op.shape(B=Bn, H=H, S=S, D=D)
     except PtxgenError as e:
         raise PtxgenError(f"ptxgen.{fn}: {str(e).removeprefix('attention: ')}") from None
     arrays = {"Q": _contiguous(q), "K": _contiguous(k), "V": _contiguous(v)}
+    extra = {}
+    if score_mod is not None or mask_mod is not None or block_mask is not None:
+        op.for_target(arch)
+        device = (q.device if Q.is_torch else "cuda") if be == "gpu" else None
+        extra = _mod_arrays(op, shape, device)
     res = _run(fn, op, shape, arch, be, dtype, arrays,
-               {"O": ((Bn, H, S, D), dtype), "LSE": ((Bn, H, S), "f32")}, on_gpu, Q.is_torch)
+               {"O": ((Bn, H, S, D), dtype), "LSE": ((Bn, H, S), "f32")}, on_gpu, Q.is_torch,
+               scalars=extra)
     return res["O"], res["LSE"]
 
 

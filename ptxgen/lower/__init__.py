@@ -43,18 +43,18 @@ def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_ma
 
 
 def lower_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention",
-                    mods=None):
+                    mods=None, kv_group=1):
     """The sm_90a wgmma attention forward (mods: an AttentionMods, schedule/score_mods.py, for
-    score_mod / mask_mod / a block mask)."""
+    score_mod / mask_mod / a block mask; kv_group: query heads per K/V head)."""
     return attention.lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name,
-                           mods=mods)
+                           mods=mods, kv_group=kv_group)
 
 
 def lower_mma_attention(schedule, arch, shape, dtype="bf16", causal=False, name="attention",
-                        mods=None):
-    """The sm_80 mma.sync attention forward (mods: as lower_attention's)."""
+                        mods=None, kv_group=1):
+    """The sm_80 mma.sync attention forward (mods, kv_group: as lower_attention's)."""
     return mma_attention.lower(schedule, arch, shape, dtype=dtype, causal=causal, name=name,
-                               mods=mods)
+                               mods=mods, kv_group=kv_group)
 
 
 __all__ = ["lower_matmul", "lower_tc_matmul", "lower_mma_matmul", "lower_attention",

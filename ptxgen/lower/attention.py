@@ -40,7 +40,8 @@ from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, W
 WGMMA_K = 16
 
 
-def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None):
+def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None,
+          kv_group=1):
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
@@ -51,13 +52,14 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
         Param("S", T.u32), Param("scale_log2", T.f32)] + (mods.params() if mods else []))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
-    _Lowering(Builder(k), s, dtype, D, causal, mods).run()
+    _Lowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
 
 
 class _Lowering(OnlineSoftmax):
-    def __init__(self, b, s, dtype, D, causal, mods=None):
+    def __init__(self, b, s, dtype, D, causal, mods=None, kv_group=1):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
+        self.kv_group = kv_group            # query heads per K/V head (grouped-query attention)
         self.mod_spec, self.blist = mods, None
         self.hblocks = D // COL_BLOCK
 
@@ -84,6 +86,9 @@ class _Lowering(OnlineSoftmax):
         qblk = b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk")
         self.q0 = b.mul(qblk, s.BM, name="q0")
         self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")    # head's first row
+        # K/V head of this (batch, query head): (b·H + h) / g = b·H/g + h/g for H a multiple of g
+        self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
+            b.div(b.special("ctaid.y"), self.kv_group, type=T.u32), self.S, name="kvrow0")
         # key blocks of this CTA: all of them, or (causal) up to its last row
         keys = self.S
         if self.causal:
@@ -139,7 +144,7 @@ class _Lowering(OnlineSoftmax):
             full = self.full_bar(stage)
             b.mbarrier_arrive_expect_tx(full, s.stage_bytes(D))
             dst = self.slot(stage)
-            krow = b.mad(kb if self.blist is None else self.list_entry(kb), s.BN, self.row0,
+            krow = b.mad(kb if self.blist is None else self.list_entry(kb), s.BN, self.kv_row0,
                          name="krow")
             for h in range(self.hblocks):
                 off = h * s.BN * SWIZZLE_BYTES

@@ -1,6 +1,6 @@
 """C stored from the staged shared tile by rows with st.global (TcMatmulSchedule.c_store
 "rows_st"): for C rows that are not 16-byte aligned, where TMA cannot store (a TMA box starting
-off a 16-byte boundary along the row is an illegal instruction on the H200, 2026-12-01).
+off a 16-byte boundary along the row is an illegal instruction on the H200).
 
 A mixin of the sm_90a GEMM lowering (tc_matmul._Lowering): it provides self.b, self.s,
 self.out, self.even_n, self.cbuf, self.M, self.N and stage_bf16 / stage_f32, which write a

@@ -59,6 +59,10 @@ class EpilogueLowering:
         self.b, self.epi, self.M, self.N = b, epi, M, N
         self.row_of, self.col_of = row_of, col_of
         self.memo, self.rows, self.cols, self.limits = {}, {}, {}, {}
+        self.uses = [0] * len(epi.nodes)
+        for n in epi.nodes:
+            for a in n.args:
+                self.uses[a] += 1
 
     def apply(self, elements):
         """elements: [(acc register, row key, column key)]; each accumulator is replaced (in
@@ -99,6 +103,10 @@ class EpilogueLowering:
             return b.const(n.attr, T.f32 if n.dtype == "f32" else T.s32, name="ek")
         if op == "scalar":
             return b.param(PARAM_PREFIX + n.attr)
+        if op == "add" and n.dtype == "f32":
+            fused = self._fma(n)
+            if fused is not None:
+                return fused
         args = [self.value(a) for a in n.args]
         if op == "load":
             return self._load(n, args)
@@ -143,6 +151,17 @@ class EpilogueLowering:
         if op == "sqrt":
             return b.unary("sqrt", args[0], mods=("rn",), type=T.f32, name="ev")
         raise ScheduleError(f"epilogue {self.epi.name}: no lowering for {op!r}")
+
+    def _fma(self, n):
+        """a*b + c as one fma when the product is used only there (one rounding instead of
+        two: within the reference's bound, which counts both)."""
+        nodes = self.epi.nodes
+        for i in (0, 1):
+            m = nodes[n.args[i]]
+            if m.op == "mul" and m.dtype == "f32" and self.uses[n.args[i]] == 1:
+                a, b = (self.value(x) for x in m.args)
+                return self.b.fma(a, b, self.value(n.args[1 - i]), type=T.f32, name="ev")
+        return None
 
     # -- loads -------------------------------------------------------------------------------
     def _limit(self, which):

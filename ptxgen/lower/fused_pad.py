@@ -37,11 +37,10 @@ the operator takes the fused copy only for such schedules and pad-copies otherwi
 gpu-scope acquires (emu/program.py), and runs the copier warps, whose code comes first, before
 the TMA thread's spin.
 
-Status (docs/PERF.md, "Odd K, sixth session"): bit-equal to the pad path on the emulator and
-correct on the H200, but slower than separate pad copies (4096x4096x4093: 537-549 against
-~640 TFLOP/s): the copy work itself costs the difference (a variant that copies nothing runs at
-the plain GEMM's speed), three warps per SM cannot keep enough bytes in flight for the first
-wave's panels. k_pack="fused1" copies only the lighter operand here (649 at 4096x4096x4093).
+Correct (bit-equal to the pad path on the emulator, on the H200 too) but not faster than
+separate pad copies: three warps per SM cannot keep enough bytes in flight for the first wave's
+panels, so k_pack="auto" keeps pad copies (docs/PERF.md#odd-shapes); "fused1" copies only the
+lighter operand here.
 """
 import functools
 
@@ -62,16 +61,15 @@ COPIERS = 32 * COPIER_WARPS
 # The copy goes through shared memory (_copy_chunk_staged): per copier warp, two halves of
 # STAGED_ROUNDS / 2 rounds of 4 rows x 9 aligned 16-byte blocks, one in flight through cp.async
 # (holding no registers) while the other is realigned.
-# The first design held its loads in registers: 2 (4) chunks of 16 bytes per thread in flight
-# at a 64 (80) register share, which on the H200 could not feed the first wave (fused 477 and 532
-# TFLOP/s against 640 with pad copies at 4096x4096x4093, docs/PERF.md).
+# (Loads held in registers instead could not feed the first wave at the producer's register
+# share: docs/PERF.md#odd-shapes.)
 STAGED_ROUNDS = 8
 STAGED_ROW_BYTES = 9 * 16       # a misaligned 128-byte row piece spans nine 16-byte blocks
 ROUND_BYTES = 4 * STAGED_ROW_BYTES
 # the producer's setmaxnreg share, the least without spills (ptxas 13.0, 4096x4096x4093,
 # 4095x4097x4093, 8192x8192x8189 bf16: 12-16 bytes spilled at 72, none at 80); the consumers
 # get what is left of the CTA's 168 x 384 registers (ldg_producer.ldg_schedule): 208. A split needing more than the CTA
-# holds hangs the consumers' setmaxnreg.inc (the first H200 run of this mode, 64 + 2 x 224, did).
+# holds hangs the consumers' setmaxnreg.inc (64 + 2 x 224 did on the H200).
 PRODUCER_REGS = 80
 FULL_MASK = 0xFFFFFFFF
 POLL_AHEAD = 8                  # k-blocks whose flags the TMA thread reads in one round trip

@@ -10,22 +10,11 @@ self.stage_bytes, self.a_bytes, self.M, self.N, self.K, self.kblocks, self.ldg, 
 self.side, self.tiles(), self.tile_origin(), self.full_bar(), self.empty_bar(), self.advance()
 and self.load() (TMA).
 
-Why cp.async, not ld.global into registers: the first version of this producer loaded 8-byte
-words with ld.global.v2, re-aligned them in registers (selp + shf.r) and stored them with
-st.shared, 8 passes of loads in flight per thread (104 registers). On the H200 (2026-12-01,
-docs/PERF.md) it reached 152 TFLOP/s at 4096x4096x4093 where pad copies + TMA gave 635: 128
-threads cannot keep the ~34 KB per SM in flight that 48 KB a k-block every ~1400 cycles needs
-against L2/DRAM latency when every byte in flight costs a register (and the overlapping word
-pair doubles them). cp.async keeps any number in flight.
-
-Measured (same day, docs/PERF.md "Odd K without pad copies"): this version is correct (bit-equal
-to the pad path on the emulator, every GPU test within the float64 bound) but still slower than
-pad copies + TMA everywhere: 166-178 TFLOP/s at 4096x4096x4093 bf16 against 632, 288-374 at
-K = 4094 (no shifts) against 631. ncu at K = 4093: L1 39 %, L2 16 %, DRAM 5 % of peak, 0.14
-instructions issued per scheduler and cycle: neither a memory unit nor the issue rate is
-saturated, so the copy-to-arrival latency per k-block (one 4-byte cp.async per row and lane,
-the shift one k-block later, 3-4 stages) limits it. So the operator does not pick it
-(ops/tc_matmul.K_PACKS); k_pack="ldg" selects it.
+Why cp.async, not ld.global into registers: with every byte in flight held in a register, 128
+threads cannot keep the bytes a k-block needs in flight against L2/DRAM latency; cp.async keeps
+any number in flight. The operator still prefers pad copies + TMA (the measured default
+"tc_matmul.k_pack", docs/PERF.md#odd-shapes: the copy-to-arrival latency per k-block limits this
+producer); k_pack="ldg" selects it.
 
 Work split: warp w of the producer copies the tile rows r = 4i + (w ^ (i & 1)), i < rows/4, one
 row per instruction: lane l the 4-byte word l of the row's k-block, read from the 4-byte aligned

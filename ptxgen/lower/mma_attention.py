@@ -41,7 +41,8 @@ MMA_K = 16
 SWIZZLE_ALIGN = 128      # shared rows start on bank 0: the XOR swizzle's bank groups hold
 
 
-def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None):
+def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=None,
+          kv_group=1):
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
@@ -51,13 +52,14 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
         Param("LSE", T.u64, ptr(T.f32, align=4)), Param("S", T.u32),
         Param("scale_log2", T.f32)] + (mods.params() if mods else []))
     k.directives.append(f".maxntid {s.threads}, 1, 1")
-    _Lowering(Builder(k), s, dtype, D, causal, mods).run()
+    _Lowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
 
 
 class _Lowering(OnlineSoftmax):
-    def __init__(self, b, s, dtype, D, causal, mods=None):
+    def __init__(self, b, s, dtype, D, causal, mods=None, kv_group=1):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
+        self.kv_group = kv_group            # query heads per K/V head (grouped-query attention)
         self.mod_spec, self.blist = mods, None
         self.RB = s.row_bytes(D)                    # bytes of one Q/K/V row
         self.cpr = self.RB // CHUNK                 # 16-byte chunks per row
@@ -73,6 +75,9 @@ class _Lowering(OnlineSoftmax):
         q0 = b.shl(b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk"), pow2_exponent(s.BM),
                    name="q0")
         self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")     # head's first row
+        # K/V head of this (batch, query head): (b·H + h) / g = b·H/g + h/g for H a multiple of g
+        self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
+            b.div(b.special("ctaid.y"), self.kv_group, type=T.u32), self.S, name="kvrow0")
         keys = b.min(self.S, b.add(q0, s.BM), name="keys") if self.causal else self.S
         if self.mod_spec is not None and self.mod_spec.block_lists:
             self.block_list_setup(b.shr(q0, pow2_exponent(s.BM), name="qblk"))
@@ -133,7 +138,8 @@ class _Lowering(OnlineSoftmax):
         coff = b.cvt(T.u64, b.shl(chunk, 4), name="coff")
 
         def head(name):
-            p = b.element_addr(b.param(name), self.row0, self.RB, name=f"h{name}")
+            row0 = self.row0 if name == "Q" else self.kv_row0
+            p = b.element_addr(b.param(name), row0, self.RB, name=f"h{name}")
             return b.add(p, coff, type=T.u64, name=f"h{name}")
         self.q_src, self.k_src, self.v_src = head("Q"), head("K"), head("V")
 

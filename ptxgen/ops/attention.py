@@ -6,6 +6,14 @@ softmax statistics in f32. D is 64 or 128; S anything (not a tile multiple). The
 lowered from an AttentionSchedule for sm_90a (ptxgen/lower/attention.py), or on targets
 without wgmma from an MmaAttentionSchedule (ops/mma_attention.py).
 
+Programmable (FlexAttention's model, ops/attention_mods.py): Attention(..., score_mod=fn,
+mask_mod=fn, block_mask=bm) with fn traced once into IR on the score fragments
+(schedule/score_mods.py); a mask's block mask (made once per S when not given) drives the K/V
+loop: empty tiles are never loaded, full ones skip the mask. Extra kernel arrays: BM_counts,
+BM_lists (the block mask) and t0, t1, ... (the mods' ModTensors), from make_inputs /
+mod_arrays. causal=True with a mask_mod is their conjunction. Without mods the kernel is the
+unmodified one, PTX for PTX.
+
 Reference: float64 of the exact 16-bit inputs. What the kernel rounds, and check()'s bound per
 element of O: P = 2^(S' - m) is rounded to the input type before P·V (relative error u, the
 type's unit roundoff: 2^-8 bf16, 2^-11 f16), the final O once more (u·|O|), and ex2.approx/rcp
@@ -44,7 +52,7 @@ class WgmmaAttentionPath:
     def build(op, shape):
         return lower_attention(op.schedule_for(shape), op.built_arch, shape, dtype=op.dtype,
                                causal=op.causal, name=op.kernel_name(),
-                               mods=op.mod_spec(shape))
+                               mods=op.mod_spec(shape), kv_group=op.kv_group)
 
     @staticmethod
     def kernel_args(op, shape, arrays):
@@ -53,7 +61,8 @@ class WgmmaAttentionPath:
         mt = "bf16" if op.dtype == "bf16" else "f16"
 
         def tmap(name, box_rows):
-            return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=rows, cols=shape["D"])
+            n = rows if name == "Q" else rows // op.kv_group        # K/V: H / kv_group heads
+            return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=n, cols=shape["D"])
         return [tmap("Q", s.BM), tmap("K", s.BN), tmap("V", s.BN), arrays["O"], arrays["LSE"],
                 np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))
                 ] + op.mod_args(shape, arrays)
@@ -71,7 +80,7 @@ class Attention(InstructionPaths, Operator):
     PATHS = {WGMMA: WgmmaAttentionPath, MMA_SYNC: MmaSyncAttentionPath}
 
     def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", score_mod=None,
-                 mask_mod=None, block_mask=None):
+                 mask_mod=None, block_mask=None, kv_group=1):
         if dtype not in DTYPES:
             raise PtxgenError(Spelled("attention: ", Arg("dtype", "--dtype"),
                                       f" must be one of {', '.join(DTYPES)}, got {dtype!r}"))
@@ -81,10 +90,14 @@ class Attention(InstructionPaths, Operator):
         if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
             raise PtxgenError(f"attention: schedule must be 'auto', an AttentionSchedule or an "
                               f"MmaAttentionSchedule, got {schedule!r}")
+        if isinstance(kv_group, bool) or not isinstance(kv_group, int) or kv_group < 1:
+            raise PtxgenError(f"attention: kv_group (query heads per K/V head) must be a "
+                              f"positive integer, got {kv_group!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
+        self.kv_group = kv_group
         self._mods = ProgrammableMods(score_mod, mask_mod, block_mask, self.causal)
-        if self._mods.active:
-            self.causal = False             # folded into the mask
+        if self._mods.mask is not None:
+            self.causal = False             # folded into the mask_mod
 
     def mod_spec(self, shape):
         """The lowering's AttentionMods for shape (None without mods)."""
@@ -96,6 +109,9 @@ class Attention(InstructionPaths, Operator):
         if shape["D"] not in HEAD_DIMS:
             raise PtxgenError(f"attention: head dim D={shape['D']} must be one of "
                               f"{', '.join(map(str, HEAD_DIMS))}")
+        if shape["H"] % self.kv_group:
+            raise PtxgenError(f"attention: H={shape['H']} query heads are not a multiple of "
+                              f"kv_group={self.kv_group}")
         return shape
 
     def schedule_for(self, shape):
@@ -130,10 +146,11 @@ class Attention(InstructionPaths, Operator):
 
     def make_inputs(self, shape, rng):
         dims = (shape["B"], shape["H"], shape["S"], shape["D"])
+        kv_dims = (shape["B"], shape["H"] // self.kv_group, shape["S"], shape["D"])
         nan = 0x7FC0 if self.dtype == "bf16" else np.nan              # unwritten → fails
         return {"Q": self.to_input(rng.standard_normal(dims)),
-                "K": self.to_input(rng.standard_normal(dims)),
-                "V": self.to_input(rng.standard_normal(dims)),
+                "K": self.to_input(rng.standard_normal(kv_dims)),
+                "V": self.to_input(rng.standard_normal(kv_dims)),
                 "O": np.full(dims, nan, dtype=self._np_in()),
                 "LSE": np.full(dims[:3], np.nan, dtype=np.float32),
                 **self.mod_arrays(shape)}
@@ -173,6 +190,8 @@ class Attention(InstructionPaths, Operator):
     def reference(self, shape, arrays):
         """float64 O and LSE, and the per-element bounds (see the module docstring)."""
         q, k, v = (self.values(arrays[n]) for n in ("Q", "K", "V"))
+        if self.kv_group > 1:                   # each K/V head serves kv_group query heads
+            k, v = (np.repeat(x, self.kv_group, axis=-3) for x in (k, v))
         return attention_reference(q, k, v, self.softmax_scale(shape), self.causal,
                                    UNIT_ROUNDOFF[self.dtype], mods=self._mods.graphs())
 
@@ -200,7 +219,9 @@ class Attention(InstructionPaths, Operator):
         return f // 2 if self.causal else f
 
     def bytes_moved(self, shape):
-        return 4 * shape["B"] * shape["H"] * shape["S"] * shape["D"] * 2 + \
+        """Q and O, K and V of H / kv_group heads, LSE."""
+        bhsd = shape["B"] * shape["H"] * shape["S"] * shape["D"]
+        return 2 * bhsd * 2 + 2 * (bhsd // self.kv_group) * 2 + \
             4 * shape["B"] * shape["H"] * shape["S"]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
-from ..errors import PtxgenError
+from ..errors import Arg, PtxgenError, Spelled
 from ..lower.grouped_matmul import LAYOUTS, lower_grouped_matmul
 from ..schedule.tc_matmul import ELEM_BYTES, FP8, MN_BOX, TcMatmulSchedule
 from .base import Launch, Operator, sm_count_or_default
@@ -91,7 +91,8 @@ class GroupedMatmul(Operator):
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         from .tensor_path import uses_mma_sync
         if uses_mma_sync(arch, "auto"):
-            raise PtxgenError(f"grouped_matmul: needs wgmma (--arch sm_90a), not {arch}")
+            raise PtxgenError(Spelled("grouped_matmul: needs wgmma (",
+                                      Arg("arch='sm_90a'", "--arch sm_90a"), f"), not {arch}"))
         return lower_grouped_matmul(self.schedule_for(shape), arch, shape, self.dtype,
                                     self.out, self.layout,
                                     b_dtype=self.b_dtype if self.fp8 else None,

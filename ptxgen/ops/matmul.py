@@ -12,8 +12,8 @@ its stores stay whole 128-byte rows). pack=True instead copies A into an M x K4 
 into a K4 x N4 one (rounded up to 4, zero-filled; ops/pack.py), runs the kernel with 128-bit
 loads on them and leaves the last 1-4 columns past a multiple of BN to matmul_edge
 (ops/matmul_edge.py): up to four launches (steps()), scratch buffers A_packed and B_packed
-(workspace()). It is off by default: on the H200, 4095x4097x513 runs at 45.9 TFLOP/s with
-32-bit loads and 45.6 packed (the copies cost what the wide loads save; docs/PERF.md).
+(workspace()). It is off by default: the copies cost what the wide loads save
+(docs/PERF.md#fp32-gemm-no-tensor-cores).
 """
 import numpy as np
 

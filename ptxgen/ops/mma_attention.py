@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import arch as archmod
 from ..lower import lower_mma_attention
+from ..schedule.defaults import choice
 from ..schedule.mma_attention import MmaAttentionSchedule
 from .tensor_path import MMA_SYNC
 
@@ -23,21 +24,19 @@ class MmaSyncAttentionPath:
 
     @staticmethod
     def schedule_for(op, shape):
-        """128 query rows (8 warps of 16), double-buffered K/V, and 64-key steps at D = 128
-        (FlashAttention-2's 128 x 64 forward tile, Dao 2023), 128-key steps at D = 64: on the
-        H200 on 2026-12-01 (docs/PERF.md) 128 keys ran D = 64 at 1.02x / 0.94x torch's FLASH
-        backend (non-causal / causal) where 64 keys gave 0.92x / 0.86x; at D = 128 the Q, S, O
-        and P fragments of 128 keys do not fit the registers. 4 warps (64 rows) copy twice the
-        K/V rows per thread, and ptxas 13.0 spills at D = 128 (24-112 bytes)."""
+        """128 query rows (8 warps of 16: 4 warps copy twice the K/V rows per thread and spill
+        at D = 128), double-buffered K/V, and the key steps per head dim of the measured
+        default "mma_attention.schedule" (docs/PERF.md#attention-sm_80-path): 64 keys at
+        D = 128 (FlashAttention-2's 128 x 64 forward tile, Dao 2023), 128 at D = 64."""
         if op.schedule != "auto":
             return op.schedule
-        return MmaAttentionSchedule(BN=128 if shape["D"] == 64 else 64)
+        return MmaAttentionSchedule(**choice("mma_attention.schedule").get(str(shape["D"]), {}))
 
     @staticmethod
     def build(op, shape):
         return lower_mma_attention(op.schedule_for(shape), MmaSyncAttentionPath.arch(op), shape,
                                    dtype=op.dtype, causal=op.causal, name=op.kernel_name(),
-                                   mods=op.mod_spec(shape))
+                                   mods=op.mod_spec(shape), kv_group=op.kv_group)
 
     @staticmethod
     def kernel_args(op, shape, arrays):

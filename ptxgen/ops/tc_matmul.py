@@ -12,9 +12,9 @@ ring, wgmma, persistent CTAs. Tensor maps need 16-byte aligned rows: an operand 
 stored rows are not (K, or M / N for the transposed layouts, not a multiple of 8; tf32: 4) is first
 copied into a zero-padded workspace array (ops/pack.py, pad_copy_b16), or, for a K-major operand
 with k_pack="ldg", copied by the producer warpgroup itself with cp.async and re-aligned in shared
-memory (lower/ldg_producer.py; slower on the H200 so far: K_PACKS), or with
-k_pack="fused" pad-copied inside the GEMM kernel by the producer's idle warps while it runs
-(lower/fused_pad.py; correct on the H200, slower than pad copies so far: K_PACKS).
+memory (lower/ldg_producer.py), or with k_pack="fused" pad-copied inside the GEMM kernel by
+the producer's idle warps while it runs (lower/fused_pad.py); k_pack="auto" is the measured
+choice of the shipped defaults (schedule/data/defaults.json, docs/PERF.md#odd-shapes).
 M and N may be anything (TMA fills and clips the edges).
 
 The reference is float64 of the exact 16-bit inputs. Products of 16-bit floats are exact in the
@@ -36,6 +36,7 @@ from ..lower.fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, stagin
 from ..lower.ldg_producer import side_bytes
 from ..lower.split_k import split_k_workspace
 from ..schedule.matmul import target_limits
+from ..schedule.defaults import choice
 from ..schedule.tuned import tuned_tc_schedule
 from ..schedule.epilogue import as_epilogue
 from . import pack as packmod
@@ -51,44 +52,30 @@ TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
 MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32",     # the tensor maps' element type
              "e4m3": "u8", "e5m2": "u8"}
 # How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
-# copy, then TMA), "ldg" (the producer warpgroup's cp.async copies, lower/ldg_producer.py)
-# or "auto", the measured choice: pad copies. On the H200 (2026-12-01, docs/PERF.md, "Odd K
-# without pad copies") bf16 4096x4096x4093 ran at 165.6-178.2 TFLOP/s with "ldg" (four
-# schedules) against 631.8 with pad copies + TMA, 4096x4096x4094 at 288.5-374.2 against 630.6,
-# 4095x4097x4093 at 127.3-146.7 against 572.1, 8192x8192x8189 at 132.9-183.2 against 714.1, tf32
-# 4096x4096x4093 at 214.4 against 320.2. M-/N-major misaligned operands are always pad-copied.
-# "fused" (lower/fused_pad.py): TMA from the padded workspace as with "pad", but the
-# workspace is filled inside the GEMM kernel by the producer's idle warps, chunk by chunk in the
-# order the persistent grid needs them; it falls back to pad copies where the schedule is not
-# persistent with cluster_m=1 (the copy needs every CTA resident at once). Correct on the H200
-# but slower than "pad" (2026-12-02, docs/PERF.md, "Odd K, sixth session"): 4096x4096x4093
-# 548.7 against 639.1, 4095x4097x4093 555.7 against 624.1, 8192x8192x8189 650.6 against 722.5.
-# "fused1": only the operand whose panels the first wave of tiles needs fewer rows of is copied
-# in the kernel, the other pad-copied before it (fused_pad.first_wave_rows): the in-kernel
-# copy cannot feed the first wave all of B. Same run: 649.3 at 4096x4096x4093 and 732.2 at
-# 8192x8192x8189 (pad 640.3, 724.3), 600.0 at 4095x4097x4093 (pad 625.3): within run-to-run
-# noise of the pad copies, so "auto" stays "pad".
+# copy, then TMA), "ldg" (the producer's cp.async copies), "fused" (the padded copy made inside
+# the GEMM by the producer's idle warps; pad copies where the schedule is not persistent with
+# cluster_m=1), "fused1" (only the operand the first wave needs fewer rows of copied inside);
+# "auto": the measured default "tc_matmul.k_pack" (docs/PERF.md#odd-shapes). M-/N-major
+# misaligned operands are always pad-copied.
 K_PACKS = ("auto", "pad", "ldg", "fused", "fused1")
 FUSED_PACKS = ("fused", "fused1")
 
 
 def default_tc_schedule(shape, sm_count=None):
-    """The schedule for a shape, from the H200 run of 2026-12-01 (docs/PERF.md, tensor-core
-    GEMM): with fewer 128x256 tiles than SMs, 128x128 tiles (twice the CTAs: 0.79x cuBLAS at
-    M=128 N=K=8192 against 0.45x); up to 8 tiles per SM, one CTA per cluster with the TMA-store
-    epilogue (0.96x at 4096^3, where 2-CTA clusters gave 0.89-0.94x); from 8 per SM,
-    2-CTA clusters sharing B, TMA-store epilogue, no wgmma group left in flight (0.94-1.00x
-    at 6144^3, 8192^3 and the two large LLM shapes). Where 256x128 tiles take fewer rounds
-    of the SMs than 128x256 ones (a ragged N: 4095x4097 has 544 = 5 x 132 - 116 tiles of
-    128x256 but 528 = 4 x 132 of 256x128), the tile is turned."""
+    """The schedule for a shape the tune cache has no entry for: by the rounds ("waves") of
+    128x256 tiles the shape takes over the SMs, as the measured default "tc_matmul.schedule"
+    says (schedule/data/defaults.json, docs/PERF.md#against-cublas); 256x128 tiles where they
+    take fewer rounds (a ragged N: 4095x4097 has 544 = 5 x 132 - 116 tiles of 128x256 but
+    528 = 4 x 132 of 256x128)."""
+    rule = choice("tc_matmul.schedule")
     sm_count = sm_count_or_default(sm_count, TC_CHIP)
     tiles = _tiles(shape, 128, 256)
     if tiles < sm_count:
-        return TcMatmulSchedule(BN=128, wgmma_n=128, stages=6)
-    s = TcMatmulSchedule(epilogue="tma", stages=3) if tiles < 8 * sm_count else \
-        TcMatmulSchedule(cluster_m=2, inflight=0, epilogue="tma", stages=3)
+        return TcMatmulSchedule(**rule["under_one_wave"])
+    deep = tiles >= rule["deep_from_waves"] * sm_count
+    s = TcMatmulSchedule(**rule["deep" if deep else "shallow"])
     if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
-        s = dataclasses.replace(s, BM=256, BN=128, wgmma_n=128)
+        s = dataclasses.replace(s, **rule["turned"])
     return s
 
 
@@ -125,7 +112,7 @@ class WgmmaMatmulPath:
             # no TMA multicast of B with the ld.global producer or the fused copy (their
             # registers: lower_tc_matmul)
             return dataclasses.replace(s, cluster_m=1) if op.ldg_wanted(shape) or \
-                (op.k_pack in FUSED_PACKS and any(op.misaligned_k_major(shape))) else s
+                (op.packing in FUSED_PACKS and any(op.misaligned_k_major(shape))) else s
         return op.schedule
 
     @staticmethod
@@ -257,10 +244,15 @@ class TcMatmul(InstructionPaths, Operator):
     def schedule_for(self, shape):
         return self.path().schedule_for(self, shape)
 
+    @property
+    def packing(self):
+        """k_pack, with "auto" the measured default (docs/PERF.md#odd-shapes)."""
+        return choice("tc_matmul.k_pack") if self.k_pack == "auto" else self.k_pack
+
     def ldg_wanted(self, shape):
         """Whether misaligned K-major operands come by the producer's cp.async copies:
         k_pack "ldg" and some operand needs it."""
-        return self.k_pack == "ldg" and any(self.misaligned_k_major(shape))
+        return self.packing == "ldg" and any(self.misaligned_k_major(shape))
 
     def misaligned_k_major(self, shape):
         """(A, B): K-major and rows not 16-byte aligned (K % 8, tf32 K % 4)."""
@@ -281,13 +273,13 @@ class TcMatmul(InstructionPaths, Operator):
         fewer rows of), where the schedule allows it: persistent and one CTA
         per cluster, so the grid is at most one CTA per SM and all of it is resident at once
         (validate() guarantees one CTA fits an SM); otherwise pad copies (never a hang)."""
-        if not self.path().own_loads or self.k_pack not in FUSED_PACKS:
+        if not self.path().own_loads or self.packing not in FUSED_PACKS:
             return (False, False)
         s = self.schedule_for(shape)
         if not s.persistent or s.cluster_m != 1:
             return (False, False)
         want = self.misaligned_k_major(shape)
-        if self.k_pack == "fused1" and all(want):
+        if self.packing == "fused1" and all(want):
             grid = min(self.tiles(shape), sm_count_or_default(None, TC_CHIP))
             a_rows, b_rows = first_wave_rows(s, shape["M"], shape["N"], grid)
             want = (True, False) if a_rows <= b_rows else (False, True)

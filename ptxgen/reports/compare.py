@@ -3,6 +3,7 @@
 The static part (ptxas resources, PTX and SASS instruction counts) needs no GPU; with a GPU both
 kernels also run on the same fresh inputs, are checked against the float64 reference and timed.
 """
+import textwrap
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from .. import toolchain
 from ..arch import DEFAULT_TARGET
 from ..ir.verify import verify_module
+from ..names import display_name
 
 
 @dataclass
@@ -70,8 +72,10 @@ class Comparison:
                 "ours": figures(self.ours), "theirs": figures(self.theirs),
                 "via": {s.name: figures(s) for s in self.sides[1:-1]}}
 
-    def to_text(self):
-        return _table(self.sides, self.op, self.shape)
+    def to_text(self, width=100):
+        """The sides as columns, each line at most `width` characters (long cells wrap
+        inside their column); width=None: one line per row, as long as it gets."""
+        return _table(self.sides, self.op, self.shape, width)
 
 
 SIDE_NAMES = {"direct": "ptxgen", "llvm": "ptxgen→LLVM", "nvvm": "ptxgen→NVVM"}
@@ -130,16 +134,15 @@ def _run_all(op, shape, module, sides, theirs, seed):
     measure(theirs, lambda: twin_call(op.name, shape, dev))
 
 
-def _table(sides, op, shape):
-    rows = [("kernel",) + tuple(s.kernel[:40] + ("…" if len(s.kernel) > 40 else "")
-                                for s in sides)]
+def _table(sides, op, shape, width=None):
+    rows = [("kernel",) + tuple(display_name(s.kernel) for s in sides)]
     for label, attr in (("registers", "registers"), ("spill bytes", "spill_bytes"),
                         ("stack bytes", "stack_bytes"), ("static shared bytes", "shared_bytes"),
                         ("PTX instructions", "ptx_instructions"),
                         ("SASS instructions", "sass_instructions")):
         rows.append((label,) + tuple(getattr(s, attr) for s in sides))
-    rows.append(("top PTX",) + tuple(_top(s.ptx_top) for s in sides))
-    rows.append(("top SASS",) + tuple(_top(s.sass_top) for s in sides))
+    lists = [("top PTX",) + tuple(_top(s.ptx_top) for s in sides),
+             ("top SASS",) + tuple(_top(s.sass_top) for s in sides)]
     if all(s.ok is not None for s in sides):
         rows.append(("result",) + tuple(_ok(s) for s in sides))
         rows.append(("time (ms)",) + tuple(f"{s.time_ms:.4f}" for s in sides))
@@ -147,11 +150,25 @@ def _table(sides, op, shape):
         unit, scale = ("GB/s", 1e-6) if op.name == "saxpy" else ("TFLOP/s", 1e-9)
         rows.append((unit,) + tuple(f"{work / s.time_ms * scale:.1f}" for s in sides))
     head = ("",) + tuple(s.name for s in sides)
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     lines = [f"{op.name} " + " ".join(f"{k}={v}" for k, v in shape.items())]
-    for r in [head] + rows:
-        lines.append("  ".join(f"{str(x):{w}}" for x, w in zip(r, widths)).rstrip())
+    wide = _columns([head] + rows[:7] + lists + rows[7:])
+    if width is None or max(map(len, wide)) <= width:
+        return "\n".join(lines + wide)
+    # too wide for one line per row: the opcode lists below the table, a line per side
+    lines += _columns([head] + rows)
+    names = max(len(s.name) for s in sides)
+    for label, *tops in lists:
+        lines.append(label)
+        for s, top in zip(sides, tops):
+            lines += textwrap.wrap(top, width, initial_indent=f"  {s.name:{names}}  ",
+                                   subsequent_indent=" " * (names + 4))
     return "\n".join(lines)
+
+
+def _columns(rows):
+    rows = [tuple(map(str, r)) for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(f"{x:{w}}" for x, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def _top(pairs):

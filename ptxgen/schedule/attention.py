@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
 from .. import arch as archmod
 from ..errors import ScheduleError
+from .defaults import choice
 from .matmul import target_limits
 from .tc_matmul import (SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M,
                         check_register_split)
@@ -120,19 +121,10 @@ class AttentionSchedule:
         return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
 
 
-# Measured choices per head dim (H200, 2026-12-01 15:10 UTC, docs/PERF.md "Second run",
-# docs/data/attention_2026-12-01_final.json; TFLOP/s, B=4 H=32 S=4096):
-#   D=128: 2 consumers 656 (causal 583) vs 3 consumers (BN=64) 638 (559)  -> 2 consumers
-#   D=64:  2 consumers 446 (causal 413) vs 3 consumers (BN=128) 510 (429) -> 3 consumers
-# (S=16384 D=128: 653 vs 658, 640 vs 646, within the run's noise: 2 consumers kept.) The
-# simulator's ranking (ptxgen tune attention --dry-run) does not separate these at D=64: it
-# puts 2 consumers first there (docs/MODEL.md), so the rule follows the measurement.
-_BY_HEAD_DIM = {128: {}, 64: dict(consumers=3, consumer_regs=160, BN=128)}
-
-
 def default_attention_schedule(D, causal=False):
     """128-key steps (FlashAttention-3's tile for D = 128, Shah et al. 2024), 3 K/V stages and
-    the S/P·V overlap; 128 query rows (two consumers) at D = 128, 192 (three) at D = 64: the
-    fastest timed on the H200 (the table above; 3 stages with the overlap 677 TFLOP/s at
-    B=4 H=32 S=4096 D=128, where 2 stages gave 454 and 2 stages without the overlap 585)."""
-    return AttentionSchedule(**_BY_HEAD_DIM.get(D, {}))
+    the S/P·V overlap, with the measured default per head dim "attention.schedule"
+    (schedule/data/defaults.json, docs/PERF.md#fused-attention-forward-sm_90a): two consumer
+    warpgroups at D = 128, three at D = 64. The simulator's ranking does not separate these at
+    D = 64, so the choice follows the measurement."""
+    return AttentionSchedule(**choice("attention.schedule").get(str(D), {}))

@@ -20,6 +20,7 @@ from .. import arch as archmod
 from .. import isa
 from ..arch import DEFAULT_TARGET
 from ..errors import IsaDataError, ScheduleError
+from .defaults import choice
 
 def target_limits(arch):
     """{limit: value} a schedule must respect on `arch`, from ptxgen.isa.limits (the machine
@@ -334,19 +335,16 @@ CANDIDATES = {
     "64x64x8": MatmulSchedule(BM=64, BN=64, min_ctas_per_sm=8),
 }
 
-# Tile sizes the default picks from, largest first. Large grids take the grouped raster
-# (H200: 0.938x cuBLAS at 4096^3 and 0.958x at 8192^3 against 0.907x and 0.923x row-major).
-# A tuned schedule for the shape's class (ptxgen.tune) comes before any of these.
-_DEFAULT_POOL = ("128x128x8_g8", "128x64x8", "64x64x8")
-
-
 def default_schedule(shape, arch=DEFAULT_TARGET, sm_count=None):
     """The schedule Matmul.build uses for `shape`: the largest block tile whose grid still
-    gives every SM at least one CTA (small problems need smaller tiles to fill the GPU).
-    sm_count: the device's (None: the target's, ptxgen.isa.sm_count)."""
+    gives every SM at least one CTA (small problems need smaller tiles to fill the GPU), from
+    the measured pool "sgemm.default_pool" (schedule/data/defaults.json,
+    docs/PERF.md#fp32-gemm-no-tensor-cores); a tuned schedule for the shape's class comes
+    first (Matmul.schedule_for). sm_count: the device's (None: the target's, isa.sm_count)."""
     sm_count = isa.sm_count(arch) if sm_count is None else sm_count
-    for name in _DEFAULT_POOL:
+    pool = choice("sgemm.default_pool")
+    for name in pool:
         s = CANDIDATES[name]
         if -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN) >= sm_count:
             return s
-    return CANDIDATES[_DEFAULT_POOL[-1]]
+    return CANDIDATES[pool[-1]]

@@ -409,6 +409,12 @@ def evaluate(graph, env, score_err=0.0):
 
 # -- lowering onto the score fragment ------------------------------------------------------------
 ITYPE = {"f": T.f32, "i": T.s32, "b": T.pred}
+# With a score_mod that itself takes the special-function unit per element (tanh, exp, ...),
+# every SOFT_EX2_EVERY-th score element takes the softmax's exp2 on the FMA pipe instead (0:
+# none): that unit issues 16 results per clock per SM against the FMA pipe's 128, and ex2 alone
+# keeps it about half busy (FlashAttention-3, Shah et al. 2024, sec. 3).
+SOFT_EX2_EVERY = 4
+SFU_OPS = ("exp", "log", "tanh", "sqrt")
 IR_CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 LOG2E, LN2 = 1.0 / math.log(2.0), math.log(2.0)
 
@@ -797,6 +803,14 @@ class AttentionMods:
                 if all(t is not x for x in out):
                     out.append(t)
         return out
+
+    @property
+    def soft_ex2_every(self):
+        """k: every k-th score element's exp2 on the FMA pipe (0: all on the SFU)."""
+        g = self.score
+        busy = g is not None and any(n.op in SFU_OPS and g.level[id(n)] == ELEM
+                                     for n in g.nodes)
+        return SOFT_EX2_EVERY if busy else 0
 
     def params(self):
         """The kernel parameters after the unmodified kernel's."""

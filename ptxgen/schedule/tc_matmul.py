@@ -64,7 +64,7 @@ def check_register_split(s, lim, bad):
             f"the SM's {lim['regs_per_sm']}")
     # setmaxnreg moves registers inside the CTA's allocation, entry_regs() per thread at
     # launch: a split needing more makes the consumers' setmaxnreg.inc wait forever (a hang on
-    # the H200, 2026-12-01: 64 + 2 x 224 = 512 per 128 threads against 3 x 168 = 504)
+    # the H200: 64 + 2 x 224 = 512 per 128 threads against 3 x 168 = 504)
     held = s.entry_regs() * s.threads
     if total > held:
         bad(f"producer_regs + consumers x consumer_regs need {total} registers, more than "
@@ -175,7 +175,7 @@ class TcMatmulSchedule:
             return None
         if (n * OUT_BYTES[out]) % 16:
             # a row-piece of the flat view starting off a 16-byte boundary is an illegal
-            # instruction on the H200 (2026-12-01, tests/test_tc_matmul.py at N = 611): rows
+            # instruction on the H200 (tests/test_tc_matmul.py at N = 611): rows
             # not 16-byte aligned are stored by the threads
             return "rows_st"
         if self.epilogue == "tma":

@@ -4,14 +4,16 @@ lives in the schedule layer below both.
 
 Two places are read, the user's first:
 
-    $PTXGEN_TUNE_CACHE/matmul_sm_90.json      (default ~/.cache/ptxgen/tune, or under
-                                              $XDG_CACHE_HOME) written by `ptxgen tune`
+    $PTXGEN_TUNE_CACHE/matmul_sm_90.json      (default: tune/ under the cache root,
+                                              ptxgen.cachedir) written by `ptxgen tune`
     ptxgen/schedule/data/matmul_sm_90.json     shipped with the package, from GPU runs of
                                               benchmarks/tune_matmul.py (committed)
     ptxgen/schedule/data/tc_matmul_bf16_sm_90a.json the tensor-core GEMM's, from `ptxgen tune
                                               matmul --dtype bf16 --shapes ...` (committed)
 
-PTXGEN_TUNE=off makes every lookup miss (builds then use the default schedule).
+PTXGEN_TUNE=off makes every lookup miss (builds then use the default schedule). With
+PTXGEN_CACHE_DIR=off and no PTXGEN_TUNE_CACHE there is no user cache: only the shipped one is
+read, and `ptxgen tune` keeps its winner in the report alone.
 
 A shape class groups shapes that want the same schedule. The FP32 SGEMM's (shape_class): M, N
 and K each rounded to the nearest power of two (M and N from 4096 up, K from 2048 up, are one
@@ -19,19 +21,12 @@ bucket: the grid is many waves deep and the k loop dominates), plus the alignmen
 the kernel's global access widths (K % 4, N % 4, N % 2).
 
 The sm_90a tensor-core GEMM's (tc_shape_class) is finer, because its persistent CTAs walk the
-tiles in rounds ("waves") of one tile per SM, and the winner moves with that count where
-SGEMM's buckets see one class (H200, 2026-12-01, docs/PERF.md): in run 4, at 4096^3 (512 tiles
-of 128x256 on 132 SMs: 4 waves) one CTA per cluster with the TMA-store epilogue won (0.964x
-cuBLAS, 2-CTA clusters 0.888x), at 8192^3 (16 waves) 2-CTA clusters (0.996x against 0.908x);
-4096x4097x4096 has 5 waves of 128x256 but 4 of 256x128 tiles and wants the turned tile (1.13x
-the 128x256 one in the tuning run), 128x8192x8192 (a quarter wave) 128x128 tiles (2.6x the
-128x256 one). The tuning run ("Tensor-core tune cache" there) then found 128x256 with no wgmma
-group in flight within 1.4 % of both run-4 winners at 4096^3 and 8192^3 alike: the split by
-waves costs one tune per class and keeps classes apart that can differ. So the class is
+tiles in rounds ("waves") of one tile per SM and the winning schedule moves with that count
+(clusters win on deep grids, not on shallow ones; a ragged N wants the turned tile; a quarter
+wave wants smaller tiles: docs/PERF.md#tune-cache). So the class is
     waves     ceil(tiles / SMs) with the default 128x256 tile, exact up to 8 (the tail round's
               share and the cluster crossover fall there), then up to 16, 32, 64 and 64+
-              (deep grids behave alike: 6144^3's 9 waves and 8192^3's 16 both took the
-              2-CTA clusters, 0.940x and 0.996x); under one wave the quarters of a wave
+              (deep grids behave alike); under one wave the quarters of a wave
               filled ("q1" .. "q4": a grid that leaves most SMs idle wants smaller tiles)
     turned    the same count with 256x128 tiles where it differs ("w5t4": a ragged N or M
               whose last tile column or row costs a round that turning the tile saves)
@@ -49,7 +44,7 @@ import os
 import warnings
 from pathlib import Path
 
-from .. import isa
+from .. import cachedir, isa
 from ..arch import base_arch
 from ..errors import PtxgenError, ScheduleError
 
@@ -108,15 +103,16 @@ def file_name(operator, arch):
 
 
 def user_dir():
+    """$PTXGEN_TUNE_CACHE, else tune/ under the cache root; None when caches are off."""
     env = os.environ.get("PTXGEN_TUNE_CACHE")
     if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ptxgen" / "tune"
+        return Path(env).expanduser()
+    return cachedir.subdir("tune") if cachedir.enabled() else None
 
 
 def user_path(operator, arch):
-    return user_dir() / file_name(operator, arch)
+    d = user_dir()
+    return None if d is None else d / file_name(operator, arch)
 
 
 def package_path(operator, arch):
@@ -161,6 +157,8 @@ def lookup(operator, arch, shape, paths=None, cls=None):
         return None, None
     cls = cls or shape_class(shape)
     for path in paths or (user_path(operator, arch), package_path(operator, arch)):
+        if path is None:
+            continue
         entry = load_entries(path).get(cls)
         if entry is not None:
             return entry, path
@@ -222,10 +220,7 @@ def store(path, operator, arch, cls, entry):
             pass                               # replaced by a well-formed file
     data["entries"][cls] = entry
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        tmp.replace(path)
+        cachedir.write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     except OSError as e:
         raise PtxgenError(f"cannot write the tune cache {path}: {e.strerror or e}") from None
     _loaded.pop(path, None)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.opcodes import DATA_RESULT
 from ..ir.values import Addr, Imm, Reg
 from .levels import l2_keep_bytes
 from .program import ATOM, FIXED, LDG, LDS, STG, STS, backward_closure
@@ -50,7 +51,7 @@ class Access:
     atom_ops: float = 0.0       # atomic-unit operations per warp execution: per sector, the
                                 # most lanes on one address (lanes on distinct words of a
                                 # sector go together, lanes on one word one after another;
-                                # round sim12b: a line's four sectors are four operations)
+                                # a line's four sectors are four operations)
     atom_chunks: float = 0.0    # interleave chunks (L2 slices) the grid's addresses spread over
     atom_float: bool = False    # a floating-point atomic (its lanes on one address take the
                                 # float operation's time each, not the integer one's)
@@ -143,8 +144,7 @@ def _loads(prog):
     for st in prog.instrs:
         ins = st.instr
         if st.defs and (st.kind in (LDG, LDS, ATOM) or (
-                ins.opcode in ("ld", "ldu", "atom", "tex", "suld", "shfl")
-                and ins.space not in ("param", "const"))):
+                ins.opcode in DATA_RESULT and ins.space not in ("param", "const"))):
             out.append(st.index)
     return out
 
@@ -181,7 +181,7 @@ def l1_data_bytes(execs, size, line, banks, bank_bytes, tag_lines_per_cycle):
     addresses) in line-bytes: L1 shares its data array with shared memory, so a warp's lanes
     take bank wavefronts as there (per bank, one distinct 128-byte line's word per pass; a
     whole-line access is one pass a line), but the tag stage looks up no more than
-    `tag_lines_per_cycle` lines a cycle. Round sim14a (fit14a_pitch, H200): 16 lines of two
+    `tag_lines_per_cycle` lines a cycle. The fitting case fit14a_pitch (H200): 16 lines of two
     bytes a load, at the same offset of each line (pitch 128 .. 4096 bytes: one bank, 16
     passes) 40.0 us; 4099 bytes apart (offsets spread over the banks: 2 passes) 12.1 us.
     Without the tag figure the line count (one line a cycle) stands."""
@@ -382,7 +382,7 @@ def analyze(prog, table, records, warps_per_cta, later=None):
                           paced=first_load is not None and first_load < i
                           and thin_stores.paced_by(prog, records, i, sector, mm, lane_bytes))
         if st.kind in (LDG, STG) and len(s0) * 2 >= h.warp_size:
-            # scattered lanes (data-dependent or hashed addresses, round sim9b: gather_hash's
+            # scattered lanes (data-dependent or hashed addresses, as gather_hash's
             # 256 MiB table): L2 holds the part of the region they spread over it can keep
             addrs = [x for w in live for x in rec[w][0] if x is not None]
             region = max(addrs) + size - min(addrs)
@@ -443,7 +443,7 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
     The warp's stores of one block are one write stream (`group`: bytes per sector over all of
     them; `done`: sectors earlier ones wrote, updated here): a sector that they fill together
     is partial for none of them, and one an earlier store already wrote merges with it before
-    it costs DRAM anything more (`merged`; L2 still takes each write, round sim9b). Except a
+    it costs DRAM anything more (`merged`; L2 still takes each write). Except a
     *thin* sector, into which the
     instruction writes fewer than `min_bytes` (one lane's 4-byte word): that one costs L2 the
     read-modify-write every time. Measured on the H200 (fitting part, store_lanes): four scalar
@@ -467,7 +467,7 @@ def store_sectors(acc, rec, live, size, sector, group=None, done=None, min_bytes
         new = [s for s in w0 if s not in done]
         acc.paced = paced
         if paced:
-            # round sim10a (fit10a_store_ld, fitting part): stores that follow a global load
+            # the fitting case fit10a_store_ld: stores that follow a global load
             # reach L2 merged: a sector the warp's earlier store wrote (not thin) is no new L2
             # write. k = 4 scalar stores after one coalesced load wrote 256 MiB in 84.4 us,
             # the time of whole-sector stores (the same stores alone: 143.7 us, each its own

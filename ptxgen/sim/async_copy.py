@@ -13,7 +13,9 @@ phases and wgmma groups.
   test_wait) takes the CTA's transactions in order: its j-th wait holds it until transaction j
   has completed (stall reason `memory`).
 - A plain mbarrier.arrive whose guard holds is a consumer's release: its i-th counts toward
-  round i, complete once `arrivals` warps have arrived (the largest mbarrier.init count).
+  round i, complete once every warp of the CTA whose path releases (a guard that holds in
+  some lane) has made its i-th (arrivals to another CTA's barrier, a cluster's, are not
+  seen: each CTA's releases pace its own producer).
 - A producer's (a TMA-issuing warp's) j-th wait passes at once for j < the ring's stages (the
   immediate a stage counter of the wait's address is compared with), else waits for release
   round j − stages; with no ring found, its waits pass at once.
@@ -76,13 +78,6 @@ def async_roles(prog, default_box_bytes=16384):
     return out
 
 
-def arrivals(prog):
-    """Arrivals that complete a release round: the largest immediate mbarrier.init count."""
-    counts = [_imm(st.instr) for st in prog.instrs
-              if st.instr.opcode == "mbarrier" and st.instr.mods[:1] == ("init",)]
-    return max([c for c in counts if c] or [1])
-
-
 def ring_stages(prog, roles):
     """The stages of the producer's ring: the immediate a register feeding a producer wait's
     address (through mad/mul/shl/add, two definitions deep) is compared with by setp; None
@@ -119,9 +114,10 @@ def ring_stages(prog, roles):
 
 class _CtaState:
     __slots__ = ("tx_left", "tx_done", "open", "waiting", "rounds", "round_done",
-                 "pwaiting", "producers", "consumers")
+                 "pwaiting", "producers", "consumers", "releasers")
 
     def __init__(self):
+        self.releasers = 0          # warps whose path releases (a guard holding in a lane)
         self.tx_left = []           # per transaction: copies still to be issued
         self.tx_done = []           # per transaction: the latest landing so far
         self.open = None            # the transaction the producer's copies go to
@@ -166,7 +162,11 @@ class AsyncState:
                            if any(roles.get(i, (None,))[0] in (TMA, EXPECT)
                                   for i in range(b.start, b.end))}
         self.nb = nb
-        self.arrivals = arrivals(prog)
+        self.release_at = {}        # block → [(guard bit or -1)] of its release instructions
+        for b in prog.blocks:
+            for i in range(b.start, b.end):
+                if roles.get(i, (None,))[0] == RELEASE:
+                    self.release_at.setdefault(b.id, []).append(prog.instrs[i].guard_bit)
         self.stages = ring_stages(prog, roles)
         tma = table.ops.get("TMA")
         self.latency = tma.latency if tma is not None else 0.0
@@ -180,6 +180,16 @@ class AsyncState:
                 c.producers += 1
             else:
                 c.consumers += 1
+                c.releasers += self._releases(w.trace)
+
+    def _releases(self, trace):
+        """Whether a path reaches a release whose guard holds in some lane."""
+        nb = self.nb
+        for e in trace:
+            for g in self.release_at.get(e % nb, ()):
+                if g < 0 or not (e // nb >> g) & 1:
+                    return True
+        return False
 
     def _issues_tma(self, trace):
         nb, blocks = self.nb, self.tma_blocks
@@ -229,7 +239,7 @@ class AsyncState:
                 c.rounds.append(0)
                 c.round_done.append(None)
             c.rounds[i] += 1
-            if c.rounds[i] >= self.arrivals and c.round_done[i] is None:
+            if c.rounds[i] >= c.releasers and c.round_done[i] is None:
                 c.round_done[i] = t
                 self._wake(sm, c.pwaiting.pop(i, ()), t)
             return nxt
@@ -244,6 +254,18 @@ class AsyncState:
                 del ws.wg_groups[:cut]
             return nxt
         return nxt
+
+    def unblock(self, sm, now):
+        """The run would stop with every warp held: the earliest pending wait passes now (a
+        dependency the model does not see, e.g. a cluster peer's). False when none is held
+        here."""
+        for c in self.ctas:
+            for pending in (c.waiting, c.pwaiting):
+                if pending:
+                    k = min(pending)
+                    self._wake(sm, pending.pop(k), now)
+                    return True
+        return False
 
     def wgmma_done(self, w, done):
         ws = self.warps.get(w.wid)

@@ -14,7 +14,7 @@ import math
 
 def is_float(ins):
     """Whether a global atomic operates on floating-point words (atom/red .f16/.f32/.f64...):
-    one address takes a float operation's time per lane (fitd_atom, round sim10b: red.add.f32
+    one address takes a float operation's time per lane (fitting case fitd_atom: red.add.f32
     on one word 1.76 ns a lane, atom.add / atom.max .u32 0.74 ns)."""
     return any(m[:1] == "f" and m[1:].isdigit() or m in ("bf16", "bf16x2", "f16x2")
                for m in ins.mods)
@@ -39,7 +39,7 @@ def partial_sectors(lanes, size, sector):
 
 def unknown_scatter(acc, ins, lanes, size, sector):
     """Fill acc for a global atomic whose addresses come from data the pilot does not know
-    (a particle's cell from its loaded position, round sim15b): taken as scattered, as its
+    (a particle's cell from its loaded position): taken as scattered, as its
     bytes already are, each lane on its own sector, so a lane narrower than a sector is the
     read-modify-write of a partial one (the fitting part's fitd_atom on 1000003 hashed buckets
     costs what its partial sectors do); no address shared, so no queue behind one."""
@@ -65,7 +65,7 @@ def replies(prog, st):
 def l2_bytes(acc, sector, partial_write, red_partial=0.0):
     """L2 bytes of one warp execution of a global atomic with Access `acc`: its sectors, a
     partial one at the read-modify-write's figure instead of a sector's (a reduction's figure
-    when its SASS returns nothing: round sim15b's fit15b_atom, 0.75 of the returning form's
+    when its SASS returns nothing: the fitting case fit15b_atom, 0.75 of the returning form's
     time on the same scattered words)."""
     if acc is None or not partial_write:
         return acc.bytes if acc is not None else 0
@@ -102,7 +102,7 @@ def contention(acc, rec, line, interleave, op_bytes=0):
     """Fill acc's atomic figures from every recorded warp execution (`rec`: warp → executions →
     lane addresses; warps sampled across the grid): the most used address and how much of the
     grid uses it, the atomic-unit operations per execution (one per `op_bytes` block the lanes
-    touch, default a line; the simulator passes the sector: the fitting atomics of round sim10b
+    touch, default a line; the simulator passes the sector: the fitting atomics (fitd_atom)
     take a sector each, so a coalesced warp on one line is four operations and a scatter over
     a 4 KiB table about one per lane), and how many interleave chunks (L2 slices serve the
     address space in chunks) the grid's addresses spread over."""

@@ -4,7 +4,12 @@ not the mean where trip counts follow the CTA's index. Warp 0's instructions alo
 path are counted for CTAs spread over the grid (spread_ctas again, so a 2-D grid's columns and
 rows are both covered), and the full waves' count is scaled by the grid's mean over the mean of
 the CTAs simulated: the block scheduler refills a slot as its CTA ends, so the further waves
-cost the mean CTA's work, not the simulated ones'."""
+cost the mean CTA's work, not the simulated ones'.
+
+Applied to kernels with tensor-pipe work only (sim/launch.py): instructions stand for work
+where CTAs differ by loop trips over the same tiles; on the SIMT set (model_set
+2026-12-02h) it moved 14 cases and worsened the held-out figures (stencil3d's boundary CTAs
+exit early yet cost their memory traffic: -49 %; bfs_level's data-dependent frontier)."""
 from .paths import follow
 from .waves import path_instructions, spread_ctas
 

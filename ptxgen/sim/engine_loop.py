@@ -10,7 +10,7 @@ untraced warp that does not end its block (`plain_issue`). Everything else (memo
 operations, barriers, block ends and exits, async ops, traced warps) goes through `Sm.step`.
 
 The two loops do the same float operations in the same order: their results (cycles, stall
-sums, traced warps' events) are identical to the last bit (tests/test_sim_round14c.py runs
+sums, traced warps' events) are identical to the last bit (tests/test_sim_engine.py runs
 both)."""
 import math
 from itertools import chain
@@ -53,6 +53,8 @@ def reference_loop(sm, now, s0, busy):
 def _idle_jump(sm, now):
     """Nothing could issue: the first cycle something can."""
     nxt = min(map(attrgetter("ready"), chain.from_iterable(sm.queues)), default=_INF)
+    if nxt == _INF and sm.hopper is not None and sm.hopper.unblock(sm, now + 1):
+        return now + 1
     if nxt == _INF:
         stuck = [w.wid for w in sm.warps if not w.done]
         raise PtxgenError(f"simulation deadlock: warps {stuck[:8]} wait at a barrier "

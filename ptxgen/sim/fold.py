@@ -6,7 +6,7 @@ folds only where the shifted value has exactly one reader, in the same basic blo
 else needs it in a register of its own); a copy between registers is coalesced away; a 32-bit
 constant moved into a register that one 32-bit float or integer instruction of the block reads
 becomes that instruction's immediate operand (NVVM writes `mov.f32 %f4, 0fBFC90FDA; fma.rn.f32
-%f5, %f3, %f4, %f1`, ptxas `FFMA R8, R9, -1.5707962..., R14`: haversine, round sim15a); and a small
+%f5, %f3, %f4, %f1`, ptxas `FFMA R8, R9, -1.5707962..., R14`: the haversine case); and a small
 loop counted by a 32-bit register is unrolled 4x, so its counter's add and compare run once
 per four trips (`unrolled_control`; the back-edge branch still issues every trip, standing in
 for the unrolled loop's add, compare and branch per four). The instructions found here still

@@ -36,7 +36,7 @@ from .cached import scheduled_program
 from .async_copy import tma_dram_fraction
 from .cta_work import grid_work_ratio
 from .program import ALU, ATOM, LDG, STG, add_spills
-from .result import SimReport
+from .result import SimReport, tensor_share
 from .values import Env
 from .waves import (cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair,
                     spread_ctas)
@@ -197,8 +197,34 @@ def _loaded_control(prog, plan, inside):
     return out
 
 
+def _cluster_dims(kernel):
+    """The kernel's .reqnctapercluster (x, y, z), or (1, 1, 1)."""
+    for d in kernel.directives:
+        words = d.replace(",", " ").split()
+        if words and words[0] == ".reqnctapercluster":
+            dims = [int(w) for w in words[1:]] + [1, 1]
+            return tuple(dims[:3])
+    return (1, 1, 1)
+
+
+def _cluster_specs(cx, cy, cz, grid, cluster):
+    """%clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid, %cluster_ctarank,
+    %cluster_nctarank of CTA (cx, cy, cz) in clusters of `cluster` CTAs (x, y, z)."""
+    kx, ky, kz = cluster
+    ids = (cx // kx, cy // ky, cz // kz)
+    rank = (cx % kx) + kx * ((cy % ky) + ky * (cz % kz))
+    out = {"cluster_ctarank": rank, "cluster_nctarank": kx * ky * kz,
+           "is_explicit_cluster": int(kx * ky * kz > 1)}
+    for k, axis in enumerate("xyz"):
+        out[f"clusterid.{axis}"] = ids[k]
+        out[f"nclusterid.{axis}"] = -(-grid[k] // cluster[k])
+        out[f"cluster_ctaid.{axis}"] = (cx, cy, cz)[k] % cluster[k]
+        out[f"cluster_nctaid.{axis}"] = cluster[k]
+    return out
+
+
 def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, table,
-                every_lane=False):
+                every_lane=False, cluster=(1, 1, 1)):
     """Special registers of the first and last thread of one warp of one CTA (every_lane:
     of all its threads)."""
     gx, gy, gz = grid
@@ -208,6 +234,7 @@ def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, tabl
     first = warp * warp_size
     last = min(first + warp_size - 1, threads - 1)
     specs = []
+    clusters = _cluster_specs(cx, cy, cz, grid, cluster)
     for t in (range(first, last + 1) if every_lane else sorted({first, last})):
         specs.append({
             "tid.x": t % bx, "tid.y": (t // bx) % by, "tid.z": t // (bx * by),
@@ -217,7 +244,7 @@ def _lane_specs(cta_id, grid, block, warp, warp_size, sm_count, dyn_shared, tabl
             "laneid": t - first, "warpid": warp, "nwarpid": table.header.max_warps_per_sm,
             "smid": 0, "nsmid": sm_count, "gridid": 0,
             "dynamic_smem_size": dyn_shared, "total_smem_size": dyn_shared,
-            **_lanemasks(t - first, warp_size),
+            **_lanemasks(t - first, warp_size), **clusters,
         })
     return specs
 
@@ -310,7 +337,7 @@ def _passes(prog, records, sector):
     kernel: max, then sum), so what it reads between the two stands between a byte's first
     read and its second. 'written' when loads in one loop read sectors that stores in another
     wrote (a forward sweep keeping its intermediates, a backward sweep reading them: the
-    Thomas algorithm, round sim11b): everything the CTA touches in between stands between
+    Thomas algorithm): everything the CTA touches in between stands between
     the write and the read. '' otherwise."""
     where, wrote, first = {}, {}, {}
     for i, rec in records.items():
@@ -402,9 +429,11 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     # count (one) instead of the data
     votes = plan.votes
 
+    cluster = _cluster_dims(kernel)
+
     def specs(cta, w):
         return _lane_specs(cta, grid, block, w, ws, S, int(shared_bytes), table,
-                           every_lane=votes)
+                           every_lane=votes, cluster=cluster)
 
     waves = []
     pilot = None
@@ -439,7 +468,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     hot = _hot_loop(prog, pilot, sample)
     access, passes = _access_pilot(
         prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
-            cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True),
+            cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True,
+            cluster=cluster),
         warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
     loads, stores = _traffic(prog, pilot.trace, access)
     requested = loads * warps_per_cta * n_ctas
@@ -465,79 +495,91 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         prog, pilot.trace, n_ctas, (footprint - written if footprint and footprint > written
                                     else footprint))
 
-    results = []
-    steps = pilot.steps
-    caps = sample_caps(sample) if hot is not None else (sample,)
-    for name, count, cta_ids, active in waves:
-        if results and len(cta_ids) == results[0].ctas and active == results[0].active_sms:
-            # a tail wave as full as a full wave (and as spread) behaves like one
-            results[0].count += count
-            continue
-        runs = [([], []) for _ in caps]           # per cap: traces per CTA, skipped per warp
-        for c in cta_ids:
-            rows = [[] for _ in caps]
-            for w in range(warps_per_cta):
-                p = follow(plan, specs(c, w), trip=trip, cap=caps,
-                           hot_loop=hot.id if hot else None, budget=budget,
-                           warnings=warnings)
-                steps += p.steps
-                for k, (tr, sk) in enumerate(p.samples):
-                    rows[k].append(tr)
-                    runs[k][1].append(sk)
-            for k in range(len(caps)):
-                runs[k][0].append(rows[k])
-        kept = sampled_pair(prog, runs, caps)     # long iterations: fewer of them
-        runs = runs[kept:kept + 2]
-        if not results:
-            sample = caps[kept]                   # what the report says the sample kept
-        sims, again, first = [], None, None
-        # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
-        # warp slots, so the sub-partitions stay busy while a CTA's last warps finish (a CTA
-        # whose last warp runs the longest loop); what a second set of the same CTAs adds to
-        # the run (`again`) is the steady-state share of each further wave
-        rerun = count > 1 and "cta_relaunch_cycles" in (table.memory_model or {})
-        for k, (traces, skipped) in enumerate(runs):
-            if k and sims[0][1] == 0:
-                break                             # nothing was left out: no second run
-            mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
-                                                       resident, access, tma_frac))
-            tw = trace_warps if not results and not k else 0
-            sm = first.alt_result if k and first is not None else None
-            if k == 0:
-                # with `rerun`, one run of both sets, copied without the second when the
-                # first CTA ends (sim/fork.py): the wave's run is `again`'s first stretch,
-                # simulated once; the shorter sample's run is copied off it too
-                first = Sm(prog, traces + traces if rerun else traces, table, mem,
-                           trace_warps=tw, resident=len(traces) if rerun else None)
-                if len(runs) > 1:
-                    first.set_alternative(runs[1][0])
-                if rerun:
-                    again = first.run(fork=True)
-                    sm = first.forked
-                    mem = memmod.SmMemory(memmod.memory_config(table, active, level,
-                                                               dram_fraction, resident,
-                                                               access, tma_frac))
-                else:
-                    sm = first.run()
-            if sm is None:
-                sm = run_sm(prog, traces, table, mem, trace_warps=tw)
-            sims.append((sm, max(skipped, default=0)))
-        results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
-                                    sims[1] if len(sims) > 1 else None, again,
-                                    cta_balance(prog, runs, warps_per_cta),
-                                    (table.memory_model or {}).get("cta_relaunch_cycles", 0.0),
-                                    [max(sk[k:k + warps_per_cta], default=0) for sk in
-                                     [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
-                                    table.header.schedulers_per_sm))
+    # the clock: the sustained one, lowered by tensor work (isa clock_for_tensor_share);
+    # memory rates are bytes per cycle of it, so a kernel whose tensor pipes work runs
+    # again at the clock its first run's tensor share gives
+    clock = table.time_clock_mhz
+    pilot_steps, first_sample = pilot.steps, sample
+    for _clock_pass in range(2):
+        sample = first_sample
+        results = []
+        steps = pilot_steps
+        caps = sample_caps(sample) if hot is not None else (sample,)
+        for name, count, cta_ids, active in waves:
+            if results and len(cta_ids) == results[0].ctas and active == results[0].active_sms:
+                # a tail wave as full as a full wave (and as spread) behaves like one
+                results[0].count += count
+                continue
+            runs = [([], []) for _ in caps]           # per cap: traces per CTA, skipped per warp
+            for c in cta_ids:
+                rows = [[] for _ in caps]
+                for w in range(warps_per_cta):
+                    p = follow(plan, specs(c, w), trip=trip, cap=caps,
+                               hot_loop=hot.id if hot else None, budget=budget,
+                               warnings=warnings)
+                    steps += p.steps
+                    for k, (tr, sk) in enumerate(p.samples):
+                        rows[k].append(tr)
+                        runs[k][1].append(sk)
+                for k in range(len(caps)):
+                    runs[k][0].append(rows[k])
+            kept = sampled_pair(prog, runs, caps)     # long iterations: fewer of them
+            runs = runs[kept:kept + 2]
+            if not results:
+                sample = caps[kept]                   # what the report says the sample kept
+            sims, again, first = [], None, None
+            # waves are not lockstep: the next wave's CTAs start as this wave's end, in their
+            # warp slots, so the sub-partitions stay busy while a CTA's last warps finish (a CTA
+            # whose last warp runs the longest loop); what a second set of the same CTAs adds to
+            # the run (`again`) is the steady-state share of each further wave
+            rerun = count > 1 and "cta_relaunch_cycles" in (table.memory_model or {})
+            for k, (traces, skipped) in enumerate(runs):
+                if k and sims[0][1] == 0:
+                    break                             # nothing was left out: no second run
+                mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
+                                                           resident, access, tma_frac, clock))
+                tw = trace_warps if not results and not k else 0
+                sm = first.alt_result if k and first is not None else None
+                if k == 0:
+                    # with `rerun`, one run of both sets, copied without the second when the
+                    # first CTA ends (sim/fork.py): the wave's run is `again`'s first stretch,
+                    # simulated once; the shorter sample's run is copied off it too
+                    first = Sm(prog, traces + traces if rerun else traces, table, mem,
+                               trace_warps=tw, resident=len(traces) if rerun else None)
+                    if len(runs) > 1:
+                        first.set_alternative(runs[1][0])
+                    if rerun:
+                        again = first.run(fork=True)
+                        sm = first.forked
+                        mem = memmod.SmMemory(memmod.memory_config(table, active, level,
+                                                                   dram_fraction, resident,
+                                                                   access, tma_frac, clock))
+                    else:
+                        sm = first.run()
+                if sm is None:
+                    sm = run_sm(prog, traces, table, mem, trace_warps=tw)
+                sims.append((sm, max(skipped, default=0)))
+            results.append(extrapolate(name, count, len(cta_ids), active, sims[0],
+                                        sims[1] if len(sims) > 1 else None, again,
+                                        cta_balance(prog, runs, warps_per_cta),
+                                        (table.memory_model or {}).get("cta_relaunch_cycles", 0.0),
+                                        [max(sk[k:k + warps_per_cta], default=0) for sk in
+                                         [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
+                                        table.header.schedulers_per_sm))
 
-    if full > 1 and results and results[0].name == "full":
+        tuned = table.clock_for_tensor_share(tensor_share(table, results))
+        if _clock_pass == 1 or abs(tuned - clock) <= 0.005 * clock:
+            break
+        clock = tuned
+    if full > 1 and results and results[0].name == "full" and any(
+            prog.units[st.unit] == "TENSOR" for st in prog.instrs):
         results[0].count *= grid_work_ratio(plan, prog, specs, grid, waves[0][2], trip, budget,
                                             warnings)
     return SimReport.build(
         kernel=kernel.name, arch=arch, table=table, grid=grid, block=block, regs=int(regs),
         shared=smem, occupancy=occ, waves=results, n_ctas=n_ctas, dram_fraction=dram_fraction,
         footprint=footprint, requested=requested, level=level, resident=resident,
-        launch_path=launch_path,
+        launch_path=launch_path, clock_mhz=clock,
         hot=(hot.header, hot.line) if hot else None, sample=sample,
         warnings=list(warnings.values()), wall_s=time.perf_counter() - t_start,
         path_steps=steps, trace_events=results[0].events if results else [])

@@ -75,12 +75,12 @@ class MemoryConfig:
 
 
 def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=False,
-                  access=None, tma_dram_fraction=None):
+                  access=None, tma_dram_fraction=None, clock_mhz=None):
     """Rates and latencies for one SM. resident: the launch's whole footprint stays in L2
     between launches, so global loads hit L2 and stores stay in it."""
     h = table.header
     # bytes per cycle of the clock the simulated cycles are converted at (result.py)
-    clock_hz = table.time_clock_mhz * 1e6
+    clock_hz = (clock_mhz or table.time_clock_mhz) * 1e6
     rates, lat = {}, {}
     for name, m in table.memory.items():
         # SHARED and L1 are per SM; L2 and DRAM are split among the SMs that work
@@ -191,7 +191,7 @@ class SmMemory:
         """L2 bytes of a load's request: its sectors, but no less than the per-line request
         cost of the lines they lie in (a lane per line: scattered loads are request-bound)."""
         # L2 serves loads alone faster than the copy its bandwidth figure was measured on
-        # (reads and writes): the sectors at the load rate (round sim10a); the per-line
+        # (reads and writes): the sectors at the load rate; the per-line
         # request floor stays as gather_hash measured it
         sectors = nbytes * self.cfg.l2_load_scale
         if acc is None or not acc.l1_bytes or not self.cfg.load_line_bytes:
@@ -219,7 +219,7 @@ class SmMemory:
 
     def _random_read_bytes(self):
         """A scattered load's missed sector is read, not written back: its own figure where the
-        isa file has one (round sim16, gather_hash), else a store's."""
+        isa file has one (fitted on gather_hash), else a store's."""
         return self.cfg.random_read_sector_bytes or self._random_bytes()
 
     def store_global(self, t, st):

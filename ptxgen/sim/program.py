@@ -217,7 +217,7 @@ def _int64_halves(st, ins, table):
     checks and index arithmetic are 64-bit. 64-bit adds, shifts and logic stay one
     instruction: ptxas folds most of them into address arithmetic (IMAD.WIDE, LEA.HI.X, the
     load's offset) or drops a known high half; charging two each made the benchmark set worse
-    (docs/MODEL.md, round sim9b)."""
+    (docs/MODEL.md)."""
     mm = table.memory_model or {}
     t = ins.type
     if t is None or t.kind not in ("uint", "sint", "bits") or t.bits != 64 or \

@@ -37,6 +37,16 @@ class WaveResult:
         return self.cycles + (self.count - 1) * (self.steady or self.cycles)
 
 
+def tensor_share(table, waves):
+    """The share of the waves' time their tensor pipes were busy (0 without a TENSOR pipe)."""
+    cycles = sum(w.total for w in waves)
+    if "TENSOR" not in table.units or not cycles:
+        return 0.0
+    k = table.units.index("TENSOR")
+    return sum(w.count * w.unit_busy[k] for w in waves) / (
+        cycles * table.header.schedulers_per_sm)
+
+
 @dataclass
 class SimReport:
     kernel: str
@@ -59,17 +69,13 @@ class SimReport:
     @classmethod
     def build(cls, *, kernel, arch, table, grid, block, regs, shared, occupancy, waves, n_ctas,
               dram_fraction, footprint, requested, level, hot, sample, warnings, wall_s,
-              resident=False, launch_path="cuda.core",
+              resident=False, launch_path="cuda.core", clock_mhz=None,
               path_steps, trace_events):
         h = table.header
         # cycles are SM cycles at the clock the GPU sustains under load (isa [timing]); what
         # CUDA events report around a launch adds the measured launch overhead to them
-        clock = table.time_clock_mhz
+        clock = clock_mhz or table.time_clock_mhz
         cycles = sum(w.total for w in waves)
-        if "TENSOR" in table.units and cycles:
-            share = sum(w.count * w.unit_busy[table.units.index("TENSOR")] for w in waves) / (
-                cycles * h.schedulers_per_sm)
-            clock = table.clock_for_tensor_share(share)
         # the GPU starts the grid's CTAs one after another at a fixed rate, whatever each does:
         # a grid of short CTAs (one store a thread) lasts at least that long
         dispatch = n_ctas * (table.memory_model or {}).get("cta_dispatch_ns", 0.0) * clock * 1e-3

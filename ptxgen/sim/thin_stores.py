@@ -6,10 +6,10 @@ measured on the H200 under three conditions, each an isa figure:
 
 - no global load of the warp before the store: `l2_filled_thin_sector_bytes` (store_lanes,
   fit14a_store none / gap / busy: 8 stores of 4 bytes per sector, 256 MiB in ~600 us);
-- after a global load of the warp (round sim14a): `l2_paced_thin_sector_bytes`
+- after a global load of the warp: `l2_paced_thin_sector_bytes`
   (fit14a_store coal, fit10a_store_ld: 520-545 us);
 - after a *thin* global load of the warp, one that reads fewer than the same minimum of every
-  sector it touches (round sim15c: sort8_network's loads x[8 i + j], 4 bytes of each of 32
+  sector it touches (sort8_network's loads x[8 i + j], 4 bytes of each of 32
   sectors): `l2_paced_thin_load_sector_bytes` (fit14a_store thin 460 us, fit15c_sort with
   sort8's compute network between loads and stores 380-420 us, sort8 itself ~300 us per
   256 MiB). Measured, not explained: the loads leave the warp's stores cheaper, the more so

@@ -12,6 +12,7 @@ import struct
 import numpy as np
 
 from ..ir import types as T
+from ..ir.semantics import COMPARE, PREDICATE, UNSIGNED_COMPARE, evaluation
 from ..ir.values import Addr, Imm, PredPair, Reg, Special, Sym, Vec
 
 
@@ -68,17 +69,7 @@ def converter(t):
     return f
 
 
-_CMP = {
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-    "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b,
-    "hi": lambda a, b: a > b, "hs": lambda a, b: a >= b,
-    "equ": lambda a, b: a == b, "neu": lambda a, b: a != b,
-    "ltu": lambda a, b: a < b, "leu": lambda a, b: a <= b,
-    "gtu": lambda a, b: a > b, "geu": lambda a, b: a >= b,
-}
-_BOOL = {"and": lambda a, b: a and b, "or": lambda a, b: a or b, "xor": lambda a, b: a != b}
+_COMBINE = ("and", "or", "xor")         # setp's combining operations (ir/semantics.PREDICATE)
 
 
 def _unsigned(t):
@@ -158,7 +149,7 @@ def value_getter(o, t, reg_index, env):
 # half-precision format much data is kept in: an assumption about data). A comparison of such a value with a constant beyond
 # that range (an infinity test, or libdevice's sinf/cosf switch to Payne-Hanek argument
 # reduction above |x| = 105615) is then decided as every ordinary value decides it, so the
-# walk follows the common path instead of the exceptional one (round sim15a, haversine).
+# walk follows the common path instead of the exceptional one (the haversine case).
 DATA_MAGNITUDE = float(np.finfo(np.float16).max)
 
 
@@ -195,61 +186,6 @@ def _param_load(ins, env):
     a = ins.operands[1]
     if isinstance(a, Addr) and isinstance(a.base, Sym) and a.offset == 0:
         return convert(env.params.get(a.base.name), ins.type)
-    return None
-
-
-def _arith(op, mods, t):
-    """fn(*values) → value for the arithmetic opcodes; None when not understood."""
-    fl = t is not None and t.is_float
-    if op == "add":
-        return lambda a, b: a + b
-    if op == "sub":
-        return lambda a, b: a - b
-    if op == "mul":
-        if fl or "lo" in mods or "wide" in mods:
-            return lambda a, b: a * b
-        if "hi" in mods:
-            bits = t.bits
-            return lambda a, b: (a * b) >> bits
-    if op in ("mad", "fma"):
-        if fl or "lo" in mods or "wide" in mods:
-            return lambda a, b, c: a * b + c
-        if "hi" in mods:
-            bits = t.bits
-            return lambda a, b, c: ((a * b) >> bits) + c
-    if op == "div":
-        if fl:
-            return lambda a, b: a / b if b else None
-        return lambda a, b: (abs(a) // abs(b)) * (1 if (a >= 0) == (b >= 0) else -1) if b else None
-    if op == "rem":
-        return lambda a, b: (abs(a) % abs(b)) * (1 if a >= 0 else -1) if b and not fl else None
-    if op == "popc" and t is not None:
-        mask = (1 << t.bits) - 1
-        return lambda a: bin(a & mask).count("1")
-    if op == "brev" and t is not None:
-        # bit-reversed indices (FFT reorderings) address scattered stores: the pilot must see
-        # them to price the sectors (round sim11b, bitrev_rows)
-        bits = t.bits
-        return lambda a: int(format(a & ((1 << bits) - 1), f"0{bits}b")[::-1], 2)
-    if op == "min":
-        return min
-    if op == "max":
-        return max
-    if op == "neg":
-        return lambda a: -a
-    if op == "abs":
-        return abs
-    if op in ("and", "or", "xor"):
-        if t is not None and t.kind == "pred":
-            return _BOOL[op]
-        return {"and": lambda a, b: a & b, "or": lambda a, b: a | b,
-                "xor": lambda a, b: a ^ b}[op]
-    if op == "not":
-        return (lambda a: not a) if t is not None and t.kind == "pred" else (lambda a: ~a)
-    if op == "shl":
-        return lambda a, b: a << min(b, 64)
-    if op == "shr":
-        return lambda a, b: a >> min(b, 64)
     return None
 
 
@@ -310,9 +246,9 @@ def evaluator(st, reg_index, env, atomic_old=()):
         known = "ne" in mods
         compute = lambda vals, spec: (known,)
     elif op == "setp" and len(srcs) >= 2:
-        cmp = next((_CMP[m] for m in mods if m in _CMP), None)
-        comb = next((_BOOL[m] for m in mods if m in _BOOL), None)
-        ct = _unsigned(t) if any(m in ("lo", "ls", "hi", "hs") for m in mods) else t
+        cmp = next((COMPARE[m] for m in mods if m in COMPARE), None)
+        comb = next((PREDICATE[m] for m in mods if m in _COMBINE), None)
+        ct = _unsigned(t) if any(m in UNSIGNED_COMPARE for m in mods) else t
         a, b = (_ordinary(value_getter(o, ct, reg_index, env), other, ct)
                 for o, other in ((srcs[0], srcs[1]), (srcs[1], srcs[0])))
         c = value_getter(srcs[2], T.pred, reg_index, env) if len(srcs) > 2 else None
@@ -337,7 +273,7 @@ def evaluator(st, reg_index, env, atomic_old=()):
             c = p(vals, spec)
             return (None if c is None else (a(vals, spec) if c else b(vals, spec)),)
     else:
-        f = _arith(op, mods, t)
+        f = evaluation(op, mods, t)
         if f is not None and not isinstance(ins.dests[0], (Vec, PredPair)):
             wide = "wide" in mods
             ts = [t] * len(srcs)

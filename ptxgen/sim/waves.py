@@ -41,7 +41,7 @@ def path_instructions(prog, trace):
 # cover this many per warp. The sample is there to reach the loop's steady state, which a
 # stretch of instructions does, however many iterations it holds: a DP row loop of 1200
 # instructions an iteration (edit_distance_local) reaches it as well in 4 iterations as
-# in 16, at a quarter of the simulation (round sim12a, docs/MODEL.md)
+# in 16, at a quarter of the simulation (docs/MODEL.md)
 SAMPLE_COVER = 3072
 
 

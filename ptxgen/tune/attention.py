@@ -5,8 +5,8 @@
                    setmaxnreg split (producer registers; the consumers get the most that fits)
     validate       AttentionSchedule.validate: shared memory, the SM's registers, fragments
     dominated      the overlap with 2 stages: the overlapped loop holds slot n-1 until
-                   P·V(n-1) ends, so the producer has no slot to prefetch into (measured on the
-                   H200: 454 TFLOP/s against 677 with 3 stages, docs/PERF.md)
+                   P·V(n-1) ends, so the producer has no slot to prefetch into (measured
+                   slower than 3 stages: docs/PERF.md#fused-attention-forward-sm_90a)
     ptxas          any spill or stack frame drops the point
     occupancy      no CTA fits an SM (threads, ptxas registers, shared memory)
     simulator      one prediction per model group, ranked; `stages` is timed only: the
@@ -37,8 +37,8 @@ OVERLAP = (True, False)
 # fields the simulator cannot tell apart (it does not model TMA arrival and mbarrier waits, and
 # the register split only matters through spills, which ptxas already checks)
 TIMED_ONLY = ("stages", "producer_regs", "consumer_regs")
-DOMINATED = ("overlap with 2 K/V stages: no slot to prefetch into (measured 454 vs 677 "
-             "TFLOP/s with 3 stages on the H200, docs/PERF.md)")
+DOMINATED = ("overlap with 2 K/V stages: no slot to prefetch into (measured slower than 3 "
+             "stages, docs/PERF.md#fused-attention-forward-sm_90a)")
 
 
 def consumer_regs(consumers, producer, arch=DEFAULT_ARCH_SPECIFIC_TARGET):

@@ -2,24 +2,26 @@
 
 The tuner assembles hundreds of schedules, and the same PTX again on every run for every
 shape of one alignment class; a result depends on nothing but those three inputs, so it is
-kept: one small JSON file per PTX under the user cache (`<tune cache>/ptxas/`, see
-ptxgen.schedule.tuned.user_dir). PTXGEN_PTXAS_CACHE=off turns it off; a damaged file is a miss.
-Files are written whole and renamed into place, so parallel workers never read half of one.
+kept: one small JSON file per PTX in ptxas/ under the cache root (ptxgen.cachedir,
+PTXGEN_CACHE_DIR). PTXGEN_PTXAS_CACHE=off (or PTXGEN_CACHE_DIR=off) turns it off; a damaged
+file is a miss. Files are written whole and renamed into place, so parallel workers never read
+half of one.
 """
 import functools
 import hashlib
 import json
 import os
 
-from ..schedule import tuned as tunecache
+from .. import cachedir
 
 
 def enabled():
-    return os.environ.get("PTXGEN_PTXAS_CACHE", "").lower() not in ("off", "0", "no")
+    return cachedir.enabled() and \
+        os.environ.get("PTXGEN_PTXAS_CACHE", "").lower() not in ("off", "0", "no")
 
 
 def cache_dir():
-    return tunecache.user_dir() / "ptxas"
+    return cachedir.subdir("ptxas")
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,12 +57,8 @@ def get(k):
 def put(k, value):
     if not enabled():
         return
-    path = _path(k)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value))
-        tmp.replace(path)
+        cachedir.write_atomic(_path(k), json.dumps(value))
     except OSError:
         pass                          # a cache that cannot be written only costs time
 

@@ -63,6 +63,7 @@ class StaticSearch:
         self.predicted = {}           # representative key → kernel us (None: it failed)
         self.errors = []
         self.variants = {}            # family → its schedules, representatives first
+        self.families = (0, 0)        # (families run through the static models, families)
         self._checked = set()
 
     def point(self, s, r):
@@ -119,7 +120,8 @@ class StaticSearch:
             order.insert(0, family(first))
         best, reps, i = [], {}, 0
         batch = max(2 * self.ex.jobs, 4)
-        with Progress(len(order), "static models (ptxas, simulator)", progress) as bar:
+        with Progress(len(order), "static models (ptxas, simulator)", progress,
+                      unit="schedule families") as bar:
             while i < len(order):
                 if i and len(best) >= self.wanted and bound[order[i]] > best[self.wanted - 1]:
                     break
@@ -139,6 +141,9 @@ class StaticSearch:
                         q.predicted_us, q.launch_us = us, r.get("launch_us")
                     if us is not None:
                         best = sorted(best + [us])
+            if i < len(order):
+                bar.note = f"{len(order) - i} pruned by their FFMA bound"
+        self.families = (i, len(order))
         self.unvisited = sum(len(self.variants[f]) for f in order[i:])
         self.reps = [reps[f] for f in order[:i] if f in reps]
         return self.stages(schedules)
@@ -192,7 +197,11 @@ class StaticSearch:
             sim["errors"] = sorted(set(self.errors))[:5]
         if not ok and self.reps:
             sim["note"] = "every simulation failed: ranked by the FFMA bound instead"
-        return [{"stage": "ptxas", "kept": self.assembled_ok, "dropped": ptxas},
+        seen, total = self.families
+        return [{"stage": "ptxas", "kept": self.assembled_ok, "dropped": ptxas,
+                 "note": f"{seen} of {total} schedule families (the progress bar's count) "
+                         f"went through ptxas and the simulator, a family's first variant "
+                         f"standing for the rest; the counts here are schedules"},
                 {"stage": "occupancy", "kept": len(self.points),
                  "dropped": dict(self.occ_dropped)},
                 sim]

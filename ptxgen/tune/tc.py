@@ -81,7 +81,7 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
     t1 = time.perf_counter()
     gpu = TcGpuTrials(shape, arch, dtype, out, seed=seed)
     rep.device = gpu.device_name()
-    with Progress(budget, "gpu", progress) as bar:
+    with Progress(budget, "gpu", progress, unit="trials at most") as bar:
         measure(gpu, rep.trials, bar)
         good = [p for p in rep.trials if p.ms]
         if good:
@@ -101,10 +101,11 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
     rep.best = min(good, key=lambda p: p.ms) if good else None
     rep.seconds["gpu"] = round(time.perf_counter() - t1, 1)
     if rep.best is not None and write_cache:
-        path = cache_path or cachemod.user_path(cache_operator(dtype), arch)
+        path = cache_path or cachemod.user_path(cache_operator(dtype), arch)   # None: off
         bp = next(p for p in rep.trials if p.baseline)
-        rep.cache_path = str(cachemod.store(path, cache_operator(dtype), arch,
-                                            rep.shape_class, cache_entry(rep, bp)))
+        if path is not None:
+            rep.cache_path = str(cachemod.store(path, cache_operator(dtype), arch,
+                                                rep.shape_class, cache_entry(rep, bp)))
     return rep
 
 
@@ -145,7 +146,7 @@ def _static(rep, scheds, ex, dtype, out, sample, progress):
     arch, shape = rep.arch, rep.shape
     keys = Keys(out, shape)
     codes = _representatives(scheds, keys.code)
-    with Progress(len(codes), "ptxas", progress) as bar:
+    with Progress(len(codes), "ptxas", progress, unit="code shapes") as bar:
         res = dict(zip(codes, ex.map(T.run_job, [("assemble", c.to_dict(), arch, shape, dtype,
                                                   out) for c in codes.values()], bar)))
     points, ptxas_drop, occ_drop = {}, {"spills": 0, "ptxas rejected": 0}, {"no CTA fits": 0}
@@ -170,7 +171,7 @@ def _static(rep, scheds, ex, dtype, out, sample, progress):
                            f"assembled once per code shape ({len(codes)})": 0})})
     rep.stages.append({"stage": "occupancy", "kept": len(points), "dropped": occ_drop})
     classes = _representatives(points, keys.sim)
-    with Progress(len(classes), "simulator", progress) as bar:
+    with Progress(len(classes), "simulator", progress, unit="simulation classes") as bar:
         sims = dict(zip(classes, ex.map(T.run_job, [
             ("simulate", c.to_dict(), arch, shape, dtype, out, points[c].registers, sample)
             for c in classes.values()], bar)))

@@ -124,7 +124,7 @@ class TuneReport:
         for st in self.stages:
             why = "; ".join(f"{k}: {n}" for k, n in st["dropped"].items() if n)
             if not st["stage"].startswith("round"):
-                unit = "kept"
+                unit = "schedules kept"
             elif self.dry_run:
                 unit = "to time on a GPU (dry run: none timed)"
             else:
@@ -257,7 +257,7 @@ def _search(rep, space, ex, sample, progress, first, seed, t0, cache_path, write
     from .gpu import GpuTrials
     gpu = GpuTrials(shape, arch, seed=seed)
     rep.device = gpu.device_name()
-    with Progress(budget, "gpu", progress) as bar:
+    with Progress(budget, "gpu", progress, unit="trials at most") as bar:
         measure(gpu, rep.trials, bar)
         good = [p for p in rep.trials if p.ms]
         if good:                          # round 2: the rest of the winning family
@@ -274,9 +274,10 @@ def _search(rep, space, ex, sample, progress, first, seed, t0, cache_path, write
     rep.best = min(good, key=lambda p: p.ms) if good else None
     rep.seconds["gpu"] = round(time.perf_counter() - t1, 1)
     if rep.best is not None and write_cache:
-        path = cache_path or cachemod.user_path("matmul", arch)
-        rep.cache_path = str(cachemod.store(path, "matmul", arch, rep.shape_class,
-                                            cache_entry(rep, bp)))
+        path = cache_path or cachemod.user_path("matmul", arch)     # None: caches off
+        if path is not None:
+            rep.cache_path = str(cachemod.store(path, "matmul", arch, rep.shape_class,
+                                                cache_entry(rep, bp)))
     return rep
 
 

@@ -1,0 +1,91 @@
+"""Measured defaults as data (ptxgen/schedule/data/defaults.json): every entry names the
+docs section it comes from, holds a value the code accepts, and the operators really read it
+(changing the data changes their choice)."""
+import re
+from pathlib import Path
+
+import pytest
+
+from ptxgen.errors import PtxgenError
+from ptxgen.ops.attention import Attention
+from ptxgen.ops.tc_matmul import FUSED_PACKS, K_PACKS, TcMatmul, default_tc_schedule
+from ptxgen.schedule import defaults
+from ptxgen.schedule.attention import AttentionSchedule, default_attention_schedule
+from ptxgen.schedule.matmul import CANDIDATES, default_schedule
+from ptxgen.schedule.mma_attention import MmaAttentionSchedule
+from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _anchors(doc):
+    """GitHub-style anchors of a markdown file's headings."""
+    out = set()
+    for line in (ROOT / doc).read_text().splitlines():
+        m = re.match(r"#+ (.*)", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            out.add(slug)
+    return out
+
+
+def test_every_entry_has_a_value_a_reason_and_an_existing_doc_section():
+    entries = defaults.entries()
+    assert set(entries) >= {"tc_matmul.k_pack", "tc_matmul.schedule", "attention.schedule",
+                            "mma_attention.schedule", "sgemm.default_pool"}
+    for name, e in entries.items():
+        assert set(e) == {"value", "why", "source"}, name
+        doc, _, anchor = e["source"].partition("#")
+        assert (ROOT / doc).is_file() and anchor in _anchors(doc), (name, e["source"])
+
+
+def test_the_values_are_ones_the_code_accepts():
+    assert defaults.choice("tc_matmul.k_pack") in set(K_PACKS) - {"auto"}
+    rule = defaults.choice("tc_matmul.schedule")
+    for part in ("under_one_wave", "shallow", "deep"):
+        TcMatmulSchedule(**rule[part]).validate("sm_90a", "bf16")
+    for D, fields in defaults.choice("attention.schedule").items():
+        AttentionSchedule(**fields).validate("sm_90a", "bf16", int(D))
+    for D, fields in defaults.choice("mma_attention.schedule").items():
+        MmaAttentionSchedule(**fields).validate("sm_80", "bf16", int(D))
+    assert all(n in CANDIDATES for n in defaults.choice("sgemm.default_pool"))
+    with pytest.raises(PtxgenError, match="no measured default 'nope'"):
+        defaults.choice("nope")
+
+
+def test_choice_returns_a_copy():
+    defaults.choice("attention.schedule")["64"]["consumers"] = 99
+    assert defaults.choice("attention.schedule")["64"]["consumers"] != 99
+
+
+@pytest.fixture
+def edited(monkeypatch):
+    """Replace entries of the shipped data for one test."""
+    data = {k: dict(v) for k, v in defaults.entries().items()}
+    monkeypatch.setattr(defaults, "entries", lambda: data)
+
+    def edit(name, value):
+        data[name] = dict(data[name], value=value)
+    return edit
+
+
+def test_the_operators_read_the_data(edited):
+    shape = dict(M=4096, N=4096, K=4093)
+    assert default_attention_schedule(64).consumers == 3
+    assert default_tc_schedule(shape).epilogue == "tma"
+    assert default_schedule(dict(M=4096, N=4096, K=4096)) is CANDIDATES["128x128x8_g8"]
+    assert TcMatmul("bf16", "f32").packing == "pad"
+    edited("attention.schedule", {"64": {"consumers": 2}})
+    edited("tc_matmul.schedule", dict(defaults.choice("tc_matmul.schedule"),
+                                      shallow={"epilogue": "direct", "stages": 4}))
+    edited("sgemm.default_pool", ["64x64x8"])
+    edited("tc_matmul.k_pack", "fused1")
+    edited("mma_attention.schedule", {"64": {"BN": 32}})
+    assert default_attention_schedule(64).consumers == 2
+    assert default_tc_schedule(shape).epilogue == "direct"
+    assert default_schedule(dict(M=4096, N=4096, K=4096)) is CANDIDATES["64x64x8"]
+    op = TcMatmul("bf16", "f32")
+    assert op.packing == "fused1" and op.packing in FUSED_PACKS and op.fused(shape) != (False, False)
+    att = Attention("bf16")
+    att.for_target("sm_80")
+    assert att.schedule_for(att.shape(B=1, H=1, S=64, D=64)).BN == 32
