@@ -1,6 +1,7 @@
 """The library kernels whose emitted PTX is pinned by hash (tests/test_ptx_pins.py): every
 operator family, each instruction path (SIMT, sm_80 mma.sync, sm_90a wgmma), the layouts, the
-odd-K packings and the attention variants. `python tests/ptx_pins.py` rewrites the pins."""
+odd-K packings, the LLM GEMMs (fp8, split-K, grouped) and the attention variants.
+`python tests/ptx_pins.py` rewrites the pins."""
 import hashlib
 import json
 import sys
@@ -36,6 +37,7 @@ def cases():
     for k_pack in ("ldg", "fused", "fused1"):
         out.append((f"tc_matmul/bf16/kpack_{k_pack}", lambda k=k_pack: TcMatmul(k_pack=k),
                     dict(M=4096, N=4096, K=4093), "sm_90a"))
+    out += llm_gemm_cases()
     for dtype in ("bf16", "f16"):
         for D in (64, 128):
             for causal in (False, True):
@@ -44,6 +46,35 @@ def cases():
                                 lambda d=dtype, c=causal: Attention(dtype=d, causal=c),
                                 dict(B=2, H=3, S=333, D=D), arch))
     return out
+
+
+def llm_gemm_cases():
+    """fp8 (per-tensor and block scales, mixed formats, an epilogue), split-K, grouped GEMMs."""
+    from ptxgen.ops.fp8_matmul import Fp8Matmul
+    from ptxgen.ops.grouped_matmul import GroupedMatmul
+    from ptxgen.ops.tc_matmul import TcMatmul
+    from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+    odd, big = dict(M=300, N=257, K=200), dict(M=4096, N=4096, K=4096)
+    split = TcMatmulSchedule(BM=64, BN=128, wgmma_n=128, consumers=1, stages=8, split_k=2)
+    return [
+        ("fp8/e4m3/tensor/bf16/oddk", lambda: Fp8Matmul("e4m3", "bf16"), odd, "sm_90a"),
+        ("fp8/e4m3/tensor/bf16/big", lambda: Fp8Matmul("e4m3", "bf16"), big, "sm_90a"),
+        ("fp8/e5m2e4m3/tensor/f32/oddk", lambda: Fp8Matmul("e5m2", "f32", b_dtype="e4m3"),
+         odd, "sm_90a"),
+        ("fp8/e4m3/block/bf16/big", lambda: Fp8Matmul("e4m3", "bf16", scaling="block"), big,
+         "sm_90a"),
+        ("fp8/e4m3/tensor/bf16/bias_gelu", lambda: Fp8Matmul("e4m3", "bf16",
+                                                             epilogue="bias_gelu"),
+         odd, "sm_90a"),
+        ("tc_matmul/bf16/split_k2", lambda: TcMatmul("bf16", "bf16", split),
+         dict(M=16, N=8192, K=8192), "sm_90a"),
+        ("grouped/bf16/offsets", lambda: GroupedMatmul("bf16"), dict(M=1000, N=512, K=256, G=8),
+         "sm_90a"),
+        ("grouped/bf16/masked/kn", lambda: GroupedMatmul("bf16", layout="masked", w_layout="kn"),
+         dict(M=1024, N=512, K=256, G=8), "sm_90a"),
+        ("grouped/e4m3/offsets", lambda: GroupedMatmul("e4m3"), dict(M=1000, N=512, K=256, G=8),
+         "sm_90a"),
+    ]
 
 
 def digest(factory, shape, arch):
