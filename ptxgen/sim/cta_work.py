@@ -7,9 +7,9 @@ the CTAs simulated: the block scheduler refills a slot as its CTA ends, so the f
 cost the mean CTA's work, not the simulated ones'.
 
 Applied to kernels with tensor-pipe work only (sim/launch.py): instructions stand for work
-where CTAs differ by loop trips over the same tiles; on the SIMT set (model_set
-2026-12-02h) it moved 14 cases and worsened the held-out figures (stencil3d's boundary CTAs
-exit early yet cost their memory traffic: -49 %; bfs_level's data-dependent frontier)."""
+where CTAs differ by loop trips over the same tiles; on the SIMT model set it moved 14 cases
+and worsened the held-out figures (stencil3d's boundary CTAs exit early yet cost their memory
+traffic: -49 %; bfs_level's data-dependent frontier)."""
 from .paths import follow
 from .waves import path_instructions, spread_ctas
 
