@@ -34,7 +34,8 @@ def is_tensor(a):
 _TORCH_DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16",
                  "bfloat16": "V2", "int8": "int8", "int16": "int16", "int32": "int32",
                  "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
-                 "uint64": "uint64", "bool": "bool"}
+                 "uint64": "uint64", "bool": "bool",
+                 "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}     # fp8: their bytes
 
 
 def torch_dtype(t):
@@ -75,8 +76,8 @@ TENSOR_MAP_ALIGN = 64
 # CU_TENSOR_MAP_INTERLEAVE_NONE and swizzle is used, boxDim[0] * elementSize must be <= the
 # swizzle size".
 SWIZZLE_BYTES = {0: None, 32: 32, 64: 64, 128: 128}
-DTYPES = ("bf16", "f16", "f32")
-_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
+DTYPES = ("bf16", "f16", "f32", "u8")
+_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4, "u8": 1}       # u8: fp8 bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,3 +146,55 @@ def _shape_of(a):
 def _dtype_of(a):
     cai = getattr(a, "__cuda_array_interface__", None)
     return np.dtype(cai["typestr"]) if cai is not None else a.dtype
+
+
+# -- fp8 (e4m3, e5m2): numpy has no such types, so their bytes travel as uint8 -------------------
+F64 = np.dtype(np.float64)
+FP8 = {"e4m3": (4, 3, 7, 448.0), "e5m2": (5, 2, 15, 57344.0)}   # exp bits, frac bits, bias, max
+
+
+def to_fp8(x, fmt, relu=False):
+    """float64 → fp8 bytes (uint8), round to nearest even, .satfinite (|x| > max → ±max, NaN →
+    the format's NaN 0x7F), as cvt.rn.satfinite.{e4m3x2,e5m2x2} does."""
+    eb, fb, bias, top = FP8[fmt]
+    x = np.asarray(x, F64)
+    if relu:
+        x = np.where(x < 0, 0.0, x)
+    sign = np.signbit(x)
+    a = np.abs(x)
+    nan = np.isnan(a)
+    a = np.where(nan, 0.0, a)
+    _, e = np.frexp(np.where(a == 0, 1.0, a))
+    e = np.maximum(e - 1, 1 - bias)                      # exponent of the binade (normal or not)
+    quantum = np.ldexp(1.0, e - fb)
+    q = np.minimum(np.rint(a / quantum) * quantum, top)
+    _, e2 = np.frexp(np.where(q == 0, 1.0, q))
+    e2 = e2 - 1
+    normal = q >= np.ldexp(1.0, 1 - bias)
+    frac = np.where(normal, q / np.ldexp(1.0, e2 - fb) - (1 << fb), q / np.ldexp(1.0, 1 - bias - fb))
+    expf = np.where(normal, e2 + bias, 0)
+    bits = (expf.astype(np.int64) << fb) | np.rint(frac).astype(np.int64)
+    bits = np.where(sign, bits | 0x80, bits)
+    bits = np.where(nan, 0x7F, bits)
+    return bits.astype(np.uint8)
+
+
+def from_fp8(bits, fmt):
+    """fp8 bytes → exact float64 (e4m3's 0x7F/0xFF are NaN and it has no infinities; e5m2
+    follows IEEE: exponent all ones is inf or NaN)."""
+    eb, fb, bias, _ = FP8[fmt]
+    b = np.asarray(bits, np.int64)
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    expf = (b >> fb) & ((1 << eb) - 1)
+    frac = b & ((1 << fb) - 1)
+    val = np.where(expf == 0, np.ldexp(frac.astype(F64), 1 - bias - fb),
+                   np.ldexp((frac + (1 << fb)).astype(F64), expf - bias - fb))
+    if fmt == "e4m3":
+        nan = (b & 0x7F) == 0x7F
+        inf = np.zeros_like(nan)
+    else:
+        nan = (expf == 31) & (frac != 0)
+        inf = (expf == 31) & (frac == 0)
+    val = np.where(inf, np.inf, val)
+    val = np.where(nan, np.nan, val)
+    return sign * val

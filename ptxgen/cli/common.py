@@ -60,6 +60,12 @@ def add_shape(p):
     for name in ("B", "H", "S", "D"):
         p.add_argument(f"--{name}", type=positive_int, default=None,
                        help="attention: batch, heads, sequence length, head dim (64 or 128)")
+    p.add_argument("--groups", dest="G", type=positive_int, default=None,
+                   help="matmul: the grouped (mixture-of-experts) GEMM with this many experts; "
+                        "--M is then every expert's tokens together (ops/grouped_matmul.py)")
+    p.add_argument("--group-layout", choices=("offsets", "masked"), default="offsets",
+                   help="matmul with --groups: experts' rows given by their end offsets, or "
+                        "by counts within M/G-row blocks")
 
 
 def shape_from_args(op, args):
@@ -70,10 +76,13 @@ def shape_from_args(op, args):
 def add_dtype(p):
     """--dtype / --out-dtype: matmul on the tensor cores (ops/tc_matmul.py); attention's
     input type."""
-    p.add_argument("--dtype", choices=("bf16", "f16", "tf32"),
+    p.add_argument("--dtype", choices=("bf16", "f16", "tf32", "e4m3", "e5m2"),
                    help="matmul: bf16, f16 or tf32 inputs on the tensor cores (wgmma on "
-                        "sm_90a, mma.sync on the other targets); attention: bf16 (default) "
+                        "sm_90a, mma.sync on the other targets), e4m3/e5m2: the fp8 GEMM "
+                        "with per-tensor scales (sm_90a only); attention: bf16 (default) "
                         "or f16")
+    p.add_argument("--b-dtype", choices=("e4m3", "e5m2"), default=None,
+                   help="matmul with an fp8 --dtype: B's format, where it differs from A's")
     p.add_argument("--out-dtype", choices=("f32", "bf16"), default="f32",
                    help="matmul with --dtype: type of C")
     p.add_argument("--a-layout", choices=("row", "col"), default="row",
@@ -128,6 +137,15 @@ def operator_from_args(args):
                           f"attention only, "
                           f"not {args.kernel}")
     op = OPERATORS[args.kernel]
+    if getattr(args, "G", None) is not None:
+        if args.kernel != "matmul":
+            raise PtxgenError(f"--groups applies to matmul only, not {args.kernel}")
+        from ..ops.grouped_matmul import GroupedMatmul
+        # --b-layout col: W is G x N x K (K-major, nn.Linear's); row: G x K x N (N-major)
+        return GroupedMatmul(args.dtype or "bf16", out=args.out_dtype,
+                             layout=args.group_layout, b_dtype=getattr(args, "b_dtype", None),
+                             w_layout="kn" if getattr(args, "b_layout", "col") == "row"
+                             else "nk")
     if getattr(args, "epilogue", None) and (args.kernel != "matmul" or
                                             not getattr(args, "dtype", None)):
         raise PtxgenError("--epilogue applies to the tensor-core matmul only (matmul with "
@@ -137,6 +155,21 @@ def operator_from_args(args):
             raise PtxgenError(f"--dtype applies to matmul and attention only, not "
                               f"{args.kernel}")
         from ..ops.tc_matmul import TcMatmul
+        if getattr(args, "b_dtype", None) and args.dtype not in ("e4m3", "e5m2"):
+            raise PtxgenError(f"matmul: --b-dtype applies to an fp8 --dtype (e4m3, e5m2), not "
+                              f"{args.dtype}")
+        if args.dtype in ("e4m3", "e5m2"):
+            if (getattr(args, "a_layout", "row"), getattr(args, "b_layout", "col")) != \
+                    ("row", "col"):
+                raise PtxgenError("matmul: fp8 wgmma reads K-major operands only: --a-layout "
+                                  "must be row and --b-layout col with --dtype "
+                                  f"{args.dtype}")
+            if getattr(args, "epilogue", None):
+                raise PtxgenError("--epilogue applies to the bf16, f16 and tf32 matmul, not "
+                                  f"--dtype {args.dtype}")
+            from ..ops.fp8_matmul import Fp8Matmul
+            return Fp8Matmul(args.dtype, out=args.out_dtype,
+                             b_dtype=getattr(args, "b_dtype", None))
         op = TcMatmul(dtype=args.dtype, out=args.out_dtype,
                       a_layout=getattr(args, "a_layout", "row"),
                       b_layout=getattr(args, "b_layout", "col"),

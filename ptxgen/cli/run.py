@@ -40,7 +40,7 @@ def run(args):
     op = operator_from_args(args)
     shape = shape_from_args(op, args)
     arch = args.arch
-    if arch is None and (args.dtype or args.kernel == "attention"):
+    if arch is None and (args.dtype or args.kernel == "attention" or getattr(args, "G", None)):
         # wgmma and setmaxnreg need the arch-specific target (the tensor-core GEMM, attention)
         arch = archmod.arch_specific_variant(archmod.DEFAULT_TARGET)
     with CtaProgress(enabled=not args.quiet) as progress:

@@ -220,21 +220,24 @@ def build_wgmma(ctx, ins):
     sub = ins.mods[0] if ins.mods else ""
     if sub in ("fence", "commit_group", "wait_group"):
         return lambda st, m: None                # issued operations are already complete
-    shape = next((m for m in ins.mods if m.startswith("m64n") and m.endswith(("k16", "k8"))),
-                 None)
-    tmods = [m for m in ins.mods if m in ("f32", "f16", "bf16", "tf32")]
-    if sub != "mma_async" or shape is None or len(tmods) != 3 or tmods[1] != tmods[2] or \
-            (tmods[1] == "tf32") != shape.endswith("k8"):
-        ctx.fail("only wgmma.mma_async m64nNk16 with f16/bf16 inputs and m64nNk8 with tf32 "
-                 "inputs are emulated")
+    shape = next((m for m in ins.mods if m.startswith("m64n") and
+                  m.endswith(("k16", "k8", "k32"))), None)
+    tmods = [m for m in ins.mods if m in ("f32", "f16", "bf16", "tf32") + TM.FP8_TYPES]
+    fp8 = len(tmods) == 3 and tmods[1] in TM.FP8_TYPES and tmods[2] in TM.FP8_TYPES
+    if sub != "mma_async" or shape is None or len(tmods) != 3 or \
+            (tmods[1] != tmods[2] and not fp8) or (tmods[1] == "tf32") != shape.endswith("k8") \
+            or fp8 != shape.endswith("k32") or (tmods[0] == "f16" and tmods[1] not in
+                                                ("f16",) + TM.FP8_TYPES):
+        ctx.fail("only wgmma.mma_async m64nNk16 with f16/bf16 inputs, m64nNk8 with tf32 and "
+                 "m64nNk32 with e4m3/e5m2 inputs are emulated")
     n, kdim = (int(v) for v in shape[4:].split("k"))
-    acc, ab = tmods[0], tmods[1]
-    esize = 4 if ab == "tf32" else 2
+    acc, ab, bb = tmods
+    esize = 4 if ab == "tf32" else 1 if fp8 else 2
     ops = ins.operands
     a_regs = isinstance(ops[1], Vec)
-    if a_regs and ab == "tf32":
-        ctx.fail("wgmma .tf32 with A in registers is not emulated")
-    want = 6 if ab == "tf32" else 7 if a_regs else 8      # tf32: no transpose immediates
+    if a_regs and (ab == "tf32" or fp8):
+        ctx.fail(f"wgmma .{ab} with A in registers is not emulated")
+    want = 6 if ab == "tf32" or fp8 else 7 if a_regs else 8   # no transpose immediates
     if len(ops) != want or not all(isinstance(o, Imm) for o in ops[4:]):
         ctx.fail(f"wgmma takes d, a, b-desc, scale-d and {want - 4} immediates")
     imm = [int(o.value) for o in ops[4:]] + [0, 0]
@@ -269,7 +272,7 @@ def build_wgmma(ctx, ins):
         for g, s in enumerate(starts):
             d = F.decode_descriptor(_lane_value(st, bdesc, s))
             offs = _offsets(ctx, d, nk, kb, trans_b == 0, esize)
-            B[g] = _shared_matrix(st, offs, s, ab, opi, "wgmma B").T
+            B[g] = _shared_matrix(st, offs, s, bb, opi, "wgmma B").T
             if not a_regs:
                 d = F.decode_descriptor(_lane_value(st, adesc, s))
                 offs = _offsets(ctx, d, mk, kk, trans_a == 0, esize)
@@ -280,7 +283,7 @@ def build_wgmma(ctx, ins):
         C = _to_matrix(_accumulator_elems(_gather(st, cf, idx).astype(cdt), acc), td, 64, n)
         keep = np.asarray([bool(np.broadcast_to(sd(st), (st.n,))[s]) for s in starts])
         C[~keep] = 0.0
-        D = TM.block_dot(A, B, C, acc)
+        D = TM.block_dot(A, B, C, acc, TM.MODEL_FP8 if fp8 and acc == "f32" else None)
         regs = _accumulator_regs(D[:, td[..., 0], td[..., 1]], acc)
         lanes = idx.ravel()
         for j, w in enumerate(dw):
@@ -289,12 +292,14 @@ def build_wgmma(ctx, ins):
 
 
 def _shared_matrix(st, offs, lane, ab, opi, what):
-    """16-bit (tf32: 32-bit) elements at CTA shared addresses offs, read by the async proxy,
-    as float64."""
+    """16-bit (tf32: 32-bit, fp8: 8-bit) elements at CTA shared addresses offs, read by the
+    async proxy, as float64."""
     from .async_copy import read_shared_async
     if ab == "tf32":
         v = read_shared_async(st, opi, lane, offs, np.dtype(np.uint32), what)
         return TM.unpack(v[..., None], "tf32")[..., 0]
+    if ab in TM.FP8_TYPES:
+        return TM.from_fp8(read_shared_async(st, opi, lane, offs, np.dtype(np.uint8), what), ab)
     v = read_shared_async(st, opi, lane, offs, np.dtype(np.uint16), what)
     return v.view(np.float16).astype(np.float64) if ab == "f16" else TM.fp.bf16_to_f64(v)
 

@@ -14,6 +14,9 @@ step. The model (`Numerics`), fitted to the H200 (docs/EMULATOR.md, "Tensor core
    the accumulator format by `final`: toward zero into f32 accumulators, to nearest even into
    f16 ones (MODEL_F16).
 
+fp8 wgmma (m64nNk32) uses MODEL_FP8: the same steps with a 32-product block and the sum kept
+to `frac_bits` fraction bits before it is stored as f32 (see its comment: not yet measured).
+
 Blocks follow in k order. Integer shapes are exact (s32 wraps, or saturates with .satfinite).
 """
 from dataclasses import dataclass
@@ -32,10 +35,21 @@ class Numerics:
     width: int = 26         # bits kept from the weight of 2^(E+1) down
     align: str = "trunc"    # how aligned terms lose their low bits: trunc or floor
     final: str = "rz"       # rounding of each block's sum into the accumulator: rz or rn
+    frac_bits: int = None   # fraction bits the rounded sum keeps (None: the accumulator's)
+    c_align: str = "block"  # "block": C aligned with the products; "after": the products'
+                            # kept sum first, then added to C and rounded (by final, frac_bits)
 
 
 MODEL = Numerics()
 MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded to nearest even
+# wgmma m64nNk32 with e4m3/e5m2 inputs into f32 accumulators: the 32 products of one
+# instruction (exact: 4 x 4 significand bits) and C aligned to the largest exponent, each cut
+# toward zero below 2^(E+1-25), the kept bits summed and the sum truncated to 13 fraction bits
+# (the f32 result's low 10 bits zero). A prior from public reports (DeepSeek-V3: Hopper's fp8
+# accumulation keeps "around 14 bits"), not yet measured here: benchmarks/fp8_numerics.py
+# measures and fits it on the GPU (docs/EMULATOR.md, "fp8 wgmma").
+MODEL_FP8 = Numerics(block=32, width=25, frac_bits=13)
+FP8_TYPES = ("e4m3", "e5m2")
 
 
 def _exponent(x):
@@ -65,7 +79,7 @@ def block_dot(a, b, c, acc="f32", model=None):
         return _chunked(a, b, c, acc, model).reshape(lead + (M, N))
     d = np.empty(c.shape, F64)
     dead = np.setdiff1d(np.arange(N), live)
-    d[..., dead] = _without_products(c[..., dead])
+    d[..., dead] = _without_products(c[..., dead], acc, model)
     if len(live):
         d[..., live] = _chunked(a, b[..., live], c[..., live], acc, model)
     return d.reshape(lead + (M, N))
@@ -95,17 +109,22 @@ def _dot(a, b, c, acc, model):
         p = a[..., :, None, ks] * bt[..., None, :, ks]                     # (G, M, N, k)
         pexp = ea[..., :, None, ks] + eb[..., None, :, ks]
         pexp[p == 0] = _NONE
-        top = np.maximum(pexp.max(-1), _exponent(d))
+        top = pexp.max(-1)
+        if model.c_align == "block":
+            top = np.maximum(top, _exponent(d))
         # every term scaled by one power of two per output (exact: the terms' exponents, from
         # 16-bit and tf32 inputs, stay far inside float64's range)
         shift = np.clip(top + 1 - model.width, -1000, 1000)
         scale = np.ldexp(1.0, -shift)
-        kept = cut(p * scale[..., None]).sum(-1) + cut(d * scale)
-        s = kept / scale
+        kept = cut(p * scale[..., None]).sum(-1)
+        if model.c_align == "block":
+            s = (kept + cut(d * scale)) / scale
+        else:                                   # exact in float64 for the widths fitted
+            s = kept / scale + d
         finite = np.isfinite(d) if inputs_finite else np.isfinite(p).all(-1) & np.isfinite(d)
         if not finite.all():
             s = np.where(finite, s, p.sum(-1) + d)
-        d = _round(s, acc, model.final)
+        d = _round(s, acc, model.final, model.frac_bits)
     return d
 
 
@@ -118,14 +137,22 @@ def _live_columns(a, b):
     return np.flatnonzero((b != 0).reshape(-1, N).any(0))
 
 
-def _without_products(c):
+def _without_products(c, acc, model):
     """D where every product is zero: C's value (it keeps all its bits: model.width exceeds the
-    accumulator's significand, and rounding a value of the acc format changes nothing), a zero
-    C as +0 (the kept bits are summed as integers)."""
-    return np.where(c == 0, 0.0, c)
+    accumulator's significand, and rounding a value of the acc format changes nothing; a model
+    with frac_bits rounds it to those), a zero C as +0 (the kept bits are summed as integers)."""
+    c = np.where(c == 0, 0.0, c)
+    return c if model.frac_bits is None else _round(c, acc, model.final, model.frac_bits)
 
 
-def _round(x, acc, mode):
+def _round(x, acc, mode, frac_bits=None):
+    if frac_bits is not None:                   # to frac_bits fraction bits, then (exactly) acc
+        x = np.asarray(x, F64)
+        _, e = np.frexp(np.where(np.isfinite(x) & (x != 0), x, 1.0))
+        q = np.ldexp(1.0, e - 1 - frac_bits)
+        r = x / q
+        r = np.trunc(r) if mode == "rz" else np.rint(r)
+        x = np.where(np.isfinite(x), r * q, x)
     out = fp.to_f32(x, mode) if acc == "f32" else fp.to_f16(x, mode)
     return out.astype(F64)
 
@@ -165,52 +192,5 @@ def pack_halves(lo, hi):
     return (np.asarray(hi, np.uint32) << np.uint32(16)) | np.asarray(lo, np.uint32)
 
 
-# -- fp8 (e4m3, e5m2) ------------------------------------------------------------------------------
-FP8 = {"e4m3": (4, 3, 7, 448.0), "e5m2": (5, 2, 15, 57344.0)}     # exp bits, frac bits, bias, max
-
-
-def to_fp8(x, fmt, relu=False):
-    """float64 → fp8 bytes (uint8), round to nearest even, .satfinite (|x| > max → ±max, NaN →
-    the format's NaN 0x7F), as cvt.rn.satfinite.{e4m3x2,e5m2x2} does."""
-    eb, fb, bias, top = FP8[fmt]
-    x = np.asarray(x, F64)
-    if relu:
-        x = np.where(x < 0, 0.0, x)
-    sign = np.signbit(x)
-    a = np.abs(x)
-    nan = np.isnan(a)
-    a = np.where(nan, 0.0, a)
-    _, e = np.frexp(np.where(a == 0, 1.0, a))
-    e = np.maximum(e - 1, 1 - bias)                      # exponent of the binade (normal or not)
-    quantum = np.ldexp(1.0, e - fb)
-    q = np.minimum(np.rint(a / quantum) * quantum, top)
-    _, e2 = np.frexp(np.where(q == 0, 1.0, q))
-    e2 = e2 - 1
-    normal = q >= np.ldexp(1.0, 1 - bias)
-    frac = np.where(normal, q / np.ldexp(1.0, e2 - fb) - (1 << fb), q / np.ldexp(1.0, 1 - bias - fb))
-    expf = np.where(normal, e2 + bias, 0)
-    bits = (expf.astype(np.int64) << fb) | np.rint(frac).astype(np.int64)
-    bits = np.where(sign, bits | 0x80, bits)
-    bits = np.where(nan, 0x7F, bits)
-    return bits.astype(np.uint8)
-
-
-def from_fp8(bits, fmt):
-    """fp8 bytes → exact float64 (e4m3's 0x7F/0xFF are NaN and it has no infinities; e5m2
-    follows IEEE: exponent all ones is inf or NaN)."""
-    eb, fb, bias, _ = FP8[fmt]
-    b = np.asarray(bits, np.int64)
-    sign = np.where(b & 0x80, -1.0, 1.0)
-    expf = (b >> fb) & ((1 << eb) - 1)
-    frac = b & ((1 << fb) - 1)
-    val = np.where(expf == 0, np.ldexp(frac.astype(F64), 1 - bias - fb),
-                   np.ldexp((frac + (1 << fb)).astype(F64), expf - bias - fb))
-    if fmt == "e4m3":
-        nan = (b & 0x7F) == 0x7F
-        inf = np.zeros_like(nan)
-    else:
-        nan = (expf == 31) & (frac != 0)
-        inf = (expf == 31) & (frac == 0)
-    val = np.where(inf, np.inf, val)
-    val = np.where(nan, np.nan, val)
-    return sign * val
+# -- fp8 (e4m3, e5m2): the formats' encoding lives with the arrays (ptxgen/arrays.py) -----------
+from ..arrays import FP8, from_fp8, to_fp8  # noqa: E402,F401

@@ -175,8 +175,9 @@ class TensorOps:
 
     def wgmma_mma_async(self, n, d, a, b_desc, *, ab="bf16", acc="f32", scale_d=1,
                         scale_a=1, scale_b=1, trans_a=0, trans_b=0, name="acc"):
-        """wgmma.mma_async.sync.aligned.m64n{n}k{16|8}.{acc}.{ab}.{ab} on a warpgroup (k8 for
-        ab="tf32": 32-bit elements, f32 accumulators, both operands K-major in shared memory).
+        """wgmma.mma_async.sync.aligned.m64n{n}k{16|8|32}.{acc}.{ab}.{ab} on a warpgroup (k8 for
+        ab="tf32": 32-bit elements, f32 accumulators; k32 for the fp8 formats "e4m3"/"e5m2",
+        or an (A, B) pair of them: 8-bit elements; both K-major in shared memory).
 
         d: the accumulator registers (n/2 f32 per thread; None → fresh ones, for scale_d=0);
         a: a u64 descriptor register (A in shared memory) or 4 b32 registers (A in registers,
@@ -184,16 +185,19 @@ class TensorOps:
         0/1 (0: D = A·B, ignoring d's value). scale_a/b: ±1. Returns the D registers."""
         if n not in F.WGMMA_N:
             raise ValueError(f"wgmma N must be a multiple of 8 in 8..256, not {n}")
-        if ab not in ("bf16", "f16", "tf32") or acc not in ("f32", "f16") or (
-                ab != "f16" and acc == "f16"):
-            raise ValueError(f"wgmma {ab} → {acc} is not supported (bf16/f16/tf32 → f32, "
-                             f"f16 → f16)")
-        # PTX ISA 9.0, 9.7.15.5: .tf32 is m64nNk8, K-major operands only (no transpose
-        # immediates), A from a descriptor or registers
-        k = 8 if ab == "tf32" else 16
-        if ab == "tf32" and (trans_a or trans_b or not isinstance(a, Reg)):
-            raise ValueError("wgmma .tf32 reads K-major A and B through descriptors (no "
-                             "transpose; A in registers is not supported here)")
+        # ab: one type for A and B, or an (A, B) pair of fp8 formats (e4m3 x e5m2 is legal)
+        a_t, b_t = ab if isinstance(ab, tuple) else (ab, ab)
+        fp8 = a_t in FP8 and b_t in FP8
+        if not (fp8 or (a_t == b_t and a_t in ("bf16", "f16", "tf32"))) or \
+                acc not in ("f32", "f16") or (a_t not in ("f16",) + FP8 and acc == "f16"):
+            raise ValueError(f"wgmma {ab} → {acc} is not supported (bf16/f16/tf32/e4m3/e5m2 → "
+                             f"f32, f16/e4m3/e5m2 → f16)")
+        # PTX ISA 9.0, 9.7.15.5: .tf32 is m64nNk8 and .e4m3/.e5m2 m64nNk32, both K-major
+        # operands only (no transpose immediates), A from a descriptor or registers
+        k = 8 if a_t == "tf32" else 32 if fp8 else 16
+        if (a_t == "tf32" or fp8) and (trans_a or trans_b or not isinstance(a, Reg)):
+            raise ValueError(f"wgmma .{a_t} reads K-major A and B through descriptors (no "
+                             f"transpose; A in registers is not supported here)")
         nd = F.wgmma_d_regs(n, acc)
         rt = T.f32 if acc == "f32" else T.b32
         d = _regs(d, nd, f"wgmma m64n{n}k{k} D") if d is not None else self._fresh(nd, rt, name)
@@ -209,7 +213,7 @@ class TensorOps:
         else:
             raise ValueError(f"wgmma scale-d must be a predicate register or 0/1, not {scale_d!r}")
         imms = [Imm(scale_a, T.s32), Imm(scale_b, T.s32)]
-        if ab == "tf32":
+        if a_t == "tf32" or fp8:
             a_op = a
         elif isinstance(a, Reg):
             a_op = a
@@ -219,7 +223,7 @@ class TensorOps:
                 raise ValueError("wgmma with A in registers has no A transpose")
             a_op = Vec(_regs(a, 4, "wgmma A from registers"))
             imms += [Imm(int(trans_b), T.u32)]
-        mods = ("mma_async", "sync", "aligned", f"m64n{n}k{k}", acc, ab, ab)
+        mods = ("mma_async", "sync", "aligned", f"m64n{n}k{k}", acc, a_t, b_t)
         self.emit(Instr("wgmma", mods, (Vec(d), a_op, b_desc, sd) + tuple(imms)))
         return d
 

@@ -1,7 +1,8 @@
 """IR lowering: a schedule (ptxgen.schedule) turned into a Module through the IR builder, one
 module per kernel family (sgemm, tc_matmul, mma_matmul, attention, mma_attention) and the
 lowering pieces they share, each named for what it adds (online_softmax, c_pair_stores,
-c_row_stores, cp_async_ring, pad_rows, fused_pad, ldg_producer, raster, epilogue)."""
+c_row_stores, cp_async_ring, pad_rows, fused_pad, ldg_producer, raster, epilogue, split_k,
+block_scales; grouped_matmul: the tensor-core GEMM over many experts' row ranges)."""
 from ..arch import DEFAULT_TARGET
 from . import attention, mma_attention, mma_matmul, sgemm, tc_matmul
 
@@ -15,17 +16,23 @@ def lower_matmul(schedule, arch=DEFAULT_TARGET, shape=None, name="matmul"):
 
 def lower_tc_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",
                     a_major=True, b_major=True, ldg=(False, False), fused=(False, False),
-                    epilogue=None):
+                    epilogue=None, b_dtype=None, scales=False, block_scales=False):
     """The sm_90a wgmma/TMA GEMM. a_major / b_major: A (B) is K-major in global memory
     (row-major A, column-major B); False: M- (N-) major, read through wgmma's transpose bit.
     ldg: (A, B) loaded by the producer warpgroup with ld.global from a raw pointer instead of
     TMA (K-major rows that are not 16-byte aligned; ldg_producer.py). fused: (A, B) loaded by
     TMA from a padded workspace the kernel fills itself (fused_pad.py). epilogue: a traced
     Epilogue (schedule/epilogue.py) applied to the accumulators before C is stored; its
-    tensors are parameters after the others."""
+    tensors are parameters after the others. b_dtype: B's type where it differs from A's
+    (fp8 only: e4m3 x e5m2). scales: parameters scale_a and scale_b (one f32 each) whose
+    product multiplies the accumulators before C is stored (fp8's per-tensor scales).
+    block_scales: a_scales and b_scales instead, one f32 per 1 x 128 block of A and per
+    128 x 128 block of B (block_scales.py). A schedule with split_k > 1 adds the split-K
+    workspace's parameters (split_k.py)."""
     return tc_matmul.lower(schedule, arch, shape, dtype=dtype, out=out, name=name,
                            a_major=a_major, b_major=b_major, ldg=ldg, fused=fused,
-                           epilogue=epilogue)
+                           epilogue=epilogue, b_dtype=b_dtype, scales=scales,
+                           block_scales=block_scales)
 
 
 def lower_mma_matmul(schedule, arch, shape, dtype="bf16", out="f32", name="tc_matmul",

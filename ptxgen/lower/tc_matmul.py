@@ -12,6 +12,10 @@ consumer warpgroups through an mbarrier ring.
                "rows_st" (rows not 16-byte aligned: the threads copy the staged tile with
                st.global, c_row_stores.py)
         C:     M x N row-major, f32 or bf16
+    then, each only where asked: scale_a, scale_b (fp8 per-tensor scales, one f32 each,
+    multiplied into the accumulators before C is stored), partials, counters (split_k > 1,
+    split_k.py), a_scales, b_scales (fp8 block scales, block_scales.py), and a
+    grouped GEMM's rows (grouped_matmul.py).
     With ldg=(A, B) (K-major rows not 16-byte aligned, odd K), that operand's map is replaced by
     a raw pointer ("A" / "B", rows K elements apart) and the whole producer warpgroup copies it
     with cp.async (ldg_producer.py; cluster_m=1, stages >= 3).
@@ -56,15 +60,35 @@ from .epilogue import apply_epilogue, epilogue_params
 from .raster import grouped_tile
 from .fused_pad import FusedPad, check_fused, fused_params, producer_regs
 from .ldg_producer import LdgProducer, check_ldg, ldg_full_arrivals, ldg_schedule
-from ..schedule.tc_matmul import (ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES,
-                        TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
+from .split_k import SplitK, split_k_params
+from .block_scales import BlockScales, block_scale_params, check_block_scales
+from ..schedule.tc_matmul import (ELEM_BYTES, FP8, MN_BOX, OUT_BYTES, SWIZZLE_ATOM_BYTES,
+                                  SWIZZLE_BYTES, TMA_C_STORES, WARPGROUP, WGMMA_K, WGMMA_M)
 
 
 def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=True,
-          b_major=True, ldg=(False, False), fused=(False, False), epilogue=None):
+          b_major=True, ldg=(False, False), fused=(False, False), epilogue=None, b_dtype=None,
+          scales=False, block_scales=False, lowering=None, extra_params=()):
+    """lowering: the _Lowering class (or a factory of one) to run, extra_params: Params after
+    the others (a grouped GEMM's, grouped_matmul.py). block_scales: fp8 scales per 1 x 128
+    block of A and 128 x 128 block of B (block_scales.py) instead of `scales`."""
     s.validate(arch, dtype)
+    if block_scales:
+        check_block_scales(s, dtype, lambda what: _refuse(s, what))
+    b_dtype = b_dtype or dtype
+    if (dtype in FP8 or b_dtype in FP8) and not (dtype in FP8 and b_dtype in FP8 and a_major
+                                                 and b_major and not any(ldg) and not any(fused)):
+        raise ScheduleError(f"tc_matmul: fp8 wgmma takes e4m3/e5m2 A and B, both K-major "
+                            f"through TMA (row-major A, column-major B), got {dtype} x "
+                            f"{b_dtype}")
+    if b_dtype != dtype and dtype not in FP8:
+        raise ScheduleError(f"tc_matmul: A and B differ in type ({dtype} x {b_dtype}): only "
+                            f"the fp8 formats mix")
     check_ldg(s, ldg)
     check_fused(s, fused)
+    if s.split_k > 1 and (any(ldg) or any(fused)):
+        raise ScheduleError("tc_matmul: split_k takes TMA-loaded operands (no ldg or fused "
+                            "copies)")
     if any(ldg) and any(fused):
         raise ScheduleError("tc_matmul: an operand is either copied by the cp.async producer "
                             "(ldg) or by the fused pad copy, not both")
@@ -91,26 +115,36 @@ def lower(s, arch, shape, dtype="bf16", out="f32", name="tc_matmul", a_major=Tru
     m = Module(target=arch)
     out_t = T.TYPES[out]
     staged = s.c_store(out, shape["M"], shape["N"])
-    in_t = T.f32 if dtype == "tf32" else T.b16
+    in_t = T.f32 if dtype == "tf32" else T.b8 if dtype in FP8 else T.b16
     k = m.add_kernel(name, [
         Param(p, T.u64, ptr(in_t)) if on else tensor_map_param(p + "_map")
         for p, on in zip(("A", "B"), ldg)] +
         ([tensor_map_param("C_map")] if staged in TMA_C_STORES else []) + [
         Param("C", T.u64, ptr(out_t, align=OUT_BYTES[out])),
         Param("M", T.u32), Param("N", T.u32), Param("K", T.u32)] + fused_params(fused, in_t) +
-        epilogue_params(epilogue))
+        [Param(p, T.u64, ptr(T.f32)) for p in (("scale_a", "scale_b") if scales else ())] +
+        split_k_params(s) + (block_scale_params() if block_scales else []) +
+        epilogue_params(epilogue) + list(extra_params))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     if s.cluster_m > 1:
         cluster_dims(k, s.cluster_m)
-    low = _Lowering(Builder(k), s, dtype, out, shape, a_major, b_major, ldg, fused)
+    low = (lowering or _Lowering)(Builder(k), s, dtype, out, shape, a_major, b_major, ldg,
+                                  fused)
     low.epi = epilogue
+    low.ab, low.scales = (dtype, b_dtype) if b_dtype != dtype else dtype, scales
+    low.block_scales = block_scales
     low.run()
     return m
 
 
-class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
+def _refuse(s, what):
+    raise ScheduleError(f"tc_matmul schedule {s}: {what}")
+
+
+class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScales):
     epi = None          # a traced epilogue (schedule/epilogue.py) applied before C is stored
+    block_scales = False
     def __init__(self, b, s, dtype, out, shape, a_major=True, b_major=True, ldg=(False, False),
                  fused=(False, False)):
         self.b, self.s, self.dtype, self.out = b, s, dtype, out
@@ -154,10 +188,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         else:
             b.bar_sync(0)
         self.M, self.N, self.K = b.param("M"), b.param("N"), b.param("K")
-        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), pow2_exponent(s.BM * s.cluster_m),
-                   name="tiles_m")
-        tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
-        self.ntiles = b.mul(tm, tn, name="ntiles")          # cluster tiles: cluster_m x BM rows
+        self.ntiles = self.count_tiles()
+        self.nunits = self.units()                          # x split_k pieces (split_k.py)
         self.kblocks = b.shr(b.add(self.K, s.BK - 1), pow2_exponent(s.BK), name="kblocks")
         consumer, end = b.new_label("consumer"), b.new_label("done")
         b.branch(consumer, b.setp("ne", wg, 0))
@@ -190,6 +222,23 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
             b.barrier_cluster_wait(aligned=False)
         b.ret()
 
+    def count_tiles(self):
+        """Cluster tiles of C: cluster_m x BM rows by BN columns."""
+        b, s = self.b, self.s
+        tm = b.shr(b.add(self.M, s.BM * s.cluster_m - 1), pow2_exponent(s.BM * s.cluster_m),
+                   name="tiles_m")
+        tn = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
+        return b.mul(tm, tn, name="ntiles")
+
+    def b_row(self, n0):
+        """B's tensor-map coordinate of C column n0 (a grouped GEMM's experts stack their B
+        rows)."""
+        return n0
+
+    def b_k(self, kc):
+        """B's tensor-map coordinate of k element kc (likewise, for an N-major B)."""
+        return kc
+
     def tiles(self):
         """for_range over this CTA's (cluster's) tiles: from its id, the grid's count apart."""
         b, s = self.b, self.s
@@ -198,7 +247,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         else:
             first, count = b.special("ctaid.x"), b.special("nctaid.x")
         # not persistent: one tile per CTA (cluster), and a step of ntiles runs the loop once
-        return b.for_range(first, self.ntiles, count if s.persistent else self.ntiles,
+        return b.for_range(first, self.nunits, count if s.persistent else self.ntiles,
                            type=T.u32, name="tile")
 
     def tile_origin(self, tile):
@@ -244,11 +293,12 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         if any(self.fused):
             self.fused_setup()
-        with self.tiles() as tile:
+        with self.tiles() as unit:
+            tile, piece = self.unit_tile(unit)
             m0, n0 = self.tile_origin(tile)
             if s.cluster_m > 1:
                 n0 = b.mad(self.rank, b_rows, n0, name="nb0")
-            with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+            with b.for_range(*self.k_range(piece), type=T.u32, name="kb") as kb:
                 if any(self.fused):
                     self.fused_wait(m0, n0, kb)
                 b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
@@ -258,7 +308,8 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 dst = b.mad(stage, self.stage_bytes, self.base, name="dst")
                 kc = b.shl(kb, pow2_exponent(s.BK), name="kc")
                 self.load(dst, maps[0], kc, m0, s.BM, self.a_major, full)
-                self.load(b.add(dst, b_off, name="dstb"), maps[1], kc, n0, b_rows,
+                self.load(b.add(dst, b_off, name="dstb"), maps[1], self.b_k(kc),
+                          self.b_row(n0), b_rows,
                           self.b_major, full, mask)
                 self.advance(stage, phase)
         if any(self.fused):
@@ -296,17 +347,25 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
         trans = dict(trans_a=int(not self.a_major), trans_b=int(not self.b_major)) \
             if not (self.a_major and self.b_major) else {}
         scale_d = b.setp("ne", b.const(1, T.u32, name="one"), 0)
+        if self.scales:                 # the per-tensor scales' product, once per consumer
+            scale = b.mul(*(b.ld("global", T.f32, b.param(p), name=p)
+                            for p in ("scale_a", "scale_b")), type=T.f32, name="scale")
         if self.staged in TMA_C_STORES:
             self.cmap = self.b.tensor_map_address("C_map", name="map")
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         prev = b.const(0, T.u32, name="prev")
         acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
                for _ in range(s.m_blocks)]
-        with self.tiles() as tile:
+        if self.block_scales:           # the promoted f32 sum beside the per-block accumulator
+            self.block_scale_setup()
+            total = [[[b.reg(T.f32, "tot") for _ in nb] for nb in mb] for mb in acc]
+        with self.tiles() as unit:
+            tile, piece = self.unit_tile(unit)
             m0, n0 = self.tile_origin(tile)
-            for r in (r for mb in acc for nb in mb for r in nb):
+            klo, khi = self.k_range(piece)
+            for r in (r for mb in (total if self.block_scales else acc) for nb in mb for r in nb):
                 b.mov(0.0, type=T.f32, out=r)
-            with b.for_range(0, self.kblocks, type=T.u32, name="kb") as kb:
+            with b.for_range(klo, khi, type=T.u32, name="kb") as kb:
                 b.mbarrier_wait_parity(self.full_bar(stage), phase)
                 off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
                 da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
@@ -321,13 +380,16 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                         for nb in range(s.n_blocks):
                             dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4,
                                         name="dbn")
-                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.dtype,
-                                              scale_d=scale_d, **trans)
+                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.ab,
+                                              scale_d=0 if self.block_scales and kk == 0
+                                              else scale_d, **trans)
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(s.inflight)
+                if self.block_scales:
+                    self.promote(acc, total, kb, m0, n0, cw, t)
                 if s.inflight:
                     # the group before this one has finished reading its slot
-                    with b.predicated(b.and_(leader, b.setp("ne", kb, 0), name="rel")):
+                    with b.predicated(b.and_(leader, b.setp("ne", kb, klo), name="rel")):
                         self.release(prev)
                     b.mov(stage, out=prev)
                 else:
@@ -336,8 +398,16 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 self.advance(stage, phase)
             if s.inflight:
                 b.wgmma_wait_group(0)
-                with b.predicated(b.and_(leader, b.setp("ne", self.kblocks, 0), name="rel")):
+                with b.predicated(b.and_(leader, b.setp("ne", khi, klo), name="rel")):
                     self.release(prev)
+            if self.block_scales:
+                acc_out, acc = acc, total     # C is the promoted sum (acc restored below)
+            if piece is not None:       # split-K: only a tile's last piece stores C
+                skip = b.new_label("notlast")
+                self.split_k_fixup(acc, cw, t, tile, piece, m0, skip)
+            if self.scales:
+                for r in (r for mb in acc for nb in mb for r in nb):
+                    b.mul(r, scale, type=T.f32, out=r)
             if self.epi is not None:
                 self.user_epilogue(acc, cw, t, m0, n0)
             if self.staged == "rows_st":
@@ -346,6 +416,10 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                 self.staged_epilogue(acc, cw, t, leader, m0, n0)
             else:
                 self.epilogue(acc, cw, t, m0, n0)
+            if piece is not None:
+                b.label(skip)
+            if self.block_scales:
+                acc = acc_out
 
     def release(self, stage):
         """Arrive on the slot's empty barrier in every CTA whose producer fills it."""
@@ -493,3 +567,7 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad):
                         off = (col // 32) * box_bytes + (mb * WGMMA_M + 8 * h) * SWIZZLE_BYTES
                         pair = acc[mb][nb][4 * j + 2 * h: 4 * j + 2 * h + 2]
                         b.st("shared", Addr(chunk_addr[j % 4], off), pair)
+
+
+# the lowering other kernels of the family extend (grouped_matmul.py)
+TcLowering = _Lowering

@@ -26,11 +26,13 @@ from .base import Launch
 
 KERNEL = "pad_copy"
 KERNEL16 = "pad_copy_b16"
+KERNEL8 = "pad_copy_b8"
 THREADS = 256
 
 def add_pad_copy(module, elem=T.f32):
-    """Add pad_copy (elem f32) or pad_copy_b16 (elem b16) to `module` (once); return it."""
-    name = KERNEL if elem.bits == 32 else KERNEL16
+    """Add pad_copy (elem f32), pad_copy_b16 (elem b16) or pad_copy_b8 (elem b8) to `module`
+    (once); return it."""
+    name = {32: KERNEL, 16: KERNEL16, 8: KERNEL8}[elem.bits]
     if any(k.name == name for k in module.kernels):
         return module
     k = module.add_kernel(name, [

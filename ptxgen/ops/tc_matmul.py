@@ -34,6 +34,7 @@ from ..schedule.tc_matmul import ELEM_BYTES, MN_BOX, OUT_BYTES, SWIZZLE_BYTES, T
 from ..ir import types as T
 from ..lower.fused_pad import chunk_table, first_wave_rows, HEADER_WORDS, staging_bytes
 from ..lower.ldg_producer import side_bytes
+from ..lower.split_k import split_k_workspace
 from ..schedule.matmul import target_limits
 from ..schedule.defaults import choice
 from ..schedule.tuned import tuned_tc_schedule
@@ -48,7 +49,8 @@ TC_CHIP = DEFAULT_TARGET
 F32_ULP = 2.0 ** -23
 BF16_ULP = 2.0 ** -7
 TF32_ULP = 2.0 ** -10         # tf32 keeps 10 fraction bits of an f32 input
-MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32"}     # the tensor maps' element type
+MAP_DTYPE = {"bf16": "bf16", "f16": "f16", "tf32": "f32",     # the tensor maps' element type
+             "e4m3": "u8", "e5m2": "u8"}
 # How K-major operands whose rows are not 16-byte aligned reach the kernel: "pad" (a zero-padded
 # copy, then TMA), "ldg" (the producer's cp.async copies), "fused" (the padded copy made inside
 # the GEMM by the producer's idle warps; pad copies where the schedule is not persistent with
@@ -119,7 +121,10 @@ class WgmmaMatmulPath:
         return lower_tc_matmul(op.schedule_for(shape), op.built_arch, shape, dtype=op.dtype,
                                out=op.out, name=op.kernel_name(), a_major=op.a_layout == "row",
                                b_major=op.b_layout == "col", ldg=op.ldg(shape),
-                               fused=op.fused(shape), epilogue=op.epilogue)
+                               fused=op.fused(shape), epilogue=op.epilogue,
+                               b_dtype=op.b_dtype if op.b_dtype != op.dtype else None,
+                               scales=op.scaling == "tensor",
+                               block_scales=op.scaling == "block")
 
     @staticmethod
     def tiles(op, shape):
@@ -132,7 +137,7 @@ class WgmmaMatmulPath:
         """One CTA per tile, or with a persistent schedule one per SM (sm_count: the SMs, or
         for clusters the CTAs of the clusters that fit at once, runtime.max_cluster_ctas)."""
         s = op.schedule_for(shape)
-        clusters = op.tiles(shape)
+        clusters = op.tiles(shape) * s.split_k            # work units: tiles x K pieces
         if s.persistent:
             clusters = min(clusters, sm_count_or_default(sm_count, TC_CHIP) // s.cluster_m)
         return Launch(grid=(clusters * s.cluster_m, 1, 1), block=(s.threads, 1, 1),
@@ -172,7 +177,9 @@ class WgmmaMatmulPath:
                     args += [arrays[x], arrays[x + "_packed"]]
             order = arrays["fused_order"]
             args += [order, arrays["fused_flags"], np.uint32(order.shape[0])]
-        return args
+        # fp8 scales, then split-K's workspace (lower/split_k.py)
+        return args + [arrays[x] for x in op.scale_inputs] + \
+            [arrays[x] for x in split_k_workspace(s, 1)]
 
 
 class TcMatmul(InstructionPaths, Operator):
@@ -185,12 +192,16 @@ class TcMatmul(InstructionPaths, Operator):
     defaults = {"M": 256, "N": 256, "K": 256}
     outputs = ("C",)
     PATHS = {WGMMA: WgmmaMatmulPath, MMA_SYNC: MmaSyncMatmulPath}
+    dtypes = ("bf16", "f16", "tf32")        # fp8: ops/fp8_matmul.Fp8Matmul
+    scale_inputs = ()                       # fp8's scale arrays (Fp8Matmul)
+    scaling = None                          # fp8: "tensor" or "block" scales (Fp8Matmul)
+    b_dtype = None                          # fp8: B's format where it differs from A's
 
     def __init__(self, dtype="bf16", out="f32", schedule="auto", a_layout="row", b_layout="col",
                  k_pack="auto", epilogue=None):
-        if dtype not in ELEM_BYTES:
+        if dtype not in self.dtypes:
             raise PtxgenError(Spelled("matmul: ", Arg("dtype", "--dtype"), f" must be one of "
-                                      f"{', '.join(ELEM_BYTES)} on the tensor-core path, got "
+                                      f"{', '.join(self.dtypes)} on the tensor-core path, got "
                                       f"{dtype!r}"))
         if out not in ("f32", "bf16"):
             raise PtxgenError(f"matmul: output type must be f32 or bf16, got {out!r}")
@@ -307,14 +318,19 @@ class TcMatmul(InstructionPaths, Operator):
     def packs(self, shape):
         return bool(self.packed(shape))
 
+    def _pad_elem(self):
+        """The pad copy's element type: the inputs' width (tf32 f32, 16-bit b16, fp8 b8)."""
+        return {4: T.f32, 2: T.b16, 1: T.b8}[ELEM_BYTES[self.dtype]]
+
     def _pad_kernel(self):
-        return packmod.KERNEL if self.dtype == "tf32" else packmod.KERNEL16
+        return {32: packmod.KERNEL, 16: packmod.KERNEL16, 8: packmod.KERNEL8}[
+            self._pad_elem().bits]
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         m = self.for_target(arch).build(self, shape)
         if not self.packs(shape):
             return m
-        return packmod.add_pad_copy(m, T.f32 if self.dtype == "tf32" else T.b16)
+        return packmod.add_pad_copy(m, self._pad_elem())
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
         self.for_target(arch)
@@ -333,6 +349,10 @@ class TcMatmul(InstructionPaths, Operator):
                                                           self.fused(shape)) if f]
         ws = {name + "_packed": ((rows, packmod.padded(cols, self.per16)), self._np_in())
               for name, rows, cols in padded}
+        s = self.schedule_for(shape)
+        if getattr(s, "split_k", 1) > 1:
+            ws.update({k: (shp, np.dtype(dt)) for k, (shp, dt) in
+                       split_k_workspace(s, self.tiles(shape)).items()})
         if any(self.fused(shape)):
             order, nflags = self._chunks(shape)
             ws["fused_order"] = (order.shape, np.uint32)

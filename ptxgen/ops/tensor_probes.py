@@ -128,10 +128,13 @@ def ldmatrix_probe(num=4, trans=False, store=False, target=DEFAULT_TARGET):
 
 
 def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_regs=False,
-                target=DEFAULT_ARCH_SPECIFIC_TARGET):
+                target=DEFAULT_ARCH_SPECIFIC_TARGET, ab="bf16", c_in=False):
     """Kernel `wgmma_probe(a, b, d)`, 128 threads per CTA, one 64×n tile per CTA (n a multiple
     of 16): D = A·B with bf16 A (64×K) and B (K×n), K = 16·ksteps ≤ 64, multiplied by `ksteps`
-    wgmma m64n{n}k16, D f32 64×n row-major.
+    wgmma m64n{n}k16, D f32 64×n row-major. ab="e4m3"/"e5m2" (or an (A, B) pair of them):
+    fp8 operands, 128 to a 128-byte row, K = 32·ksteps ≤ 128 by wgmma m64n{n}k32 (K-major
+    only). c_in: kernel `wgmma_probe(a, b, c, d)`, the accumulators start from C (f32 64×n per
+    CTA, like D) instead of zero.
 
     Operands are staged into shared memory with the 128-byte swizzle, as rows of 128 bytes (64
     elements) in 8-row atoms 1024 bytes apart; the global arrays hold those rows in order
@@ -142,9 +145,12 @@ def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_reg
     fence=False leaves out fence.proxy.async (a proxy race)."""
     if not 1 <= ksteps <= 4 or n % 16 or (trans_b and n % 64):
         raise ValueError("ksteps must be 1..4 and n a multiple of 16 (of 64 with trans_b)")
+    fp8 = ab != "bf16"
+    if fp8 and (trans_a or trans_b or a_regs):
+        raise ValueError("fp8 wgmma reads K-major A and B from shared memory only")
     m = Module(target=target)
     k = m.add_kernel("wgmma_probe", [Param(x, T.u64, ptr(T.b8, align=16))
-                                     for x in ("a", "b", "d")])
+                                     for x in ("a", "b") + (("c",) if c_in else ()) + ("d",)])
     b = Builder(k)
     pa, pb, pd = b.param("a"), b.param("b"), b.param("d")
     sa = b.address_of(b.shared("sa", T.b8, 64 * 128, align=1024))
@@ -159,8 +165,11 @@ def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_reg
     warp = b.shr(tid, 5, name="w")
     lane = b.and_(tid, 31, name="lane")
     g, t = b.shr(lane, 2, name="g"), b.and_(lane, 3, name="t")
-    b.wgmma_fence()
     acc = None
+    if c_in:
+        acc = _load_accumulators(b, b.param("c"), n, b.mul(cta, 64 * n, type=T.u32), n, warp,
+                                 g, t)
+    b.wgmma_fence()
     kind = F.mma_kind("m16n8k16", "bf16")
 
     def desc(base, s, trans):
@@ -179,8 +188,8 @@ def wgmma_probe(n=128, ksteps=4, fence=True, trans_a=False, trans_b=False, a_reg
                 a.append(b.ld("global", T.b32, _addr(b, pa, tile, 16 * 64, g, t, aff, 2)))
         else:
             a = desc(sa, s, trans_a)
-        acc = b.wgmma_mma_async(n, acc, a, desc(sb, s, trans_b), scale_d=int(s > 0),
-                                trans_a=int(trans_a), trans_b=int(trans_b))
+        acc = b.wgmma_mma_async(n, acc, a, desc(sb, s, trans_b), scale_d=int(s > 0 or c_in),
+                                trans_a=int(trans_a), trans_b=int(trans_b), ab=ab)
     b.wgmma_commit_group()
     b.wgmma_wait_group(0)
     _store_accumulators(b, pd, acc, b.mul(cta, 64 * n, type=T.u32), n, warp, g, t)
@@ -212,6 +221,20 @@ def _store_accumulators(b, pd, acc, base, ld, warp, g, t):
     for i, r in enumerate(acc):
         off = (8 * ((i % 4) >> 1)) * ld + 8 * (i // 4) + (i & 1)
         b.st("global", b.element_addr(pd, b.add(start, off, type=T.u32), 4), r, type=T.f32)
+
+
+def _load_accumulators(b, pc, n, base, ld, warp, g, t):
+    """The f32 accumulator registers of a 64×n tile loaded from element base of a row-major
+    array with leading dimension ld (the layout _store_accumulators writes)."""
+    row = b.mad(warp, 16, g, type=T.u32, name="row")
+    start = b.add(base, b.mad(row, ld, b.shl(t, 1, name="t2"), type=T.u32), type=T.u32,
+                  name="cb")
+    acc = []
+    for i in range(n // 2):
+        off = (8 * ((i % 4) >> 1)) * ld + 8 * (i // 4) + (i & 1)
+        acc.append(b.ld("global", T.f32, b.element_addr(pc, b.add(start, off, type=T.u32), 4),
+                        name="acc"))
+    return acc
 
 
 def wgmma_gemm(M, N, K, n=128, target=DEFAULT_ARCH_SPECIFIC_TARGET):
@@ -276,6 +299,10 @@ def random_bits(rng, ab, shape):
         bits = v.astype(np.int8 if ab == "s8" else np.uint8)
         return bits, v.astype(np.float64)
     x = rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, shape))
+    if ab in ("e4m3", "e5m2"):
+        from ..arrays import from_fp8, to_fp8
+        bits = to_fp8(x, ab)
+        return bits, from_fp8(bits, ab)
     if ab == "f16":
         bits = x.astype(np.float16).view(np.uint16)
         return bits, bits.view(np.float16).astype(np.float64)

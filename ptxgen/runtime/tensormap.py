@@ -30,7 +30,8 @@ def encode_tiled(tm, address):
     from cuda.bindings import driver as cu
     dtypes = {"bf16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
               "f16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-              "f32": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
+              "f32": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+              "u8": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
     swizzles = {0: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
                 32: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
                 64: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,

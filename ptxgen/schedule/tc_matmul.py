@@ -31,16 +31,17 @@ from .matmul import target_limits
 SWIZZLE_BYTES = 128
 SWIZZLE_ATOM_BYTES = 1024
 WARPGROUP = 128
-# wgmma shapes: M is 64, N a multiple of 8 up to 256, K 16 for 16-bit inputs and 8 for tf32
-# (32-bit elements: 32 bytes of a row either way). Source: PTX ISA 9.0, section 9.7.15.5
-# (wgmma.mma_async shapes, .f16/.bf16 and .tf32 rows).
+# wgmma shapes: M is 64, N a multiple of 8 up to 256, K 16 for 16-bit inputs, 8 for tf32 and
+# 32 for the fp8 formats (32 bytes of a row each). Source: PTX ISA 9.0, section 9.7.15.5
+# (wgmma.mma_async shapes, .f16/.bf16, .tf32 and .e4m3/.e5m2 rows).
 WGMMA_M, WGMMA_MAX_N = 64, 256
-WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8}
+WGMMA_K = {"bf16": 16, "f16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32}
 TMA_MAX_BOX = 256              # cuTensorMapEncodeTiled: boxDim[i] <= 256 (CUDA Driver API)
 C_BOX_COLS = 64                # a staged bf16 C is stored in boxes of 64 columns (128 bytes)
 MN_BOX = 64                    # an M-/N-major operand is loaded in boxes 64 16-bit elements wide
                                # (one 128-byte swizzled row; 8 of them along K make an atom)
-ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4}
+ELEM_BYTES = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}
+FP8 = ("e4m3", "e5m2")         # 8-bit inputs: K-major only (wgmma has no fp8 transpose)
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 TMA_C_STORES = ("tile", "rows")   # staged C kinds stored by TMA through a C tensor map
 
@@ -91,6 +92,8 @@ class TcMatmulSchedule:
                                  # boxes; where C's rows are not 16-byte aligned, staged the
                                  # same way and copied by the threads with st.global);
                                  # "rows": TMA row by row (aligned rows)
+    split_k: int = 1             # pieces each tile's K loop is cut into, summed in-kernel
+                                 # (lower/split_k.py; direct epilogue, cluster_m=1, persistent)
 
     instruction = "wgmma"        # the operator's path (schedule/mma_matmul.py: "mma.sync")
 
@@ -98,7 +101,8 @@ class TcMatmulSchedule:
         return (f"tc{self.BM}x{self.BN}x{self.BK}_s{self.stages}_c{self.consumers}"
                 f"_n{self.wgmma_n}{'_p' if self.persistent else ''}_g{self.group_m}"
                 f"_f{self.inflight}{f'_x{self.cluster_m}' if self.cluster_m > 1 else ''}"
-                f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}")
+                f"{'' if self.epilogue == 'direct' else '_' + self.epilogue}"
+                f"{f'_k{self.split_k}' if self.split_k > 1 else ''}")
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -241,6 +245,12 @@ class TcMatmulSchedule:
                 f"be a multiple of {C_BOX_COLS}")
         if self.group_m < 0:
             bad(f"group_m={self.group_m} must be >= 0")
+        if self.split_k < 1:
+            bad(f"split_k={self.split_k} must be >= 1")
+        if self.split_k > 1 and (self.epilogue != "direct" or self.cluster_m != 1 or
+                                 not self.persistent):
+            bad(f"split_k={self.split_k} needs epilogue='direct', cluster_m=1 and a persistent "
+                f"grid (the last piece of a tile stores C from its fragments)")
         lim = target_limits(DEFAULT_TARGET)
         if self.threads > lim["max_threads_per_block"]:
             bad(f"{self.threads} threads exceed {lim['max_threads_per_block']} per block")

@@ -59,7 +59,7 @@ def tune_tc_matmul(shape, arch, dtype="bf16", out="bf16", budget=12, dry_run=Fal
     if plan is not None:
         points = _from_plan(rep, plan, dtype, out)
     else:
-        space = space if space is not None else T.tc_space(arch, dtype)
+        space = space if space is not None else T.tc_space(arch, dtype, shape)
         rep.exhaustive = len(space.points)
         rep.stages.append({"stage": "validate", "kept": len(space.points),
                            "dropped": dict(space.rejected.most_common())})

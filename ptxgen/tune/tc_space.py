@@ -20,6 +20,7 @@ What each model can tell apart decides how often it runs:
     bound         per tile: whole rounds of tiles over the SMs at the tensor cores' peak
 """
 import dataclasses
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -37,7 +38,12 @@ EPILOGUES = ("direct", "tma")
 INFLIGHT = (0, 1)
 CLUSTERS = (1, 2)
 GROUPS = (0, 8)
-SIM_FIELDS = ("BM", "BN", "wgmma_n", "epilogue")
+# split-K (lower/split_k.py) for shapes with fewer 128x256 tiles than SMs (decode):
+# (BM, consumers) tiles 128 wide, the K loop cut into SPLITS pieces, C from the fragments
+SPLIT_TILES = ((64, 1), (128, 2))
+SPLITS = (2, 3, 4)
+SPLIT_STAGES = (4, 6, 8)
+SIM_FIELDS = ("BM", "BN", "wgmma_n", "epilogue", "consumers", "split_k")
 CODE_FIELDS = SIM_FIELDS + ("inflight", "cluster_m")
 _DEFAULT = TcMatmulSchedule()
 
@@ -52,25 +58,41 @@ class TcSpace:
         return len(self.points)
 
 
-def tc_space(arch, dtype="bf16"):
-    """Every combination of the dimensions above that validates for `arch` and `dtype`."""
+def tc_space(arch, dtype="bf16", shape=None):
+    """Every combination of the dimensions above that validates for `arch` and `dtype`; with
+    a skinny `shape` (fewer 128x256 tiles than SMs) the split-K points too."""
     space = TcSpace([])
+    if shape is not None and skinny(shape, arch):
+        for (BM, cons), split, stages, fl in itertools.product(SPLIT_TILES, SPLITS,
+                                                                SPLIT_STAGES, INFLIGHT):
+            _add(space, TcMatmulSchedule(BM=BM, BN=128, wgmma_n=128, consumers=cons,
+                                         stages=stages, inflight=fl, split_k=split)
+                 .for_dtype(dtype), arch, dtype)
     for (BM, BN, wn) in TILES:
         for stages in STAGES:
             for epi in EPILOGUES:
                 for fl in INFLIGHT:
                     for x in CLUSTERS:
                         for g in GROUPS:
-                            s = TcMatmulSchedule(BM=BM, BN=BN, wgmma_n=wn, stages=stages,
-                                                 epilogue=epi, inflight=fl, cluster_m=x,
-                                                 group_m=g).for_dtype(dtype)
-                            space.raw += 1
-                            try:
-                                space.points.append(s.validate(arch, dtype))
-                            except ScheduleError as e:
-                                space.rejected[rejection_rule(e)] += 1
+                            _add(space, TcMatmulSchedule(
+                                BM=BM, BN=BN, wgmma_n=wn, stages=stages, epilogue=epi,
+                                inflight=fl, cluster_m=x, group_m=g).for_dtype(dtype),
+                                arch, dtype)
     return space
 
+
+def _add(space, s, arch, dtype):
+    space.raw += 1
+    try:
+        space.points.append(s.validate(arch, dtype))
+    except ScheduleError as e:
+        space.rejected[rejection_rule(e)] += 1
+
+
+def skinny(shape, arch):
+    """Fewer 128x256 tiles than the target's SMs: the shapes split-K is searched for."""
+    sms = isamod.load(arch).header.sm_count
+    return -(-shape["M"] // 128) * -(-shape["N"] // 256) < sms
 
 def key_of(s, names):
     """The schedule with every field outside `names` at the default's value (BK kept: it
@@ -79,12 +101,13 @@ def key_of(s, names):
 
 
 def bound_us(s, shape, arch, dtype="bf16"):
-    """A lower bound: the busiest SM runs ceil(tiles / SMs) tiles (cluster pairs count as
-    two), each BM x BN x K' (K rounded up to whole k steps) at the tensor cores' peak."""
+    """A lower bound: the busiest SM runs ceil(units / SMs) work units (tiles, or with
+    split-K tiles x pieces; cluster pairs count as two), each BM x BN x K' (its share of K,
+    rounded up to whole k steps) at the tensor cores' peak."""
     h = isamod.load(arch).header
-    tiles = -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN)
-    k_pad = -(-shape["K"] // s.BK) * s.BK
-    flops = -(-tiles // h.sm_count) * 2 * s.BM * s.BN * k_pad
+    units = -(-shape["M"] // s.BM) * -(-shape["N"] // s.BN) * s.split_k
+    k_pad = -(-(-(-shape["K"] // s.BK)) // s.split_k) * s.BK
+    flops = -(-units // h.sm_count) * 2 * s.BM * s.BN * k_pad
     rate = h.tensor_flops_per_cycle_per_sm / (2 if dtype == "tf32" else 1)
     return flops / rate / h.clock_mhz
 

@@ -1,0 +1,223 @@
+"""wgmma's fp8 accumulation on the GPU against candidate models of it (emu/tensor_math.Numerics).
+
+    python benchmarks/fp8_numerics.py --out DIR          # on a GPU: run the probes, save
+    python benchmarks/fp8_numerics.py --fit DIR/*.npz     # anywhere: score candidate models
+    python benchmarks/fp8_numerics.py --recheck DIR/*.npz # anywhere: the emulator's MODEL_FP8
+
+Kernel: tensor_probes.wgmma_probe with fp8 operands (one 64x128 tile per CTA, 128-byte swizzled
+K-major A and B, `ksteps` wgmma m64n128k32 into f32 accumulators, which start at zero or at a
+given C). Inputs are crafted to separate the models: products of normal values, every finite
+fp8 byte (subnormals and the whole exponent range), pairs of products that cancel exactly
+beside small ones, one product far above the rest, an accumulator C far above or below the
+products, and C = -(the products' sum) so only the low bits survive. Inputs and GPU outputs go
+to DIR/fp8_numerics_*.npz; --fit scores each candidate model by the fraction of output elements
+bit-equal to the GPU's, over all cases.
+"""
+import argparse
+import itertools
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from ptxgen.emu import tensor_math as TM  # noqa: E402
+from ptxgen.ops import tensor_probes as P  # noqa: E402
+
+N = 128
+CTAS = 16
+K = 128                              # one 128-byte row of fp8
+
+
+def finite_bytes(fmt):
+    b = np.arange(256)
+    v = TM.from_fp8(b, fmt)
+    return b[np.isfinite(v)].astype(np.uint8)
+
+
+def gen(rng, kind, fmt, shape):
+    """fp8 bytes of `shape` (..., K) for input kind."""
+    if kind == "wide":
+        return rng.choice(finite_bytes(fmt), shape)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, shape))
+    if kind == "cancel":              # k and k+1 cancel (a: x, -x; b: the same y twice) ...
+        x[..., 1::2] = -x[..., 0::2]
+        small = rng.random(shape) < 0.25      # ... beside some small terms
+        x = np.where(small, x * 2.0 ** -9, x)
+    if kind == "onebig":
+        x = x * 2.0 ** -5
+        x[..., ::32] *= 2.0 ** 9
+    return TM.to_fp8(x, fmt)
+
+
+def b_for(kind, a_bits, b_bits, fmt_b):
+    """B for the cancelling pairs: the same value at k and k+1."""
+    if kind == "cancel":
+        b_bits[..., 1::2] = b_bits[..., 0::2]
+    return b_bits
+
+
+CASES = [  # (name, A format, B format, kind, ksteps, C kind)
+    ("e4m3_normal_k1", "e4m3", "e4m3", "normal", 1, None),
+    ("e4m3_normal_k4", "e4m3", "e4m3", "normal", 4, None),
+    ("e4m3_wide_k1", "e4m3", "e4m3", "wide", 1, None),
+    ("e4m3_wide_k4", "e4m3", "e4m3", "wide", 4, None),
+    ("e4m3_cancel_k1", "e4m3", "e4m3", "cancel", 1, None),
+    ("e4m3_onebig_k1", "e4m3", "e4m3", "onebig", 1, None),
+    ("e4m3_cwide_k1", "e4m3", "e4m3", "normal", 1, "wide"),
+    ("e4m3_cneg_k1", "e4m3", "e4m3", "normal", 1, "neg"),
+    ("e4m3_cneg_k4", "e4m3", "e4m3", "normal", 4, "wide"),
+    ("e5m2_normal_k1", "e5m2", "e5m2", "normal", 1, None),
+    ("e5m2_wide_k1", "e5m2", "e5m2", "wide", 1, None),
+    ("e5m2_cancel_k1", "e5m2", "e5m2", "cancel", 1, None),
+    ("e5m2_cneg_k1", "e5m2", "e5m2", "normal", 1, "neg"),
+    ("e5m2_normal_k4", "e5m2", "e5m2", "normal", 4, None),
+    ("e4m3e5m2_normal_k1", "e4m3", "e5m2", "normal", 1, None),
+    ("e4m3e5m2_wide_k4", "e4m3", "e5m2", "wide", 4, "wide"),
+]
+
+
+def make_case(rng, spec):
+    name, fa, fb, kind, ksteps, ckind = spec
+    a_bits = gen(rng, kind, fa, (CTAS, 64, K))
+    b_bits = b_for(kind, a_bits, gen(rng, kind, fb, (CTAS, N, K)), fb)
+    a, b = TM.from_fp8(a_bits, fa), np.swapaxes(TM.from_fp8(b_bits, fb), 1, 2)
+    if ckind == "wide":
+        c = rng.standard_normal((CTAS, 64, N)) * np.exp2(rng.integers(-20, 21, (CTAS, 64, N)))
+    elif ckind == "neg":               # C = -(the first k-step's exact sum), nudged
+        s = a[..., :32] @ b[:, :32]
+        c = -s * (1 + rng.standard_normal(s.shape) * 2.0 ** -12)
+    else:
+        c = None
+    return dict(name=name, fa=fa, fb=fb, ksteps=ksteps, a=a_bits, b=b_bits,
+                c=None if c is None else c.astype(np.float32))
+
+
+def model_out(case, model):
+    fa, fb, ks = str(case["fa"]), str(case["fb"]), int(case["ksteps"])
+    a = TM.from_fp8(case["a"], fa)
+    b = np.swapaxes(TM.from_fp8(case["b"], fb), 1, 2)
+    d = np.zeros(a.shape[:2] + (N,)) if case.get("c") is None else \
+        case["c"].astype(np.float64)
+    for s in range(ks):
+        sl = slice(32 * s, 32 * s + 32)
+        d = TM.block_dot(a[..., sl], b[:, sl], d, "f32", model)
+    return d.astype(np.float32)
+
+
+def run(outdir):
+    from ptxgen.runtime import driver
+    from tensor_emu_vs_gpu import load_gpu
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = np.random.default_rng(seed)
+    saved = {"seed": np.array(seed)}
+    for spec in CASES:
+        case = make_case(rng, spec)
+        ab = (case["fa"], case["fb"])
+        m = P.wgmma_probe(N, ksteps=case["ksteps"], ab=ab, c_in=case["c"] is not None)
+        kern, _ = load_gpu(m, "wgmma_probe")
+        args = [case["a"].view(np.uint32), case["b"].view(np.uint32)]
+        if case["c"] is not None:
+            args.append(case["c"].view(np.uint32))
+        out = np.zeros((CTAS, 64, N), np.float32)
+        o = out.view(np.uint32).copy()
+        driver.launch(kern, (CTAS,), (128,), args + [o])
+        g = o.view(np.float32)
+        e = model_out(case, TM.MODEL_FP8)
+        exact = model_out(case, TM.Numerics(block=32, width=200, final="rn"))
+        print(f"{case['name']:22s} bit-equal to MODEL_FP8 {np.mean(g == e):8.4%}  to f32-rn of "
+              f"the exact sum {np.mean(g == exact):8.4%}", flush=True)
+        for k in ("a", "b", "c"):
+            if case[k] is not None:
+                saved[f"{case['name']}__{k}"] = case[k]
+        saved[f"{case['name']}__gpu"] = g
+        saved[f"{case['name']}__meta"] = np.array([case["fa"], case["fb"], str(case["ksteps"])])
+    os.makedirs(outdir, exist_ok=True)
+    np.savez_compressed(os.path.join(outdir, "fp8_numerics.npz"), **saved)
+
+
+def load(paths):
+    cases = []
+    for p in paths:
+        with np.load(p) as f:
+            names = sorted({k.split("__")[0] for k in f.files if "__" in k})
+            for n in names:
+                fa, fb, ks = (str(x) for x in f[f"{n}__meta"])
+                cases.append(dict(name=n, fa=fa, fb=fb, ksteps=int(ks), a=f[f"{n}__a"],
+                                  b=f[f"{n}__b"], c=f[f"{n}__c"] if f"{n}__c" in f.files
+                                  else None, gpu=f[f"{n}__gpu"]))
+    return cases
+
+
+def subset(c, tiles=None, rows=None):
+    """The first `tiles` CTAs' first `rows` rows of a case (all of it by default)."""
+    t, r = slice(tiles), slice(rows)
+    return dict(c, a=c["a"][t, r], b=c["b"][t], c=None if c["c"] is None else c["c"][t, r],
+                gpu=c["gpu"][t, r])
+
+
+def score(cases, model, tiles=None, rows=None):
+    out = {}
+    for c in cases:
+        cc = subset(c, tiles, rows)
+        out[c["name"]] = float(np.mean(model_out(cc, model) == cc["gpu"]))
+    return out
+
+
+def fit(paths, tiles=1, rows=8, top=10):
+    """Two rounds on a sample (`tiles` CTAs' first `rows` rows of each case): block size,
+    width, fraction bits and where C is aligned with truncation and rounding toward zero;
+    then both alignments and roundings for the `top` of those; the best on every sampled
+    element of every case first. Then the winner on all the data."""
+    cases = load(paths)
+
+    def rank(models):
+        res = []
+        for model in models:
+            s = score(cases, model, tiles, rows)
+            res.append((min(s.values()), float(np.mean(list(s.values()))), model, s))
+        return sorted(res, key=lambda r: (-r[0], -r[1]))
+    first = rank(TM.Numerics(block, width, "trunc", "rz", frac, calign)
+                 for block, width, frac, calign in itertools.product(
+                     (8, 16, 32), range(12, 30), (None, 12, 13, 14, 15, 16),
+                     ("block", "after")))
+    second = rank(TM.Numerics(m.block, m.width, align, final, m.frac_bits, m.c_align)
+                  for _, _, m, _ in first[:top]
+                  for align, final in itertools.product(("trunc", "floor"), ("rz", "rn")))
+    for worst, mean, model, s in second[:top]:
+        print(f"worst {worst:8.4%} mean {mean:8.4%} {model}")
+        print("    " + " ".join(f"{k}={v:.3%}" for k, v in s.items()))
+    best = second[0][2]
+    full = score(cases, best)
+    print(f"best on all the data: worst {min(full.values()):.4%} {best}")
+    return second
+
+
+def recheck(paths):
+    cases = load(paths)
+    s = score(cases, TM.MODEL_FP8)
+    print(f"MODEL_FP8 = {TM.MODEL_FP8}")
+    for k, v in s.items():
+        print(f"{k:22s} {v:9.4%} bit-equal ({CTAS * 64 * N} elements)")
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--fit", nargs="+")
+    ap.add_argument("--recheck", nargs="+")
+    args = ap.parse_args()
+    if args.fit:
+        fit(args.fit)
+    elif args.recheck:
+        recheck(args.recheck)
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        run(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Grouped GEMM (mixture-of-experts) on the sm_90a tensor-core kernel: one persistent launch
+multiplies each expert's rows of X by that expert's weights, over all experts' tiles.
+
+    grouped_matmul(X_map, W_map, C, M, N, K, rows [, scale_a, scale_b])
+        X_map: tensor map of X (M x K row-major, the tokens of every expert), box BM x BK
+        W_map: tensor map of W seen as (G*N) x K (expert g's weights, N x K K-major, are rows
+               g*N ..), box BN x BK; or N-major (w_major=False: W is G x K x N, seen as
+               (G*K) x N, BK x 64 boxes from row g*K, wgmma's transpose bit)
+        C:     M x N row-major; only the rows of some expert are written
+        rows:  u32[G]; layout "offsets": the end row of each expert's tokens (torch's
+               _grouped_mm offsets: expert g owns rows offsets[g-1] .. offsets[g]); "masked":
+               each expert's token count, expert g owning rows g*(M/G) .. + count (the count
+               read on the device, so a CUDA graph replays with new counts)
+
+Tiles: expert g has ceil(rows_g / BM) x ceil(N / BN) tiles, numbered expert after expert; a
+persistent CTA walks tile numbers ctaid, ctaid + nctaid, ... and finds each tile's expert by
+one pass over the G experts' row counts (both warpgroups do it for themselves: a few
+instructions per expert per tile). Inside an expert the tiles go group_m tile rows at a time
+(raster.grouped_tile), like the dense kernel. A's boxes start at the expert's first row and
+may run into the next expert's rows (multiplied, never stored); W's boxes of a ragged N run
+into the next expert's rows (columns past N, never stored). C is stored from the fragments,
+predicated on the expert's last row and N. The producer, pipeline and consumers are the dense
+kernel's (lower/tc_matmul.py).
+"""
+from ..ir import Param, ptr
+from ..ir import types as T
+from ..ir.builder import pow2_exponent
+from .tc_matmul import TcLowering, lower
+from .raster import grouped_tile
+
+LAYOUTS = ("offsets", "masked")
+
+
+class GroupedLowering(TcLowering):
+    groups = 1
+    layout = "offsets"
+
+    def expert_rows(self, g):
+        """(first row, row count) of expert g (a u32 register)."""
+        b = self.b
+        here = b.ld("global", T.u32, b.element_addr(self.rows, g, 4), name="rows_g")
+        if self.layout == "masked":
+            per = b.div(self.M, self.groups, name="per")
+            return b.mul(g, per, name="first"), b.min(here, per, name="count")
+        prev = b.reg(T.u32, "first")
+        b.mov(0, type=T.u32, out=prev)
+        with b.predicated(b.setp("ne", g, 0)):
+            b.ld("global", T.u32, b.element_addr(self.rows, b.sub(g, 1), 4), out=prev)
+        return prev, b.sub(here, prev, name="count")
+
+    def expert_tiles(self, count):
+        s, b = self.s, self.b
+        tm = b.shr(b.add(count, s.BM - 1), pow2_exponent(s.BM), name="tiles_m")
+        return b.mul(tm, self.tiles_n, name="etiles")
+
+    def count_tiles(self):
+        b, s = self.b, self.s
+        self.rows = b.param("rows")
+        self.tiles_n = b.shr(b.add(self.N, s.BN - 1), pow2_exponent(s.BN), name="tiles_n")
+        total = b.const(0, T.u32, name="ntiles")
+        with b.for_range(0, self.groups, type=T.u32, name="g") as g:
+            _, count = self.expert_rows(g)
+            b.add(total, self.expert_tiles(count), out=total)
+        return total
+
+    def tile_origin(self, tile):
+        """(m0, n0) of a tile number: its expert's first row + the tile row, and the column;
+        sets self.end_row (the expert's end: C's row limit) and self.w_row (its W rows)."""
+        b, s = self.b, self.s
+        seen = b.const(0, T.u32, name="seen")
+        found = [b.const(0, T.u32, name=n) for n in ("eg", "elocal", "efirst", "ecount")]
+        with b.for_range(0, self.groups, type=T.u32, name="g") as g:
+            first, count = self.expert_rows(g)
+            nxt = b.add(seen, self.expert_tiles(count), name="nseen")
+            hit = b.and_(b.setp("ge", tile, seen), b.setp("lt", tile, nxt), name="hit")
+            with b.predicated(hit):
+                for reg, v in zip(found, (g, b.sub(tile, seen), first, count)):
+                    b.mov(v, type=T.u32, out=reg)
+            b.mov(nxt, type=T.u32, out=seen)
+        g, local, first, count = found
+        pm, pn = grouped_tile(b, count, self.N, s.BM, s.BN, s.group_m or 1 << 20, pid=local)
+        self.end_row = b.add(first, count, name="erow")
+        # W's rows of this expert: N of them (K-major W) or K (N-major)
+        self.w_row = b.mul(g, self.N if self.b_major else self.K, name="wrow")
+        return (b.add(first, b.shl(pm, pow2_exponent(s.BM)), name="m0"),
+                b.shl(pn, pow2_exponent(s.BN), name="n0"))
+
+    def b_row(self, n0):
+        return self.b.add(self.w_row, n0, name="wr") if self.b_major else n0
+
+    def b_k(self, kc):
+        return kc if self.b_major else self.b.add(self.w_row, kc, name="wk")
+
+    def epilogue(self, acc, cw, t, m0, n0):
+        """The dense kernel's fragment stores, C's rows limited to this tile's expert."""
+        whole = self.M
+        self.M = self.end_row
+        try:
+            super().epilogue(acc, cw, t, m0, n0)
+        finally:
+            self.M = whole
+
+
+def lower_grouped_matmul(s, arch, shape, dtype="bf16", out="bf16", layout="offsets",
+                         b_dtype=None, scales=False, name="grouped_matmul", w_major=True):
+    """The grouped kernel for schedule s (epilogue "direct", cluster_m=1, split_k=1,
+    persistent) at shape {M (all tokens), N, K, G}. w_major=False: W is G x K x N (N-major,
+    torch._grouped_mm's layout; 16-bit inputs), its map (G*K) x N in BK x 64 boxes read through
+    wgmma's transpose, K a multiple of BK (a box must not run into the next expert)."""
+    from ..errors import ScheduleError
+    if layout not in LAYOUTS:
+        raise ScheduleError(f"grouped_matmul: layout must be one of {', '.join(LAYOUTS)}, got "
+                            f"{layout!r}")
+    if s.epilogue != "direct" or s.cluster_m != 1 or s.split_k != 1 or not s.persistent:
+        raise ScheduleError(f"grouped_matmul schedule {s}: needs epilogue='direct', "
+                            f"cluster_m=1, split_k=1 and a persistent grid (C rows stop at "
+                            f"each expert's end)")
+    G = shape["G"]
+    if not w_major and shape["K"] % s.BK:
+        raise ScheduleError(f"grouped_matmul: an N-major W needs K={shape['K']} a multiple of "
+                            f"BK={s.BK} (a k-box must stay inside its expert)")
+    if layout == "masked" and shape["M"] % G:
+        raise ScheduleError(f"grouped_matmul: masked layout needs M={shape['M']} a multiple of "
+                            f"G={G} (each expert's block of rows)")
+
+    def make(*args):
+        low = GroupedLowering(*args)
+        low.groups, low.layout = G, layout
+        return low
+    return lower(s, arch, shape, dtype=dtype, out=out, name=name, b_dtype=b_dtype,
+                 scales=scales, lowering=make, b_major=w_major,
+                 extra_params=[Param("rows", T.u64, ptr(T.u32))])

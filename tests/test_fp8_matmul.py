@@ -1,0 +1,202 @@
+"""The fp8 tensor-core GEMM (ops/fp8_matmul.py) and wgmma's e4m3/e5m2 forms: the builder's
+checks, the emulated instruction against the numerics model, the operator at odd small shapes
+against float64 (per-tensor scales, both formats, mixed, misaligned K), ptxas, the CLI."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ptxgen import toolchain
+from ptxgen.emit import emit_module
+from ptxgen.emu import emulate, run_operator, tensor_math as TM
+from ptxgen.errors import PtxgenError
+from ptxgen.ir import Builder, Module, Param, ptr, types as T
+from ptxgen.ops import tensor_probes as P
+from ptxgen.ops.fp8_matmul import Fp8Matmul
+from ptxgen.ops.tc_matmul import TcMatmul
+
+ARCH = "sm_90a"
+needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
+
+
+# -- the instruction ---------------------------------------------------------------------------------
+def test_builder_refuses_fp8_transposes_and_register_a():
+    m = Module(target=ARCH)
+    b = Builder(m.add_kernel("k", [Param("p", T.u64, ptr(T.b8))]))
+    desc = b.mov(0, type=T.u64)
+    with pytest.raises(ValueError, match="K-major"):
+        b.wgmma_mma_async(64, None, desc, desc, ab="e4m3", trans_b=1, scale_d=0)
+    with pytest.raises(ValueError, match="K-major"):
+        b.wgmma_mma_async(64, None, [b.mov(0, type=T.b32) for _ in range(4)], desc, ab="e5m2",
+                          scale_d=0)
+    with pytest.raises(ValueError, match="not supported"):
+        b.wgmma_mma_async(64, None, desc, desc, ab=("e4m3", "bf16"), scale_d=0)
+
+
+def test_wgmma_fp8_mods():
+    m = Module(target=ARCH)
+    b = Builder(m.add_kernel("k", [Param("p", T.u64, ptr(T.b8))]))
+    desc = b.mov(0, type=T.u64)
+    b.wgmma_mma_async(32, None, desc, desc, ab=("e4m3", "e5m2"), scale_d=0)
+    text = emit_module(m, ARCH)
+    assert "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e5m2" in text
+
+
+@pytest.mark.parametrize("ab, c_in", [("e4m3", False), ("e5m2", True), (("e4m3", "e5m2"), True),
+                                      (("e5m2", "e4m3"), False)])
+def test_emulated_wgmma_fp8_is_the_model(ab, c_in):
+    """The emulated instruction reads the swizzled fp8 tiles through the descriptors and sums
+    with MODEL_FP8: equal, element for element, to the model on the same matrices (and close
+    to the exact float64 product, so the layouts are right)."""
+    fa, fb = ab if isinstance(ab, tuple) else (ab, ab)
+    rng = np.random.default_rng(7)
+    ctas, n, ks = 2, 64, 4
+    m = P.wgmma_probe(n, ksteps=ks, ab=ab, c_in=c_in)
+    a_bits, a = P.random_bits(rng, fa, (ctas, 64, 128))
+    b_bits, bb = P.random_bits(rng, fb, (ctas, n, 128))
+    c = rng.standard_normal((ctas, 64, n)).astype(np.float32) if c_in else None
+    d = np.zeros((ctas, 64, n), np.float32)
+    emulate(m, "wgmma_probe", (ctas,), (128,), a_bits, b_bits, *([c] if c_in else []), d)
+    want = np.zeros((ctas, 64, n)) if c is None else c.astype(np.float64)
+    for s in range(ks):
+        sl = slice(32 * s, 32 * s + 32)
+        want = TM.block_dot(a[..., sl], np.swapaxes(bb[..., sl], 1, 2), want, "f32",
+                            TM.MODEL_FP8)
+    assert np.array_equal(d, want.astype(np.float32))
+    exact = a @ np.swapaxes(bb, 1, 2) + (0 if c is None else c)
+    assert np.abs(d - exact).max() <= 2.0 ** -8 * (np.abs(a) @ np.abs(np.swapaxes(bb, 1, 2))
+                                                   + (0 if c is None else np.abs(c))).max()
+
+
+def test_fp8_accumulation_keeps_fewer_bits_than_f32():
+    """MODEL_FP8's measured rule: one instruction's sum keeps frac_bits fraction bits, so a
+    product 2^-(frac_bits+2) beside 1.0 is lost where an f32 sum keeps it."""
+    mf = TM.MODEL_FP8
+    frac = 23 if mf.frac_bits is None else mf.frac_bits
+    a = np.zeros((1, 32))
+    b = np.zeros((32, 1))
+    a[0, 0], b[0, 0] = 1.0, 1.0
+    a[0, 1], b[1, 0] = 2.0 ** -((frac + 2) // 2), 2.0 ** -((frac + 3) // 2)
+    got = TM.block_dot(a, b, np.zeros((1, 1)), "f32", mf)[0, 0]
+    assert got == 1.0 and (frac >= 23 or 1.0 + a[0, 1] * b[1, 0] != got)
+
+
+# -- the operator --------------------------------------------------------------------------------------
+CASES = [("e4m3", None, "bf16", dict(M=67, N=45, K=64)),
+         ("e5m2", "e4m3", "f32", dict(M=130, N=72, K=200)),      # K % 16: the 8-bit pad copy
+         ("e5m2", None, "bf16", dict(M=33, N=130, K=136))]
+
+
+@pytest.mark.parametrize("fa, fb, out, shape", CASES)
+def test_fp8_matmul_on_the_emulator(fa, fb, out, shape):
+    op = Fp8Matmul(fa, out, b_dtype=fb)
+    arrays = op.make_inputs(shape, np.random.default_rng(hash((fa, out)) % 2 ** 32))
+    ref = op.reference(shape, arrays)
+    run_operator(op, shape, arrays, ARCH)
+    ok, worst = op.check(shape, arrays, ref)
+    assert ok, worst
+    # the bound is tight enough to mean something (under 2 % of sum |a||b| scaled, 0.1 % for
+    # an f32 C) and check() applies it: one element off by twice its bound fails
+    a, b = op.matrices(arrays)
+    absprod = op.scale(arrays) * (np.abs(a) @ np.abs(b))
+    assert (ref["bound"] <= (0.02 if out == "bf16" else 0.001) * absprod + 1e-12).all()
+    bad = dict(arrays)
+    c = op.values(arrays["C"], out).copy()
+    i, j = shape["M"] // 2, shape["N"] // 2
+    c[i, j] += 2 * ref["bound"][i, j]
+    bad["C"] = c.astype(np.float32) if out == "f32" else op_bits(c)
+    assert not op.check(shape, bad, ref)[0]
+
+
+def op_bits(c):
+    from ptxgen.ops.tc_matmul import bf16_bits
+    return bf16_bits(c)
+
+
+def test_fp8_scales_multiply_c():
+    op = Fp8Matmul("e4m3", "f32")
+    shape = dict(M=64, N=64, K=64)
+    arrays = op.make_inputs(shape, np.random.default_rng(3))
+    arrays["scale_a"][0], arrays["scale_b"][0] = 1.0, 1.0
+    one = {k: v.copy() for k, v in arrays.items()}
+    run_operator(op, shape, one, ARCH)
+    arrays["scale_a"][0], arrays["scale_b"][0] = 0.5, 0.25
+    run_operator(op, shape, arrays, ARCH)
+    assert np.array_equal(arrays["C"], one["C"] * np.float32(0.125))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(dtype="bf16"), "e4m3 or e5m2"), (dict(b_dtype="f16"), "b_dtype"),
+    (dict(k_pack="ldg"), "k_pack")])
+def test_fp8_matmul_errors(kwargs, words):
+    with pytest.raises(PtxgenError, match=words):
+        Fp8Matmul(**kwargs)
+
+
+def test_fp8_needs_wgmma():
+    with pytest.raises(PtxgenError, match="sm_90a"):
+        Fp8Matmul().build(dict(M=64, N=64, K=64), "sm_80")
+
+
+def test_tc_matmul_keeps_fp8_out():
+    with pytest.raises(PtxgenError, match="bf16, f16, tf32"):
+        TcMatmul("e4m3")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("shape", [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192),
+                                   dict(M=67, N=45, K=200)])
+@pytest.mark.parametrize("scaling", ["tensor", "block"])
+def test_fp8_emits_ptxas_clean_without_spills(shape, scaling):
+    op = Fp8Matmul("e4m3", "bf16", scaling=scaling)
+    m = op.build(shape, ARCH)
+    asm = toolchain.assemble(emit_module(m, ARCH), ARCH)
+    r = asm.resources["tc_matmul"]
+    assert r.spill_stores == 0 and r.spill_loads == 0
+    assert op.schedule_for(shape).BK == 128
+
+
+def test_cli_runs_fp8_on_the_emulator():
+    out = subprocess.run([sys.executable, "-m", "ptxgen", "run", "matmul", "--dtype", "e4m3",
+                          "--M", "67", "--N", "45", "--K", "64", "--backend", "emu", "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "check: PASS" in out.stdout, out.stdout + out.stderr
+    bad = subprocess.run([sys.executable, "-m", "ptxgen", "run", "matmul", "--dtype", "e4m3",
+                          "--b-layout", "row", "--backend", "emu"], capture_output=True,
+                         text=True)
+    assert bad.returncode != 0 and "--b-layout" in bad.stderr
+
+
+# -- block scales ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("out, shape", [("bf16", dict(M=67, N=45, K=300)),
+                                        ("f32", dict(M=130, N=200, K=256))])
+def test_block_scaled_fp8_on_the_emulator(out, shape):
+    op = Fp8Matmul("e4m3", out, scaling="block")
+    arrays = op.make_inputs(shape, np.random.default_rng(shape["K"]))
+    assert arrays["a_scales"].shape == (-(-shape["K"] // 128), shape["M"])
+    ref = op.reference(shape, arrays)
+    first = {k: v.copy() for k, v in arrays.items()}
+    run_operator(op, shape, first, ARCH)
+    assert op.check(shape, first, ref)[0]
+    # one A scale block (row 5, k-block 1) doubled changes row 5 only
+    arrays["a_scales"][1, 5] *= 2
+    run_operator(op, shape, arrays, ARCH)
+    changed = np.any(op.values(arrays["C"], out) != op.values(first["C"], out), axis=1)
+    assert changed[5] and changed.sum() == 1
+    assert op.check(shape, arrays)[0]
+
+
+def test_block_scales_need_128_wide_tiles():
+    from ptxgen.errors import ScheduleError
+    from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+    op = Fp8Matmul("e4m3", "bf16", TcMatmulSchedule(inflight=0).for_dtype("e4m3"),
+                   scaling="block")
+    with pytest.raises(ScheduleError, match="BN = wgmma_n = BK = 128"):
+        op.build(dict(M=256, N=256, K=256), ARCH)
+
+
+def test_operator_bound_follows_the_emulators_model():
+    from ptxgen.ops.fp8_matmul import FP8_ACCUMULATION
+    m = TM.MODEL_FP8
+    assert FP8_ACCUMULATION == (m.block, m.width, m.frac_bits)
