@@ -228,18 +228,6 @@ def test_thin_stores_after_a_load_keep_their_read_modify_write():
         assert alone[1] == alone[0] > 0
 
 
-def test_the_pilot_follows_bit_reversed_addresses():
-    """brev.b32 of 0b1011 over 32 bits, and of every 12-bit index (the store address of
-    bitrev_rows), as the PTX ISA defines it (bit i of the result is bit 31 - i)."""
-    from ptxgen.ir import types as T
-    from ptxgen.sim.values import _arith
-    f = _arith("brev", (), T.b32)
-    assert f(0b1011) == 0b1101 << 28
-    assert f(1) == 1 << 31 and f(0xFFFFFFFF) == 0xFFFFFFFF
-    assert [f(j) >> 20 for j in range(8)] == [0, 2048, 1024, 3072, 512, 2560, 1536, 3584]
-    assert _arith("brev", (), T.b64)(1) == 1 << 63
-
-
 def test_bit_reversed_stores_are_priced_as_the_scattered_thin_writes_they_are():
     """bitrev_rows writes each row's words at bit-reversed places: a warp's 32 lanes 512 bytes
     apart, 4 bytes in each of 32 sectors. The H200 took 171.3 us (3001x4096); when the pilot

@@ -76,7 +76,9 @@ def test_dry_run_ranks_the_turned_tile_first_at_a_ragged_n():
             for p in rep.simulated}
     assert pred[(256, 3, 1)] == pred[(256, 2, 1)]            # one simulation per class
     assert pred[(128, 3, 1)] == pred[(128, 3, 2)]
-    assert pred[(256, 3, 1)] < 0.85 * pred[(128, 3, 1)]
+    # the turned tile measured 1.13x the 128x256 one at this shape on the H200 (docs/PERF.md,
+    # tune cache): the prediction must rank it first by about that much
+    assert pred[(256, 3, 1)] < 0.9 * pred[(128, 3, 1)]
     text = rep.to_text()
     assert "dry run" in text and "tc256x128x64_s3" in text
     d = rep.to_dict()

@@ -607,7 +607,8 @@ def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
     kernel = module.kernel(op.kernel_name())
     cfg = op.launch(shape, isamod.load(arch).header.sm_count)
     args = op.kernel_args(shape, _Placeholders(op, shape, arch))
-    kw.setdefault("footprint", op.bytes_moved(shape) or None)
+    if kw.get("footprint") is None:             # the CLI passes footprint=None when not given
+        kw["footprint"] = op.bytes_moved(shape) or None
     return simulate(kernel, cfg.grid, cfg.block, args=args, shared_bytes=cfg.shared_bytes,
                     arch=arch, module=module, **kw)
 
