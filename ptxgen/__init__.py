@@ -5,11 +5,12 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "attention", "softmax", "transpose", "row_sum", "row_max", "saxpy", "add",
-           "scale", "epilogues", "mods", "create_block_mask", "last_launch", "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate", "occupancy",
-           "bank_conflicts", "warp_efficiency", "roofline", "torch_op", "PtxgenError",
-           "ParseError", "VerifyError", "ToolchainError", "LaunchError", "EmulationError",
-           "__version__"]
+__all__ = ["matmul", "grouped_matmul", "attention", "softmax", "transpose", "row_sum", "row_max",
+           "saxpy", "add", "scale", "epilogues", "mods", "create_block_mask", "last_launch",
+           "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate",
+           "occupancy", "bank_conflicts", "warp_efficiency", "roofline", "torch_op",
+           "PtxgenError", "ParseError", "VerifyError", "ToolchainError", "LaunchError",
+           "EmulationError", "__version__"]
 
 
 # imported on first use so `import ptxgen` stays light (and never pulls in numba or torch)
@@ -20,7 +21,8 @@ _LAZY = {"parse_ptx": ".parse", "kernel": ".kernel_object", "analyze": ".analysi
          "matmul": ".library", "attention": ".library", "last_launch": ".library",
          "clear_cache": ".library", "softmax": ".library", "transpose": ".library",
          "row_sum": ".library", "row_max": ".library", "saxpy": ".library", "add": ".library",
-         "scale": ".library", "create_block_mask": ".library.mods"}
+         "scale": ".library", "create_block_mask": ".library.mods",
+         "grouped_matmul": ".library"}
 
 
 def __getattr__(name):

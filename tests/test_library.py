@@ -308,3 +308,39 @@ def test_attention_with_fewer_kv_heads_is_grouped_query_attention():
     assert np.all(np.abs(o.astype(np.float64) - ref["O"]) <= ref["O_bound"])
     with pytest.raises(PtxgenError, match="multiple of H_kv"):
         ptxgen.attention(q, k[:, :1].repeat(3, axis=1), v[:, :1].repeat(3, axis=1))
+
+
+def test_fp8_matmul_with_per_tensor_scales():
+    E4M3 = ml_dtypes.float8_e4m3fn
+    rng = np.random.default_rng()
+    M, N, K = 67, 45, 64
+    a = rng.standard_normal((M, K)).astype(E4M3)
+    b = np.asfortranarray(rng.standard_normal((K, N)).astype(E4M3))   # column-major B
+    c = ptxgen.matmul(a, b, scale_a=0.5, scale_b=3.0)
+    assert c.dtype == np.dtype(BF16) and "wgmma" in ptxgen.last_launch().path
+    ref = 1.5 * (a.astype(np.float64) @ b.astype(np.float64))
+    absprod = 1.5 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert np.all(np.abs(c.astype(np.float64) - ref) <= 2.0 ** -8 * np.abs(ref) +
+                  2.0 ** -12 * absprod + 1e-6)
+    with pytest.raises(PtxgenError, match="scale_a and scale_b apply to fp8"):
+        ptxgen.matmul(rand(rng, (4, 8), BF16), rand(rng, (8, 4), BF16), scale_a=2.0)
+
+
+def test_grouped_matmul_as_torch_grouped_mm_takes_it():
+    rng = np.random.default_rng()
+    M, K, N, G = 150, 64, 48, 3
+    x = rand(rng, (M, K), BF16)
+    w = rand(rng, (G, K, N), BF16)
+    offs = np.array([40, 40, 130], np.int32)                        # an empty expert, a tail
+    want = np.zeros((M, N))
+    lo = 0
+    for g, hi in enumerate(offs):
+        want[lo:hi] = x[lo:hi].astype(np.float64) @ w[g].astype(np.float64)
+        lo = hi
+    bound = 2 * K * 2.0 ** -23 * np.abs(want).max() + 2.0 ** -8 * np.abs(want) + 1e-6
+    for weights in (w, np.swapaxes(np.ascontiguousarray(np.swapaxes(w, 1, 2)), 1, 2)):
+        c = ptxgen.grouped_matmul(x, weights, offs)                  # (G,K,N) and a (G,N,K) view
+        assert np.all(np.abs(c.astype(np.float64) - want) <= bound)
+        assert np.all(c[130:].astype(np.float64) == 0)
+    with pytest.raises(PtxgenError, match="ascending integer end rows"):
+        ptxgen.grouped_matmul(x, w, np.array([50, 40, 130], np.int32))

@@ -143,8 +143,8 @@ def _contiguous(x):
     return x.contiguous() if hasattr(x, "contiguous") else np.ascontiguousarray(x)
 
 
-def matmul(a, b, *, epilogue=None, out=None, precision="highest", backend="auto",
-           target=None, **tensors):
+def matmul(a, b, *, epilogue=None, out=None, precision="highest", scale_a=None, scale_b=None,
+           backend="auto", target=None, **tensors):
     """C = a @ b, or epilogue(a @ b). a: (..., K) (leading dimensions are rows), b: (K, N); torch
     tensors or numpy arrays of bf16, f16 or f32 (numpy bf16: ml_dtypes.bfloat16). bf16 gives a
     bf16 C, f16 and f32 an f32 C (the kernels store f32 or bf16). f32 runs the FP32 SIMT GEMM,
@@ -154,7 +154,15 @@ def matmul(a, b, *, epilogue=None, out=None, precision="highest", backend="auto"
     epilogue: fused into the tensor-core GEMM's C store — a name ("bias_gelu", "silu", ...:
     ptxgen.epilogues) or a function fn(acc, row, col, **tensors) traced once into IR; `tensors`
     are its extra arrays: 1-D of length N per column (bias[col]), of length M per row, (M, N)
-    per element, a Python float a scalar (a 1-D array with M == N is per column)."""
+    per element, a Python float a scalar (a 1-D array with M == N is per column).
+
+    FP8 (e4m3 / e5m2, torch.float8_e4m3fn / ml_dtypes.float8_e4m3fn ...): C = scale_a ·
+    scale_b · (a @ b) in bf16, a row-major and b column-major (b.T contiguous, as
+    torch._scaled_mm takes it); scale_a, scale_b: Python floats (default 1)."""
+    if A_FP8.intersection((_kind(a), _kind(b))):
+        return fp8_matmul_impl(a, b, scale_a, scale_b, backend, target)
+    if scale_a is not None or scale_b is not None:
+        raise PtxgenError("ptxgen.matmul: scale_a and scale_b apply to fp8 operands")
     if epilogue is not None or tensors:
         # fused epilogues: eager only for now (the custom op's schema has no place for a
         # traced function); autograd through them is not defined
@@ -216,6 +224,47 @@ def _epilogue(fn, epilogue, tensors, M, N):
             raise PtxgenError(f"ptxgen.{fn}: epilogue tensor {name} must be {spec.dtype}, got "
                               f"{specs[name].dtype}")
     return epi, arrays
+
+
+A_FP8 = frozenset(("e4m3", "e5m2"))
+
+
+def _kind(x):
+    from .inputs import kernel_dtype
+    try:
+        return kernel_dtype(x)
+    except Exception:                              # noqa: BLE001 - bad input: matmul_impl says
+        return None
+
+
+def fp8_matmul_impl(a, b, scale_a=None, scale_b=None, backend="auto", target=None):
+    """ptxgen.matmul on fp8 operands: the sm_90a wgmma FP8 GEMM with per-tensor scales."""
+    fn = "matmul"
+    A = operand("a", a, fn, tuple(A_FP8))
+    B = operand("b", b, fn, tuple(A_FP8))
+    on_gpu = same_place(fn, A, B)
+    if len(A.shape) != 2 or len(B.shape) != 2 or A.shape[1] != B.shape[0]:
+        raise PtxgenError(f"ptxgen.{fn}: fp8 operands must be a (M, K) and b (K, N); got a "
+                          f"{A.shape}, b {B.shape}")
+    (M, K), N = A.shape, B.shape[1]
+    be = _backend(fn, backend, on_gpu)
+    arch = _target(fn, target, be, True)
+    if not arch.endswith("a"):
+        raise PtxgenError(f"ptxgen.{fn}: fp8 runs on the sm_90a wgmma kernel, not {arch}")
+    if _layout(a, M, K) != "row":
+        a = _contiguous(a)
+    if _layout(b, K, N) != "col":                   # K-major B: b.T contiguous
+        b = _contiguous(b.T).T
+    from ..ops.fp8_matmul import Fp8Matmul
+    op = _op(Fp8Matmul, A.dtype, "bf16", "auto", B.dtype)
+    shape = op.shape(M=M, N=N, K=K)
+    scales = {}
+    for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
+        x = np.array([1.0 if v is None else _scalar(fn, name, v)], np.float32)
+        scales[name] = _torch().from_numpy(x).to(a.device if A.is_torch else "cuda") \
+            if be == "gpu" else x
+    return _run(fn, op, shape, arch, be, A.dtype, {"A": a, "Bt": b.T},
+                {"C": ((M, N), "bf16")}, on_gpu, A.is_torch, scalars=scales)["C"]
 
 
 def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None,
@@ -578,3 +627,58 @@ _TORCH_OPS = []
 IMPLS = {"matmul": matmul_impl, "attention": attention_impl, "softmax": softmax_impl,
          "transpose": transpose_impl, "row_sum": row_sum_impl, "row_max": row_max_impl,
          "saxpy": saxpy_impl, "add": add_impl, "scale": scale_impl}
+
+
+# -- grouped matmul (mixture of experts) -------------------------------------------------------
+def grouped_matmul(x, w, offs, *, backend="auto", target=None):
+    """Each expert's tokens times its weights in one persistent launch, as torch._grouped_mm:
+    x (M, K) holds every expert's tokens in order, w (G, K, N) the experts' weights, offs (G,)
+    the end row of each expert's tokens (ascending, the last at most M). bf16 gives a bf16
+    result, f16 an f32 one; rows after offs[-1] are zero. w may be contiguous (G, K, N) (read
+    through wgmma's transpose; K a multiple of 64) or a transposed view of a contiguous
+    (G, N, K) array (nn.Linear's layout, read K-major in place)."""
+    fn = "grouped_matmul"
+    X = operand("x", x, fn, ("bf16", "f16"))
+    W = operand("w", w, fn, ("bf16", "f16"))
+    dtype = same_dtype(fn, X, W)
+    on_gpu = same_place(fn, X, W)
+    if len(X.shape) != 2 or len(W.shape) != 3 or W.shape[1] != X.shape[1]:
+        raise PtxgenError(f"ptxgen.{fn}: x must be (M, K) and w (G, K, N); got x {X.shape}, "
+                          f"w {W.shape}")
+    (M, K), (G, _, N) = X.shape, W.shape
+    rows = np.asarray(offs.detach().cpu() if hasattr(offs, "detach") else offs)
+    if rows.shape != (G,) or rows.dtype.kind not in "iu" or np.any(np.diff(rows) < 0) \
+            or (G and (rows[0] < 0 or rows[-1] > M)):
+        raise PtxgenError(f"ptxgen.{fn}: offs must be {G} ascending integer end rows within "
+                          f"M={M}, got {rows.tolist() if rows.size < 16 else rows.shape}")
+    be = _backend(fn, backend, on_gpu)
+    arch = _target(fn, target, be, True)
+    ws = W.strides()
+    if ws[1] == 1 and ws[2] == K:                       # a transposed view of (G, N, K)
+        w_layout, warr = "nk", w.transpose(1, 2) if W.is_torch else np.swapaxes(w, 1, 2)
+    else:
+        w_layout, warr = "kn", _contiguous(w)
+    x = _contiguous(x)
+    out = "bf16" if dtype == "bf16" else "f32"
+    from ..ops.grouped_matmul import GroupedMatmul
+    op = _op(GroupedMatmul, dtype, out, "auto", "offsets", None, w_layout)
+    try:
+        shape = op.shape(M=M, N=N, K=K, G=G)
+    except PtxgenError as e:
+        raise PtxgenError(f"ptxgen.{fn}: {str(e).removeprefix('grouped_matmul: ')}") from None
+    rows = rows.astype(np.uint32)
+    if be == "gpu":
+        torch = _torch()
+        from .inputs import torch_dtype
+        dev = x.device if X.is_torch else "cuda"
+        extra = {"rows": torch.from_numpy(rows.view(np.int32)).to(dev),
+                 "C": torch.zeros((M, N), dtype=torch_dtype(out), device=dev)}
+    else:
+        extra = {"rows": rows, "C": np.zeros((M, N), np.uint16 if out == "bf16" else np.float32)}
+    _run(fn, op, shape, arch, be, dtype, {"X": x, "W": warr}, {}, on_gpu, X.is_torch,
+         scalars=extra)
+    c = extra["C"]
+    if be == "gpu":
+        return c if on_gpu else _back_to_numpy(c, out)
+    from .inputs import from_emu
+    return from_emu(c, out, X.is_torch)

@@ -28,6 +28,7 @@ W_LAYOUTS = ("nk", "kn")       # W as G x N x K (K-major) or G x K x N (N-major,
 
 class GroupedMatmul(Operator):
     name = "grouped_matmul"
+    instruction = "wgmma"                       # sm_90a only: one persistent wgmma launch
     shape_names = ("M", "N", "K", "G")
     defaults = {"M": 512, "N": 256, "K": 256, "G": 4}
     outputs = ("C",)

@@ -52,4 +52,5 @@ def describe_path(op, arch):
     `arch`: "wgmma (sm_90a)", "mma.sync (sm_80)" or "SIMT (sm_90)" for the fp32 operators."""
     if isinstance(op, InstructionPaths):
         return f"{instruction_for(arch, op.schedule)} ({arch})"
-    return f"SIMT ({arch})"
+    inst = getattr(op, "instruction", None)         # single-path tensor-core operators
+    return f"{inst} ({arch})" if inst else f"SIMT ({arch})"
