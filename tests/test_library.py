@@ -326,6 +326,24 @@ def test_fp8_matmul_with_per_tensor_scales():
         ptxgen.matmul(rand(rng, (4, 8), BF16), rand(rng, (8, 4), BF16), scale_a=2.0)
 
 
+def test_fp8_matmul_with_an_epilogue_on_the_scaled_product():
+    E4M3 = ml_dtypes.float8_e4m3fn
+    rng = np.random.default_rng()
+    M, N, K = 67, 45, 64
+    a = rng.standard_normal((M, K)).astype(E4M3)
+    b = np.asfortranarray(rng.standard_normal((K, N)).astype(E4M3))
+    bias = rng.standard_normal(N).astype(np.float32)
+    c = ptxgen.matmul(a, b, scale_a=0.5, scale_b=3.0, epilogue="bias_silu", bias=bias)
+    acc = 1.5 * (a.astype(np.float64) @ b.astype(np.float64)) + bias
+    ref = acc / (1 + np.exp(-acc))
+    absprod = 1.5 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert np.all(np.abs(c.astype(np.float64) - ref) <= 2.0 ** -7 * np.abs(ref) +
+                  2.0 ** -11 * absprod + 1e-5)
+    # the scales multiply before the bias: 1.5 (a @ b) + bias, not 1.5 (a @ b + bias)
+    wrong = 1.5 * (a.astype(np.float64) @ b.astype(np.float64) + bias)
+    assert not np.allclose(c.astype(np.float64), wrong / (1 + np.exp(-wrong)), atol=1e-2)
+
+
 def test_grouped_matmul_as_torch_grouped_mm_takes_it():
     rng = np.random.default_rng()
     M, K, N, G = 150, 64, 48, 3

@@ -158,9 +158,10 @@ def matmul(a, b, *, epilogue=None, out=None, precision="highest", scale_a=None, 
 
     FP8 (e4m3 / e5m2, torch.float8_e4m3fn / ml_dtypes.float8_e4m3fn ...): C = scale_a ·
     scale_b · (a @ b) in bf16, a row-major and b column-major (b.T contiguous, as
-    torch._scaled_mm takes it); scale_a, scale_b: Python floats (default 1)."""
+    torch._scaled_mm takes it); scale_a, scale_b: Python floats (default 1); an epilogue applies
+    to the scaled product."""
     if A_FP8.intersection((_kind(a), _kind(b))):
-        return fp8_matmul_impl(a, b, scale_a, scale_b, backend, target)
+        return fp8_matmul_impl(a, b, scale_a, scale_b, backend, target, out, epilogue, tensors)
     if scale_a is not None or scale_b is not None:
         raise PtxgenError("ptxgen.matmul: scale_a and scale_b apply to fp8 operands")
     if epilogue is not None or tensors:
@@ -170,6 +171,15 @@ def matmul(a, b, *, epilogue=None, out=None, precision="highest", scale_a=None, 
     if _through_torch(a, b) and out is None:
         return _torch_op("matmul")(a, b, precision, backend, target)
     return matmul_impl(a, b, out, precision, backend, target)
+
+
+def _epilogue_parts(fn, epilogue, tensors, M, N):
+    """(the traced Epilogue or None, its kernel arrays, its scalars as numpy scalars)."""
+    if epilogue is None and not tensors:
+        return None, {}, {}
+    epi, extra = _epilogue(fn, epilogue, tensors or {}, M, N)
+    scalars = {k: v for k, v in extra.items() if isinstance(v, np.generic)}
+    return epi, {k: v for k, v in extra.items() if k not in scalars}, scalars
 
 
 def _epilogue(fn, epilogue, tensors, M, N):
@@ -237,8 +247,10 @@ def _kind(x):
         return None
 
 
-def fp8_matmul_impl(a, b, scale_a=None, scale_b=None, backend="auto", target=None):
-    """ptxgen.matmul on fp8 operands: the sm_90a wgmma FP8 GEMM with per-tensor scales."""
+def fp8_matmul_impl(a, b, scale_a=None, scale_b=None, backend="auto", target=None, out=None,
+                    epilogue=None, tensors=None):
+    """ptxgen.matmul on fp8 operands: the sm_90a wgmma FP8 GEMM with per-tensor scales (and
+    an epilogue on the scaled product)."""
     fn = "matmul"
     A = operand("a", a, fn, tuple(A_FP8))
     B = operand("b", b, fn, tuple(A_FP8))
@@ -256,15 +268,15 @@ def fp8_matmul_impl(a, b, scale_a=None, scale_b=None, backend="auto", target=Non
     if _layout(b, K, N) != "col":                   # K-major B: b.T contiguous
         b = _contiguous(b.T).T
     from ..ops.fp8_matmul import Fp8Matmul
-    op = _op(Fp8Matmul, A.dtype, "bf16", "auto", B.dtype)
+    epi, arrays, scales = _epilogue_parts(fn, epilogue, tensors, M, N)
+    op = _op(Fp8Matmul, A.dtype, "bf16", "auto", B.dtype, "pad", "tensor", epi)
     shape = op.shape(M=M, N=N, K=K)
-    scales = {}
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
         x = np.array([1.0 if v is None else _scalar(fn, name, v)], np.float32)
         scales[name] = _torch().from_numpy(x).to(a.device if A.is_torch else "cuda") \
             if be == "gpu" else x
-    return _run(fn, op, shape, arch, be, A.dtype, {"A": a, "Bt": b.T},
-                {"C": ((M, N), "bf16")}, on_gpu, A.is_torch, scalars=scales)["C"]
+    return _run(fn, op, shape, arch, be, A.dtype, dict(arrays, A=a, Bt=b.T),
+                {"C": ((M, N), "bf16")}, on_gpu, A.is_torch, out, scales)["C"]
 
 
 def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None,
@@ -303,13 +315,10 @@ def matmul_impl(a, b, out=None, precision="highest", backend="auto", target=None
             b, bl = _contiguous(b.T).T if hasattr(b, "contiguous") else \
                 np.ascontiguousarray(b.T).T, "col"
         c_dtype = "bf16" if dtype == "bf16" else "f32"
-        epi, extra = (None, {}) if epilogue is None and not tensors else \
-            _epilogue(fn, epilogue, tensors or {}, M, N)
+        epi, arrays, scalars = _epilogue_parts(fn, epilogue, tensors, M, N)
         op = _op(TcMatmul, tc_dtype, c_dtype, "auto", al, bl, "auto", epi)
-        arrays = {("A" if al == "row" else "At"): av if al == "row" else av.T,
-                  ("Bt" if bl == "col" else "B"): b.T if bl == "col" else b}
-        scalars = {k: v for k, v in extra.items() if isinstance(v, np.generic)}
-        arrays.update({k: v for k, v in extra.items() if k not in scalars})
+        arrays.update({("A" if al == "row" else "At"): av if al == "row" else av.T,
+                       ("Bt" if bl == "col" else "B"): b.T if bl == "col" else b})
     else:
         if epilogue is not None or tensors:
             raise PtxgenError(f"ptxgen.{fn}: epilogues run on the tensor-core GEMM: pass bf16 "
