@@ -42,6 +42,7 @@ class Compiled:
     gpu: dict = field(default_factory=dict)       # name -> runtime GpuKernel
     plans: dict = field(default_factory=dict)     # (sm_count, names) -> [StepPlan]
     cubin: bytes = None
+    step_names: tuple = ()                        # the kernels its steps launch, in order
 
     def ir(self):
         """The IR module (built on demand after a disk load: the emulator needs it)."""

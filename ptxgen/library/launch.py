@@ -35,7 +35,7 @@ class LaunchRecord:
                 f"{self.cache}")
 
 
-def _record(function, op, shape, arch, backend, dtype, entry, steps):
+def _record(function, op, shape, arch, backend, dtype, entry, launches):
     try:
         sched = op.schedule_for(shape) if hasattr(op, "schedule_for") else None
     except Exception:                      # noqa: BLE001 - the record never fails a call
@@ -43,7 +43,7 @@ def _record(function, op, shape, arch, backend, dtype, entry, steps):
     from ..ops.tensor_path import describe_path
     rec = LaunchRecord(function, op.kernel_name(), describe_path(op, arch),
                        backend, arch, dtype, dict(shape), repr(sched) if sched else "default",
-                       tuple(s.kernel for s in steps), entry.source)
+                       tuple(launches), entry.source)
     _LAST[0] = rec
     if log.isEnabledFor(logging.INFO):
         log.info("%s", rec)
@@ -73,7 +73,6 @@ def run_gpu(function, op, shape, arch, dtype, arrays, stream, device_index=0):
     entry = compiled(op, shape, arch)
     sm = _sm_count(device_index)
     plans = entry.plans.get(sm)
-    steps = None
     if plans is None:
         steps = op.steps(shape, arch, sm)
         plans = entry.plans[sm] = [
@@ -103,8 +102,7 @@ class _Lazy:
     def record(self):
         function, op, shape, arch, backend, dtype, entry = self.args
         names = getattr(entry, "step_names", ())
-        return _record(function, op, shape, arch, backend, dtype, entry,
-                       [type("S", (), {"kernel": n}) for n in names])
+        return _record(function, op, shape, arch, backend, dtype, entry, names)
 
 
 def run_emu(function, op, shape, arch, dtype, arrays, check="off"):
@@ -121,7 +119,7 @@ def run_emu(function, op, shape, arch, dtype, arrays, check="off"):
                 shared_bytes=cfg.shared_bytes, check=check, verify=False,
                 engine="auto" if check == "off" else "interp")
     entry.step_names = tuple(s.kernel for s in steps)
-    _LAST[0] = _record(function, op, shape, arch, "emu", dtype, entry, steps)
+    _LAST[0] = _record(function, op, shape, arch, "emu", dtype, entry, entry.step_names)
 
 
 def last_launch():
