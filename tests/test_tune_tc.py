@@ -78,7 +78,9 @@ def test_dry_run_ranks_the_turned_tile_first_at_a_ragged_n():
             for p in rep.simulated}
     assert pred[(256, 3, 1)] == pred[(256, 2, 1)]            # one simulation per class
     assert pred[(128, 3, 1)] == pred[(128, 3, 2)]
-    assert pred[(256, 3, 1)] < 0.85 * pred[(128, 3, 1)]
+    # measured on the H200 (docs/data/tc_matmul_2026-12-01_odd2.json): 256x128 over 128x256
+    # at 4096 x 4097 x 4096 0.903, at 4095 x 4097 x 4093 (pad copies included) 0.936
+    assert pred[(256, 3, 1)] < 0.95 * pred[(128, 3, 1)]
     text = rep.to_text()
     assert "dry run" in text and "tc256x128x64_s3" in text
     d = rep.to_dict()
