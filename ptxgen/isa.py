@@ -47,7 +47,7 @@ MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "a
                      "l1_tag_lines_per_cycle", "l2_paced_thin_sector_bytes",
                      "l2_paced_thin_load_sector_bytes",
                      "dram_random_sector_bytes", "dram_random_read_sector_bytes",
-                     "tma_bytes_per_cycle_per_sm",
+                     "tma_bytes_per_cycle_per_sm", "l2_tma_bandwidth_gbs",
                      "ptxas_unroll_max_instructions", "ptxas_sfu_range_fixup_instructions",
                      "ptxas_unroll_factor", "ptxas_unroll_loads_max_instructions",
                      "cta_relaunch_cycles", "cta_dispatch_ns", "ptxas_int_reciprocal_instructions",
