@@ -531,6 +531,9 @@ def _is_float(t):
     return t is not None and (t.is_float or t.name in _HALF)
 
 
+_TYPE_COST = {"tf32": 2.0, "e4m3": 0.5, "e5m2": 0.5}
+
+
 def _shape_scaled(info, instr):
     """A tensor instruction's cost at its own shape: the pipe stays busy in proportion to the
     FLOPs (wgmma m64nNk16 on the H200: 32.8 / 64.8 / 129.1 cycles at N = 64 / 128 / 256), and
@@ -540,6 +543,10 @@ def _shape_scaled(info, instr):
     model = instr.row.flops
     lanes = 128 if model == "wgmma" else 32            # per warpgroup / per warp
     f = flops(instr.opcode, instr.mods, lanes) if model in ("mma", "wgmma") else 0
+    # the tensor cores' rate per FLOP by input type, relative to 16-bit inputs (NVIDIA H100
+    # datasheet, dense: TF32 494.7, BF16/FP16 989.4, FP8 1978.9 TFLOPS); the reference shape
+    # was measured with bf16
+    f *= _TYPE_COST.get(next((m for m in instr.mods if m in _TYPE_COST), None), 1.0)
     if not f or f == info.reference_flops:
         return info
     interval = info.issue_interval * f / info.reference_flops
