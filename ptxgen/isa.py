@@ -47,7 +47,7 @@ MEMORY_MODEL_KEYS = ("sector_bytes", "l1_line_bytes", "l2_resident_fraction", "a
                      "l1_tag_lines_per_cycle", "l2_paced_thin_sector_bytes",
                      "l2_paced_thin_load_sector_bytes",
                      "dram_random_sector_bytes", "dram_random_read_sector_bytes",
-                     "tma_bytes_per_cycle_per_sm",
+                     "tma_bytes_per_cycle_per_sm", "l2_tma_bandwidth_gbs",
                      "ptxas_unroll_max_instructions", "ptxas_sfu_range_fixup_instructions",
                      "ptxas_unroll_factor", "ptxas_unroll_loads_max_instructions",
                      "cta_relaunch_cycles", "cta_dispatch_ns", "ptxas_int_reciprocal_instructions",
@@ -531,6 +531,9 @@ def _is_float(t):
     return t is not None and (t.is_float or t.name in _HALF)
 
 
+_TYPE_COST = {"tf32": 2.0, "e4m3": 0.5, "e5m2": 0.5}
+
+
 def _shape_scaled(info, instr):
     """A tensor instruction's cost at its own shape: the pipe stays busy in proportion to the
     FLOPs (wgmma m64nNk16 on the H200: 32.8 / 64.8 / 129.1 cycles at N = 64 / 128 / 256), and
@@ -540,6 +543,10 @@ def _shape_scaled(info, instr):
     model = instr.row.flops
     lanes = 128 if model == "wgmma" else 32            # per warpgroup / per warp
     f = flops(instr.opcode, instr.mods, lanes) if model in ("mma", "wgmma") else 0
+    # the tensor cores' rate per FLOP by input type, relative to 16-bit inputs (NVIDIA H100
+    # datasheet, dense: TF32 494.7, BF16/FP16 989.4, FP8 1978.9 TFLOPS); the reference shape
+    # was measured with bf16
+    f *= _TYPE_COST.get(next((m for m in instr.mods if m in _TYPE_COST), None), 1.0)
     if not f or f == info.reference_flops:
         return info
     interval = info.issue_interval * f / info.reference_flops

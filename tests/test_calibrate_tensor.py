@@ -123,9 +123,6 @@ def test_tensor_instructions_cost_by_their_class(tmp_path, cli):
 
 
 @pytest.mark.needs_nvdisasm
-@pytest.mark.xfail(strict=True, reason="the asynchronous model charges TMA loads to L2 at more "
-                   "than the H200 shows (ncu: L2 45 %, SM 86 % on the 4096^3 GEMM) and calls the "
-                   "GEMM L2-bound: docs/MODEL.md, Tensor-core kernels")
 def test_emitted_gemm_is_tensor_bound(tmp_path, cli):
     ptx = _gemm_ptx(tmp_path, cli)
     rc, out, err = cli("simulate", "--arch", DEFAULT_ARCH_SPECIFIC_TARGET, "--json", "--grid",

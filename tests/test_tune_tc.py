@@ -7,12 +7,14 @@ import sys
 
 import pytest
 
+from ptxgen import toolchain
 from ptxgen.errors import PtxgenError
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 from ptxgen.tune import tc_space as T
 from ptxgen.tune.tc import tune_tc_matmul
 
 ARCH = "sm_90a"
+needs_ptxas = pytest.mark.skipif(not toolchain.have_tool("ptxas"), reason="ptxas not found")
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +56,7 @@ def test_schedule_dict_round_trip():
         TcMatmulSchedule.from_dict(dict(s.to_dict(), tile=1))
 
 
-@pytest.mark.needs_ptxas
+@needs_ptxas
 def test_dry_run_ranks_the_turned_tile_first_at_a_ragged_n():
     """4095 x 4097: the simulator (wgmma cost by N, the persistent tile loop) predicts 256x128
     tiles (4 rounds) ahead of 128x256 (5 rounds); stages and the other timed-only fields share
@@ -76,9 +78,9 @@ def test_dry_run_ranks_the_turned_tile_first_at_a_ragged_n():
             for p in rep.simulated}
     assert pred[(256, 3, 1)] == pred[(256, 2, 1)]            # one simulation per class
     assert pred[(128, 3, 1)] == pred[(128, 3, 2)]
-    # the turned tile measured 1.13x the 128x256 one at this shape on the H200 (docs/PERF.md,
-    # tune cache): the prediction must rank it first by about that much
-    assert pred[(256, 3, 1)] < 0.9 * pred[(128, 3, 1)]
+    # measured on the H200 (docs/data/tc_matmul_2026-12-01_odd2.json): 256x128 over 128x256
+    # at 4096 x 4097 x 4096 0.903, at 4095 x 4097 x 4093 (pad copies included) 0.936
+    assert pred[(256, 3, 1)] < 0.95 * pred[(128, 3, 1)]
     text = rep.to_text()
     assert "dry run" in text and "tc256x128x64_s3" in text
     d = rep.to_dict()
@@ -140,7 +142,7 @@ class FakeTcGpu:
         return (1.0 if s.BM == 256 else 1.3) * (0.97 if s.cluster_m == 2 else 1.0), 168
 
 
-@pytest.mark.needs_ptxas
+@needs_ptxas
 def test_gpu_rounds_time_the_winning_class_and_cache_it(monkeypatch, tmp_path):
     import ptxgen.runtime
     from ptxgen.ops.tc_matmul import TcMatmul
@@ -167,7 +169,7 @@ def test_gpu_rounds_time_the_winning_class_and_cache_it(monkeypatch, tmp_path):
     assert entry["valid_points"] == 6 and entry["baseline"]["name"] == str(rep.trials[0].schedule)
 
 
-@pytest.mark.needs_ptxas
+@needs_ptxas
 def test_a_static_plan_replaces_ptxas_and_the_simulator(monkeypatch):
     """A GPU run given the plan of a dry run times the same round 1 without assembling or
     simulating anything; a plan of another shape is a one-line error."""

@@ -3,8 +3,10 @@ phases and wgmma groups.
 
 - A TMA load (cp.async.bulk.tensor global → shared, mbarrier::complete_tx) is a transfer: its
   bytes (the expect_tx count before it in its block, split over the copies it covers) are
-  served by L2, and by DRAM for the launch's first touches (`tma_dram_fraction`: the read
-  footprint over all TMA bytes), at this SM's share of their bandwidth (sim.memory servers);
+  served by L2 (at memory_model.l2_tma_bandwidth_gbs), and by DRAM for the launch's first
+  touches (`tma_dram_fraction`: the read
+  footprint over all TMA bytes; none when no footprint is known), at this SM's share of their
+  bandwidth (sim.memory servers);
   they land ops.TMA.latency after service starts, as a lone copy's measured latency. The issuing
   sub-partition's TMA pipe (ops.TMA.issue_interval per reference box) paces the copies too.
 - mbarrier.arrive.expect_tx opens a transaction of the CTA (in issue order); it completes
@@ -290,7 +292,7 @@ class AsyncState:
     # -- parts -----------------------------------------------------------------------------------
     def _transfer(self, memory, t, nbytes):
         servers = memory.servers
-        start = servers["L2"].request(t, nbytes * memory.cfg.l2_load_scale) \
+        start = servers["L2"].request(t, nbytes * memory.cfg.l2_tma_scale) \
             if "L2" in servers else t
         if self.dram_fraction > 0 and "DRAM" in servers:
             start = max(start, servers["DRAM"].request(t, nbytes * self.dram_fraction))

@@ -491,9 +491,12 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     resident = memory_level(table, footprint, cache) == "L2"
     if resident:
         dram_fraction = 0.0
-    tma_frac = 0.0 if resident else tma_dram_fraction(
-        prog, pilot.trace, n_ctas, (footprint - written if footprint and footprint > written
-                                    else footprint))
+    # TMA copies: DRAM serves the read footprint's share of them; with no footprint given,
+    # none (TMA feeds tiled kernels whose tiles many CTAs load again from L2)
+    tma_frac = 0.0 if resident or not footprint else tma_dram_fraction(
+        prog, pilot.trace, n_ctas, footprint - written if footprint > written else footprint)
+    if tma_frac is None:
+        tma_frac = dram_fraction
 
     # the clock: the sustained one, lowered by tensor work (isa clock_for_tensor_share);
     # memory rates are bytes per cycle of it, so a kernel whose tensor pipes work runs

@@ -72,6 +72,7 @@ class MemoryConfig:
     atomic_float_op_ns: float = 0.0     # the same for a floating-point atomic at one address
     shared_atomic_cycles: float = 1.0   # cycles per bank wavefront of a shared atomic
     tma_dram_fraction: float = 0.0      # TMA bytes served by DRAM as well (async_copy.py)
+    l2_tma_scale: float = 1.0           # L2 bandwidth / L2's bandwidth for TMA loads
 
 
 def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=False,
@@ -111,6 +112,8 @@ def memory_config(table, active_sms, level="auto", dram_fraction=1.0, resident=F
     cfg.line_bytes = mm.get("l1_line_bytes") or cfg.line_bytes
     if mm.get("l2_load_bandwidth_gbs") and "L2" in table.memory:
         cfg.l2_load_scale = table.memory["L2"].bandwidth_gbs / mm["l2_load_bandwidth_gbs"]
+    if mm.get("l2_tma_bandwidth_gbs") and "L2" in table.memory:
+        cfg.l2_tma_scale = table.memory["L2"].bandwidth_gbs / mm["l2_tma_bandwidth_gbs"]
     cfg.sector_bytes = mm.get("sector_bytes") or cfg.sector_bytes
     cfg.atomic_op_ns = mm.get("atomic_op_ns") or 0.0
     cfg.atomic_float_op_ns = mm.get("atomic_float_op_ns") or 0.0
