@@ -11,7 +11,7 @@
 - Paths: each warp's path comes from ptxgen.sim.paths with the real argument values.
 - Loop sampling: the outermost loop that runs more than `sample` iterations per entry keeps that
   many in the simulated paths (fewer, at least 4, where its iterations are long:
-  waves.sampled_pair), and again half as many in a second run; the difference between
+  waves.sampled_pair), and again half as many in a second pass; the difference between
   the two runs is what the left-out iterations cost, steady state and warp interplay included,
   and every counter is extended linearly by the iterations left out.
 """
@@ -499,8 +499,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         tma_frac = dram_fraction
 
     # the clock: the sustained one, lowered by tensor work (isa clock_for_tensor_share);
-    # memory rates are bytes per cycle of it, so a kernel whose tensor pipes work runs
-    # again at the clock its first run's tensor share gives
+    # memory rates are bytes per cycle of it, so a kernel whose tensor pipes work is
+    # simulated again at the clock its first pass's tensor share gives
     clock = table.time_clock_mhz
     pilot_steps, first_sample = pilot.steps, sample
     for _clock_pass in range(2):
@@ -538,7 +538,7 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
             rerun = count > 1 and "cta_relaunch_cycles" in (table.memory_model or {})
             for k, (traces, skipped) in enumerate(runs):
                 if k and sims[0][1] == 0:
-                    break                             # nothing was left out: no second run
+                    break                             # nothing was left out: no second pass
                 mem = memmod.SmMemory(memmod.memory_config(table, active, level, dram_fraction,
                                                            resident, access, tma_frac, clock))
                 tw = trace_warps if not results and not k else 0

@@ -36,7 +36,7 @@ def path_instructions(prog, trace):
     return sum(prog.blocks[e % nb].end - prog.blocks[e % nb].start for e in trace)
 
 
-# the sampled loop keeps `sample` iterations (and half as many in the second run), or fewer
+# the sampled loop keeps `sample` iterations (and half as many in the second pass), or fewer
 # where its iterations are long: the fewest (halving, at least 4) whose instructions still
 # cover this many per warp. The sample is there to reach the loop's steady state, which a
 # stretch of instructions does, however many iterations it holds: a DP row loop of 1200
