@@ -38,6 +38,17 @@ _TORCH_DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16
                  "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}     # fp8: their bytes
 
 
+def torch_stream(t):
+    """The raw handle of torch's current stream on CUDA tensor t's device (torch is imported
+    already: t is its tensor)."""
+    import sys
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)   # no Stream object: faster
+    if raw is not None:
+        return raw(t.get_device())
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
 def torch_dtype(t):
     name = str(t.dtype).removeprefix("torch.")
     if name not in _TORCH_DTYPES:

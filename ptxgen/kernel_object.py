@@ -15,11 +15,10 @@ run on the emulator in place); Numba device arrays and other `__cuda_array_inter
 GPU when an argument is on it, the emulator for torch CPU tensors, else the GPU when Numba finds
 one and the emulator otherwise.
 """
-import sys
 
 import numpy as np
 
-from .arrays import array_info, is_tensor
+from .arrays import array_info, is_tensor, torch_stream
 from .errors import LaunchError, PtxgenError
 from .ir.module import Module
 from .launch_shape import check_launch_shape, launch_dims, written_params
@@ -191,7 +190,7 @@ class Launcher:
             prepared = self._prepared[shared] = PreparedLaunch(
                 self.kernel.gpu_kernel(), self.grid, self.block, shared)
         if stream is None and tensor is not None:
-            stream = _torch_stream(tensor)
+            stream = torch_stream(tensor)
         return prepared.try_launch(keys, raws, args, stream)
 
     def _gpu(self, args, shared, stream):
@@ -201,7 +200,7 @@ class Launcher:
         tensors = [a for a in args if is_tensor(a)]
         cuda_tensors = [t for t in tensors if t.is_cuda]
         if stream is None and cuda_tensors:
-            stream = _torch_stream(cuda_tensors[0])
+            stream = torch_stream(cuda_tensors[0])
         args = [_host_view(k, p, a) if is_tensor(a) and not a.is_cuda else a
                 for p, a in zip(k.params, args)]
         copies = any(isinstance(a, np.ndarray) and a.ndim for a in args)
@@ -214,15 +213,6 @@ def _arg_key(a):
     from .runtime.prepared import arg_key
     _arg_key = arg_key
     return arg_key(a)
-
-
-def _torch_stream(t):
-    """The raw handle of torch's current stream on tensor t's device."""
-    torch = sys.modules["torch"]
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)   # no Stream object: faster
-    if raw is not None:
-        return raw(t.get_device())
-    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _host_view(kernel, p, a):

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET, DEFAULT_TARGET
+from ..arrays import torch_stream
 from ..errors import PtxgenError
 from .inputs import emu_empty, emu_view, from_emu, operand, same_dtype, same_place
 from .launch import run_emu, run_gpu
@@ -65,14 +66,7 @@ def _target(function, target, backend, tensor_cores):
 
 
 def _torch():
-    import sys
     return sys.modules.get("torch")
-
-
-def _stream(t):
-    torch = _torch()
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(t.get_device()) if raw is not None else torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _gpu_out(like, shape, dtype, out, function):
@@ -356,7 +350,7 @@ def _run(fn, op, shape, arch, backend, dtype, arrays, outputs, on_gpu, is_torch,
         outs = {n: _gpu_out(like, s, d, out if len(outputs) == 1 else None, fn)
                 for n, (s, d) in outputs.items()}
         dev = dict(ins, **outs, **_gpu_workspace(op, shape, arch, like), **scalars)
-        run_gpu(fn, op, shape, arch, dtype, dev, _stream(like), like.get_device())
+        run_gpu(fn, op, shape, arch, dtype, dev, torch_stream(like), like.get_device())
         if on_gpu:
             return outs
         return {n: _back_to_numpy(t, outputs[n][1]) for n, t in outs.items()}
