@@ -26,6 +26,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from ptxgen.arrays import from_fp8, to_fp8  # noqa: E402
 from ptxgen.emu import tensor_math as TM  # noqa: E402
 from ptxgen.ops import tensor_probes as P  # noqa: E402
 
@@ -36,7 +37,7 @@ K = 128                              # one 128-byte row of fp8
 
 def finite_bytes(fmt):
     b = np.arange(256)
-    v = TM.from_fp8(b, fmt)
+    v = from_fp8(b, fmt)
     return b[np.isfinite(v)].astype(np.uint8)
 
 
@@ -52,7 +53,7 @@ def gen(rng, kind, fmt, shape):
     if kind == "onebig":
         x = x * 2.0 ** -5
         x[..., ::32] *= 2.0 ** 9
-    return TM.to_fp8(x, fmt)
+    return to_fp8(x, fmt)
 
 
 def b_for(kind, a_bits, b_bits, fmt_b):
@@ -86,7 +87,7 @@ def make_case(rng, spec):
     name, fa, fb, kind, ksteps, ckind = spec
     a_bits = gen(rng, kind, fa, (CTAS, 64, K))
     b_bits = b_for(kind, a_bits, gen(rng, kind, fb, (CTAS, N, K)), fb)
-    a, b = TM.from_fp8(a_bits, fa), np.swapaxes(TM.from_fp8(b_bits, fb), 1, 2)
+    a, b = from_fp8(a_bits, fa), np.swapaxes(from_fp8(b_bits, fb), 1, 2)
     if ckind == "wide":
         c = rng.standard_normal((CTAS, 64, N)) * np.exp2(rng.integers(-20, 21, (CTAS, 64, N)))
     elif ckind == "neg":               # C = -(the first k-step's exact sum), nudged
@@ -100,8 +101,8 @@ def make_case(rng, spec):
 
 def model_out(case, model):
     fa, fb, ks = str(case["fa"]), str(case["fb"]), int(case["ksteps"])
-    a = TM.from_fp8(case["a"], fa)
-    b = np.swapaxes(TM.from_fp8(case["b"], fb), 1, 2)
+    a = from_fp8(case["a"], fa)
+    b = np.swapaxes(from_fp8(case["b"], fb), 1, 2)
     d = np.zeros(a.shape[:2] + (N,)) if case.get("c") is None else \
         case["c"].astype(np.float64)
     for s in range(ks):

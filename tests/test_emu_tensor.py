@@ -8,6 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
+from ptxgen.arrays import from_fp8, to_fp8
 from ptxgen.emu import EmulationWarning, TensorMap, emulate as _emulate, tensor_math as TM
 from ptxgen.errors import EmulationError, PtxgenError
 from ptxgen.ir import Builder, Module, Param, fragments as F, ptr, types as T
@@ -134,7 +135,7 @@ def test_wgmma_without_proxy_fence_is_a_race():
 # -- conversions ---------------------------------------------------------------------------------
 def _all_fp8(fmt):
     codes = np.arange(256, dtype=np.uint8)
-    return codes, TM.from_fp8(codes, fmt)
+    return codes, from_fp8(codes, fmt)
 
 
 @pytest.mark.parametrize("fmt,top", [("e4m3", 448.0), ("e5m2", 57344.0)])
@@ -142,11 +143,11 @@ def test_fp8_tables(fmt, top):
     codes, vals = _all_fp8(fmt)
     finite = np.isfinite(vals)
     assert vals[finite].max() == top and vals[finite].min() == -top
-    assert TM.from_fp8(np.uint8(1), fmt) == (2.0 ** -9 if fmt == "e4m3" else 2.0 ** -16)
+    assert from_fp8(np.uint8(1), fmt) == (2.0 ** -9 if fmt == "e4m3" else 2.0 ** -16)
     assert (np.isinf(vals).sum(), np.isnan(vals).sum()) == ((0, 2) if fmt == "e4m3" else (2, 6))
     nz = finite & (codes != 0x80)                      # -0 encodes back as 0x80 too
-    assert (TM.to_fp8(vals[nz], fmt) == codes[nz]).all()
-    assert np.isnan(TM.from_fp8(np.uint8(0x7F), fmt))
+    assert (to_fp8(vals[nz], fmt) == codes[nz]).all()
+    assert np.isnan(from_fp8(np.uint8(0x7F), fmt))
 
 
 def _cvt_kernel(fmt):
@@ -188,9 +189,9 @@ def test_fp8_conversions_round_to_nearest_even_and_saturate(fmt):
         d = np.abs(grid - np.clip(v, grid[0], grid[-1]))
         best = np.flatnonzero(d == d.min())
         if len(best) > 1:
-            best = [b for b in best if TM.to_fp8(grid[b], fmt) % 2 == 0]
+            best = [b for b in best if to_fp8(grid[b], fmt) % 2 == 0]
         want[idx] = grid[best[0]]
-    got = np.stack([TM.from_fp8(q >> 8, fmt), TM.from_fp8(q & 0xFF, fmt)], -1)
+    got = np.stack([from_fp8(q >> 8, fmt), from_fp8(q & 0xFF, fmt)], -1)
     assert np.array_equal(got, want, equal_nan=True)
     h = back.view(np.float16).reshape(n, 2).astype(np.float64)[:, ::-1]   # high half first
     assert np.array_equal(h, want, equal_nan=True)

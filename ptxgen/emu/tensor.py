@@ -11,6 +11,7 @@ emulator does not model); wgmma.fence/commit_group/wait_group therefore change n
 """
 import numpy as np
 
+from ..arrays import from_fp8, to_fp8
 from ..errors import EmulationError
 from ..ir import fragments as F
 from ..ir.values import Imm, Reg, Vec
@@ -299,7 +300,7 @@ def _shared_matrix(st, offs, lane, ab, opi, what):
         v = read_shared_async(st, opi, lane, offs, np.dtype(np.uint32), what)
         return TM.unpack(v[..., None], "tf32")[..., 0]
     if ab in TM.FP8_TYPES:
-        return TM.from_fp8(read_shared_async(st, opi, lane, offs, np.dtype(np.uint8), what), ab)
+        return from_fp8(read_shared_async(st, opi, lane, offs, np.dtype(np.uint8), what), ab)
     v = read_shared_async(st, opi, lane, offs, np.dtype(np.uint16), what)
     return v.view(np.float16).astype(np.float64) if ab == "f16" else TM.fp.bf16_to_f64(v)
 
@@ -333,8 +334,8 @@ def build_fp8_cvt(ctx, ins):
             hi, lo = ctx.read(ops[1], np.float32), ctx.read(ops[2], np.float32)
 
             def pack(x, y):
-                h = TM.to_fp8(np.asarray(x, np.float64), fmt, relu).astype(np.uint16)
-                l_ = TM.to_fp8(np.asarray(y, np.float64), fmt, relu).astype(np.uint16)
+                h = to_fp8(np.asarray(x, np.float64), fmt, relu).astype(np.uint16)
+                l_ = to_fp8(np.asarray(y, np.float64), fmt, relu).astype(np.uint16)
                 return (h << np.uint16(8)) | l_
             return make(ctx.write(ops[0]), [hi, lo], pack)
         if src == "f16x2" and len(ops) == 2:
@@ -342,7 +343,7 @@ def build_fp8_cvt(ctx, ins):
 
             def pack2(x):
                 v = TM.unpack(np.asarray(x, np.uint32)[..., None], "f16")
-                b = TM.to_fp8(v, fmt, relu).astype(np.uint16)
+                b = to_fp8(v, fmt, relu).astype(np.uint16)
                 return (b[..., 1] << np.uint16(8)) | b[..., 0]
             return make(ctx.write(ops[0]), [a], pack2)
         ctx.fail(f"cvt to {fp8[0]} from .{src} is not emulated")
@@ -351,8 +352,8 @@ def build_fp8_cvt(ctx, ins):
 
         def unpack(x):
             x = np.asarray(x, np.uint16)
-            lo = TM.from_fp8(x & np.uint16(0xFF), fmt)
-            hi = TM.from_fp8(x >> np.uint16(8), fmt)
+            lo = from_fp8(x & np.uint16(0xFF), fmt)
+            hi = from_fp8(x >> np.uint16(8), fmt)
             if relu:
                 lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
             h = np.stack([lo, hi], -1).astype(np.float16).view(np.uint16)

@@ -191,6 +191,3 @@ def unpack(words, ab):
 def pack_halves(lo, hi):
     return (np.asarray(hi, np.uint32) << np.uint32(16)) | np.asarray(lo, np.uint32)
 
-
-# -- fp8 (e4m3, e5m2): the formats' encoding lives with the arrays (ptxgen/arrays.py) -----------
-from ..arrays import FP8, from_fp8, to_fp8  # noqa: E402,F401

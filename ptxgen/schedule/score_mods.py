@@ -185,10 +185,10 @@ CMP = ("lt", "le", "gt", "ge", "eq", "ne")
 def binary(op, a, b):
     if op in ("and", "or", "xor"):
         if a.kind != "b" or b.kind != "b":
-            raise PtxgenError(f"mod: & | ^ combine masks (comparisons), not numbers")
+            raise PtxgenError("mod: & | ^ combine masks (comparisons), not numbers")
         return _node(op, (a, b), "b")
     if a.kind == "b" or b.kind == "b":
-        raise PtxgenError(f"mod: a mask is not a number (use where(mask, x, y))")
+        raise PtxgenError("mod: a mask is not a number (use where(mask, x, y))")
     if op in ("floordiv", "mod"):
         if a.kind != "i" or b.kind != "i":
             raise PtxgenError("mod: // and % take integers")

@@ -26,7 +26,6 @@ phases and wgmma groups.
 When no producer of a CTA is left, its consumers' pending waits pass (and the other way round),
 so a model mismatch costs time, never a deadlock.
 """
-from ..ir.instr import Instr
 from ..ir.values import Imm, Reg
 
 TMA, EXPECT, WAIT, RELEASE, WG_COMMIT, WG_WAIT = ("tma", "expect", "mbar_wait", "release",
