@@ -36,6 +36,7 @@ import threading
 from ..errors import PtxgenError
 from ..ir import types as T
 from ..schedule import epilogue as epimod
+from ..schedule.traced import ForwardedOperators
 
 _state = threading.local()
 IN_TYPES = {"bf16": "bf16", "f16": "f16"}
@@ -149,7 +150,7 @@ class Dot:
         self.a, self.b = a, b
 
 
-class Acc:
+class Acc(ForwardedOperators):
     """The accumulator: `acc += bk.dot(a, b)` in the loop; after it, the epilogue's acc."""
     def __init__(self, tc):
         self.tc = tc
@@ -169,20 +170,6 @@ class Acc:
 
     def to(self, dtype):
         return self._v().to(dtype)
-
-    def __add__(self, o): return self._v() + o
-    def __radd__(self, o): return o + self._v()
-    def __sub__(self, o): return self._v() - o
-    def __rsub__(self, o): return o - self._v()
-    def __mul__(self, o): return self._v() * o
-    def __rmul__(self, o): return o * self._v()
-    def __truediv__(self, o): return self._v() / o
-    def __rtruediv__(self, o): return o / self._v()
-    def __neg__(self): return -self._v()
-    def __lt__(self, o): return self._v() < o
-    def __le__(self, o): return self._v() <= o
-    def __gt__(self, o): return self._v() > o
-    def __ge__(self, o): return self._v() >= o
 
     def __getitem__(self, idx):
         return self._v()

@@ -31,6 +31,7 @@ import threading
 import numpy as np
 
 from ..errors import PtxgenError
+from .traced import ForwardedOperators, TracedOperators
 
 KINDS = ("row", "col", "elem", "scalar")
 MATHS = ("ieee", "fast")
@@ -130,7 +131,7 @@ def _trace():
     return t
 
 
-class Sym:
+class Sym(TracedOperators):
     """A symbolic value of the epilogue being traced."""
     __slots__ = ("t", "i")
 
@@ -149,26 +150,9 @@ class Sym:
         a, b = (_sym(other, self.dtype), self) if swap else (self, _sym(other, self.dtype))
         return _binary(op, a, b)
 
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __truediv__(self, o): return self._bin("div", o)
-    def __rtruediv__(self, o): return self._bin("div", o, True)
+    # + - * / comparisons & | come from TracedOperators; // and % take integer constants
     def __floordiv__(self, o): return self._int_const("idiv", o)
     def __mod__(self, o): return self._int_const("irem", o)
-    def __lt__(self, o): return self._bin("lt", o)
-    def __le__(self, o): return self._bin("le", o)
-    def __gt__(self, o): return self._bin("gt", o)
-    def __ge__(self, o): return self._bin("ge", o)
-    def __eq__(self, o): return self._bin("eq", o)       # noqa: E704
-    def __ne__(self, o): return self._bin("ne", o)
-    def __and__(self, o): return self._bin("and", o)
-    def __rand__(self, o): return self._bin("and", o, True)
-    def __or__(self, o): return self._bin("or", o)
-    def __ror__(self, o): return self._bin("or", o, True)
     def __hash__(self): return hash((id(self.t), self.i))
 
     def __invert__(self):
@@ -313,7 +297,7 @@ def cast(x, dtype):
     raise PtxgenError(f"epilogue cast: dtype must be f32, bf16 or f16, got {dtype!r}")
 
 
-class _TensorProxy:
+class _TensorProxy(ForwardedOperators):
     """An extra tensor inside the traced function: t[row], t[col], t[row, col], or (scalar)
     the value itself."""
     def __init__(self, name, spec):
@@ -342,15 +326,6 @@ class _TensorProxy:
 
     def _v(self):
         return self.value()
-
-    def __add__(self, o): return self._v() + o
-    def __radd__(self, o): return o + self._v()
-    def __sub__(self, o): return self._v() - o
-    def __rsub__(self, o): return o - self._v()
-    def __mul__(self, o): return self._v() * o
-    def __rmul__(self, o): return o * self._v()
-    def __truediv__(self, o): return self._v() / o
-    def __rtruediv__(self, o): return o / self._v()
 
 
 # -- the traced epilogue ----------------------------------------------------------------------

@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import PtxgenError
 from ..ir import Imm, Instr, Param, ptr
 from ..ir import types as T
+from .traced import TracedOperators
 
 _state = threading.local()
 F32_ULP = 2.0 ** -23
@@ -77,7 +78,7 @@ class ModTensor:
         return f"ModTensor({self.name}, {self.array.shape}, {self.kind})"
 
 
-class Expr:
+class Expr(TracedOperators):
     """A symbolic value of a mod being traced (see the module docstring)."""
     __slots__ = ("op", "args", "kind", "value", "__weakref__")
 
@@ -97,28 +98,11 @@ class Expr:
         a, b = as_expr(self), as_expr(other)
         return binary(op, *((b, a) if swap else (a, b)))
 
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __truediv__(self, o): return self._bin("div", o)
-    def __rtruediv__(self, o): return self._bin("div", o, True)
+    # + - * / comparisons & | come from TracedOperators
     def __floordiv__(self, o): return self._bin("floordiv", o)
     def __rfloordiv__(self, o): return self._bin("floordiv", o, True)
     def __mod__(self, o): return self._bin("mod", o)
     def __rmod__(self, o): return self._bin("mod", o, True)
-    def __lt__(self, o): return self._bin("lt", o)
-    def __le__(self, o): return self._bin("le", o)
-    def __gt__(self, o): return self._bin("gt", o)
-    def __ge__(self, o): return self._bin("ge", o)
-    def __eq__(self, o): return self._bin("eq", o)
-    def __ne__(self, o): return self._bin("ne", o)
-    def __and__(self, o): return self._bin("and", o)
-    def __rand__(self, o): return self._bin("and", o, True)
-    def __or__(self, o): return self._bin("or", o)
-    def __ror__(self, o): return self._bin("or", o, True)
     def __xor__(self, o): return self._bin("xor", o)
     def __rxor__(self, o): return self._bin("xor", o, True)
 
