@@ -141,7 +141,7 @@ class OnlineSoftmax:
     def mod_setup(self, bh):
         """The ModLowering of self.mod_spec (an AttentionMods) for this thread's rows, placed
         before the key loop; the softmax's log2 scaling becomes an immediate."""
-        from ..schedule.score_mods import ModLowering, LOG2E
+        from .score_mods import ModLowering, LOG2E
         spec = self.mod_spec
         cols = [[(4 * cc + 2 * h + e, 8 * cc + e) for cc in range(self.s.BN // 8)
                  for e in range(2)] for h in range(2)]
