@@ -166,6 +166,9 @@ def block_check(op, shape, A, Bt, C, sa, sb, n=16, seed=0):
     return bool(np.isfinite(got).all() and (np.abs(got - ref["C"]) <= ref["bound"]).all())
 
 
+FP8_VARIANTS = {"auto": "auto",
+                "x2f0tma": dict(cluster_m=2, inflight=0, epilogue="tma", stages=3),
+                "tma": dict(epilogue="tma", stages=3)}
 FP8_RUNS = ((4096, "auto"), (4096, "x2f0tma"), (8192, "auto"), (8192, "block"),
             (4096, "tma"), (8192, "x2f0tma"), (4096, "block"))
 
