@@ -24,12 +24,12 @@ import time
 import numpy as np
 
 
-# -- the run's record and its JSON ------------------------------------------------------------------
+# -- the run's record and its JSON -----------------------------------------------------------------
 def out_argument(parser, default="."):
     """--out DIR, where the JSON goes: $OUT when set, else `default` (None: no file unless
     --out or $OUT is given)."""
     parser.add_argument("--out", default=os.environ.get("OUT", default),
-                        help="directory for the JSON results (default: $OUT, else "
+                        help="directory for the results (default: $OUT, else "
                              f"{default or 'none'})")
 
 
@@ -56,7 +56,7 @@ def save_json(out, name, obj):
     return path
 
 
-# -- timing -------------------------------------------------------------------------------------------
+# -- timing ----------------------------------------------------------------------------------------
 def gpu_ms(fn, repeat=3, target_ms=15.0):
     """GPU milliseconds per call of fn (which enqueues work on the default stream):
     ptxgen.runtime.time_calls, the median of `repeat` held batches of back-to-back calls
@@ -105,7 +105,7 @@ def host_us(fn, n=2000, sync=None, warmup=1):
     return dt
 
 
-# -- launching ptxgen's kernels on torch tensors -------------------------------------------------------
+# -- launching ptxgen's kernels on torch tensors ---------------------------------------------------
 def bits16(t):
     """A 16-bit tensor as int16 bit patterns (the tensor maps and pointer checks look at
     element sizes); any other tensor as it is."""
@@ -166,7 +166,7 @@ def cublas(A, Bt, C, tf32=False):
     return go
 
 
-# -- sampled float64 checks ----------------------------------------------------------------------------
+# -- sampled float64 checks ------------------------------------------------------------------------
 def gemm_sample(A, Bt, rng, n=48):
     """(row indices, float64 rows of A @ Bt.T, their sums of |a||b|) for n random rows of C;
     A (M x K) and Bt (N x K) torch tensors on the GPU, the products taken there in float64."""
@@ -239,7 +239,7 @@ def attention_check(O, sample, lse=None):
     return ok, worst
 
 
-# -- the final table ---------------------------------------------------------------------------------
+# -- the final table -------------------------------------------------------------------------------
 class Table:
     """The short table a benchmark prints last, one line per result row (a dict).
 
