@@ -59,7 +59,7 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-# -- emulator: the interpreter against Numba's CUDA simulator ---------------------------------------
+# -- emulator: the interpreter against Numba's CUDA simulator --------------------------------------
 MATMUL = {"M": 128, "N": 128, "K": 128}
 SAXPY = {"n": 65536}
 
@@ -187,7 +187,7 @@ def emulator_main(args):
     return 0 if ok else 1
 
 
-# -- native: the native engine against the interpreter ----------------------------------------------
+# -- native: the native engine against the interpreter ---------------------------------------------
 NATIVE_CASES = [("matmul", {"M": 512, "N": 512, "K": 512}), ("saxpy", {"n": 1 << 24})]
 
 # (label, engine, check): the interpreter as the native engine runs (no racecheck) and as

@@ -1,7 +1,7 @@
 """What the GPU operator benchmarks share: the --out argument, the run's record and the JSON
 written under --out, GPU time per call, sampled float64 checks of GEMM and attention results,
-bound launches of an operator's steps, cuBLAS as the GEMM reference, and the short table
-printed last.
+bound launches of an operator's steps, cuBLAS and torch's SDPA as references, and the short
+table printed last.
 
 A benchmark runs as `python benchmarks/NAME.py`, so this folder is on its import path and it
 imports this module as `harness`; nothing here imports torch, triton or the GPU runtime before

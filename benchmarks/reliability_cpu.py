@@ -75,7 +75,7 @@ def _command():
     return "python benchmarks/reliability_cpu.py " + " ".join(sys.argv[1:])
 
 
-# -- fuzz: the parser on mutated real PTX -----------------------------------------------------------
+# -- fuzz: the parser on mutated real PTX ----------------------------------------------------------
 DATA = ROOT / "tests" / "data" / "ptx"
 FILENAME = "fuzz.ptx"
 
@@ -592,7 +592,7 @@ def properties_main(args):
     return 1 if any(r.get("failure") for r in results) else 0
 
 
-# -- native: the native engine against the interpreter on random programs ---------------------------
+# -- native: the native engine against the interpreter on random programs --------------------------
 LAST = os.path.join(tempfile.gettempdir(), "native_property_last.txt")
 
 

@@ -39,7 +39,7 @@ from ptxgen.runtime import load_steps, run_steps                             # n
 from ptxgen.schedule.mma_attention import MmaAttentionSchedule               # noqa: E402
 from ptxgen.schedule.mma_matmul import MmaMatmulSchedule                     # noqa: E402
 
-# -- the GEMM ----------------------------------------------------------------------------------------
+# -- the GEMM --------------------------------------------------------------------------------------
 MATMUL_VARIANTS = {
     "auto": "auto",                                       # 128x256, 8 warps, 3 stages
     "s4": MmaMatmulSchedule(stages=4),
@@ -141,7 +141,7 @@ def matmul_main(args, rng):
             or r.get("emu_ok") is False], len(result["small"])
 
 
-# -- attention ---------------------------------------------------------------------------------------
+# -- attention -------------------------------------------------------------------------------------
 CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
            (4, 32, 4096, 64, True)]
 # sm_80-path schedules timed besides the default (8 warps, 64-key steps, 2 stages)
@@ -212,7 +212,7 @@ def attention_main(args, rng):
     return [r for r in small if "error" in r or not (r["gpu_ok"] and r["emu_ok"])], len(small)
 
 
-# -- both ----------------------------------------------------------------------------------------------
+# -- both ------------------------------------------------------------------------------------------
 def _info(args):
     import torch
     return dict(cuda=torch.version.cuda, arch=args.arch)
