@@ -1,6 +1,6 @@
 """Fused attention forward on the GPU: ptxgen's sm_90a kernel (ops/attention.py) against torch's
 scaled_dot_product_attention with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION
-backends and a Triton fused-attention kernel (benchmarks/triton_attention.py), bf16, one run.
+backends and a Triton fused-attention kernel (benchmarks/triton_kernels.py), bf16, one run.
 
     python benchmarks/attention.py [--configs ...] [--skip-small] [--budget-s S] [--out DIR]
                                    [--ranked K] [--no-triton] [--no-sm80]
@@ -16,11 +16,10 @@ largest O difference between the two); then for every timed configuration and im
 float64 check of sampled query rows of sampled heads (O within the operator's bound, and
 ptxgen's LSE). Timing: GPU time per call (ptxgen.runtime.time_calls, held batches); TFLOP/s by
 FlashAttention's count (4·B·H·S²·D, halved when causal); ratios against FLASH and CUDNN from
-this run. Prints a table last; writes the rows as JSON under --out.
+this run. Prints a table last; writes the rows as JSON under --out (benchmarks/harness.py:
+the record, the timing, the sampled checks).
 """
 import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -29,9 +28,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import harness                                                               # noqa: E402
 from ptxgen import arch as archmod                                           # noqa: E402
-from ptxgen.ops.attention import UNIT_ROUNDOFF, Attention, attention_reference  # noqa: E402
-from ptxgen.runtime import bound_launch, load_steps, run_steps, time_calls   # noqa: E402
+from ptxgen.ops.attention import Attention                                   # noqa: E402
+from ptxgen.runtime import load_steps, run_steps                             # noqa: E402
 from ptxgen.schedule.attention import AttentionSchedule                     # noqa: E402
 
 ARCH = "sm_90a"
@@ -76,34 +76,6 @@ def emulator_agreement(rng, arch=ARCH, shapes=SMALL):
     return rows
 
 
-def sampled_reference(q, k, v, causal, rng, heads=2, nrows=24):
-    """[(b, h, rows, reference dict)] for a few random heads and query rows, float64 on the CPU."""
-    import torch
-    B, H, S, D = q.shape
-    out = []
-    for _ in range(heads):
-        b, h = int(rng.integers(B)), int(rng.integers(H))
-        rows = np.sort(rng.choice(S, size=min(nrows, S), replace=False))
-        rows[-1] = S - 1                                  # the last (partial-tile) row too
-        qq = q[b, h, torch.tensor(rows, device=q.device)].double().cpu().numpy()
-        kk, vv = (t[b, h].double().cpu().numpy() for t in (k, v))
-        out.append((b, h, rows, attention_reference(qq, kk, vv, 1 / math.sqrt(D), causal,
-                                                     UNIT_ROUNDOFF["bf16"], rows=rows)))
-    return out
-
-
-def sampled_ok(O, refs, lse=None):
-    for b, h, rows, ref in refs:
-        got = O[b, h, rows].double().cpu().numpy()
-        if not (np.isfinite(got).all() and (np.abs(got - ref["O"]) <= ref["O_bound"]).all()):
-            return False
-        if lse is not None:
-            g = lse[b, h, rows].double().cpu().numpy()
-            if not (np.abs(g - ref["LSE"]) <= ref["LSE_bound"]).all():
-                return False
-    return True
-
-
 SM80 = archmod.BASELINE_TARGET          # the sm_80-class (mma.sync) target
 
 
@@ -121,27 +93,15 @@ def ranked_schedules(cfg, k, taken):
     return picks, rep
 
 
-def ptxgen_call(op, shape, q, k, v, O, LSE, arch=ARCH):
-    """A callable launching ptxgen's kernel on torch tensors (bf16 as int16 bit patterns)."""
-    import torch
-    arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
-              "O": O.view(torch.int16), "LSE": LSE}
-    kern = load_steps(op, shape, op.build(shape, arch), arch)[op.kernel_name()]
-    L = op.launch(shape)
-    return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
-
-
 def bench(cfg, rng, opts):
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     B, H, S, D, causal = cfg
     op = Attention("bf16", causal=causal)
     shape = op.shape(B=B, H=H, S=S, D=D)
     flops = op.flops(shape)
     torch.manual_seed(int(rng.integers(2 ** 31)))
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    refs = sampled_reference(q, k, v, causal, rng)
+    refs = harness.attention_sample(q, k, v, rng, causal)
     rows, t_ref = [], {}
     name = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}"
     scheds = {"ptxgen": op.schedule_for(shape)}
@@ -173,55 +133,40 @@ def bench(cfg, rng, opts):
                     if opts.ranked and str(scheds[impl]) in pred:
                         row["predicted_us"] = pred[str(scheds[impl])]
                 LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
-                go = ptxgen_call(op, shape, q, k, v, O, LSE, arch)
+                go = harness.attention_call(op, shape, q, k, v, O, LSE, arch)
             elif impl == "triton":
-                import triton_attention
+                import triton_kernels
                 LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
 
                 def go():
-                    triton_attention.launch(q, k, v, O, LSE, causal)
+                    triton_kernels.launch_attention(q, k, v, O, LSE, causal)
             else:
-                backend = SDPBackend.FLASH_ATTENTION if impl == "flash" else \
-                    SDPBackend.CUDNN_ATTENTION
-
-                def go(backend=backend):
-                    with sdpa_kernel(backend):
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            res = go()
-            if res is not None:
-                O.copy_(res)
-            torch.cuda.synchronize()
-            row["ok"] = sampled_ok(O, refs, LSE)
-            t = time_calls(go, repeat=3, target_ms=15.0)
+                go = harness.sdpa_call(q, k, v, causal, impl)
+            row["ok"] = harness.attention_first_call(go, O, refs, LSE)[0]
+            t = harness.gpu_ms(go)
         except Exception as e:                                      # report, keep going
             rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
-            print_row(rows[-1])
+            TABLE.show(rows[-1])
             continue
         t_ref[impl] = t
         rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
                          x_flash=t_ref["flash"] / t if "flash" in t_ref else None,
                          x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None,
                          x_triton=t_ref["triton"] / t if "triton" in t_ref else None))
-        print_row(rows[-1])
+        TABLE.show(rows[-1])
     return rows
 
 
-def print_row(r):
-    head = f"{r['config']:28} {r['impl']:13}"
-    if "error" in r:
-        print(f"{head} ERROR {r['error']}", flush=True)
-        return
-
-    def f(x):
-        return f"{x:7.3f}" if x else f"{'-':>7}"
-    print(f"{head} {r['ms']:8.3f} {r['tflops']:8.1f} {f(r['x_flash'])} {f(r['x_cudnn'])} "
-          f"{f(r.get('x_triton'))} {str(r['ok']):>5}", flush=True)
+TABLE = harness.Table([("config", 28), ("impl", 13)],
+                      [("ms", "ms", "8.3f"), ("tflops", "TFLOP/s", "8.1f"),
+                       ("x_flash", "xFLASH", "7.3f"), ("x_cudnn", "xCUDNN", "7.3f"),
+                       ("x_triton", "xTRITON", "7.3f"), ("ok", "ok", ">5")])
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--configs", default="all", help="'all' or indices into CONFIGS, e.g. 0,1")
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(p)
     p.add_argument("--skip-small", action="store_true")
     p.add_argument("--budget-s", type=float, default=1e9,
                    help="start no further configuration after this many seconds")
@@ -240,9 +185,7 @@ def main():
                      for cfg in configs} if args.ranked else {}
     t_rank = time.time() - t0
     import torch
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
-                date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
+    info = harness.run_info(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
     if args.triton:
         import triton
         info["triton"] = triton.__version__
@@ -250,7 +193,6 @@ def main():
     print(info, flush=True)
     result = dict(info=info, rows=[], emulator=[])
     result["rankings"] = {str(cfg): rep.to_dict() for cfg, (_, rep) in args.rankings.items()}
-    path = os.path.join(args.out, "attention.json")
     if not args.skip_small:
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
@@ -263,12 +205,8 @@ def main():
             result["rows"] += bench(cfg, rng, args)
         except Exception as e:                                      # report, keep going
             print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
-        with open(path, "w") as f:
-            json.dump(result, f, indent=1)
-    print(f"{'config':28} {'impl':13} {'ms':>8} {'TFLOP/s':>8} {'xFLASH':>7} {'xCUDNN':>7} "
-          f"{'xTRITON':>7} {'ok':>5}")
-    for r in result["rows"]:
-        print_row(r)
+        harness.save_json(args.out, "attention.json", result)
+    TABLE.print(result["rows"])
     print(f"total {time.time() - t0:.1f} s")
 
 

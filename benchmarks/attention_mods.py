@@ -18,8 +18,6 @@ also on the FLOPs of the tiles computed (column "tiles": FlexAttention's own ben
 Prints a table last; writes the rows as JSON under --out.
 """
 import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -28,8 +26,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import harness                                                           # noqa: E402
 from ptxgen.ops import attention_mods as am                              # noqa: E402
-from ptxgen.ops.attention import UNIT_ROUNDOFF, Attention, attention_reference  # noqa: E402
+from ptxgen.ops.attention import Attention                               # noqa: E402
 from ptxgen.schedule import score_mods                                   # noqa: E402
 
 ARCH = "sm_90a"
@@ -87,54 +86,23 @@ def tile_flops(op, shape):
     return 4 * shape["D"] * tiles * s.BM * s.BN * heads
 
 
-def sampled_refs(op, q, k, v, rng, heads=2, nrows=24):
-    import torch
-    Bq, Hq, Sq, Dq = q.shape
-    out = []
-    for _ in range(heads):
-        b, h = int(rng.integers(Bq)), int(rng.integers(Hq))
-        rows = np.sort(rng.choice(Sq, size=nrows, replace=False))
-        rows[-1] = Sq - 1
-        qq = q[b, h, torch.tensor(rows, device=q.device)].double().cpu().numpy()
-        kk, vv = (t[b, h].double().cpu().numpy() for t in (k, v))
-        mods = op._mods.graphs()
-        out.append((b, h, rows, attention_reference(qq, kk, vv, 1 / math.sqrt(Dq), op.causal,
-                                                     UNIT_ROUNDOFF["bf16"], rows=rows,
-                                                     mods=mods, bh=(b, h))))
-    return out
-
-
-def check(O, refs, lse=None):
-    """(ok, largest |error| / bound) of O (and LSE) on the sampled rows."""
-    ok, worst = True, 0.0
-    for b, h, rows, ref in refs:
-        got = O[b, h, rows].double().cpu().numpy()
-        r = np.abs(got - ref["O"]) / ref["O_bound"]
-        worst = max(worst, float(np.nanmax(r)))
-        ok &= bool(np.isfinite(got).all() and (r <= 1).all())
-        if lse is not None:
-            g = lse[b, h, rows].double().cpu().numpy()
-            same = g == ref["LSE"]
-            ok &= bool((same | (np.abs(g - ref["LSE"]) <= ref["LSE_bound"])).all())
-    return ok, worst
+def sampled_refs(op, q, k, v, rng):
+    """The float64 reference of sampled rows, with op's mods (harness.attention_sample)."""
+    return harness.attention_sample(q, k, v, rng, op.causal, op._mods.graphs())
 
 
 def ptxgen_launcher(op, shape, q, k, v, O, LSE):
     import torch
-    from ptxgen.runtime import bound_launch, load_steps
-    arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
-              "O": O.view(torch.int16), "LSE": LSE}
+    mods = {}
     for n, a in op.mod_arrays(shape).items():
         a = a.view(np.int32) if a.dtype == np.uint32 else a
-        arrays[n] = torch.from_numpy(np.ascontiguousarray(a)).cuda()
-    kern = load_steps(op, shape, op.build(shape, ARCH), ARCH)[op.kernel_name()]
-    L = op.launch(shape)
-    return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
+        mods[n] = torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    return harness.attention_call(op, shape, q, k, v, O, LSE, ARCH, mods)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(p)
     p.add_argument("--budget-s", type=float, default=170.0,
                    help="start no further FlexAttention compile after this many seconds")
     p.add_argument("--flex-order", default="alibi,prefix_lm,causal,sliding,soft_cap,document,"
@@ -145,15 +113,13 @@ def main():
     import triton
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     dev = "cuda"
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=triton.__version__, date=time.strftime("%Y-%m-%d %H:%M"),
-                command=" ".join(sys.argv))
+    info = harness.run_info(triton=triton.__version__)
     print(info, flush=True)
     rng = np.random.default_rng(int(time.time()))
     torch.manual_seed(int(rng.integers(2 ** 31)))
 
     def bench(fn):
-        return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")
+        return harness.median_ms(fn, warmup=10, rep=60)
 
     rows, result = [], dict(info=info, rows=[])
 
@@ -178,7 +144,7 @@ def main():
             go = ptxgen_launcher(op, shape, q, k, v, O, LSE)
             go()
             torch.cuda.synchronize()
-            ok, worst = check(O, sampled_refs(op, q, k, v, rng), LSE)
+            ok, worst = harness.attention_check(O, sampled_refs(op, q, k, v, rng), LSE)
             ms = bench(go)
             emit(dict(config=f"S{S}", variant=name, impl="ptxgen", ok=ok, err_vs_bound=worst,
                       ms=ms, tflops=op.flops(shape) / ms / 1e9,
@@ -199,7 +165,7 @@ def main():
             go = ptxgen_launcher(op, shape, ql, kl, vl, O, LSE)
             go()
             torch.cuda.synchronize()
-            ok, worst = check(O, sampled_refs(op, ql, kl, vl, rng), LSE)
+            ok, worst = harness.attention_check(O, sampled_refs(op, ql, kl, vl, rng), LSE)
             ms = bench(go)
             emit(dict(config=f"S{Sl}", variant=name, impl="ptxgen", ok=ok, err_vs_bound=worst,
                       ms=ms, tflops=op.flops(shape) / ms / 1e9,
@@ -209,7 +175,7 @@ def main():
                       error=f"{type(e).__name__}: {e}"[:300]))
     del ql, kl, vl
     result["rows"] = rows
-    _save(args.out, result)
+    harness.save_json(args.out, "attention_mods.json", result)
 
     # -- FlexAttention, compiled once per variant, same mods and block mask ---------------------
     torch._dynamo.config.cache_size_limit = 64
@@ -227,7 +193,7 @@ def main():
             torch.cuda.synchronize()
             compile_s = time.time() - tc
             op = Attention("bf16", **ptxgen_variants(S)[name])
-            ok, worst = check(O, sampled_refs(op, q, k, v, rng))
+            ok, worst = harness.attention_check(O, sampled_refs(op, q, k, v, rng))
             ms = bench(lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm))
             flops = op.flops(op.shape(B=B, H=H, S=S, D=D))
             emit(dict(config=f"S{S}", variant=name, impl="flex", ok=ok, err_vs_bound=worst,
@@ -237,7 +203,7 @@ def main():
             emit(dict(config=f"S{S}", variant=name, impl="flex",
                       error=f"{type(e).__name__}: {e}"[:300]))
         result["rows"] = rows
-        _save(args.out, result)
+        harness.save_json(args.out, "attention_mods.json", result)
 
     # -- the ratios the issue asks for ----------------------------------------------------------
     by = {(r["config"], r["variant"], r["impl"]): r for r in rows if "ms" in r}
@@ -262,7 +228,7 @@ def main():
                             tile_ratio=ls["tile_tflops"] / ln["tflops"]))
     result["rows"], result["summary"] = rows, summary
     result["total_s"] = round(time.time() - t0, 1)
-    _save(args.out, result)
+    harness.save_json(args.out, "attention_mods.json", result)
     print(f"{'config':7} {'variant':16} {'impl':7} {'ms':>8} {'TFLOP/s':>8} {'tiles':>8} "
           f"{'ok':>5} {'err/bound':>9}")
     for r in rows:
@@ -280,12 +246,6 @@ def fmt(r):
     extra = f" compile {r['compile_s']} s" if "compile_s" in r else ""
     return (f"{head} {r['ms']:8.3f} {r['tflops']:8.1f} {r['tile_tflops']:8.1f} "
             f"{str(r['ok']):>5} {r['err_vs_bound']:9.3f}{extra}")
-
-
-def _save(out, result):
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "attention_mods.json"), "w") as f:
-        json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import harness  # noqa: E402
 from ptxgen.arrays import from_fp8, to_fp8  # noqa: E402
 from ptxgen.emu import tensor_math as TM  # noqa: E402
 from ptxgen.ops import tensor_probes as P  # noqa: E402
@@ -210,7 +211,7 @@ def recheck(paths):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(ap)
     ap.add_argument("--fit", nargs="+")
     ap.add_argument("--recheck", nargs="+")
     args = ap.parse_args()

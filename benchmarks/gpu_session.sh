@@ -6,7 +6,8 @@
 #        launch (launch overhead per path) kernelgpu (kernel objects, torch, CUDA graphs)
 #        public_api (ptxgen.matmul / attention vs their kernels and torch) epilogue (fused GEMM
 #        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
-#        FlexAttention)
+#        FlexAttention) tc_matmul attention sm80_matmul sm80_attention (the sm_80 path)
+#        llm_gemms pad_copy
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -20,21 +21,27 @@ step() {
     banks) python3 benchmarks/bank_ncu.py all ;;
     reliability) OUT=$W python3 benchmarks/reliability_gpu.py ;;
     calibrate) python3 -m ptxgen calibrate --arch sm_90 -o isa/sm_90.toml --json $W/calibrate.json ;;
-    sgemm) OUT=$W python3 benchmarks/sgemm.py ;;
-    sgemm_edges) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 1000x1000x1000,1024x1024x1024,4095x4097x513,4096x4096x512 ;;
-    operators) OUT=$W python3 benchmarks/operators.py ;;
-    sgemm_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --schedules 128x128x8_g8,128x128x16 --shapes 4096x4096x512,4096x4096x516,4095x4097x513,4096x4097x512,4095x4096x513,4096x4100x516 ;;
-    sgemm_stage) OUT=$W python3 benchmarks/sgemm.py --no-triton --stage-c --schedules 128x128x8_g8,128x128x16,128x256x8,64x64x8 --shapes 4096x4096x4096,8192x8192x8192,4096x4096x512,1024x1024x1024,1000x1000x1000 ;;
+    sgemm) python3 benchmarks/sgemm.py --out $W ;;
+    sgemm_edges) python3 benchmarks/sgemm.py --out $W --no-triton --shapes 1000x1000x1000,1024x1024x1024,4095x4097x513,4096x4096x512 ;;
+    operators) python3 benchmarks/operators.py --out $W ;;
+    sgemm_odd) python3 benchmarks/sgemm.py --out $W --no-triton --schedules 128x128x8_g8,128x128x16 --shapes 4096x4096x512,4096x4096x516,4095x4097x513,4096x4097x512,4095x4096x513,4096x4100x516 ;;
+    sgemm_stage) python3 benchmarks/sgemm.py --out $W --no-triton --stage-c --schedules 128x128x8_g8,128x128x16,128x256x8,64x64x8 --shapes 4096x4096x4096,8192x8192x8192,4096x4096x512,1024x1024x1024,1000x1000x1000 ;;
     tune) OUT=$W python3 benchmarks/tune_matmul.py ;;
     tune_odd) OUT=$W python3 benchmarks/tune_matmul.py --shapes 4095x4097x513 --budget 30 ;;
-    sgemm_all_odd) OUT=$W python3 benchmarks/sgemm.py --no-triton --shapes 4095x4097x513,4096x4096x512 ;;
-    bandwidth) OUT=$W python3 benchmarks/operators.py --only transpose,row_reduce,row_max ;;
+    sgemm_all_odd) python3 benchmarks/sgemm.py --out $W --no-triton --shapes 4095x4097x513,4096x4096x512 ;;
+    bandwidth) python3 benchmarks/operators.py --out $W --only transpose,row_reduce,row_max ;;
     accuracy) OUT=$W python3 benchmarks/model_accuracy.py ;;
-    launch) OUT=$W python3 benchmarks/launch_overhead.py ;;
+    launch) python3 benchmarks/launch_overhead.py --out $W ;;
     kernelgpu) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernel_gpu.py tests/test_gpu.py ;;
     public_api) python3 benchmarks/public_api.py --out $W ;;
     epilogue) python3 benchmarks/tc_epilogue.py --out $W ;;
     attention_mods) python3 benchmarks/attention_mods.py --budget-s 200 --out $W ;;
+    tc_matmul) python3 benchmarks/tc_matmul.py --out $W ;;
+    attention) python3 benchmarks/attention.py --budget-s 250 --out $W ;;
+    sm80_matmul) python3 benchmarks/sm80_path.py matmul --out $W ;;
+    sm80_attention) python3 benchmarks/sm80_path.py attention --out $W ;;
+    llm_gemms) python3 benchmarks/llm_gemms.py --out $W ;;
+    pad_copy) python3 benchmarks/pad_copy.py --out $W ;;
     *) echo "unknown step $1" ;;
   esac
 }

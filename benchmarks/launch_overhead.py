@@ -9,13 +9,12 @@ the GPU time is nearly equal and the difference is the host's cost. Per path:
   wall us   : one launch from an idle GPU to its completion (synchronize after), median of 200
   overhead  : wall - GPU: what a lone eager call costs beyond the kernel (goal <= 10 us); it
               includes the synchronize round trip, shown in the `synchronize alone` row
-Prints a table; writes launch_overhead.md and launch_overhead.json under $OUT (or .).
+Prints a table; writes launch_overhead.md and launch_overhead.json under --out (default $OUT,
+else .).
 
-    python benchmarks/launch_overhead.py [--n 262144]
+    python benchmarks/launch_overhead.py [--n 262144] [--out DIR]
 """
 import argparse
-import json
-import os
 import platform
 import statistics
 import sys
@@ -28,6 +27,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import harness  # noqa: E402
+
 HOST_BATCH = 200
 WALL_REPEAT = 200
 
@@ -36,16 +37,7 @@ def measure(fn, sync):
     """(host us, GPU us, wall us) of one launch by `fn` (which enqueues it on the default
     stream, the one torch's current stream is here)."""
     from ptxgen.runtime import time_calls
-    from ptxgen.runtime.timing import hold
-    for _ in range(20):
-        fn()
-    sync()
-    hold(30.0)                         # the GPU busy: the loop below measures the host alone
-    t0 = time.perf_counter()
-    for _ in range(HOST_BATCH):
-        fn()
-    host = (time.perf_counter() - t0) / HOST_BATCH * 1e6
-    sync()
+    host = harness.host_us(fn, HOST_BATCH, sync, warmup=20)     # the GPU busy: the host alone
     gpu = time_calls(fn) * 1e3
     walls = []
     for _ in range(WALL_REPEAT):
@@ -165,6 +157,7 @@ def paths(n, a, torch, cuda):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1 << 18)
+    harness.out_argument(ap)
     args = ap.parse_args()
     from ptxgen.runtime import gpu_available
     if not gpu_available():
@@ -223,11 +216,8 @@ def main():
             "command": "python benchmarks/launch_overhead.py --n %d" % args.n}
     md = render(rows, meta)
     print(md)
-    out = Path(os.environ.get("OUT", "."))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "launch_overhead.md").write_text(md)
-    (out / "launch_overhead.json").write_text(json.dumps({"meta": meta, "rows": rows},
-                                                         indent=2))
+    harness.save_json(args.out, "launch_overhead.json", {"meta": meta, "rows": rows})
+    (Path(args.out) / "launch_overhead.md").write_text(md)
     return 1 if failed else 0
 
 

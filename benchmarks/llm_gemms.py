@@ -3,8 +3,8 @@
     python benchmarks/llm_gemms.py [--parts fp8emu,fp8,skinny,square,grouped] [--out DIR]
 
 fp8emu   the fp8 GEMM (ops/fp8_matmul.py) at small odd shapes on the GPU: checked against the
-         float64 bound, inputs and C saved (DIR/fp8_gemm_gpu.npz) so the emulator can be
-         compared bit for bit anywhere (--recheck DIR/fp8_gemm_gpu.npz)
+         float64 bound, inputs and C saved (DIR/small_gpu.npz) so the emulator can be
+         compared bit for bit anywhere (--recheck DIR/small_gpu.npz)
 fp8      e4m3 x e4m3, per-tensor scales, bf16 C at 4096^3 and 8192^3: ptxgen against
          torch._scaled_mm on the same inputs (sampled rows checked in float64)
 skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against torch.matmul
@@ -15,10 +15,10 @@ grouped  bf16 8 experts x 2048 tokens x 4096 -> 4096 and uneven experts (64..409
          ptxgen's grouped GEMM where built
 
 Timing: triton.testing.do_bench, median, with the inputs rotated over sets that together
-exceed L2 (do_bench also clears L2 between calls). Prints a table last; JSON under --out.
+exceed L2 (do_bench also clears L2 between calls). Prints a table last; JSON under --out
+(benchmarks/harness.py: the record, the timing, the sampled checks).
 """
 import argparse
-import itertools
 import json
 import os
 import sys
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from ptxgen.emu import tensor_math as TM                                # noqa: E402
+import harness                                                          # noqa: E402
 from ptxgen.ops.fp8_matmul import Fp8Matmul                             # noqa: E402
 from ptxgen.ops.tc_matmul import TcMatmul                               # noqa: E402
 
@@ -47,10 +47,7 @@ def row(**r):
 
 def median_ms(calls):
     """do_bench median of cycling through `calls` (one per input set)."""
-    import triton
-    it = itertools.cycle(calls)
-    return float(triton.testing.do_bench(lambda: next(it)(), warmup=20, rep=120,
-                                         return_mode="median"))
+    return harness.median_ms(calls, warmup=20, rep=120)
 
 
 def sets_for(nbytes):
@@ -61,7 +58,7 @@ def ptxgen_calls(op, shape, sets, sms):
     """One bound callable per input set (dicts of torch tensors under the op's array names),
     all of op's steps, the workspace its own per set."""
     import torch
-    from ptxgen.runtime import bound_launch, load_steps
+    from ptxgen.runtime import load_steps
     kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
     calls = []
     for arrays in sets:
@@ -69,35 +66,15 @@ def ptxgen_calls(op, shape, sets, sms):
         for name, arr in op.workspace_arrays(shape, ARCH).items():
             arrays[name] = torch.from_numpy(arr.view(np.int32) if arr.dtype == np.uint32
                                             else arr).to("cuda")
-        gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block,
-                            st.args(arrays), st.launch.shared_bytes)
-               for st in op.steps(shape, ARCH, sms)]
-
-        def go(gos=gos):
-            for g in gos:
-                g()
-        calls.append(go)
+        calls.append(harness.step_calls(op, shape, kernels, arrays, ARCH, sms))
     return calls
 
 
-def bits16(t):
-    import torch
-    return t.view(torch.int16)
-
-
-def sampled_check(op, shape, A, B, C, scale=1.0, n=32, seed=0):
-    """C's rows at n random indices against float64 (A: M x K, B: K x N float64-able torch
-    tensors) within op.error_bound of that row's sum |a||b|, times scale."""
-    import torch
-    rng = np.random.default_rng(seed)
-    idx = torch.tensor(np.sort(rng.choice(shape["M"], min(n, shape["M"]), replace=False)),
-                       device=A.device)
-    a, b = A[idx].double(), B.double()
-    want = (a @ b).cpu().numpy() * scale
-    absprod = (a.abs() @ b.abs()).cpu().numpy()
-    got = C[idx].double().cpu().numpy()
-    bound = scale * op.error_bound(shape, absprod)
-    return bool(np.isfinite(got).all() and (np.abs(got - want) <= bound).all())
+def sampled_check(op, shape, A, Bt, C, scale=1.0, n=32, seed=0):
+    """C's rows at n random indices against float64 (A: M x K, Bt: N x K float64-able torch
+    tensors; harness.gemm_sample) within op.error_bound, the reference and bound times scale."""
+    sample = harness.gemm_sample(A, Bt, np.random.default_rng(seed), n)
+    return harness.gemm_sample_ok(C, sample, op, shape, scale)
 
 
 # -- fp8 ---------------------------------------------------------------------------------------------
@@ -166,6 +143,9 @@ def block_check(op, shape, A, Bt, C, sa, sb, n=16, seed=0):
     return bool(np.isfinite(got).all() and (np.abs(got - ref["C"]) <= ref["bound"]).all())
 
 
+FP8_VARIANTS = {"auto": "auto",
+                "x2f0tma": dict(cluster_m=2, inflight=0, epilogue="tma", stages=3),
+                "tma": dict(epilogue="tma", stages=3)}
 FP8_RUNS = ((4096, "auto"), (4096, "x2f0tma"), (8192, "auto"), (8192, "block"),
             (4096, "tma"), (8192, "x2f0tma"), (4096, "block"))
 
@@ -208,7 +188,8 @@ def fp8_case(sms, n, v):
     try:
         ours = ptxgen_calls(op, shape, [dict({names[0]: x["sa"], names[1]: x["sb"]},
                                              A=x["A"].view(torch.uint8),
-                                             Bt=x["Bt"].view(torch.uint8), C=bits16(x["C"]))
+                                             Bt=x["Bt"].view(torch.uint8),
+                                             C=harness.bits16(x["C"]))
                                         for x in sets], sms)
     except Exception as e:
         return row(part="fp8", n=n, variant=v, error=f"{type(e).__name__}: {e}"[:300])
@@ -231,9 +212,8 @@ def fp8_case(sms, n, v):
         ok = block_check(op, shape, x["A"], x["Bt"], x["C"], x["sa"], x["sb"])
         ok_ref, diff = None, None
     else:
-        ok = sampled_check(op, shape, x["A"].float(), x["Bt"].float().t(), x["C"], sc)
-        ok_ref = sampled_check(op, shape, x["A"].float(), x["Bt"].float().t(), x["Cref"],
-                               sc)
+        ok = sampled_check(op, shape, x["A"].float(), x["Bt"].float(), x["C"], sc)
+        ok_ref = sampled_check(op, shape, x["A"].float(), x["Bt"].float(), x["Cref"], sc)
         diff = float((x["C"].float() - x["Cref"].float()).abs().max())
     t_ours, t_ref = median_ms(ours), median_ms(theirs)
     fl = 2.0 * M * N * K
@@ -268,8 +248,9 @@ def bf16_vs_cublas(part, M, N, K, sms, op=None, label=None):
                                                    dtype=torch.bfloat16),
                          Cref=torch.empty((M, N), device="cuda", dtype=torch.bfloat16)))
     try:
-        ours = ptxgen_calls(op, shape, [dict(A=bits16(x["A"]), Bt=bits16(x["Bt"]),
-                                             C=bits16(x["C"])) for x in sets], sms)
+        bits = harness.bits16
+        ours = ptxgen_calls(op, shape, [dict(A=bits(x["A"]), Bt=bits(x["Bt"]), C=bits(x["C"]))
+                                        for x in sets], sms)
     except Exception as e:
         return row(part=part, M=M, N=N, K=K, impl=label, error=f"{type(e).__name__}: {e}"[:300])
 
@@ -279,7 +260,7 @@ def bf16_vs_cublas(part, M, N, K, sms, op=None, label=None):
     ours[0]()
     torch.cuda.synchronize()
     x = sets[0]
-    ok = sampled_check(op, shape, x["A"].float(), x["Bt"].float().t(), x["C"])
+    ok = sampled_check(op, shape, x["A"].float(), x["Bt"].float(), x["C"])
     t_ours, t_ref = median_ms(ours), median_ms(theirs)
     fl = 2.0 * M * N * K
     return row(part=part, M=M, N=N, K=K, impl=label or "auto",
@@ -374,8 +355,9 @@ def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms, sched="auto"):
     shape = op.shape(M=T_, N=N, K=K, G=G)
     outs = [torch.full((T_, N), float("nan"), device="cuda", dtype=torch.bfloat16)
             for _ in sets]
-    calls = ptxgen_calls(op, shape, [dict(X=bits16(s["x"]), W=bits16(s["w"]), rows=offs,
-                                          C=bits16(o)) for s, o in zip(sets, outs)], sms)
+    bits = harness.bits16
+    calls = ptxgen_calls(op, shape, [dict(X=bits(s["x"]), W=bits(s["w"]), rows=offs, C=bits(o))
+                                     for s, o in zip(sets, outs)], sms)
     calls[0]()
     torch.cuda.synchronize()
     ok = True
@@ -386,7 +368,7 @@ def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms, sched="auto"):
             continue
         sub = dict(M=hi - lo, N=N, K=K)
         ok &= sampled_check(TcMatmul("bf16", "bf16"), sub, sets[0]["x"][lo:hi].float(),
-                            sets[0]["w"][gi].float().t(), outs[0][lo:hi], n=4, seed=gi)
+                            sets[0]["w"][gi].float(), outs[0][lo:hi], n=4, seed=gi)
     t = median_ms(calls)
     return dict(ptxgen_ms=t, ptxgen_tflops=2.0 * T_ * K * N / t / 1e9, ptxgen_ok=ok)
 
@@ -417,17 +399,14 @@ def table():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="fp8emu,fp8,skinny,square,grouped")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(ap)
     ap.add_argument("--recheck", metavar="NPZ")
     args = ap.parse_args()
     if args.recheck:
         return recheck(args.recheck)
-    import torch
     from ptxgen.runtime.device import sm_count
     sms = sm_count()
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), sms=sms,
-                command=" ".join(sys.argv))
+    info = harness.run_info(sms=sms)
     print(json.dumps(info), flush=True)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
@@ -442,8 +421,7 @@ def main():
             traceback.print_exc()
             row(part=part, error=f"{type(e).__name__}: {e}"[:300])
         print(f"[{part} done at {time.time() - t0:.0f} s]", flush=True)
-        with open(os.path.join(args.out, "llm_gemms.json"), "w") as f:
-            json.dump(dict(info=info, rows=ROWS), f, indent=1)
+        harness.save_json(args.out, "llm_gemms.json", dict(info=info, rows=ROWS))
     table()
 
 

@@ -1,6 +1,6 @@
 """Operator benchmark (run on a GPU): ptxgen vs its Numba twin vs torch vs Triton, one process.
 
-    python benchmarks/operators.py             # prints one table; writes $OUT/operators.json
+    python benchmarks/operators.py [--only OPS] [--out DIR]   # one table; DIR/operators.json
 
 For saxpy, add, scale, transpose, row_reduce (sum), row_max, softmax at a few shapes (some not
 multiples of any tile), each implementation runs on the same fresh random inputs with its output
@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import harness  # noqa: E402
 from ptxgen import emit_module  # noqa: E402
 from ptxgen.ir.verify import verify_module  # noqa: E402
 from ptxgen.ops import get_operator  # noqa: E402
@@ -414,6 +415,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=None,
                    help="comma-separated operators to run (default: all)")
+    harness.out_argument(p, default=None)
     a = p.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
     import numba
@@ -424,14 +426,12 @@ def main(argv=None):
     t_start = time.perf_counter()
     arch = device_arch()
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    name = cuda.get_current_device().name
-    info = {"date": time.strftime("%Y-%m-%d"), "device": name.decode() if isinstance(
-        name, bytes) else name, "arch": arch, "sms": sms, "torch": torch.__version__,
-        "numba": numba.__version__, "triton": triton_version(),
-        "python": platform.python_version(), "numpy": np.__version__,
-        "timing": f"ptxgen.runtime.time_calls: held batches of back-to-back calls "
-                  f"(~{BATCH_MS:g} ms), median of {REPEAT} batches, median over {ROUNDS} "
-                  f"interleaved rounds"}
+    info = harness.run_info(
+        date_format="%Y-%m-%d", arch=arch, sms=sms, numba=numba.__version__,
+        triton=triton_version(), python=platform.python_version(), numpy=np.__version__,
+        timing=f"ptxgen.runtime.time_calls: held batches of back-to-back calls "
+               f"(~{BATCH_MS:g} ms), median of {REPEAT} batches, median over {ROUNDS} "
+               f"interleaved rounds")
     try:
         import numba_cuda
         info["numba_cuda"] = numba_cuda.__version__
@@ -456,9 +456,7 @@ def main(argv=None):
     out = {"info": info, "references": [{"kind": k, "impl": l, "ms": t, "GB/s": g}
                                         for k, l, t, g in refs],
            "copy_GBps": copy_bw, "read_GBps": read_bw, "rows": rows}
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "operators.json"), "w") as f:
-            json.dump(out, f, indent=1)
+    harness.save_json(a.out, "operators.json", out)
     print(json.dumps(info))
     print(_table(refs, rows, copy_bw, read_bw))
 

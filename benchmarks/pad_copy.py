@@ -10,19 +10,18 @@ GB/s = (bytes read + bytes written) / GPU time per call (runtime.time_calls); so
 33-134 MB, so L2 (60 MB) holds at most part of one.
 """
 import argparse
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import harness                                                        # noqa: E402
 from ptxgen.emit import emit_module                                  # noqa: E402
 from ptxgen.ir import Addr, Builder, Module, Param, ptr               # noqa: E402
 from ptxgen.ir import types as T                                      # noqa: E402
 from ptxgen.ir.values import Vec                                      # noqa: E402
 from ptxgen.ops import pack                                           # noqa: E402
-from ptxgen.runtime import bound_launch, load_kernel, time_calls      # noqa: E402
+from ptxgen.runtime import bound_launch, load_kernel                  # noqa: E402
 
 ARCH = "sm_90a"
 
@@ -61,14 +60,12 @@ def main():
     import torch
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="4096x4093,4095x4093,4097x4093,8192x8189,4096x4094")
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(p)
     args = p.parse_args()
     m = old_pad_copy_b16(pack.add_pad_copy(pack.add_pad_copy(Module(target=ARCH), T.b16)))
     ptx = emit_module(m, ARCH)
     kern = {k.name: load_kernel(ptx, k.name, k.params, k.directives) for k in m.kernels}
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                cuda=torch.version.cuda, date=time.strftime("%Y-%m-%d %H:%M"),
-                command=" ".join(sys.argv))
+    info = harness.run_info(cuda=torch.version.cuda)
     print(info, flush=True)
     rows_out = []
     for s in args.shapes.split(","):
@@ -100,12 +97,11 @@ def main():
                 go()
                 torch.cuda.synchronize()
                 ok = bool(torch.equal(dst.view(torch.uint8), want.view(torch.uint8)))
-                t = time_calls(go, repeat=5, target_ms=10.0)
+                t = harness.gpu_ms(go, repeat=5, target_ms=10.0)
                 rows_out.append(dict(shape=s, dtype=str(dt).split(".")[-1], impl=impl, ms=t,
                                      gbs=nbytes / t / 1e6, ok=ok))
                 print(rows_out[-1], flush=True)
-    with open(os.path.join(args.out, "pad_copy.json"), "w") as f:
-        json.dump(dict(info=info, rows=rows_out), f, indent=1)
+    harness.save_json(args.out, "pad_copy.json", dict(info=info, rows=rows_out))
     print(f"{'shape':10} {'dtype':8} {'impl':7} {'us':>8} {'GB/s':>7} {'x torch':>7} ok")
     for r in rows_out:
         ref = next(x for x in rows_out if x["shape"] == r["shape"] and x["dtype"] == r["dtype"]

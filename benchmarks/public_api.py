@@ -18,16 +18,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import torch                                                                 # noqa: E402
 import torch.nn.functional as F                                              # noqa: E402
 
+import harness                                                               # noqa: E402
 import ptxgen                                                                # noqa: E402
 from ptxgen.runtime import bound_steps, load_steps, time_calls               # noqa: E402
-from ptxgen.runtime.timing import hold                                       # noqa: E402
 
 ARCH = "sm_90a"
 
@@ -79,20 +78,6 @@ def sampled_attention_error(o, q, k, v, causal, heads=4):
         ref = p @ v[b, h].double()
         worst = max(worst, float((o[b, h, qs].double() - ref).abs().max()))
     return worst
-
-
-def host_cost_us(fn, n=2000):
-    """Wall microseconds per call of back-to-back calls while the GPU is busy (a hold kernel
-    in front), so the host never waits for the GPU."""
-    fn()
-    torch.cuda.synchronize()
-    hold(50.0 + n * 0.2)
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    dt = (time.perf_counter() - t) / n * 1e6
-    torch.cuda.synchronize()
-    return dt
 
 
 FIRST_CALL = """
@@ -164,15 +149,14 @@ def compile_and_graph():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(ap)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-first-call", action="store_true",
                     help="skip the fresh-process first calls (two subprocesses)")
     args = ap.parse_args()
     torch.manual_seed(0)
-    dev = torch.cuda.get_device_name()
-    rows, meta = [], {"device": dev, "torch": torch.__version__,
-                      "date": time.strftime("%Y-%m-%d"), "ptxgen": ptxgen.__version__}
+    rows, meta = [], harness.run_info(date_format="%Y-%m-%d", command=False)
+    meta["ptxgen"] = ptxgen.__version__
     for n in ((4096,) if args.quick else (4096, 8192)):
         a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         bt = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)       # N x K
@@ -235,21 +219,19 @@ def main():
     a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     q, k, v = (torch.randn(1, 2, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    host = {"ptxgen.matmul": host_cost_us(lambda: ptxgen.matmul(a, b)),
-            "torch.matmul": host_cost_us(lambda: torch.matmul(a, b)),
-            "ptxgen.attention": host_cost_us(lambda: ptxgen.attention(q, k, v, causal=True)),
-            "F.scaled_dot_product_attention": host_cost_us(
+    host = {"ptxgen.matmul": harness.host_us(lambda: ptxgen.matmul(a, b)),
+            "torch.matmul": harness.host_us(lambda: torch.matmul(a, b)),
+            "ptxgen.attention": harness.host_us(lambda: ptxgen.attention(q, k, v, causal=True)),
+            "F.scaled_dot_product_attention": harness.host_us(
                 lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))}
     with torch.no_grad():
-        host["ptxgen.matmul (no_grad)"] = host_cost_us(lambda: ptxgen.matmul(a, b))
+        host["ptxgen.matmul (no_grad)"] = harness.host_us(lambda: ptxgen.matmul(a, b))
     a.requires_grad_()
-    host["ptxgen.matmul (custom op, grad)"] = host_cost_us(lambda: ptxgen.matmul(a, b))
-    os.makedirs(args.out, exist_ok=True)
+    host["ptxgen.matmul (custom op, grad)"] = harness.host_us(lambda: ptxgen.matmul(a, b))
     report = {"meta": meta, "rows": rows, "host_us": host}
 
     def save():
-        with open(os.path.join(args.out, "public_api.json"), "w") as f:
-            json.dump(report, f, indent=1)
+        harness.save_json(args.out, "public_api.json", report)
     save()
     print_table(meta, rows, host)
     # the fresh-process and compile parts come after the table, so a failure there loses nothing

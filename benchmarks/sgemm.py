@@ -13,8 +13,8 @@ for every implementation alike: CUDA events around a batch of back-to-back launc
 GPU work) queued behind a kernel that spins until the host has enqueued them all, so no host
 launch latency is measured; median of 10 batches after warm-up.
 
-A failing schedule gives an error row and the run goes on. Results go to $OUT/sgemm.json when
-OUT is set; the summary table is printed last.
+A failing schedule gives an error row and the run goes on. Results go to DIR/sgemm.json with
+--out DIR (default $OUT, when set); the summary table is printed last.
 """
 import argparse
 import ctypes
@@ -30,6 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import harness  # noqa: E402
 from ptxgen import emit_module  # noqa: E402
 from ptxgen.ops.matmul import Matmul  # noqa: E402
 from ptxgen.lower import lower_matmul  # noqa: E402
@@ -125,10 +126,9 @@ def make_loader():
 
 # -- measuring -----------------------------------------------------------------------------------
 def time_ms(fn):
-    """Median GPU milliseconds per call (ptxgen.runtime.time_calls: held batches of
-    back-to-back calls between CUDA events, ~BATCH_MS each)."""
-    from ptxgen.runtime import time_calls
-    return time_calls(fn, repeat=REPEAT, target_ms=BATCH_MS)
+    """Median GPU milliseconds per call (harness.gpu_ms: held batches of back-to-back calls
+    between CUDA events, ~BATCH_MS each)."""
+    return harness.gpu_ms(fn, repeat=REPEAT, target_ms=BATCH_MS)
 
 
 def check(C, ref, K):
@@ -358,6 +358,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true",
                    help="only lower and emit every kernel (no GPU needed)")
+    harness.out_argument(p, default=None)
     a = p.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")] \
         if a.shapes else SHAPES
@@ -386,23 +387,20 @@ def main(argv=None):
         else "sm_90"                          # newer GPUs JIT sm_90 PTX
     loader = make_loader()
     props = torch.cuda.get_device_properties(0)
-    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": props.name, "arch": arch,
-            "sms": props.multi_processor_count, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "loader": loader.name,
-            "python": platform.python_version(), "numpy": np.__version__,
-            "default_schedules": {f"{m}x{n}x{k}": str(Matmul().schedule_for(
-                {"M": m, "N": n, "K": k})) for m, n, k in shapes},
-            "timing": f"ptxgen.runtime.time_calls: median of {REPEAT} held batches "
-                      f"(~{BATCH_MS:g} ms each) after warm-up"}
+    info = harness.run_info(
+        arch=arch, sms=props.multi_processor_count, cuda=torch.version.cuda,
+        loader=loader.name, python=platform.python_version(), numpy=np.__version__,
+        default_schedules={f"{m}x{n}x{k}": str(Matmul().schedule_for({"M": m, "N": n, "K": k}))
+                           for m, n, k in shapes},
+        timing=f"ptxgen.runtime.time_calls: median of {REPEAT} held batches "
+               f"(~{BATCH_MS:g} ms each) after warm-up")
     print(json.dumps(info), flush=True)
     rows = []
     for shape in shapes:
         rows.extend(run_shape(loader, shape, names, arch, not a.no_triton, a.seed))
         torch.cuda.empty_cache()              # the shape's buffers died with run_shape
     info["seconds"] = round(time.perf_counter() - t_start, 1)
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "sgemm.json"), "w") as f:
-            json.dump({"info": info, "rows": rows}, f, indent=1, default=str)
+    harness.save_json(a.out, "sgemm.json", {"info": info, "rows": rows})
     print(summary(rows))
     print(f"# {info['seconds']} s")
 

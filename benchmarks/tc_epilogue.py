@@ -11,7 +11,6 @@ call on the next of several input sets (together larger than L2). Prints a table
 JSON under --out.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -22,8 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
+import harness                                                          # noqa: E402
 from ptxgen.ops.tc_matmul import TcMatmul                              # noqa: E402
-from ptxgen.runtime import bound_launch, load_steps                     # noqa: E402
+from ptxgen.runtime import load_steps                                   # noqa: E402
 from ptxgen.runtime.device import sm_count                             # noqa: E402
 from tc_matmul import resident_ctas                                     # noqa: E402
 
@@ -31,39 +31,15 @@ ARCH = "sm_90a"
 SETS = {4096: 3, 8192: 2}       # input sets rotated: 3 x 64 MB, 2 x 256 MB of A and B (> L2)
 
 
-def bits(t):
-    import torch
-    return t.view(torch.int16) if t.element_size() == 2 else t
-
-
 def ptxgen_calls(op, shape, sets, sms):
-    """One bound launch sequence per input set (arrays: torch tensors by operator name)."""
-    first = sets[0]
+    """One callable per input set (arrays: torch tensors by operator name) launching all of
+    op's steps (harness.step_calls)."""
     kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH)
     ctas = resident_ctas(op, shape, kernels[op.kernel_name()], sms)
-    calls = []
-    for arrays in sets:
-        arr = {k: bits(v) if hasattr(v, "element_size") else v for k, v in arrays.items()}
-        gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block, st.args(arr),
-                            st.launch.shared_bytes) for st in op.steps(shape, ARCH, ctas)]
-        calls.append(gos)
-    del first
-    return calls
-
-
-def rotating(calls):
-    state = [0]
-
-    def go():
-        for g in calls[state[0] % len(calls)]:
-            g()
-        state[0] += 1
-    return go
-
-
-def bench_ms(fn):
-    import triton.testing
-    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+    return [harness.step_calls(op, shape, kernels,
+                               {k: harness.bits16(v) if hasattr(v, "element_size") else v
+                                for k, v in arrays.items()}, ARCH, ctas)
+            for arrays in sets]
 
 
 def to_np_bits(t):
@@ -109,13 +85,12 @@ def gemm_rows(rows, M, N, K, rng, sms, args, t0):
         shape = op.shape(M=M, N=N, K=K)
         calls = ptxgen_calls(op, shape, [{k: v for k, v in s.items()
                                           if k in op.inputs or k == "C"} for s in sets], sms)
-        for g in calls[0]:
-            g()
+        calls[0]()
         torch.cuda.synchronize()
         ok, worst, ref = check_rows(op, shape, sets[0], sets[0]["C"], idx)
         if epi == "bias_gelu":
             res["ref"] = ref
-        ms = bench_ms(rotating(calls))
+        ms = harness.median_ms(calls)
         res[name] = ms
         rows.append(dict(shape=M, impl=name, ms=ms, tflops=flops / ms / 1e9, ok=ok,
                          worst_over_bound=worst, schedule=str(op.schedule_for(shape))))
@@ -148,7 +123,7 @@ def gemm_rows(rows, M, N, K, rng, sms, args, t0):
         def go(fn=fn):
             fn(*bs[state[0] % len(bs)])
             state[0] += 1
-        ms = bench_ms(go)
+        ms = harness.median_ms(go)
         rows.append(dict(shape=M, impl=name, ms=ms, tflops=flops / ms / 1e9,
                          max_rel_vs_f64=rel, compile_s=compile_s))
         print(rows[-1], flush=True)
@@ -222,12 +197,11 @@ def block_rows(rows, rng, sms, quick=False):
         shape = op.shape(M=M, N=N, K=K)
         calls = ptxgen_calls(op, shape, [{k: v for k, v in s.items()
                                           if k in op.inputs or k == "C"} for s in sets], sms)
-        for g in calls[0]:
-            g()
+        calls[0]()
         torch.cuda.synchronize()
         ok, worst, _ = check_rows(op, shape, {k: v for k, v in sets[0].items()
                                               if k in op.inputs}, sets[0]["C"], idx)
-        ms = bench_ms(rotating(calls))
+        ms = harness.median_ms(calls)
         rows.append(dict(shape=M, impl=name, ms=ms, tflops=flops / ms / 1e9, ok=ok,
                          worst_over_bound=worst, schedule=str(op.schedule_for(shape))))
         print(rows[-1], flush=True)
@@ -274,17 +248,14 @@ def main():
     p.add_argument("--skip", default="", help="parts to skip: emu,block,gemm")
     p.add_argument("--quick", action="store_true",
                    help="half the emulator cases, no column-major-B block comparison")
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(p)
     args = p.parse_args()
     t0 = time.time()
-    import torch
     rng = np.random.default_rng(int(time.time()))
     sms = sm_count()
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, sms=sms,
-                date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
+    info = harness.run_info(sms=sms)
     print(info, flush=True)
     rows = []
-    path = os.path.join(args.out, "tc_epilogue.json")
     skip = args.skip.split(",")
     parts = [("emu", lambda: emulator_rows(rows, args.quick)),
              ("block", lambda: block_rows(rows, rng, sms, args.quick))]
@@ -302,8 +273,7 @@ def main():
             import traceback
             traceback.print_exc()
             rows.append(dict(impl=name, error=f"{type(e).__name__}: {e}"[:300]))
-        with open(path, "w") as f:
-            json.dump(dict(info=info, rows=rows), f, indent=1, default=str)
+        harness.save_json(args.out, "tc_epilogue.json", dict(info=info, rows=rows))
     print(info)
     for r in rows:
         if "ms" in r:

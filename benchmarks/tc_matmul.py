@@ -1,6 +1,6 @@
 """Tensor-core GEMM on the GPU: ptxgen's sm_90a kernel (bf16, f16, tf32 inputs) against cuBLAS
 (torch.matmul in bf16, f16, and tf32 with TF32 allowed) and an autotuned Triton tl.dot matmul in
-bf16 (benchmarks/tc_baselines.py), one run.
+bf16 (benchmarks/triton_kernels.py), one run.
 
     python benchmarks/tc_matmul.py [--shapes 4096,8192,odd] [--variants auto,...]
                                    [--dtypes bf16,f16,tf32] [--budget-s S] [--out DIR]
@@ -11,10 +11,10 @@ of bit-equal elements between the two), and for each timed shape and implementat
 check of sampled rows (the operator's bound for that input and output type) plus the largest
 difference from cuBLAS's result. Timing: GPU time per call (ptxgen.runtime.time_calls, held
 batches) for every implementation; ratios against cuBLAS of the same input type in this run.
-Prints a table last; writes the rows as JSON under --out.
+Prints a table last; writes the rows as JSON under --out (benchmarks/harness.py: the record,
+the timing, the sampled checks).
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,8 +23,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import harness                                                        # noqa: E402
 from ptxgen.ops.tc_matmul import TcMatmul                             # noqa: E402
-from ptxgen.runtime import bound_launch, load_steps, time_calls     # noqa: E402
+from ptxgen.runtime import load_steps                                 # noqa: E402
 from ptxgen.runtime.device import sm_count                            # noqa: E402
 from ptxgen.runtime.tensormap import max_cluster_ctas                 # noqa: E402
 from ptxgen.lower import fused_pad as fpad                       # noqa: E402
@@ -120,36 +121,12 @@ def emulator_agreement(rng, shapes=((67, 45, 40), (70, 131, 41))):
     return rows
 
 
-def sampled_reference(A, Bt, rng, n=48):
-    """(row indices, float64 rows of A @ B, their sums of |a||b|) for n random rows of C."""
-    import torch
-    M = A.shape[0]
-    idx = np.sort(rng.choice(M, size=min(n, M), replace=False))
-    a = A[torch.tensor(idx, device=A.device)].double()          # float64 on the GPU
-    bt = Bt.double()
-    want = (a @ bt.T).cpu().numpy()
-    absprod = (a.abs() @ bt.abs().T).cpu().numpy()
-    del bt
-    return idx, want, absprod
-
-
-def sampled_ok(C, ref, op, M, N, K):
-    """C's sampled rows within op's bound (op's output type: a bf16 C adds its rounding)."""
-    import torch
-    idx, want, absprod = ref
-    got = C[torch.tensor(idx, device=C.device)].double().cpu().numpy()
-    bound = op.error_bound(dict(M=M, N=N, K=K), absprod)
-    return bool(np.all(np.isfinite(got)) and np.all(np.abs(got - want) <= bound))
-
-
 def _ptxgen_arrays(op, shape, A, Bt, C):
     """The operator's arrays as torch CUDA tensors (16-bit inputs as int16 bit patterns: the
     tensor maps and pointer checks look at element sizes), in its operand layouts (transposed
     copies made here, outside the timing), the workspace added (op.workspace_arrays)."""
     import torch
-
-    def bits(t):
-        return t.view(torch.int16) if t.element_size() == 2 else t
+    bits = harness.bits16
     arrays = {"A": bits(A), "Bt": bits(Bt), "C": bits(C)}
     if "At" in op.inputs:
         arrays["At"] = bits(A.T.contiguous())
@@ -169,19 +146,12 @@ def ptxgen_call(op, shape, A, Bt, C, sms, ptx=None):
     arrays = _ptxgen_arrays(op, shape, A, Bt, C)
     kernels = load_steps(op, shape, op.build(shape, ARCH), ARCH, ptx=ptx)
     ctas = resident_ctas(op, shape, kernels[op.kernel_name()], sms)
-    gos = [bound_launch(kernels[st.kernel], st.launch.grid, st.launch.block, st.args(arrays),
-                        st.launch.shared_bytes)
-           for st in op.steps(shape, ARCH, ctas)]
-
-    def go():
-        for g in gos:
-            g()
+    go = harness.step_calls(op, shape, kernels, arrays, ARCH, ctas)
 
     def pads():
-        for g in gos[:-1]:
+        for g in go.launches[:-1]:
             g()
-    go.launches = gos
-    return go, ctas, (pads if len(gos) > 1 else None)
+    return go, ctas, (pads if len(go.launches) > 1 else None)
 
 
 # (implementation, input type, C type): ptxgen's operator, cuBLAS, Triton. The 16-bit GEMMs
@@ -200,7 +170,7 @@ def bench(sname, variants, rng, sms, impls, rows):
     same input type, timed in this run. Rows are appended to `rows` as they come (a fault
     that ends the shape keeps the rows before it)."""
     import torch
-    import tc_baselines as base
+    import triton_kernels
     M, N, K = NAMED[sname]
     flops = 2.0 * M * N * K
     inputs, t_ref = {}, {}
@@ -210,7 +180,7 @@ def bench(sname, variants, rng, sms, impls, rows):
             dt = getattr(torch, TORCH_IN[dtype])
             A = torch.randn(M, K, device="cuda", dtype=dt)
             Bt = torch.randn(N, K, device="cuda", dtype=dt)
-            inputs[dtype] = (A, Bt, sampled_reference(A, Bt, rng), {})
+            inputs[dtype] = (A, Bt, harness.gemm_sample(A, Bt, rng), {})
         A, Bt, ref_rows, outs = inputs[dtype]
         for vname in (variants if impl == "ptxgen" else [None]):
             if vname in LAYOUTS and dtype == "tf32":       # tf32 wgmma has no transpose
@@ -225,9 +195,9 @@ def bench(sname, variants, rng, sms, impls, rows):
             try:
                 extra = {}
                 if impl == "cublas":
-                    go = base.cublas(A, Bt, C, tf32=dtype == "tf32")
+                    go = harness.cublas(A, Bt, C, tf32=dtype == "tf32")
                 elif impl == "triton":
-                    go = base.triton_bf16(A, Bt, C)
+                    go = triton_kernels.triton_bf16(A, Bt, C)
                 else:
                     if vname in LAYOUTS or vname in K_PACK:
                         op = TcMatmul(dtype, out, "auto", **{**LAYOUTS, **K_PACK}[vname])
@@ -252,27 +222,28 @@ def bench(sname, variants, rng, sms, impls, rows):
                                  if any(op.fused(shape)) else None,
                                  c_store=op.schedule_for(shape).c_store(out, M, N))
                     if pads is not None:      # odd K: the operand pad copies on their own
-                        extra["pad_ms"] = time_calls(pads, repeat=3, target_ms=10.0)
+                        extra["pad_ms"] = harness.gpu_ms(pads, target_ms=10.0)
                 go()
                 torch.cuda.synchronize()
                 if impl == "triton":
-                    extra["config"] = base.triton_config(M, N, K)
+                    extra["config"] = triton_kernels.triton_config(M, N, K)
                 if impl != "cublas":
-                    extra["ok"] = sampled_ok(C, ref_rows, TcMatmul(dtype, out), M, N, K)
+                    extra["ok"] = harness.gemm_sample_ok(C, ref_rows, TcMatmul(dtype, out),
+                                                         dict(M=M, N=N, K=K))
                     extra["max_diff_vs_cublas"] = float(
                         (C.float() - outs["cublas"].float()).abs().max()) \
                         if "cublas" in outs else None
-                t = time_calls(go, repeat=3, target_ms=15.0)
+                t = harness.gpu_ms(go)
             except Exception as e:                                  # report, keep going
                 rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
-                print_row(rows[-1])
+                TABLE.show(rows[-1])
                 continue
             if impl == "cublas":
                 t_ref[dtype] = t
                 outs["cublas"] = C
             rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
                              ratio=t_ref[dtype] / t if dtype in t_ref else None, **extra))
-            print_row(rows[-1])
+            TABLE.show(rows[-1])
     return rows
 
 
@@ -303,16 +274,11 @@ def against_multiple(rows, default_near="4096"):
     return out
 
 
-def print_row(r):
-    head = f"{r['shape']:6} {r['impl']:8} {r['dtype']:5} {r['out']:5}"
-    if "error" in r:
-        print(f"{head} ERROR {r['error']}", flush=True)
-        return
-    ratio = f"{r['ratio']:8.3f}" if r.get("ratio") else f"{'-':>8}"
-    diff = r.get("max_diff_vs_cublas")
-    pad = f" pad {r['pad_ms']:.4f} ms" if r.get("pad_ms") else ""
-    print(f"{head} {r['ms']:8.4f} {r['tflops']:8.1f} {ratio} {str(r.get('ok', '')):>5} "
-          f"{'' if diff is None else f'{diff:8.3g}'}{pad} {r.get('schedule', '')}", flush=True)
+TABLE = harness.Table([("shape", 6), ("impl", 8), ("dtype", 5, "in"), ("out", 5, "C")],
+                      [("ms", "ms", "8.4f"), ("tflops", "TFLOP/s", "8.1f"),
+                       ("ratio", "x cuBLAS", "8.3f"), ("ok", "ok", ">5"),
+                       ("max_diff_vs_cublas", "maxdiff", "8.3g"), ("pad_ms", "pad ms", "7.4f"),
+                       ("schedule", "schedule", "")])
 
 
 def main():
@@ -327,7 +293,7 @@ def main():
     p.add_argument("--dtypes", default="bf16,f16,tf32")
     p.add_argument("--impls", default="cublas,ptxgen,triton",
                    help="implementations to time (cuBLAS is each ratio's reference)")
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    harness.out_argument(p)
     p.add_argument("--skip-small", action="store_true")
     p.add_argument("--tag", default="", help="suffix of the JSON file's name")
     p.add_argument("--budget-s", type=float, default=1e9,
@@ -338,18 +304,15 @@ def main():
     sms = sm_count()
     import torch
     import triton
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=triton.__version__, cuda=torch.version.cuda, sms=sms,
-                date=time.strftime("%Y-%m-%d %H:%M"), command=" ".join(sys.argv))
+    info = harness.run_info(triton=triton.__version__, cuda=torch.version.cuda, sms=sms)
     print(info, flush=True)
     result = dict(info=info, rows=[], emulator=[])
-    path = os.path.join(args.out, f"tc_matmul{args.tag}.json")
+    name = f"tc_matmul{args.tag}.json"
     if not args.skip_small:
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
             print("emu vs GPU", r, flush=True)
-        with open(path, "w") as f:
-            json.dump(result, f, indent=1)
+        harness.save_json(args.out, name, result)
     dtypes = args.dtypes.split(",")
     impls = [i for i in IMPLS if i[1] in dtypes and i[0] in args.impls.split(",")]
     for sname in args.shapes.split(","):
@@ -361,14 +324,9 @@ def main():
         except Exception as e:                                      # report, keep going
             print(f"{sname}: {type(e).__name__}: {e}", flush=True)
             result.setdefault("errors", []).append(f"{sname}: {type(e).__name__}: {e}")
-        with open(path, "w") as f:
-            json.dump(result, f, indent=1)
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"{'shape':6} {'impl':8} {'in':5} {'C':5} {'ms':>8} {'TFLOP/s':>8} {'x cuBLAS':>8} "
-          f"{'ok':>5} {'maxdiff':>8}  (x cuBLAS: against cuBLAS of the same input type)")
-    for r in result["rows"]:
-        print_row(r)
+        harness.save_json(args.out, name, result)
+    harness.save_json(args.out, name, result)
+    TABLE.print(result["rows"], "x cuBLAS: against cuBLAS of the same input type")
     for line in against_multiple(result["rows"]):
         print(line)
     for r in result["emulator"]:

@@ -7,8 +7,8 @@
 Cases: ptxgen's GEMM (sm_90a wgmma + TMA and the sm_80 mma.sync path; bf16, f16, tf32; square,
 odd and skinny shapes), ptxgen's fused attention forward (D 64 and 128, causal and not, the
 default schedule, no S/P·V overlap and three consumer warpgroups), Triton 3.6's bf16 `tl.dot`
-matmul (benchmarks/collect_triton_hopper_ptx.py `mm`, six tile configurations, through
-Triton's own JIT and launcher) and its fused attention (benchmarks/triton_attention.py). Each
+matmul (benchmarks/triton_kernels.py `mm`, six tile configurations, through Triton's own
+JIT and launcher) and its fused attention (triton_kernels.py `attention_fwd`). Each
 is timed as benchmarks/model_set.py times its cases (ptxgen.runtime.timing held batches, median
 of 5: GPU time without launch overhead). ptxgen's cases are rebuilt on the CPU from their
 operator, schedule and shape (the emitted PTX's hash is recorded and compared); Triton's keep
@@ -158,13 +158,13 @@ def _setup(c, torch):
         op, shape, arch = ptxgen_op(c)
         rec = dict(ptx_sha256=ptx_hash(op, shape, arch))
         if kind == "ptxgen-attn":
-            import attention as A
+            import harness
             B, H, S, D = ATTN["B"], ATTN["H"], ATTN["S"], c["D"]
             q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
                        for _ in range(3))
             O = torch.empty_like(q)
             LSE = torch.empty((B, H, S), device="cuda", dtype=torch.float32)
-            return A.ptxgen_call(op, shape, q, k, v, O, LSE, arch), rec
+            return harness.attention_call(op, shape, q, k, v, O, LSE, arch), rec
         import tc_matmul as TM
         from ptxgen.runtime.device import sm_count
         g = GEMM_SHAPES[c["shape"]]
@@ -188,7 +188,7 @@ def _setup(c, torch):
             return go, rec
         return TM.ptxgen_call(op, shape, A_, Bt, C, sm_count()), rec
     if kind == "triton-mm":
-        import collect_triton_hopper_ptx as CT
+        import triton_kernels as CT
         bm, bn, bk, w, st = c["tile"]
         g = dict(M=4095, N=4097, K=4093) if c["shape"] == "odd" else GEMM_SHAPES[c["shape"]]
         M, N, K = g["M"], g["N"], g["K"]
@@ -200,7 +200,7 @@ def _setup(c, torch):
         grid = (triton_cdiv(M, bm), triton_cdiv(N, bn))
         kern = CT.mm
     else:
-        import triton_attention as TA
+        import triton_kernels as TA
         B, H, S, D = ATTN["B"], ATTN["H"], ATTN["S"], c["D"]
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
@@ -293,7 +293,7 @@ def bit_equality(torch, out_dir):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    import collect_triton_hopper_ptx as CT
+    import triton_kernels as CT
     from ptxgen.parse import parse_ptx
     from ptxgen.runtime import bound_launch
     from ptxgen.runtime.driver import load_kernel

@@ -4,7 +4,7 @@
     python benchmarks/triton_matmul_emu.py --save-ptx tests/data/ptx   # any machine with triton
     python benchmarks/triton_matmul_emu.py --emu-only [--ptx-dir tests/data/ptx]   # CPU, no triton
 
-The kernel is the corpus' autotune-free matmul (benchmarks/collect_triton_hopper_ptx.py `mm`:
+The kernel is the corpus' autotune-free matmul (benchmarks/triton_kernels.py `mm`:
 masked loads and stores, the output in C's element type), compiled with
 `triton.compile(ASTSource(...), target=GPUTarget(...))` for sm_90a (wgmma from shared memory,
 cp.async loads, 3 stages) and for sm_80 (mma.sync + ldmatrix + cp.async), at block shapes and
@@ -65,7 +65,7 @@ def compile_case(case):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from collect_triton_hopper_ptx import MM_SIG, mm
+    from triton_kernels import MM_SIG, mm
     sig = dict(MM_SIG, c_ptr=f"*{case['out']}")
     consts = {k: case[k] for k in ("BM", "BN", "BK")}
     # what Triton's JIT would specialise on: torch's pointers and the ints divisible by 16

@@ -721,7 +721,7 @@ def merged_module(cases, target="sm_90"):
     return m
 
 
-# -- the properties, shared by tests/test_property_ir.py and benchmarks/property_nightly.py -----
+# -- the properties, shared by tests/test_property_ir.py and benchmarks/reliability_cpu.py -----
 ARCHS = ("sm_80", "sm_90")
 
 

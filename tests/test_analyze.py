@@ -382,7 +382,7 @@ def test_sass_side_by_side(name, arch):
 
 # -- speed ---------------------------------------------------------------------------------------
 def test_ten_thousand_instructions_under_a_second():
-    from analyze_speed import generate
+    from cpu_speed import generate
     text = generate(10_000)
     best = float("inf")
     for _ in range(3):

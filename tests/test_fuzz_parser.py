@@ -1,4 +1,4 @@
-"""Mutation fuzzing of the PTX parser (a CI-sized sample of benchmarks/fuzz_parser.py).
+"""Mutation fuzzing of the PTX parser (a CI-sized sample of benchmarks/reliability_cpu.py fuzz).
 
 Real PTX files, mutated (truncation, token edits, garbage and non-UTF-8 bytes, huge numbers,
 deep nesting, unbalanced braces, unknown opcodes, undeclared registers, very long lines …),
@@ -6,7 +6,8 @@ must parse to a Module whose emitted PTX parses again (and which the static anal
 without crashing), or raise a ParseError located inside the input — nothing else, and never
 hang: the sample runs in a worker process that is killed
 when one input takes longer than the timeout. The long run is
-`python benchmarks/fuzz_parser.py --count 100000`; its results are in docs/RELIABILITY.md.
+`python benchmarks/reliability_cpu.py fuzz --count 100000`; its results are in
+docs/RELIABILITY.md.
 
 Inputs that once crashed are kept below as regression tests.
 """
@@ -21,7 +22,7 @@ from ptxgen.ir import Imm
 from ptxgen.ir import types as T
 from ptxgen.parse import parse_ptx
 
-import fuzz_parser as fz
+import reliability_cpu as fz
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def test_mutated_real_ptx_parses_or_fails_with_a_located_error(tmp_path):
     s = fz.fuzz(COUNT, seed=SEED, workers=min(2, os.cpu_count() or 1), timeout=TIMEOUT,
                 crash_dir=tmp_path, progress=False, analyze=True)
     assert not s["hangs"], f"inputs of seed {SEED} ran over {TIMEOUT} s: {s['hangs']} " \
-                           f"(reproduce with benchmarks/fuzz_parser.py --repro {SEED}:INDEX)"
+                           f"(reproduce with benchmarks/reliability_cpu.py fuzz --repro {SEED}:INDEX)"
     assert not s["crashes"], "\n".join(
         f"--repro {SEED}:{c['index']} {c['mutations']}: {c['what']}" for c in s["crashes"])
     assert s["inputs"] == COUNT

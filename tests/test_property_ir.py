@@ -7,7 +7,8 @@
 (d) emitting PTX and parsing it back never changes a result.
 
 The oracle is itself checked first, against numpy's IEEE arithmetic and hand-worked cases.
-CI runs a small sample; `python benchmarks/property_nightly.py` runs >= 10 000 programs.
+CI runs a small sample; `python benchmarks/reliability_cpu.py properties` runs >= 10 000
+programs.
 """
 import os
 import struct

@@ -1,5 +1,5 @@
 """Triton 3.6's own fused-attention forward PTX (tests/data/ptx/triton_attention_causal_d64_sm90a.ptx,
-benchmarks/collect_triton_hopper_ptx.py `attn_fwd`: wgmma Q·Kᵀ and P·V, online softmax, a layout
+benchmarks/triton_kernels.py `attn_fwd`: wgmma Q·Kᵀ and P·V, online softmax, a layout
 conversion where several lanes store the same value to one shared address) on the emulator with
 its default checks (racecheck on, every finding an error): the output against float64."""
 from pathlib import Path

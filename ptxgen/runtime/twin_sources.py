@@ -2,7 +2,7 @@
 
 Module-level functions, so the names they use (`cuda`, `float32`, the tile constants) are this
 module's globals: Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, used by
-benchmarks/emu_speed.py) swaps `cuda` in a kernel's globals for its per-thread fake, which a
+`benchmarks/cpu_speed.py emulator`) swaps `cuda` in a kernel's globals for its per-thread fake, which a
 closure variable would escape. Imported only when a twin is needed (it imports numba).
 twins.py pairs each with its signature and launch shape.
 """

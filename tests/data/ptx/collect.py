@@ -4,8 +4,8 @@
 
 The parser and analyzer tests read these files; they are checked in so tests do not depend on
 Numba's compiler being importable. hand_*.ptx are written by hand; triton_*.ptx come from
-benchmarks/collect_triton_ptx.py on a GPU machine (add, fp32 matmul, softmax) and
-benchmarks/collect_triton_hopper_ptx.py on any machine (wgmma/TMA matmuls, attention).
+`benchmarks/triton_kernels.py --launch` on a GPU machine (add, fp32 matmul, softmax) and
+benchmarks/triton_kernels.py on any machine (wgmma/TMA matmuls, attention).
 """
 import sys
 from pathlib import Path

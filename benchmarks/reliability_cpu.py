@@ -1,18 +1,22 @@
-"""Mutation fuzzing of the PTX parser: `parse_ptx` must return a Module or raise a located
-ParseError, for any input, in bounded time.
+"""Long randomized reliability runs on the CPU (no GPU needed), one subcommand each: parser
+fuzzing, the IR property tests at nightly size, and the emulator's native engine against its
+interpreter on random programs.
 
-    python benchmarks/fuzz_parser.py --count 100000            # the long run (all CPUs but one)
-    python benchmarks/fuzz_parser.py --count 300 --workers 1   # a quick one
-    python benchmarks/fuzz_parser.py --repro 1:4242            # re-run input 4242 of seed 1
-    python benchmarks/fuzz_parser.py --count 20000 --analyze   # the analyzer on what parses, too
+    python benchmarks/reliability_cpu.py fuzz --count 100000           # all CPUs but one
+    python benchmarks/reliability_cpu.py fuzz --count 300 --workers 1  # a quick one
+    python benchmarks/reliability_cpu.py fuzz --repro 1:4242           # input 4242 of seed 1
+    python benchmarks/reliability_cpu.py fuzz --count 20000 --analyze  # the analyzer too
+    python benchmarks/reliability_cpu.py properties                    # 10 000 programs each
+    python benchmarks/reliability_cpu.py properties --programs 500 --json out.json
+    python benchmarks/reliability_cpu.py native [N]                    # default 1000 programs
 
-Each input is a real PTX file from tests/data/ptx with one to six mutations: truncation,
-deleted / duplicated / swapped tokens, garbage bytes (non-UTF-8, NUL, control characters), huge
-numbers and register ranges, deep nesting of braces / parentheses / brackets, unbalanced braces,
-unknown opcodes, undeclared registers, very long lines, lines spliced from another file,
-injected directives, unterminated comments and strings. Input i of seed s is a pure function of
-(s, i), so any finding is reproduced with --repro s:i.
-
+fuzz: mutation fuzzing of the PTX parser: `parse_ptx` must return a Module or raise a located
+ParseError, for any input, in bounded time. Each input is a real PTX file from tests/data/ptx
+with one to six mutations: truncation, deleted / duplicated / swapped tokens, garbage bytes
+(non-UTF-8, NUL, control characters), huge numbers and register ranges, deep nesting of braces /
+parentheses / brackets, unbalanced braces, unknown opcodes, undeclared registers, very long
+lines, lines spliced from another file, injected directives, unterminated comments and strings.
+Input i of seed s is a pure function of (s, i), so any finding is reproduced with --repro s:i.
 An input passes when parsing returns a Module whose emitted PTX parses again, or raises a
 ParseError whose line and column lie inside the input, whose text is one line starting with
 'file:line:col: ', and which is not the parser's internal-error wrapper ('cannot parse: …').
@@ -20,8 +24,29 @@ Anything else is a crash; an input that runs longer than --timeout seconds is a 
 worker is killed and replaced). With --analyze every module that parses also goes through the
 static analyzer (what `ptxgen analyze` runs), which may refuse it with a PtxgenError but must not
 crash. Exit status 1 when there was a crash or a hang.
+
+properties: the IR property tests (tests/test_property_ir.py), each over --programs random
+programs from tests/irgen.py:
+  assemble        verifier + ptxas for sm_80 and sm_90 (8 programs per module, one ptxas call
+                  per module and architecture)
+  schedule        list scheduling for sm_90 keeps every result (reference interpreter)
+  round_trip      emit -> parse keeps every result (reference interpreter)
+  emulator        ptxgen.emulate == the reference interpreter (Module and PTX text input)
+  emu_schedule    scheduling keeps every result on the emulator (a quarter of --programs)
+The emulator properties are skipped while ptxgen.emu is missing. Properties run in parallel
+processes (--jobs). A failing property stops at its first (shrunk) counterexample, which is
+printed; the exit status is 1 when any property failed.
+
+native: draws N programs from tests/irgen.py (hypothesis, no example database), runs each on the
+interpreter and on the native engine (check='off' for both) and compares the output buffers as
+the property tests do. Prints progress every 500 programs and, at the end, how many were
+bit-identical, how many the native engine refused (with the most common reasons) and how many
+differed; the first difference stops the run with the program. The program about to run is
+kept in $TMPDIR/native_property_last.txt, so a crash leaves it behind.
 """
 import argparse
+import collections
+import concurrent.futures as cf
 import json
 import multiprocessing as mp
 import os
@@ -36,9 +61,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from ptxgen.errors import ParseError, PtxgenError  # noqa: E402
+from ptxgen.errors import EmulationError, ParseError, PtxgenError  # noqa: E402
 
+
+def _machine():
+    return (f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
+            f"Python {platform.python_version()})")
+
+
+def _command():
+    return "python benchmarks/reliability_cpu.py " + " ".join(sys.argv[1:])
+
+
+# -- fuzz: the parser on mutated real PTX ----------------------------------------------------------
 DATA = ROOT / "tests" / "data" / "ptx"
 FILENAME = "fuzz.ptx"
 
@@ -411,9 +448,8 @@ def fuzz(count, seed=1, workers=None, timeout=20.0, crash_dir=None, progress=Tru
     slow.sort(reverse=True)
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
-                   f"Python {platform.python_version()})",
-        "command": "python benchmarks/fuzz_parser.py " + " ".join(sys.argv[1:]),
+        "machine": _machine(),
+        "command": _command(),
         "seed": seed, "workers": workers, "timeout_s": timeout, "analyze": analyze,
         "inputs": totals["parsed"] + totals["error"] + len(crashes) + len(hangs),
         "parsed": totals["parsed"], "parse_errors": totals["error"],
@@ -441,19 +477,7 @@ def repro(spec, analyze=False):
     print(check_one(payload, as_text, analyze), f"({time.monotonic() - t0:.2f} s)")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--count", type=int, default=10_000)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=None, help="default: CPUs - 1")
-    ap.add_argument("--timeout", type=float, default=20.0, help="seconds before an input is a hang")
-    ap.add_argument("--crash-dir", default=os.path.join(tempfile.gettempdir(), "ptxgen-fuzz"),
-                    help="where failing inputs are saved")
-    ap.add_argument("--json", help="also write the summary here")
-    ap.add_argument("--repro", metavar="SEED:INDEX", help="re-run one input and print the outcome")
-    ap.add_argument("--analyze", action="store_true",
-                    help="also run the static analyzer on every module that parses")
-    args = ap.parse_args(argv)
+def fuzz_main(args):
     if args.repro:
         repro(args.repro, args.analyze)
         return 0
@@ -464,6 +488,183 @@ def main(argv=None):
     if args.json:
         Path(args.json).write_text(text + "\n")
     return 1 if s["crashes"] or s["hangs"] else 0
+
+
+# -- properties: the IR property tests at nightly size --------------------------------------------
+BATCH = 8
+
+
+def run_property(name, programs, seed):
+    """Run one property over `programs` programs; returns a result dict (never raises)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import strategies as st
+
+    import irgen
+    stats = {"programs": 0, "instructions": 0, "threads": 0}
+
+    def count(cases):
+        for c in cases:
+            stats["programs"] += 1
+            stats["instructions"] += c.n_instructions
+            stats["threads"] += c.threads
+
+    examples = programs
+    if name == "assemble":
+        examples = -(-programs // BATCH)
+        strategy = st.lists(irgen.programs(), min_size=BATCH, max_size=BATCH)
+
+        def body(cases):
+            count(cases)
+            irgen.check_assembles(cases)
+    elif name in ("emulator", "emu_schedule") and irgen.emulator() is None:
+        return {"property": name, "skipped": "ptxgen.emu is not there"}
+    elif name == "schedule":
+        strategy = irgen.programs()
+
+        def body(case):
+            count([case])
+            irgen.check_schedule(case)
+    elif name == "round_trip":
+        strategy = irgen.programs()
+
+        def body(case):
+            count([case])
+            irgen.check_round_trip(case)
+    elif name == "emulator":
+        strategy = st.tuples(irgen.programs(), st.booleans())
+
+        def body(pair):
+            count([pair[0]])
+            irgen.check_emulator(pair[0], via_text=pair[1])
+    elif name == "emu_schedule":
+        examples = max(1, programs // 4)
+        strategy = irgen.programs()
+
+        def body(case):
+            count([case])
+            irgen.check_schedule(case, run=lambda c, k: irgen.run_emulator(c, k))
+    else:
+        raise ValueError(name)
+
+    test = given(strategy)(body)
+    test = settings(max_examples=examples, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck))(test)
+    if seed is not None:
+        test = hseed(seed)(test)
+    t0 = time.monotonic()
+    failure = None
+    try:
+        test()
+    except Exception as e:          # noqa: BLE001 - the counterexample is the result
+        failure = f"{type(e).__name__}: {e}"
+    return {"property": name, "examples": examples, **stats,
+            "seconds": round(time.monotonic() - t0, 1), "failure": failure}
+
+
+def properties_main(args):
+    names = [n.strip() for n in args.properties.split(",") if n.strip()]
+    t0 = time.monotonic()
+    results = []
+    with cf.ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(names)))) as ex:
+        futures = [ex.submit(run_property, n, args.programs, args.seed) for n in names]
+        for f in cf.as_completed(futures):
+            r = f.result()
+            results.append(r)
+            status = "skipped: " + r["skipped"] if "skipped" in r else (
+                "FAILED" if r["failure"] else "ok")
+            print(f"{r['property']:<13} {r.get('programs', 0):>7} programs "
+                  f"{r.get('seconds', 0):>8.1f} s  {status}", flush=True)
+            if r.get("failure"):
+                print(r["failure"], flush=True)
+    results.sort(key=lambda r: names.index(r["property"]))
+    summary = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": _machine(),
+        "command": _command(),
+        "seconds": round(time.monotonic() - t0, 1),
+        "results": [{k: (v[:2000] if isinstance(v, str) else v) for k, v in r.items()}
+                    for r in results],
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "results"}))
+    return 1 if any(r.get("failure") for r in results) else 0
+
+
+# -- native: the native engine against the interpreter on random programs --------------------------
+LAST = os.path.join(tempfile.gettempdir(), "native_property_last.txt")
+
+
+def native_run(case, engine):
+    from case_args import case_arguments
+
+    from ptxgen.emu import emulate
+    arrays, args = case_arguments(case)
+    emulate(case.module, case.kernel.name, (case.grid, 1, 1), (case.block, 1, 1), *args,
+            check="off", engine=engine)
+    return {n: a.tobytes() for n, a in arrays.items()}
+
+
+def native_main(args):
+    from hypothesis import HealthCheck, given, settings
+
+    import irgen
+    n = args.programs
+    stats, why = collections.Counter(), collections.Counter()
+
+    @settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck),
+              database=None)
+    @given(irgen.programs())
+    def check(case):
+        want = native_run(case, "interp")
+        with open(LAST, "w") as f:
+            f.write(case.describe())
+        try:
+            got = native_run(case, "native")
+        except EmulationError as e:
+            stats["refused"] += 1
+            msg = str(e)
+            why[msg.split("`")[1].split()[0] if "`" in msg else msg[:80]] += 1
+        else:
+            diff = case.outputs_equal(want, got)
+            stats["identical" if diff is None else "different"] += 1
+            if diff is not None:
+                print(f"DIFFERENT: {diff}\n{case.describe()}", flush=True)
+                os._exit(1)
+        if sum(stats.values()) % 500 == 0:
+            print(dict(stats), flush=True)
+    check()
+    print(f"{sum(stats.values())} programs: {dict(stats)}")
+    print("most common refusals:", why.most_common(10))
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="run", required=True)
+    ap = sub.add_parser("fuzz", help="mutation fuzzing of the PTX parser")
+    ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=None, help="default: CPUs - 1")
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds before an input is a hang")
+    ap.add_argument("--crash-dir", default=os.path.join(tempfile.gettempdir(), "ptxgen-fuzz"),
+                    help="where failing inputs are saved")
+    ap.add_argument("--json", help="also write the summary here")
+    ap.add_argument("--repro", metavar="SEED:INDEX", help="re-run one input and print the outcome")
+    ap.add_argument("--analyze", action="store_true",
+                    help="also run the static analyzer on every module that parses")
+    ap = sub.add_parser("properties", help="the IR property tests at nightly size")
+    ap.add_argument("--programs", type=int, default=10_000, help="programs per property")
+    ap.add_argument("--properties", default="assemble,schedule,round_trip,emulator,emu_schedule")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random)")
+    ap.add_argument("--json", help="also write the summary here")
+    ap = sub.add_parser("native", help="the native engine against the interpreter")
+    ap.add_argument("programs", type=int, nargs="?", default=1000, help="how many programs")
+    args = p.parse_args(argv)
+    return {"fuzz": fuzz_main, "properties": properties_main, "native": native_main}[args.run](
+        args)
 
 
 if __name__ == "__main__":
