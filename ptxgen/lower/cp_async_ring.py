@@ -10,11 +10,13 @@ are byte offsets from the start of shared memory: slot0, slot0 + slot_bytes, ...
 from ..ir import types as T
 
 
-def cp_async_ring(b, stages, nblocks, slot0, slot_bytes, load, compute, after_prologue=None):
+def cp_async_ring(b, stages, nblocks, slot0, slot_bytes, load, compute, after_prologue=None,
+                  sync=None):
     """Emit the pipeline over `nblocks` (a u32 register) blocks. load(kb, slot) issues block
     kb's copies into the slot at byte offset `slot` (registers; called predicated on kb being
     a real block); compute(kb, slot) consumes it; after_prologue() runs between the prologue
-    and the loop. Leaves no copy in flight."""
+    and the loop; sync() replaces the CTA's bar.sync (a warp's own ring: bar.warp.sync).
+    Leaves no copy in flight."""
     for st in range(stages - 1):
         with b.predicated(b.setp("lt", b.const(st, T.u32, name="kp"), nblocks)):
             load(b.const(st, T.u32, name="kb"), b.const(slot0 + st * slot_bytes, T.u32,
@@ -26,7 +28,10 @@ def cp_async_ring(b, stages, nblocks, slot0, slot_bytes, load, compute, after_pr
     wr = b.const(slot0 + (stages - 1) * slot_bytes, T.u32, name="wr")     # slot written
     with b.for_range(0, nblocks, type=T.u32, name="kb") as kb:
         b.cp_async_wait(stages - 2)
-        b.bar_sync(0)
+        if sync is None:
+            b.bar_sync(0)
+        else:
+            sync()
         nxt = b.add(kb, stages - 1, name="knext")
         with b.predicated(b.setp("lt", nxt, nblocks)):
             load(nxt, wr)

@@ -49,6 +49,7 @@ def soft_exp2(b, x):
 
 
 class OnlineSoftmax:
+    empty_rows = False      # True: a row may see no key (its maximum stays -inf) without mods
     def mask(self, sacc, n0, first, rows, tq):
         """-inf for keys >= S and (causal) keys > row, only in blocks that hold such keys:
         element (c, e) of a row is key n0 + 8c + 2tq + e; it stays where 8c + e < limit."""
@@ -103,7 +104,7 @@ class OnlineSoftmax:
             top = b.mul(self.quad_reduce(vals[0], "max"), c, name="top")
             new = b.max(mx[h], top, name="mnew")
             # a mask may leave a row without keys so far: its maximum -inf counts as 0 here
-            safe = new if mods is None else \
+            safe = new if mods is None and not self.empty_rows else \
                 b.selp(0.0, new, b.setp("eq", new, Imm(NEG_INF, T.f32)), type=T.f32)
             alphas.append(b.unary("ex2", b.sub(mx[h], safe), mods=("approx", "ftz"),
                                   name="alpha"))
