@@ -9,8 +9,9 @@ and the K/V cache append, on mma.sync m16n8k16 (every target from sm_80).
 Grid (splits / warps, B·H_kv, 16-row tiles). A warp is one split: the key blocks
 [split·per, min((split+1)·per, nb)) of its (batch, kv head), per = ceil(nb / splits) and nb =
 ceil(len / 16). Its M rows are (token t, query head j of the group) at row t·G + j; row t
-sees keys < len - S_q + 1 + t (the new tokens are the last S_q of the cache: causal). Q
-fragments come straight from global memory (once); K and V tiles of 16 keys go through the
+sees keys < len - S_q + 1 + t (the new tokens are the last S_q of the cache: causal). The
+CTA's 16 Q rows are copied to shared memory once (its warps read them by ldmatrix at every
+block: registers for O, not Q, at D = 128); K and V tiles of 16 keys go through the
 warp's own cp.async ring (lower/cp_async_ring.py with bar.warp.sync), rows stored with 16-byte
 chunk c at c ^ (row & 7) (no bank conflicts for the copies or ldmatrix). Keys past the length
 are clamped to the last one (in the same page: a page holds whole blocks) and masked to -inf.
@@ -130,7 +131,9 @@ class _Split(OnlineSoftmax):
         warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
         self.c = b.param("scale_log2")
         smem = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ALIGN))
-        self.base = b.mad(warp, s.warp_bytes(self.D), smem, name="wbase")
+        self.qbase = smem
+        self.base = b.mad(warp, s.warp_bytes(self.D), b.add(smem, s.q_bytes(self.D)),
+                          name="wbase")
         bi, h = _u32_rem(b, b.special("ctaid.y"), g["H_kv"], name="kvh")
         self.bi, self.h = bi, h
         split = b.mad(b.special("ctaid.x"), s.warps, warp, name="split")
@@ -148,8 +151,8 @@ class _Split(OnlineSoftmax):
         first = b.mad(b.special("ctaid.z"), MMA_M, b.shr(lane, 2), name="r0")
         self.first, self.rows = first, (first, b.add(first, 8, name="r1"))
         self.row_setup()
-        self.q_fragments()
         self.loader_setup(lane)
+        self.load_q(tid)
         self.fragment_setup(lane)
         self.cache = CacheRows(b, g, bi, h)
         self.zero = b.zeros(4, name="z")
@@ -159,7 +162,7 @@ class _Split(OnlineSoftmax):
         self.mx = [b.const(NEG_INF, T.f32, name="m") for _ in range(2)]
         self.lsum = [b.const(0.0, T.f32, name="l") for _ in range(2)]
         cp_async_ring(b, s.stages, nblocks, 0, s.stage_bytes(self.D), self.load_kv,
-                      self.block, sync=lambda: _warp_sync(b))
+                      self.block, sync=lambda: _warp_sync(b), guard_load=False)
         self.store_partial()
         b.ret()
 
@@ -172,37 +175,54 @@ class _Split(OnlineSoftmax):
         self.valid, self.qrow, self.lim = [], [], []
         for r in self.rows:
             ok = b.setp("lt", r, M, type=T.u32, name="vrow")
-            rc = b.min(r, M - 1, type=T.u32, name="rc")
-            t, j = _u32_rem(b, rc, g["G"], name="j")
-            tok = b.mad(self.bi, g["S_q"], t, type=T.u32, name="tok")
-            qh = b.mad(self.h, g["G"], j, type=T.u32, name="qh")
-            self.qrow.append(b.mad(tok, g["G"] * g["H_kv"], qh, type=T.u32, name="qrow"))
+            qrow, t = self.q_row(r)
+            self.qrow.append(qrow)
             lim = b.max(b.add(b.add(self.S, t, type=T.s32), 1 - g["S_q"], type=T.s32), 0,
                         type=T.s32, name="klim")
             self.lim.append(b.selp(lim, 0, ok, type=T.s32, name="klim"))
             self.valid.append(ok)
         self.lmin = b.min(self.lim[0], self.lim[1], type=T.s32, name="lmin")
 
-    def q_fragments(self):
-        """A fragments of Q per k16 step: (row g, cols 2t..), (g+8, 2t..), (g, 8+2t..),
-        (g+8, 8+2t..), loaded as 32-bit pairs."""
-        b = self.b
-        col = b.shl(self.tq, 2, name="qcol")                      # bytes
-        addrs = [b.add(b.element_addr(b.param("Q"), q, self.RB), b.cvt(T.u64, col),
-                       type=T.u64, name="qa") for q in self.qrow]
-        self.qf = []
-        for kk in range(self.D // MMA_K):
-            self.qf.append([b.ld("global", T.b32, Addr(addrs[i % 2], 32 * kk + 16 * (i // 2)),
-                                 cache="nc", name="qf") for i in range(4)])
+    def q_row(self, r):
+        """(row of Q, token t) of tile row r (a register: rows past G·S_q clamped)."""
+        b, g = self.b, self.g
+        rc = b.min(r, g["G"] * g["S_q"] - 1, type=T.u32, name="rc")
+        t, j = _u32_rem(b, rc, g["G"], name="j")
+        tok = b.mad(self.bi, g["S_q"], t, type=T.u32, name="tok")
+        qh = b.mad(self.h, g["G"], j, type=T.u32, name="qh")
+        return b.mad(tok, g["G"] * g["H_kv"], qh, type=T.u32, name="qrow"), t
+
+    def load_q(self, tid):
+        """The CTA's 16 Q rows into shared memory (swizzled like K and V), by every thread,
+        before any warp's loop: one cp.async group waited for, one bar.sync."""
+        b, s = self.b, self.s
+        chunks = MMA_M * self.cpr
+        tile0 = b.shl(b.special("ctaid.z"), pow2_exponent(MMA_M), name="tile0")
+        for i in range(-(-chunks // s.threads)):
+            idx = b.add(tid, i * s.threads, name="qi")
+            with b.if_(b.setp("lt", idx, chunks, type=T.u32)):
+                r = b.shr(idx, pow2_exponent(self.cpr), name="qr")
+                c = b.and_(idx, self.cpr - 1, name="qc")
+                qrow, _ = self.q_row(b.add(tile0, r, name="qt"))
+                src = b.add(b.element_addr(b.param("Q"), qrow, self.RB),
+                            b.cvt(T.u64, b.shl(c, 4)), type=T.u64, name="qsrc")
+                dst = b.add(self.qbase, b.mad(r, self.RB, b.shl(b.xor(c, b.and_(r, 7)), 4)),
+                            name="qdst")
+                b.cp_async(dst, src, CHUNK)
+        b.cp_async_commit()
+        b.cp_async_wait(0)
+        b.bar_sync(0)
 
     # -- cp.async loads ------------------------------------------------------------------------
     def loader_setup(self, lane):
-        """This lane's chunk and rows of a 16-key tile; the shared offsets of its rows repeat
-        with the swizzle's period of 8 rows."""
+        """This lane's chunk and rows of a 16-key tile (rows lrow + i·pass_rows); the shared
+        offsets of its rows repeat with the swizzle's period of 8 rows."""
         b = self.b
         chunk = b.and_(lane, self.cpr - 1, name="chunk")
         self.lrow = b.shr(lane, pow2_exponent(self.cpr), name="lrow")
+        key_bytes = self.g["H_kv"] * self.RB
         self.coff = b.cvt(T.u64, b.shl(chunk, 4), name="coff")
+        self.lane_off = b.cvt(T.u64, b.mad(self.lrow, key_bytes, b.shl(chunk, 4)), name="loff")
         self.period = 8 // self.pass_rows
         self.lds = []
         for i in range(min(self.period, self.s.BN // self.pass_rows)):
@@ -210,23 +230,43 @@ class _Split(OnlineSoftmax):
             swz = b.xor(chunk, b.and_(r, 7), name="lswz")
             self.lds.append(b.mad(r, self.RB, b.shl(swz, 4), name="lds"))
 
-    def load_kv(self, kb, slot):
+    def load_kv(self, kb, slot, live):
+        """Block kb of this split into `slot` where `live`: a whole block (the common case)
+        by immediate offsets from one address per tensor; the sequence's last, partial block
+        with its rows past the length clamped to the last key (a warp-uniform branch)."""
         b, s = self.b, self.s
+        end, partial = b.new_label("loaded"), b.new_label("partial")
+        b.branch(end, live, negate=True)
         k0 = b.shl(b.add(self.kb0, kb), pow2_exponent(s.BN), name="k0")
-        last = b.sub(self.S, 1, type=T.u32, name="last")
+        left = b.sub(self.S, k0, type=T.u32, name="left")            # >= 1 keys
         pbase, in0 = self.cache.page_base(k0)
+        blk = self.cache.row(pbase, in0)
         dst = b.add(self.base, slot, name="ldst")
+        K, V = b.param("K"), b.param("V")
+        step = self.pass_rows * self.cache.key_bytes
+        b.branch(partial, b.setp("lt", left, s.BN, type=T.u32))
+        srcs = [b.add(t, b.add(blk, self.lane_off, type=T.u64), type=T.u64, name="src")
+                for t in (K, V)]
+        self.copies(dst, lambda i, t: Addr(srcs[t], i * step))
+        b.branch(end)
+        b.label(partial)
+        last = b.sub(left, 1, type=T.u32, name="lastr")
+
+        def clamped(i, t):
+            key = b.min(b.add(self.lrow, i * self.pass_rows), last, type=T.u32, name="kk")
+            row = b.add(self.cache.row(blk, key), self.coff, type=T.u64, name="koff")
+            return Addr(b.add((K, V)[t], row, type=T.u64, name="src"))
+        self.copies(dst, clamped)
+        b.label(end)
+
+    def copies(self, dst, src):
+        """The 16-byte cp.async copies of one K and V tile: pass i's row from src(i, 0 or 1)."""
+        b, s = self.b, self.s
         for i in range(s.BN // self.pass_rows):
-            r = b.add(self.lrow, i * self.pass_rows, name="kr")
-            # the clamped key stays in k0's page: a page holds whole blocks
-            key = b.sub(b.min(b.add(k0, r), last, type=T.u32), k0, type=T.u32, name="kk")
-            row = b.add(self.cache.row(pbase, b.add(in0, key, name="inp")), self.coff,
-                        type=T.u64, name="koff")
             i0, wrap = i % self.period, (i // self.period) * 8 * self.RB
             loc = b.add(dst, self.lds[i0], name="sdst")
-            for src, toff in ((b.param("K"), 0), (b.param("V"), s.BN * self.RB)):
-                b.cp_async(Addr(loc, toff + wrap), b.add(src, row, type=T.u64, name="src"),
-                           CHUNK)
+            for t in range(2):
+                b.cp_async(Addr(loc, t * s.BN * self.RB + wrap), src(i, t), CHUNK)
 
     # -- fragments -----------------------------------------------------------------------------
     def fragment_setup(self, lane):
@@ -249,7 +289,9 @@ class _Split(OnlineSoftmax):
         b, s = self.b, self.s
         kslot = b.add(self.base, slot, name="kslot")
         vslot = b.add(kslot, s.BN * self.RB, name="vslot")
-        for kk, qf in enumerate(self.qf):
+        for kk in range(self.D // MMA_K):
+            # Q's A fragment: the rows and chunks of V's transposed read (8·(j&1) + r, ...)
+            qf = b.ldmatrix(b.add(self.qbase, self.v_off[kk], name="qaddr"), num=4, name="qf")
             d = b.ldmatrix(b.add(kslot, self.k_off[kk], name="kaddr"), num=4, name="kf")
             for half in range(2):
                 acc = self.sacc[4 * half: 4 * half + 4]

@@ -11,16 +11,22 @@ from ..ir import types as T
 
 
 def cp_async_ring(b, stages, nblocks, slot0, slot_bytes, load, compute, after_prologue=None,
-                  sync=None):
+                  sync=None, guard_load=True):
     """Emit the pipeline over `nblocks` (a u32 register) blocks. load(kb, slot) issues block
     kb's copies into the slot at byte offset `slot` (registers; called predicated on kb being
     a real block); compute(kb, slot) consumes it; after_prologue() runs between the prologue
-    and the loop; sync() replaces the CTA's bar.sync (a warp's own ring: bar.warp.sync).
+    and the loop. guard_load=False: load(kb, slot, live) is called unguarded with the
+    predicate `live` (kb is a real block) and guards its own copies. sync() replaces the CTA's bar.sync (a warp's own ring: bar.warp.sync).
     Leaves no copy in flight."""
     for st in range(stages - 1):
-        with b.predicated(b.setp("lt", b.const(st, T.u32, name="kp"), nblocks)):
+        live = b.setp("lt", b.const(st, T.u32, name="kp"), nblocks)
+        if guard_load:
+            with b.predicated(live):
+                load(b.const(st, T.u32, name="kb"), b.const(slot0 + st * slot_bytes, T.u32,
+                                                            name="slot"))
+        else:
             load(b.const(st, T.u32, name="kb"), b.const(slot0 + st * slot_bytes, T.u32,
-                                                        name="slot"))
+                                                        name="slot"), live)
         b.cp_async_commit()
     if after_prologue is not None:
         after_prologue()
@@ -33,8 +39,12 @@ def cp_async_ring(b, stages, nblocks, slot0, slot_bytes, load, compute, after_pr
         else:
             sync()
         nxt = b.add(kb, stages - 1, name="knext")
-        with b.predicated(b.setp("lt", nxt, nblocks)):
-            load(nxt, wr)
+        live = b.setp("lt", nxt, nblocks)
+        if guard_load:
+            with b.predicated(live):
+                load(nxt, wr)
+        else:
+            load(nxt, wr, live)
         b.cp_async_commit()
         compute(kb, rd)
         for r in (rd, wr):

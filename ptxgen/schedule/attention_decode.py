@@ -7,7 +7,8 @@
     split         one warp's range of the keys of one (batch, kv head): its own cp.async ring of
                   `stages` slots of BN keys (K and V tiles, no barrier but the warp's own); its
                   softmax partial (O, LSE) goes to a workspace the combine kernel reduces
-    CTA           `warps` splits of one (batch, kv head) side by side
+    CTA           `warps` splits of one (batch, kv head) side by side, sharing the Q tile
+                  in shared memory
 
 Not measured yet (no GPU run of this operator): the defaults below are chosen from the shape
 and the target's SM count, each with its reason.
@@ -56,8 +57,12 @@ class DecodeSchedule:
     def warp_bytes(self, D):
         return self.stages * self.stage_bytes(D)
 
+    def q_bytes(self, D):
+        """The CTA's 16-row Q tile, read by every warp's ldmatrix."""
+        return MMA_M * self.row_bytes(D)
+
     def shared_bytes(self, D):
-        return self.warps * self.warp_bytes(D)
+        return self.q_bytes(D) + self.warps * self.warp_bytes(D)
 
     def validate(self, arch=archmod.BASELINE_TARGET, D=128):
         """ScheduleError (one line, naming the field) when this schedule cannot be lowered."""
