@@ -5,7 +5,8 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul", "attention", "softmax", "transpose", "row_sum", "row_max",
+__all__ = ["matmul", "grouped_matmul", "attention", "attention_decode", "kv_cache_append",
+           "softmax", "transpose", "row_sum", "row_max",
            "saxpy", "add", "scale", "epilogues", "mods", "create_block_mask", "last_launch",
            "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate",
            "occupancy", "bank_conflicts", "warp_efficiency", "roofline", "torch_op",
@@ -22,7 +23,8 @@ _LAZY = {"parse_ptx": ".parse", "kernel": ".kernel_object", "analyze": ".analysi
          "clear_cache": ".library", "softmax": ".library", "transpose": ".library",
          "row_sum": ".library", "row_max": ".library", "saxpy": ".library", "add": ".library",
          "scale": ".library", "create_block_mask": ".library.mods",
-         "grouped_matmul": ".library"}
+         "grouped_matmul": ".library", "attention_decode": ".library",
+         "kv_cache_append": ".library"}
 
 
 def __getattr__(name):

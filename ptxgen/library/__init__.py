@@ -3,10 +3,10 @@
 and target, cached in memory and on disk, torch custom ops under torch.compile and autograd."""
 from . import epilogues
 from .compiled import clear_memory as clear_cache
-from .functions import (add, attention, grouped_matmul, matmul, row_max, row_sum, saxpy,
-                        scale, softmax, transpose)
+from .functions import (add, attention, attention_decode, grouped_matmul, kv_cache_append,
+                        matmul, row_max, row_sum, saxpy, scale, softmax, transpose)
 from .launch import LaunchRecord, last_launch
 
-__all__ = ["LaunchRecord", "add", "attention", "clear_cache", "epilogues", "grouped_matmul",
-           "last_launch", "matmul", "row_max", "row_sum", "saxpy", "scale", "softmax",
-           "transpose"]
+__all__ = ["LaunchRecord", "add", "attention", "attention_decode", "clear_cache", "epilogues",
+           "grouped_matmul", "kv_cache_append", "last_launch", "matmul", "row_max", "row_sum",
+           "saxpy", "scale", "softmax", "transpose"]

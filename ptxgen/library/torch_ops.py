@@ -70,7 +70,40 @@ def _register(impl):
                           "gradient yet; use torch's scaled_dot_product_attention to train)")
 
     attention.register_autograd(attention_backward, setup_context=attention_setup)
+    _register_decode(impl)
     _register_f32(impl)
+
+
+def _register_decode(impl):
+    """attention_decode (inference only: no autograd formula) and kv_cache_append (writes
+    the caches in place)."""
+    decode_impl, append_impl = impl["attention_decode"], impl["kv_cache_append"]
+
+    @torch.library.custom_op("ptxgen::attention_decode", mutates_args=())
+    def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                         cache_seqlens: torch.Tensor, block_table: torch.Tensor | None,
+                         softmax_scale: float | None, backend: str = "auto",
+                         target: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return decode_impl(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale,
+                           backend, target)
+
+    @attention_decode.register_fake
+    def _(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, backend="auto",
+          target=None):
+        return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+    @torch.library.custom_op("ptxgen::kv_cache_append", mutates_args=("k_cache", "v_cache"))
+    def kv_cache_append(k_cache: torch.Tensor, v_cache: torch.Tensor, k_new: torch.Tensor,
+                        v_new: torch.Tensor, cache_seqlens: torch.Tensor,
+                        block_table: torch.Tensor | None, backend: str = "auto",
+                        target: str | None = None) -> None:
+        append_impl(k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, backend,
+                    target)
+
+    @kv_cache_append.register_fake
+    def _(k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, backend="auto",
+          target=None):
+        return None
 
 
 def _register_f32(impl):
