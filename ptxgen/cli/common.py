@@ -68,8 +68,14 @@ def add_shape(p):
                         "by counts within M/G-row blocks")
 
 
+# the decode's shape names and the options that give them
+DECODE_OPTIONS = {"S_q": "S", "H_kv": "kv_heads", "S_max": "kv_len"}
+
+
 def shape_from_args(op, args):
-    given = {k: getattr(args, k, None) for k in op.shape_names}
+    given = {k: getattr(args, DECODE_OPTIONS.get(k, k), None) for k in op.shape_names}
+    if "H_kv" in given and given["H_kv"] is None and given.get("H") is not None:
+        given["H_kv"] = given["H"]                  # no --kv-heads: one per query head
     return op.shape(**given)
 
 
@@ -104,6 +110,15 @@ def add_dtype(p):
                    help="attention: a score_mod: alibi or softcap:C")
     p.add_argument("--kv-heads", type=positive_int, default=None, metavar="N",
                    help="attention: K/V heads (grouped-query attention; --H a multiple of it)")
+    p.add_argument("--decode", action="store_true",
+                   help="attention: the decode over a K/V cache (ops/attention_decode.py): "
+                        "--S new tokens per sequence (default 1, at most 16), --kv-len keys "
+                        "of cache per sequence")
+    p.add_argument("--kv-len", dest="kv_len", type=positive_int, default=None, metavar="N",
+                   help="attention with --decode: the cache's positions per sequence (S_max)")
+    p.add_argument("--page-size", dest="page_size", type=positive_int, default=None,
+                   metavar="N", help="attention with --decode: a paged cache of N-key pages "
+                                     "(a multiple of 16 up to 256) and a block table")
 
 
 def operator_from_args(args):
@@ -114,10 +129,17 @@ def operator_from_args(args):
     if args.kernel not in OPERATORS and args.kernel != "attention":
         raise PtxgenError(f"unknown kernel {args.kernel!r}; known: "
                           f"{', '.join(sorted([*OPERATORS, 'attention']))}")
+    decode = getattr(args, "decode", False)
+    if not decode and (getattr(args, "kv_len", None) or getattr(args, "page_size", None)):
+        raise PtxgenError("--kv-len and --page-size apply to attention --decode only")
+    if decode and args.kernel != "attention":
+        raise PtxgenError(f"--decode applies to attention only, not {args.kernel}")
     if args.kernel == "attention":
         from ..ops.attention import Attention
         if getattr(args, "dtype", None) not in (None, "bf16", "f16"):
             raise PtxgenError(f"attention: --dtype must be bf16 or f16, got {args.dtype}")
+        if decode:
+            return decode_from_args(args)
         from ..ops.attention_mods import mask_from_spec, score_mod_from_spec
         mask, smod = getattr(args, "mask", None), getattr(args, "score_mod", None)
         S = getattr(args, "S", None) or Attention.defaults["S"]
@@ -175,6 +197,19 @@ def operator_from_args(args):
                       b_layout=getattr(args, "b_layout", "col"),
                       epilogue=getattr(args, "epilogue", None))
     return op
+
+
+def decode_from_args(args):
+    """attention --decode: the AttentionDecode operator (--causal, --mask, --score-mod do not
+    apply: the new tokens attend causally to the whole cache)."""
+    from ..ops.attention_decode import AttentionDecode
+    for opt in ("causal", "mask", "score_mod"):
+        if getattr(args, opt, None):
+            raise PtxgenError(f"attention --decode: --{opt.replace('_', '-')} does not apply "
+                              f"(the new tokens see the whole cache, causally)")
+    return AttentionDecode(dtype=getattr(args, "dtype", None) or "bf16",
+                           page_size=getattr(args, "page_size", None),
+                           scale=getattr(args, "scale", None))
 
 
 # what a report line may take on a terminal unless --wide asks for its whole length
