@@ -2,6 +2,8 @@
 scaled_dot_product_attention with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION
 backends and a Triton fused-attention kernel (benchmarks/triton_kernels.py), bf16, one run.
 
+    python benchmarks/attention.py decode [...]: the decode over a K/V cache
+                                   (benchmarks/attention_decode.py)
     python benchmarks/attention.py [--configs ...] [--skip-small] [--budget-s S] [--out DIR]
                                    [--ranked K] [--no-triton] [--no-sm80]
 
@@ -164,6 +166,9 @@ TABLE = harness.Table([("config", 28), ("impl", 13)],
 
 
 def main():
+    if sys.argv[1:2] == ["decode"]:
+        import attention_decode
+        return attention_decode.main(sys.argv[2:])
     p = argparse.ArgumentParser()
     p.add_argument("--configs", default="all", help="'all' or indices into CONFIGS, e.g. 0,1")
     harness.out_argument(p)
