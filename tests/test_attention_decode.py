@@ -158,6 +158,19 @@ def test_torch_cpu_matches_numpy_and_refuses_gradients():
         ptxgen.attention_decode(q.requires_grad_(), k, v, lens + 1)
 
 
+def test_custom_ops_and_torch_compile():
+    torch = pytest.importorskip("torch")
+    q = torch.randn(2, 1, 4, 64).bfloat16()
+    k, v = (torch.randn(2, 32, 2, 64).bfloat16() for _ in range(2))
+    lens = torch.tensor([3, 32], dtype=torch.int32)
+    o = ptxgen.attention_decode(q, k, v, lens)
+    f = torch.compile(lambda *a: ptxgen.attention_decode(*a), fullgraph=True, backend="eager")
+    assert torch.equal(f(q, k, v, lens), o)
+    torch.ops.ptxgen.kv_cache_append(k, v, q[:, :, :2], q[:, :, :2],
+                                     torch.tensor([3, 5], dtype=torch.int32), None)
+    assert torch.equal(k[0, 3], q[0, 0, :2]) and torch.equal(v[1, 5], q[1, 0, :2])
+
+
 @pytest.mark.parametrize("call, words", [
     (lambda q, k, l: ptxgen.attention_decode(q, k, k, l.astype(np.int64)), "cache_seqlens"),
     (lambda q, k, l: ptxgen.attention_decode(q, k, k, l + 100), "cache_seqlens must lie"),
