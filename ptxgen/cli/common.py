@@ -104,6 +104,9 @@ def add_dtype(p):
                    help="attention: a score_mod: alibi or softcap:C")
     p.add_argument("--kv-heads", type=positive_int, default=None, metavar="N",
                    help="attention: K/V heads (grouped-query attention; --H a multiple of it)")
+    p.add_argument("--backward", action="store_true",
+                   help="attention: the backward (dQ, dK, dV from Q, K, V, O, dO and LSE; "
+                        "bf16, mma.sync, its three kernels; ops/attention_backward.py)")
 
 
 def operator_from_args(args):
@@ -125,6 +128,15 @@ def operator_from_args(args):
         kv = getattr(args, "kv_heads", None)
         if kv is not None and H % kv:
             raise PtxgenError(f"--H {H} is not a multiple of --kv-heads {kv}")
+        if getattr(args, "backward", False):
+            if mask or smod:
+                raise PtxgenError("attention: --backward is not implemented for --mask or "
+                                  "--score-mod")
+            from ..ops.attention_backward import AttentionBackward
+            return AttentionBackward(dtype=getattr(args, "dtype", None) or "bf16",
+                                     causal=getattr(args, "causal", False),
+                                     scale=getattr(args, "scale", None),
+                                     kv_group=H // kv if kv else 1)
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
                          causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
                          mask_mod=mask_from_spec(mask, S) if mask else None,
@@ -132,9 +144,9 @@ def operator_from_args(args):
                          kv_group=H // kv if kv else 1)
     if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
             getattr(args, "mask", None) or getattr(args, "score_mod", None) or \
-            getattr(args, "kv_heads", None):
-        raise PtxgenError(f"--causal, --scale, --mask, --score-mod and --kv-heads apply to "
-                          f"attention only, "
+            getattr(args, "kv_heads", None) or getattr(args, "backward", False):
+        raise PtxgenError(f"--causal, --scale, --mask, --score-mod, --kv-heads and --backward "
+                          f"apply to attention only, "
                           f"not {args.kernel}")
     op = OPERATORS[args.kernel]
     if getattr(args, "G", None) is not None:

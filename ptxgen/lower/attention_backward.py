@@ -137,10 +137,11 @@ class _Lowering:
         row_a = b.mul(b.mad(j0, 8, r), RB, name="rowa")
         row_b = b.mul(b.mad(j1, 8, r), RB, name="rowb")
         sa, sb = b.xor(j1, r, name="sa"), b.xor(j0, r, name="sb")
+        # k-steps 4..7 (D = 128) XOR a chunk bit above the swizzle's three: an immediate
         self.a_off = [b.add(row_a, b.shl(b.xor(sa, 2 * k), 4), name="aoff")
-                      for k in range(self.D // MMA_K)]
+                      for k in range(min(4, self.D // MMA_K))]
         self.b_off = [b.add(row_b, b.shl(b.xor(sb, 2 * k), 4), name="boff")
-                      for k in range(self.D // MMA_K)]
+                      for k in range(min(4, self.D // MMA_K))]
         self.own_w = b.add(self.base, b.mul(self.warp, MMA_M * RB), name="ownw")
         self.zero = b.zeros(4, name="z")
         self.sacc = [b.reg(T.f32, "s") for _ in range(self.step // 2)]
@@ -175,11 +176,12 @@ class _Lowering:
         the streamed tile at sb + tile_off (step rows)."""
         b, RB = self.b, self.RB
         for kk in range(self.D // MMA_K):
-            a = b.ldmatrix(Addr(b.add(self.own_w, self.a_off[kk], name="aa"), own_off), num=4,
-                           name="af")
-            ya = b.add(sb, self.b_off[kk], name="ya")
+            hi = CHUNK * 8 * (kk // 4)
+            a = b.ldmatrix(Addr(b.add(self.own_w, self.a_off[kk % 4], name="aa"),
+                                own_off + hi), num=4, name="af")
+            ya = b.add(sb, self.b_off[kk % 4], name="ya")
             for np_ in range(self.step // MMA_K):
-                d = b.ldmatrix(Addr(ya, tile_off + np_ * MMA_K * RB), num=4, name="bf")
+                d = b.ldmatrix(Addr(ya, tile_off + hi + np_ * MMA_K * RB), num=4, name="bf")
                 for half in range(2):
                     nt = 2 * np_ + half
                     c4 = acc[4 * nt: 4 * nt + 4]
@@ -191,10 +193,10 @@ class _Lowering:
         sb + tile_off (step rows = k, D columns = n) read by ldmatrix .trans."""
         b, RB = self.b, self.RB
         for dp in range(self.D // MMA_K):
-            ya = b.add(sb, self.a_off[dp], name="yt")
+            ya = b.add(sb, self.a_off[dp % 4], name="yt")
             for j in range(self.step // MMA_K):
-                d = b.ldmatrix(Addr(ya, tile_off + j * MMA_K * RB), num=4, trans=True,
-                               name="tf")
+                d = b.ldmatrix(Addr(ya, tile_off + CHUNK * 8 * (dp // 4) + j * MMA_K * RB),
+                               num=4, trans=True, name="tf")
                 for half in range(2):
                     nt = 2 * dp + half
                     c4 = acc[4 * nt: 4 * nt + 4]
@@ -240,15 +242,13 @@ class _Lowering:
         return [b.mul(pi, b.sub(dp, delta(i)), name="ds")
                 for i, (pi, dp) in enumerate(zip(p, self.dpacc))]
 
-    def stats(self, head_row0, idx, name):
-        """(-LSE·log2 e, Delta) of sequence position idx (clamped to S-1) of a head."""
+    def stat(self, param, head_row0, idx):
+        """LSE·(-log2 e) (param "LSE") or Delta of sequence position idx (clamped to S-1) of a
+        head."""
         b = self.b
         g = b.add(head_row0, b.min(idx, self.last), name="srow")
-        lse = b.ld("global", T.f32, b.element_addr(b.param("LSE"), g, 4), cache="nc",
-                   name="lse")
-        delta = b.ld("global", T.f32, b.element_addr(b.param("Delta"), g, 4), cache="nc",
-                     name="dl")
-        return b.mul(lse, -LOG2E, name=f"nl{name}"), delta
+        x = b.ld("global", T.f32, b.element_addr(b.param(param), g, 4), cache="nc", name="st")
+        return b.mul(x, -LOG2E, name="nl") if param == "LSE" else x
 
     def store(self, acc, rows, head_row0, param, scale=None):
         """acc (16 x D of this warp) as bf16 rows of `param` (rows < S), times scale."""
@@ -309,18 +309,20 @@ class _Lowering:
                 b.branch(skip, b.setp("le", qend, k0w, type=T.u32))
             sb = b.add(self.base, slot, name="sb")
             col0 = b.add(q0, b.shl(self.tq, 1), name="col0")
-            cols = [self.stats(q_row0, b.add(col0, 8 * cc + e), "q")
-                    for cc in range(step // 8) for e in range(2)]
+
+            def per_column(param):      # element i is column 8(i / 4) + i % 2 of the block
+                x = [self.stat(param, q_row0, b.add(col0, 8 * cc + e))
+                     for cc in range(step // 8) for e in range(2)]
+                return lambda i: x[2 * (i // 4) + i % 2]
             self.gemm_nt(self.sacc, 0, sb, 0)                          # Sᵀ = K_w Qᵀ
             need = b.setp("gt", qend, self.S, type=T.u32)
             if self.causal:
                 need = b.or_(need, b.setp("lt", q0, b.add(k0w, MMA_M - 1), type=T.u32))
             self.mask(krows, col0, need, keys_are_rows=True)
-            col = lambda i: cols[2 * (i // 4) + i % 2]                  # noqa: E731
-            p = self.probabilities(lambda i: col(i)[0])
+            p = self.probabilities(per_column("LSE"))
             self.gemm_nn(dv, self.packed(p), sb, step * RB)            # dV += Pᵀ dO
             self.gemm_nt(self.dpacc, self.own * RB, sb, step * RB)     # dPᵀ = V_w dOᵀ
-            ds = self.dscores(p, lambda i: col(i)[1])
+            ds = self.dscores(p, per_column("Delta"))
             self.gemm_nn(dk, self.packed(ds), sb, 0)                   # dK += dSᵀ Q
             b.label(skip)
         cp_async_ring(b, s.stages, total, self.own_bytes(), self.slot_bytes(), load, compute,
@@ -350,7 +352,7 @@ class _Lowering:
             mine = b.shr(b.add(b.min(self.S, b.add(first, MMA_M)), step - 1), lg, name="own")
         self.load_rows(q_row0, q0, self.own, [("Q", 0), ("dO", self.own * RB)])
         b.cp_async_commit()
-        row_stats = [self.stats(q_row0, r, "r") for r in rows]
+        row_stats = [[self.stat(n, q_row0, r) for n in ("LSE", "Delta")] for r in rows]
         dq = self.accumulator("dq")
 
         def load(kb, slot):

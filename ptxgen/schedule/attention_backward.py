@@ -7,8 +7,10 @@ mma.sync m16n8k16, ops/attention_backward.py, lower/attention_backward.py).
     dQ kernel     16 · q_warps query rows of one (batch, head) per CTA; K and V tiles of
                   kv_step keys stream through the ring; dQ in registers
 
-The streamed steps are small (32 at D = 128) because each thread holds two D-wide
-accumulators (dK and dV) besides two q_step-wide ones (Sᵀ and dPᵀ).
+The dK/dV kernel's streamed step is small (16 query rows at D = 128) because each thread holds
+two D-wide accumulators (dK and dV) besides two q_step-wide ones (Sᵀ and dPᵀ) and P: ptxas
+13.0 spills at D = 128 with 32-row steps (176 fragment registers) and at none of the defaults
+(at most 245 registers for sm_90a, 0 spill bytes).
 """
 from dataclasses import dataclass
 
@@ -24,9 +26,9 @@ HEAD_DIMS = (64, 128)
 @dataclass(frozen=True)
 class AttentionBackwardSchedule:
     """One attention-backward schedule (frozen, hashable; str gives a short name)."""
-    kv_warps: int = 4            # dK/dV kernel: 16 keys per warp
-    q_step: int = 32             # query rows per step of the dK/dV kernel
-    q_warps: int = 4             # dQ kernel: 16 query rows per warp
+    kv_warps: int = 8            # dK/dV kernel: 16 keys per warp
+    q_step: int = 16             # query rows per step of the dK/dV kernel
+    q_warps: int = 8             # dQ kernel: 16 query rows per warp
     kv_step: int = 32            # keys per step of the dQ kernel
     stages: int = 2              # cp.async slots of both rings
 
@@ -94,12 +96,14 @@ class AttentionBackwardSchedule:
                     f"{lim['max_shared_per_block']} per block on {arch}")
         # dK + dV (D/2 each), Sᵀ and dPᵀ (q_step/2 each) and P, dS packed per thread
         live = D + self.q_step + self.q_step // 2
-        if live > 184:
+        if live > 160:
             bad(f"dkdv: {live} fragment registers per thread leave too few for addresses")
         return self
 
 
 def default_backward_schedule(D):
-    """32-row steps at D = 128 (dK, dV take 128 registers per thread), 64 at D = 64."""
+    """128 keys and 128 query rows per CTA (FlashAttention-2's sm_80 backward tiles); steps
+    of 16 query rows and 32 keys at D = 128 (dK and dV take 128 registers per thread), of 64
+    at D = 64."""
     return AttentionBackwardSchedule() if D == 128 else \
         AttentionBackwardSchedule(q_step=64, kv_step=64)
