@@ -161,13 +161,31 @@ def bench(cfg, rng, opts):
             rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
             TABLE.show(rows[-1])
             continue
-        t_ref[impl] = t
-        rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
-                         x_flash=t_ref["flash"] / t if "flash" in t_ref else None,
-                         x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None,
-                         x_triton=t_ref["triton"] / t if "triton" in t_ref else None))
+        rows.append(timed(row, t, t_ref, flops))
         TABLE.show(rows[-1])
     return rows
+
+
+def timed(row, t, t_ref, flops, **extra):
+    """row with its time t (ms), TFLOP/s and its speed against the references timed so far in
+    t_ref (which records t under the row's impl)."""
+    t_ref[row["impl"]] = t
+    return dict(row, **extra, ms=t, tflops=flops / t / 1e9,
+                **{f"x_{r}": t_ref[r] / t if r in t_ref else None
+                   for r in ("flash", "cudnn", "triton")})
+
+
+def run_configs(configs, bench_one, args, t0, result, json_name):
+    """bench_one(cfg) for each configuration while the budget lasts, the rows saved after each."""
+    for cfg in configs:
+        if time.time() - t0 > args.budget_s:
+            print(f"budget: skipped {cfg}", flush=True)
+            continue
+        try:
+            result["rows"] += bench_one(cfg)
+        except Exception as e:                                      # report, keep going
+            print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
+        harness.save_json(args.out, json_name, result)
 
 
 TABLE = harness.Table([("config", 28), ("impl", 13)],
@@ -210,15 +228,7 @@ def main():
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
             print("GPU vs emu", r, flush=True)
-    for cfg in configs:
-        if time.time() - t0 > args.budget_s:
-            print(f"budget: skipped {cfg}", flush=True)
-            continue
-        try:
-            result["rows"] += bench(cfg, rng, args)
-        except Exception as e:                                      # report, keep going
-            print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
-        harness.save_json(args.out, "attention.json", result)
+    run_configs(configs, lambda cfg: bench(cfg, rng, args), args, t0, result, "attention.json")
     TABLE.print(result["rows"])
     print(f"total {time.time() - t0:.1f} s")
 
@@ -327,11 +337,7 @@ def bench_backward(cfg, rng):
             rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
             BWD_TABLE.show(rows[-1])
             continue
-        t = t_fb - t_f
-        t_ref[impl] = t
-        rows.append(dict(row, fwd_ms=t_f, fwd_bwd_ms=t_fb, ms=t, tflops=flops / t / 1e9,
-                         x_flash=t_ref["flash"] / t if "flash" in t_ref else None,
-                         x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None))
+        rows.append(timed(row, t_fb - t_f, t_ref, flops, fwd_ms=t_f, fwd_bwd_ms=t_fb))
         BWD_TABLE.show(rows[-1])
     return rows
 
@@ -364,15 +370,8 @@ def main_backward(argv):
         result["emulator"] = backward_agreement(rng)
         for r in result["emulator"]:
             print("GPU vs emu", r, flush=True)
-    for cfg in configs:
-        if time.time() - t0 > args.budget_s:
-            print(f"budget: skipped {cfg}", flush=True)
-            continue
-        try:
-            result["rows"] += bench_backward(cfg, rng)
-        except Exception as e:                                      # report, keep going
-            print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
-        harness.save_json(args.out, "attention_backward.json", result)
+    run_configs(configs, lambda cfg: bench_backward(cfg, rng), args, t0, result,
+                "attention_backward.json")
     BWD_TABLE.print(result["rows"], "bwd = (forward + backward) - forward, FA2's 2.5x flops")
     print(f"total {time.time() - t0:.1f} s")
 

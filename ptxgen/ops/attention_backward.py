@@ -39,9 +39,9 @@ import numpy as np
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..errors import Arg, PtxgenError, Spelled
 from ..lower.attention_backward import KERNELS, PRE_THREADS, lower
-from ..schedule.attention_backward import (DTYPES, HEAD_DIMS, AttentionBackwardSchedule,
+from ..schedule.attention_backward import (DTYPES, AttentionBackwardSchedule,
                                            default_backward_schedule)
-from .attention import UNIT_ROUNDOFF, attention_reference
+from .attention import UNIT_ROUNDOFF, attention_reference, check_heads, check_scale_and_group
 from .base import Launch, Operator, Step
 from .tc_matmul import bf16_bits, bf16_values
 from .tensor_path import MMA_SYNC
@@ -63,16 +63,10 @@ class AttentionBackward(Operator):
         if dtype not in DTYPES:
             raise PtxgenError(Spelled("attention backward: ", Arg("dtype", "--dtype"),
                                       f" must be one of {', '.join(DTYPES)}, got {dtype!r}"))
-        if scale is not None and not (isinstance(scale, (int, float)) and scale > 0
-                                      and math.isfinite(scale)):
-            raise PtxgenError(f"attention backward: scale must be a positive number, got "
-                              f"{scale!r}")
+        check_scale_and_group("attention backward", scale, kv_group)
         if schedule != "auto" and not isinstance(schedule, AttentionBackwardSchedule):
             raise PtxgenError(f"attention backward: schedule must be 'auto' or an "
                               f"AttentionBackwardSchedule, got {schedule!r}")
-        if isinstance(kv_group, bool) or not isinstance(kv_group, int) or kv_group < 1:
-            raise PtxgenError(f"attention backward: kv_group (query heads per K/V head) must "
-                              f"be a positive integer, got {kv_group!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
 
@@ -81,14 +75,7 @@ class AttentionBackward(Operator):
         return "attention backward"
 
     def shape(self, **given):
-        shape = super().shape(**given)
-        if shape["D"] not in HEAD_DIMS:
-            raise PtxgenError(f"attention backward: head dim D={shape['D']} must be one of "
-                              f"{', '.join(map(str, HEAD_DIMS))}")
-        if shape["H"] % self.kv_group:
-            raise PtxgenError(f"attention backward: H={shape['H']} query heads are not a "
-                              f"multiple of kv_group={self.kv_group}")
-        return shape
+        return check_heads("attention backward", super().shape(**given), self.kv_group)
 
     def schedule_for(self, shape):
         return default_backward_schedule(shape["D"]) if self.schedule == "auto" \

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from .. import arch as archmod
 from ..errors import ScheduleError
+from .attention import HEAD_DIMS
 from .matmul import target_limits
 from .mma_matmul import CHUNK, INSTRUCTION, MMA_M, WARP, check_ints_and_target
 
 DTYPES = ("bf16",)
-HEAD_DIMS = (64, 128)
 
 
 @dataclass(frozen=True)
