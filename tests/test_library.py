@@ -212,6 +212,22 @@ def test_attention_gradients_against_float64_autograd(causal, H, H_kv, S, D):
 
 
 @torch_only
+def test_attention_backward_under_compile_is_the_eager_one_bit_for_bit():
+    import torch
+    q, k, v = (torch.randn(1, 2, 40, 64, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    ptxgen.attention(q.detach(), k.detach(), v.detach())         # the custom ops registered
+    torch._dynamo.reset()
+    f = torch.compile(lambda q, k, v: ptxgen.attention(q, k, v, causal=True), fullgraph=True)
+    f(q, k, v).float().sum().backward()
+    compiled = [x.grad.clone() for x in (q, k, v)]
+    for x in (q, k, v):
+        x.grad = None
+    ptxgen.attention(q, k, v, causal=True).float().sum().backward()
+    assert all(torch.equal(c, x.grad) for c, x in zip(compiled, (q, k, v)))
+
+
+@torch_only
 def test_attention_backward_with_mods_says_it_is_not_implemented():
     import torch
     from ptxgen.mods import causal

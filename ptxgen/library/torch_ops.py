@@ -82,7 +82,8 @@ def _register(impl):
         ctx.config = (causal, scale, backend, target)
 
     def attention_backward(ctx, grad_o, grad_lse):
-        if grad_lse is not None and bool((grad_lse != 0).any()):
+        if grad_lse is not None and not torch.compiler.is_compiling() and \
+                bool((grad_lse != 0).any()):
             raise PtxgenError("ptxgen.attention: backward through the LSE output not "
                               "implemented (only O's gradient is)")
         q, k, v, o, lse = ctx.saved_tensors
