@@ -20,6 +20,19 @@ ptxgen's LSE). Timing: GPU time per call (ptxgen.runtime.time_calls, held batche
 FlashAttention's count (4·B·H·S²·D, halved when causal); ratios against FLASH and CUDNN from
 this run. Prints a table last; writes the rows as JSON under --out (benchmarks/harness.py:
 the record, the timing, the sampled checks).
+
+    python benchmarks/attention.py backward [--configs ...] [--skip-small] [--budget-s S]
+                                            [--out DIR]
+
+The backward (ops/attention_backward.py: three mma.sync kernels, deterministic dQ) against
+torch SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backward, bf16 B=4 H=32 S=4096 D=128 and 64,
+causal and not. Each implementation is timed the same way: forward alone and forward +
+backward (torch.autograd.grad of O with a random dO, through ptxgen.attention's custom op for
+ptxgen), the backward's time being the difference. First the operator on small odd shapes
+(GQA too) on the GPU and the emulator from the same inputs (check and bit equality), then per
+configuration a float64 check of one sampled head's dQ, dK, dV against
+ops.attention_backward.backward_reference's bound (given that implementation's O). Table
+last; JSON attention_backward.json under --out.
 """
 import argparse
 import os
@@ -150,13 +163,31 @@ def bench(cfg, rng, opts):
             rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
             TABLE.show(rows[-1])
             continue
-        t_ref[impl] = t
-        rows.append(dict(row, ms=t, tflops=flops / t / 1e9,
-                         x_flash=t_ref["flash"] / t if "flash" in t_ref else None,
-                         x_cudnn=t_ref["cudnn"] / t if "cudnn" in t_ref else None,
-                         x_triton=t_ref["triton"] / t if "triton" in t_ref else None))
+        rows.append(timed(row, t, t_ref, flops))
         TABLE.show(rows[-1])
     return rows
+
+
+def timed(row, t, t_ref, flops, **extra):
+    """row with its time t (ms), TFLOP/s and its speed against the references timed so far in
+    t_ref (which records t under the row's impl)."""
+    t_ref[row["impl"]] = t
+    return dict(row, **extra, ms=t, tflops=flops / t / 1e9,
+                **{f"x_{r}": t_ref[r] / t if r in t_ref else None
+                   for r in ("flash", "cudnn", "triton")})
+
+
+def run_configs(configs, bench_one, args, t0, result, json_name):
+    """bench_one(cfg) for each configuration while the budget lasts, the rows saved after each."""
+    for cfg in configs:
+        if time.time() - t0 > args.budget_s:
+            print(f"budget: skipped {cfg}", flush=True)
+            continue
+        try:
+            result["rows"] += bench_one(cfg)
+        except Exception as e:                                      # report, keep going
+            print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
+        harness.save_json(args.out, json_name, result)
 
 
 TABLE = harness.Table([("config", 28), ("impl", 13)],
@@ -202,18 +233,156 @@ def main():
         result["emulator"] = emulator_agreement(rng)
         for r in result["emulator"]:
             print("GPU vs emu", r, flush=True)
-    for cfg in configs:
-        if time.time() - t0 > args.budget_s:
-            print(f"budget: skipped {cfg}", flush=True)
-            continue
-        try:
-            result["rows"] += bench(cfg, rng, args)
-        except Exception as e:                                      # report, keep going
-            print(f"{cfg}: {type(e).__name__}: {e}", flush=True)
-        harness.save_json(args.out, "attention.json", result)
+    run_configs(configs, lambda cfg: bench(cfg, rng, args), args, t0, result, "attention.json")
     TABLE.print(result["rows"])
     print(f"total {time.time() - t0:.1f} s")
 
 
+# -- the backward ---------------------------------------------------------------------------------
+BWD_CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
+               (4, 32, 4096, 64, True)]
+BWD_SMALL = [(1, 2, 77, 64, 1), (1, 4, 130, 128, 2), (2, 4, 45, 64, 4)]      # (..., kv_group)
+
+
+def backward_agreement(rng, arch=ARCH, shapes=BWD_SMALL):
+    """The backward operator on small odd shapes, causal and not, on the GPU and the emulator
+    from the same inputs: both against float64, and the fraction of bit-equal gradients."""
+    from ptxgen.emu import run_operator
+    from ptxgen.ops.attention_backward import AttentionBackward
+    rows = []
+    for B, H, S, D, g in shapes:
+        for causal in (False, True):
+            op = AttentionBackward(causal=causal, kv_group=g)
+            shape = op.shape(B=B, H=H, S=S, D=D)
+            seed = int(rng.integers(2 ** 31))
+            row = dict(shape=(B, H, S, D), kv_group=g, causal=causal)
+            try:
+                gpu = op.make_inputs(shape, np.random.default_rng(seed))
+                gpu.update(op.workspace_arrays(shape, arch))
+                run_steps(op, shape, load_steps(op, shape, op.build(shape, arch), arch), gpu,
+                          arch)
+                emu = op.make_inputs(shape, np.random.default_rng(seed))
+                run_operator(op, shape, emu, arch)
+            except Exception as e:                                  # report, keep going
+                rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:300]))
+                continue
+            rows.append(dict(row, gpu_ok=op.check(shape, gpu)[0], emu_ok=op.check(shape, emu)[0],
+                             **{f"{n}_bit_equal": float((gpu[n] == emu[n]).mean())
+                                for n in op.outputs}))
+    return rows
+
+
+def backward_calls(impl, q, k, v, do, causal):
+    """(forward, forward + backward) callables of one implementation; the second returns
+    (O, dQ, dK, dV)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import ptxgen
+    if impl == "ptxgen":
+        def fwd():
+            return ptxgen.attention(q, k, v, causal=causal)
+    else:
+        be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[impl]
+
+        def fwd():
+            with sdpa_kernel(be):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def both():
+        o = fwd()
+        return (o, *torch.autograd.grad(o, (q, k, v), do))
+    return fwd, both
+
+
+def backward_check(res, q, k, v, do, causal, rng, lse=None):
+    """(ok, largest |error| / bound) of dQ, dK, dV of one sampled head against float64."""
+    from ptxgen.ops.attention_backward import backward_reference
+    B, H, S, D = q.shape
+    b, h = int(rng.integers(B)), int(rng.integers(H))
+    f64 = [t[b, h].detach().double().cpu().numpy() for t in (q, k, v, do, res[0])]
+    ref = backward_reference(*f64[:4], 1 / D ** 0.5, causal, f64[4],
+                             None if lse is None else lse[b, h].double().cpu().numpy())
+    ok, worst = True, 0.0
+    for name, got in zip(("dQ", "dK", "dV"), res[1:]):
+        g = got[b, h].double().cpu().numpy()
+        r = np.abs(g - ref[name]) / ref[name + "_bound"]
+        ok &= bool(np.isfinite(g).all() and (r <= 1).all())
+        worst = max(worst, float(np.nanmax(r)))
+    return ok, worst
+
+
+def bench_backward(cfg, rng):
+    import torch
+    import ptxgen
+    from ptxgen.ops.attention_backward import AttentionBackward
+    B, H, S, D, causal = cfg
+    op = AttentionBackward(causal=causal)
+    flops = op.flops(op.shape(B=B, H=H, S=S, D=D))
+    torch.manual_seed(int(rng.integers(2 ** 31)))
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+    name = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}"
+    rows, t_ref = [], {}
+    for impl in ("flash", "cudnn", "ptxgen"):
+        row = dict(config=name, impl=impl)
+        try:
+            fwd, both = backward_calls(impl, q, k, v, do, causal)
+            res = both()
+            lse = None
+            if impl == "ptxgen":
+                lse = ptxgen.attention(q.detach(), k.detach(), v.detach(), causal=causal,
+                                       return_lse=True)[1]
+            torch.cuda.synchronize()
+            row["ok"], row["worst"] = backward_check(res, q, k, v, do, causal, rng, lse)
+            del res
+            t_f, t_fb = harness.gpu_ms(fwd), harness.gpu_ms(both)
+        except Exception as e:                                      # report, keep going
+            rows.append(dict(row, error=f"{type(e).__name__}: {e}"[:200]))
+            BWD_TABLE.show(rows[-1])
+            continue
+        rows.append(timed(row, t_fb - t_f, t_ref, flops, fwd_ms=t_f, fwd_bwd_ms=t_fb))
+        BWD_TABLE.show(rows[-1])
+    return rows
+
+
+BWD_TABLE = harness.Table([("config", 28), ("impl", 8)],
+                          [("fwd_ms", "fwd ms", "8.3f"), ("fwd_bwd_ms", "f+b ms", "8.3f"),
+                           ("ms", "bwd ms", "8.3f"), ("tflops", "TFLOP/s", "8.1f"),
+                           ("x_flash", "xFLASH", "7.3f"), ("x_cudnn", "xCUDNN", "7.3f"),
+                           ("worst", "err/bd", "7.3f"), ("ok", "ok", ">5")])
+
+
+def main_backward(argv):
+    p = argparse.ArgumentParser(prog="attention.py backward")
+    p.add_argument("--configs", default="all",
+                   help="'all' or indices into BWD_CONFIGS, e.g. 0,1")
+    harness.out_argument(p)
+    p.add_argument("--skip-small", action="store_true")
+    p.add_argument("--budget-s", type=float, default=1e9,
+                   help="start no further configuration after this many seconds")
+    args = p.parse_args(argv)
+    t0 = time.time()
+    rng = np.random.default_rng(int(time.time()))
+    configs = BWD_CONFIGS if args.configs == "all" else [BWD_CONFIGS[int(i)]
+                                                           for i in args.configs.split(",")]
+    import torch
+    info = harness.run_info(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    print(info, flush=True)
+    result = dict(info=info, rows=[], emulator=[])
+    if not args.skip_small:
+        result["emulator"] = backward_agreement(rng)
+        for r in result["emulator"]:
+            print("GPU vs emu", r, flush=True)
+    run_configs(configs, lambda cfg: bench_backward(cfg, rng), args, t0, result,
+                "attention_backward.json")
+    BWD_TABLE.print(result["rows"], "bwd = (forward + backward) - forward, FA2's 2.5x flops")
+    print(f"total {time.time() - t0:.1f} s")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["backward"]:
+        main_backward(sys.argv[2:])
+    else:
+        main()

@@ -6,8 +6,9 @@
 #        launch (launch overhead per path) kernelgpu (kernel objects, torch, CUDA graphs)
 #        public_api (ptxgen.matmul / attention vs their kernels and torch) epilogue (fused GEMM
 #        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
-#        FlexAttention) tc_matmul attention sm80_matmul sm80_attention (the sm_80 path)
-#        llm_gemms pad_copy decode (attention decode over a K/V cache vs SDPA and a copy)
+#        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
+#        and CUDNN backward) sm80_matmul sm80_attention (the sm_80 path) llm_gemms pad_copy
+#        decode (attention decode over a K/V cache vs SDPA and a copy)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -39,6 +40,7 @@ step() {
     tc_matmul) python3 benchmarks/tc_matmul.py --out $W ;;
     attention) python3 benchmarks/attention.py --budget-s 250 --out $W ;;
     decode) python3 benchmarks/attention.py decode --out $W ;;
+    backward) python3 benchmarks/attention.py backward --budget-s 250 --out $W ;;
     sm80_matmul) python3 benchmarks/sm80_path.py matmul --out $W ;;
     sm80_attention) python3 benchmarks/sm80_path.py attention --out $W ;;
     llm_gemms) python3 benchmarks/llm_gemms.py --out $W ;;

@@ -178,11 +178,63 @@ def test_matmul_bf16_gradients_against_float64():
 
 
 @torch_only
-def test_attention_backward_says_it_is_not_implemented():
+@pytest.mark.parametrize("causal, H, H_kv, S, D", [(True, 2, 2, 37, 64), (False, 4, 2, 50, 128)])
+def test_attention_gradients_against_float64_autograd(causal, H, H_kv, S, D):
+    """ptxgen.attention is differentiable: CPU bf16 tensors through the emulator's forward
+    and backward, against float64 autograd of the reference attention within the bound of
+    ops/attention_backward.py (given the forward's O and LSE); GQA's dK, dV summed over the
+    group."""
     import torch
+    from ptxgen.ops.attention_backward import backward_reference
+    q = torch.randn(1, H, S, D, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(1, H_kv, S, D, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    g = torch.randn(1, H, S, D, dtype=torch.bfloat16)
+    o, lse = ptxgen.attention(q, k, v, causal=causal, return_lse=True)
+    o.backward(g)
+    assert "attn_bwd_dq" in ptxgen.last_launch().launches
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    kr, vr = (x.repeat_interleave(H // H_kv, dim=1) for x in (k64, v64))
+    s = q64 @ kr.transpose(-1, -2) / D ** 0.5
+    if causal:
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    (torch.softmax(s, -1) @ vr).backward(g.double())
+    ref = backward_reference(*(x.detach().numpy() for x in (q64, kr, vr)), g.double().numpy(),
+                             D ** -0.5, causal, o.detach().double().numpy(),
+                             lse.detach().double().numpy())
+    for name, got, want in (("dQ", q.grad, q64.grad), ("dK", k.grad, k64.grad),
+                            ("dV", v.grad, v64.grad)):
+        bound = ref[name + "_bound"]
+        if name != "dQ":                              # the group's query heads summed
+            bound = bound.reshape(1, H_kv, H // H_kv, S, D).sum(2)
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape, name
+        assert np.all(np.abs(got.double().numpy() - want.numpy()) <= bound), name
+
+
+@torch_only
+def test_attention_backward_under_compile_is_the_eager_one_bit_for_bit():
+    import torch
+    q, k, v = (torch.randn(1, 2, 40, 64, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    ptxgen.attention(q.detach(), k.detach(), v.detach())         # the custom ops registered
+    torch._dynamo.reset()
+    f = torch.compile(lambda q, k, v: ptxgen.attention(q, k, v, causal=True), fullgraph=True)
+    f(q, k, v).float().sum().backward()
+    compiled = [x.grad.clone() for x in (q, k, v)]
+    for x in (q, k, v):
+        x.grad = None
+    ptxgen.attention(q, k, v, causal=True).float().sum().backward()
+    assert all(torch.equal(c, x.grad) for c, x in zip(compiled, (q, k, v)))
+
+
+@torch_only
+def test_attention_backward_with_mods_says_it_is_not_implemented():
+    import torch
+    from ptxgen.mods import causal
     q = torch.randn(1, 1, 16, 64, dtype=torch.bfloat16, requires_grad=True)
-    with pytest.raises(PtxgenError, match="backward not implemented"):
-        ptxgen.attention(q, q.detach(), q.detach()).float().sum().backward()
+    o = ptxgen.attention(q, q.detach(), q.detach(), mask_mod=causal())
+    with pytest.raises(PtxgenError, match="backward not implemented for score_mod/mask_mod"):
+        o.float().sum().backward()
 
 
 @torch_only

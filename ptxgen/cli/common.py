@@ -119,6 +119,9 @@ def add_dtype(p):
     p.add_argument("--page-size", dest="page_size", type=positive_int, default=None,
                    metavar="N", help="attention with --decode: a paged cache of N-key pages "
                                      "(a multiple of 16 up to 256) and a block table")
+    p.add_argument("--backward", action="store_true",
+                   help="attention: the backward (dQ, dK, dV from Q, K, V, O, dO and LSE; "
+                        "bf16, mma.sync, its three kernels; ops/attention_backward.py)")
 
 
 def operator_from_args(args):
@@ -147,6 +150,15 @@ def operator_from_args(args):
         kv = getattr(args, "kv_heads", None)
         if kv is not None and H % kv:
             raise PtxgenError(f"--H {H} is not a multiple of --kv-heads {kv}")
+        if getattr(args, "backward", False):
+            if mask or smod:
+                raise PtxgenError("attention: --backward is not implemented for --mask or "
+                                  "--score-mod")
+            from ..ops.attention_backward import AttentionBackward
+            return AttentionBackward(dtype=getattr(args, "dtype", None) or "bf16",
+                                     causal=getattr(args, "causal", False),
+                                     scale=getattr(args, "scale", None),
+                                     kv_group=H // kv if kv else 1)
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
                          causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
                          mask_mod=mask_from_spec(mask, S) if mask else None,
@@ -154,9 +166,9 @@ def operator_from_args(args):
                          kv_group=H // kv if kv else 1)
     if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
             getattr(args, "mask", None) or getattr(args, "score_mod", None) or \
-            getattr(args, "kv_heads", None):
-        raise PtxgenError(f"--causal, --scale, --mask, --score-mod and --kv-heads apply to "
-                          f"attention only, "
+            getattr(args, "kv_heads", None) or getattr(args, "backward", False):
+        raise PtxgenError(f"--causal, --scale, --mask, --score-mod, --kv-heads and --backward "
+                          f"apply to attention only, "
                           f"not {args.kernel}")
     op = OPERATORS[args.kernel]
     if getattr(args, "G", None) is not None:
@@ -203,6 +215,9 @@ def decode_from_args(args):
     """attention --decode: the AttentionDecode operator (--causal, --mask, --score-mod do not
     apply: the new tokens attend causally to the whole cache)."""
     from ..ops.attention_decode import AttentionDecode
+    if getattr(args, "backward", False):
+        raise PtxgenError("attention --decode: --backward does not apply (the decode is "
+                          "inference only)")
     for opt in ("causal", "mask", "score_mod"):
         if getattr(args, opt, None):
             raise PtxgenError(f"attention --decode: --{opt.replace('_', '-')} does not apply "

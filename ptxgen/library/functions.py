@@ -398,6 +398,9 @@ def attention(q, k, v, *, causal=False, scale=None, score_mod=None, mask_mod=Non
         # traced mods: eager only (a Python function has no place in a custom op's schema)
         o, lse = attention_impl(q, k, v, causal, scale, backend, target, score_mod, mask_mod,
                                 block_mask)
+        if _through_torch(q, k, v) and not _torch().compiler.is_compiling():
+            from .torch_ops import no_backward
+            o, lse = no_backward(o, lse, q, k, v)
     elif _through_torch(q, k, v):
         o, lse = _torch_op("attention")(q, k, v, bool(causal), scale, backend, target)
     else:
@@ -668,6 +671,36 @@ def _write_back(x, bits, dtype):
         x.copy_(from_emu(bits, dtype, True))
     else:
         x[...] = from_emu(bits, dtype, False)
+def attention_backward_impl(q, k, v, o, lse, do, causal=False, scale=None, backend="auto",
+                            target=None):
+    """(dQ, dK, dV) of attention from the forward's inputs, its O and LSE and dO
+    (ops/attention_backward.py): the body of the torch custom op attention's autograd calls."""
+    fn = "attention"
+    ops = [operand(n, x, fn, ("bf16", "f16")) for n, x in
+           (("q", q), ("k", k), ("v", v), ("o", o), ("grad", do))]
+    dtype = same_dtype(fn, *ops)
+    L = operand("lse", lse, fn, ("f32",))
+    on_gpu = same_place(fn, *ops, L)
+    if dtype != "bf16":
+        raise PtxgenError(f"ptxgen.{fn}: backward not implemented for {dtype} (bf16 only)")
+    Q, K = ops[0], ops[1]
+    Bn, H, S, D = Q.shape
+    be = _backend(fn, backend, on_gpu)
+    arch = _target(fn, target, be, True)
+    from ..ops.attention_backward import AttentionBackward
+    op = _op(AttentionBackward, dtype, bool(causal), None if scale is None else float(scale),
+             "auto", H // K.shape[1])
+    try:
+        shape = op.shape(B=Bn, H=H, S=S, D=D)
+    except PtxgenError as e:
+        raise PtxgenError(f"ptxgen.{fn}: {str(e).removeprefix('attention backward: ')}") \
+            from None
+    arrays = {n: _contiguous(x) for n, x in
+              (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do), ("LSE", lse))}
+    res = _run(fn, op, shape, arch, be, dtype, arrays,
+               {"dQ": (Q.shape, dtype), "dK": (K.shape, dtype), "dV": (K.shape, dtype)},
+               on_gpu, Q.is_torch)
+    return res["dQ"], res["dK"], res["dV"]
 
 
 # -- the fp32 memory-bound operators -----------------------------------------------------------
@@ -837,7 +870,8 @@ def _register_torch_ops():
 
 
 _TORCH_OPS = []
-IMPLS = {"matmul": matmul_impl, "attention": attention_impl, "softmax": softmax_impl,
+IMPLS = {"matmul": matmul_impl, "attention": attention_impl,
+         "attention_backward": attention_backward_impl, "softmax": softmax_impl,
          "attention_decode": attention_decode_impl, "kv_cache_append": kv_cache_append_impl,
          "transpose": transpose_impl, "row_sum": row_sum_impl, "row_max": row_max_impl,
          "saxpy": saxpy_impl, "add": add_impl, "scale": scale_impl}

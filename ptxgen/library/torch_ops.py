@@ -2,8 +2,10 @@
 without graph breaks (each has a fake implementation giving the result's shape and dtype),
 CUDA graphs capture their launches (they run on torch's current stream and allocate through
 torch), and autograd differentiates them: matmul's backward is two ptxgen GEMMs in the layouts
-the kernel reads in place (dA = dC·Bᵀ, dB = Aᵀ·dC); attention's backward is not implemented
-and says so rather than returning a wrong gradient.
+the kernel reads in place (dA = dC·Bᵀ, dB = Aᵀ·dC); attention's is ptxgen's attention backward
+(ptxgen::attention_backward, ops/attention_backward.py) on the saved Q, K, V, O and LSE.
+Attention with a score_mod or mask_mod has no backward and says so rather than returning a
+wrong gradient.
 
 The ops wrap the implementations they are given (register(impl): library/functions.py passes
 its own), so this module imports nothing of the library back."""
@@ -62,12 +64,32 @@ def _register(impl):
     def _(q, k, v, causal, scale, backend="auto", target=None):
         return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
 
+    @torch.library.custom_op("ptxgen::attention_backward", mutates_args=())
+    def attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                      lse: torch.Tensor, grad: torch.Tensor, causal: bool, scale: float | None,
+                      backend: str = "auto", target: str | None = None) \
+            -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return impl["attention_backward"](q, k, v, o, lse, grad, causal, scale, backend,
+                                          target)
+
+    @attention_bwd.register_fake
+    def _(q, k, v, o, lse, grad, causal, scale, backend="auto", target=None):
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
     def attention_setup(ctx, inputs, output):
-        pass
+        q, k, v, causal, scale, backend, target = inputs
+        ctx.save_for_backward(q, k, v, *output)
+        ctx.config = (causal, scale, backend, target)
 
     def attention_backward(ctx, grad_o, grad_lse):
-        raise PtxgenError("ptxgen.attention: backward not implemented (the forward has no "
-                          "gradient yet; use torch's scaled_dot_product_attention to train)")
+        if grad_lse is not None and not torch.compiler.is_compiling() and \
+                bool((grad_lse != 0).any()):
+            raise PtxgenError("ptxgen.attention: backward through the LSE output not "
+                              "implemented (only O's gradient is)")
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = attention_bwd(q, k, v, o, lse, grad_o.to(q.dtype).contiguous(),
+                                   *ctx.config)
+        return dq, dk, dv, None, None, None, None
 
     attention.register_autograd(attention_backward, setup_context=attention_setup)
     _register_decode(impl)
@@ -162,6 +184,22 @@ def _register_f32(impl):
     saxpy.register_fake(lambda a, x, y, backend="auto", target=None: torch.empty_like(x))
     saxpy.register_autograd(lambda ctx, g: (None, ctx.a * g, g, None, None),
                             setup_context=scale_setup_a)
+
+
+class _NoBackward(torch.autograd.Function):
+    """Attention with traced mods: the outputs as they are, a backward that raises."""
+    @staticmethod
+    def forward(ctx, o, lse, *inputs):
+        return o.view_as(o), lse.view_as(lse)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise PtxgenError("ptxgen.attention: backward not implemented for score_mod/mask_mod")
+
+
+def no_backward(o, lse, *inputs):
+    """(o, lse) recorded by autograd as depending on inputs, with a backward that raises."""
+    return _NoBackward.apply(o, lse, *inputs)
 
 
 def scale_setup_a(ctx, inputs, output):

@@ -38,6 +38,29 @@ from .tensor_path import INSTRUCTIONS, MMA_SYNC, WGMMA, InstructionPaths
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
 
 
+def check_scale_and_group(label, scale, kv_group):
+    """One-line PtxgenErrors (prefixed by label) for a softmax scale that is not a positive
+    number or a kv_group that is not a positive integer (attention's forward and backward)."""
+    if scale is not None and not (isinstance(scale, (int, float)) and scale > 0
+                                  and math.isfinite(scale)):
+        raise PtxgenError(f"{label}: scale must be a positive number, got {scale!r}")
+    if isinstance(kv_group, bool) or not isinstance(kv_group, int) or kv_group < 1:
+        raise PtxgenError(f"{label}: kv_group (query heads per K/V head) must be a positive "
+                          f"integer, got {kv_group!r}")
+
+
+def check_heads(label, shape, kv_group):
+    """shape, or a one-line PtxgenError for a head dim other than HEAD_DIMS or H not a
+    multiple of kv_group."""
+    if shape["D"] not in HEAD_DIMS:
+        raise PtxgenError(f"{label}: head dim D={shape['D']} must be one of "
+                          f"{', '.join(map(str, HEAD_DIMS))}")
+    if shape["H"] % kv_group:
+        raise PtxgenError(f"{label}: H={shape['H']} query heads are not a multiple of "
+                          f"kv_group={kv_group}")
+    return shape
+
+
 class WgmmaAttentionPath:
     """Attention on sm_90a: TMA loads of Q, K, V, wgmma, a producer warpgroup."""
     instruction = WGMMA
@@ -84,15 +107,10 @@ class Attention(InstructionPaths, Operator):
         if dtype not in DTYPES:
             raise PtxgenError(Spelled("attention: ", Arg("dtype", "--dtype"),
                                       f" must be one of {', '.join(DTYPES)}, got {dtype!r}"))
-        if scale is not None and not (isinstance(scale, (int, float)) and scale > 0
-                                      and math.isfinite(scale)):
-            raise PtxgenError(f"attention: scale must be a positive number, got {scale!r}")
+        check_scale_and_group("attention", scale, kv_group)
         if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
             raise PtxgenError(f"attention: schedule must be 'auto', an AttentionSchedule or an "
                               f"MmaAttentionSchedule, got {schedule!r}")
-        if isinstance(kv_group, bool) or not isinstance(kv_group, int) or kv_group < 1:
-            raise PtxgenError(f"attention: kv_group (query heads per K/V head) must be a "
-                              f"positive integer, got {kv_group!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
         self._mods = ProgrammableMods(score_mod, mask_mod, block_mask, self.causal)
@@ -105,14 +123,7 @@ class Attention(InstructionPaths, Operator):
         return self._mods.spec(shape, self.softmax_scale(shape), s.BM, s.BN)
 
     def shape(self, **given):
-        shape = super().shape(**given)
-        if shape["D"] not in HEAD_DIMS:
-            raise PtxgenError(f"attention: head dim D={shape['D']} must be one of "
-                              f"{', '.join(map(str, HEAD_DIMS))}")
-        if shape["H"] % self.kv_group:
-            raise PtxgenError(f"attention: H={shape['H']} query heads are not a multiple of "
-                              f"kv_group={self.kv_group}")
-        return shape
+        return check_heads("attention", super().shape(**given), self.kv_group)
 
     def schedule_for(self, shape):
         return self.path().schedule_for(self, shape)
