@@ -65,6 +65,19 @@ def gpu_ms(fn, repeat=3, target_ms=15.0):
     return time_calls(fn, repeat=repeat, target_ms=target_ms)
 
 
+def interleaved_ms(calls, rounds=5):
+    """{name: GPU ms per call} for several implementations of one problem: gpu_ms of each in
+    turn, the order rotated every round, the median per name. Clocks drift under sustained
+    tensor-core load (power), so timing each implementation once, one after another, would
+    charge the drift to whichever comes last."""
+    names = list(calls)
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            times[n].append(gpu_ms(calls[n], repeat=1))
+    return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
+
+
 def rotating(calls):
     """A callable that runs the next of `calls` each time it is called (one per input set,
     so a timing loop does not find its inputs in L2)."""
@@ -85,10 +98,12 @@ def median_ms(fn, warmup=25, rep=200):
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
 
 
-def host_us(fn, n=2000, sync=None, warmup=1):
+def host_us(fn, n=300, sync=None, warmup=3):
     """Wall microseconds per call of n back-to-back calls while the GPU is busy (a hold kernel
-    in front), so the host never waits for the GPU: the host's cost of a call. sync: what
-    waits for the device (default torch.cuda.synchronize)."""
+    in front), so the host never waits for the GPU: the host's cost of a call. n stays well
+    below the driver's queue of pending launches (about a thousand): past it, a launch waits
+    for the GPU and the figure becomes the hold's length over n. sync: what waits for the
+    device (default torch.cuda.synchronize). Raises if the calls outlasted the hold."""
     from ptxgen.runtime.timing import hold
     if sync is None:
         import torch
@@ -96,13 +111,17 @@ def host_us(fn, n=2000, sync=None, warmup=1):
     for _ in range(warmup):
         fn()
     sync()
-    hold(50.0 + n * 0.2)
+    hold_ms = 30.0 + n * 0.2                    # 200 us of GPU time per call
+    hold(hold_ms)
     t = time.perf_counter()
     for _ in range(n):
         fn()
-    dt = (time.perf_counter() - t) / n * 1e6
+    total = time.perf_counter() - t
     sync()
-    return dt
+    if total * 1e3 > 0.9 * hold_ms:
+        raise RuntimeError(f"host_us: {n} calls took {total * 1e3:.1f} ms, about the hold's "
+                           f"{hold_ms:.0f} ms: the host waited for the GPU")
+    return total / n * 1e6
 
 
 # -- launching ptxgen's kernels on torch tensors ---------------------------------------------------

@@ -171,13 +171,16 @@ def main():
         run_row()
         torch.cuda.synchronize()
         errs = [sampled_matmul_error(c, a, b_plain) for c in (c1, c2, c_row, c_col)]
-        t_row = time_calls(run_row)
-        t_col = time_calls(run_col)
-        t_plain = time_calls(lambda: ptxgen.matmul(a, b_plain))
+        ptxgen.matmul(a, b_plain)
         rec_plain = str(ptxgen.last_launch())
-        t_view = time_calls(lambda: ptxgen.matmul(a, b_view))
+        ptxgen.matmul(a, b_view)
         rec_view = str(ptxgen.last_launch())
-        t_torch = time_calls(lambda: torch.matmul(a, b_plain))
+        t = harness.interleaved_ms({"row": run_row, "col": run_col,
+                                    "plain": lambda: ptxgen.matmul(a, b_plain),
+                                    "view": lambda: ptxgen.matmul(a, b_view),
+                                    "torch": lambda: torch.matmul(a, b_plain)})
+        t_row, t_col, t_plain, t_view, t_torch = (t[k] for k in ("row", "col", "plain", "view",
+                                                                  "torch"))
         for label, t, kt, err, rec in (
                 ("kernel, B row-major", t_row, t_row, errs[2], ""),
                 ("ptxgen.matmul(a, b)", t_plain, t_row, errs[0], rec_plain),
@@ -195,16 +198,20 @@ def main():
         run_direct()
         torch.cuda.synchronize()
         flops = 4 * B * H * S * S * D // (2 if causal else 1)
-        t_direct = time_calls(run_direct)
-        t_api = time_calls(lambda: ptxgen.attention(q, k, v, causal=causal))
+        ptxgen.attention(q, k, v, causal=causal)
         rec = str(ptxgen.last_launch())
-        res = {}
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                         ("flash", SDPBackend.FLASH_ATTENTION)):
-            with sdpa_kernel(be):
-                res[name] = time_calls(lambda: F.scaled_dot_product_attention(
-                    q, k, v, is_causal=causal))
+
+        def sdpa(be):
+            def call():
+                with sdpa_kernel(be):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return call
+        res = harness.interleaved_ms({"direct": run_direct,
+                                      "api": lambda: ptxgen.attention(q, k, v, causal=causal),
+                                      "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+                                      "flash": sdpa(SDPBackend.FLASH_ATTENTION)})
+        t_direct, t_api = res["direct"], res["api"]
         errs = (sampled_attention_error(o, q, k, v, causal),
                 sampled_attention_error(o_direct, q, k, v, causal))
         for label, t, err in (("kernel", t_direct, errs[1]),
