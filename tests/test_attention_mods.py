@@ -119,6 +119,19 @@ def test_soft_exp2_on_the_fma_pipe_matches_exp2():
     assert (y[~normal] < 2.0 ** -126).all()
 
 
+def test_soft_cap_with_exp2_on_the_fma_pipe_matches_float64(monkeypatch):
+    """The FMA-pipe exp2 path (off by default: defaults.json attention.soft_ex2_every) still
+    gives soft-cap within its float64 bound when chosen."""
+    from ptxgen.schedule import score_mods
+    monkeypatch.setattr(score_mods, "SOFT_EX2_EVERY", 4)
+    B, H, S, D = 1, 2, 201, 64
+    op = Attention("bf16", schedule=SCHED90, **named_mods(S, H)["soft_cap"])
+    shape = op.shape(B=B, H=H, S=S, D=D)
+    assert op.mod_spec(shape).soft_ex2_every == 4
+    ok, worst = op.check(shape, _emulated(op, shape, SM90))
+    assert ok, worst
+
+
 # -- block masks -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["causal", "sliding", "document", "prefix_lm"])
 def test_block_mask_classifies_every_tile_like_the_dense_mask(name):

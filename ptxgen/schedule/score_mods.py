@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import PtxgenError
 from ..ir import Param, ptr
 from ..ir import types as T
+from .defaults import choice
 from .traced import TracedOperators
 
 _state = threading.local()
@@ -385,10 +386,9 @@ def evaluate(graph, env, score_err=0.0):
 # -- lowering onto the score fragment ------------------------------------------------------------
 ITYPE = {"f": T.f32, "i": T.s32, "b": T.pred}
 # With a score_mod that itself takes the special-function unit per element (tanh, exp, ...),
-# every SOFT_EX2_EVERY-th score element takes the softmax's exp2 on the FMA pipe instead (0:
-# none): that unit issues 16 results per clock per SM against the FMA pipe's 128, and ex2 alone
-# keeps it about half busy (FlashAttention-3, Shah et al. 2024, sec. 3).
-SOFT_EX2_EVERY = 4
+# every SOFT_EX2_EVERY-th score element can take the softmax's exp2 on the FMA pipe instead
+# (0: none), as FlashAttention-3 sec. 3 suggests; measured, it does not pay (defaults.json).
+SOFT_EX2_EVERY = choice("attention.soft_ex2_every")
 SFU_OPS = ("exp", "log", "tanh", "sqrt")
 @dataclass(frozen=True, eq=False)
 class AttentionMods:
