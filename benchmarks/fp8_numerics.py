@@ -18,9 +18,9 @@ fp8 byte (subnormals and the whole exponent range), pairs of products that cance
 beside small ones, one product far above the rest, an accumulator C far above or below the
 products, and C = -(the products' sum) so only the low bits survive. Inputs and GPU outputs go
 to DIR/fp8_numerics_*.npz; --fit scores each candidate model by the fraction of output elements
-bit-equal to the GPU's, over all cases: block 8/16/32, width 12-29, frac_bits none/12-16, C
+bit-equal to the GPU's, over all cases: block 4/8/16/32, width 12-29, frac_bits none/12-16, C
 aligned with the products or added after, then truncation/floor and rz/rn for the ten best
-(under a minute on 2 cores). `benchmarks/llm_gemms.py --parts fp8emu` then checks whole fp8
+(about a minute on 2 cores for llm_gemms.py's small_gpu.npz). `benchmarks/llm_gemms.py --parts fp8emu` then checks whole fp8
 GEMMs against the emulator bit for bit.
 """
 import argparse

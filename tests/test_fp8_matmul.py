@@ -96,11 +96,14 @@ def test_fp8_matmul_on_the_emulator(fa, fb, out, shape):
     run_operator(op, shape, arrays, ARCH)
     ok, worst = op.check(shape, arrays, ref)
     assert ok, worst
-    # the bound is tight enough to mean something (under 2 % of sum |a||b| scaled, 0.1 % for
-    # an f32 C) and check() applies it: one element off by twice its bound fails
+    # the bound is the measured accumulation's worst case and no looser (under 0.45 % of
+    # sum |a||b| scaled per 32 k: 32 products and C each cut 13 fraction bits below the largest
+    # exponent, the sum cut to 13 bits; plus a bf16 C's rounding) and check() applies it: one
+    # element off by twice its bound fails
     a, b = op.matrices(arrays)
     absprod = op.scale(arrays) * (np.abs(a) @ np.abs(b))
-    assert (ref["bound"] <= (0.02 if out == "bf16" else 0.001) * absprod + 1e-12).all()
+    per = -(-shape["K"] // 32) * 0.0045 + (2.0 ** -7 if out == "bf16" else 0.0)
+    assert (ref["bound"] <= per * absprod + 1e-12).all()
     bad = dict(arrays)
     c = op.values(arrays["C"], out).copy()
     i, j = shape["M"] // 2, shape["N"] // 2
