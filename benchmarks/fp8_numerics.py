@@ -4,6 +4,13 @@
     python benchmarks/fp8_numerics.py --fit DIR/*.npz     # anywhere: score candidate models
     python benchmarks/fp8_numerics.py --recheck DIR/*.npz # anywhere: the emulator's MODEL_FP8
 
+--fit and --recheck also take the whole fp8 GEMMs that `benchmarks/llm_gemms.py --parts fp8emu`
+saves (DIR/small_gpu.npz, recognised by its caseN__ keys): each single-pass fp8 case (per-tensor
+scales, no split-K; the grouped one per expert) is replayed as its kernel computes it: the
+accumulator from zero through one m64nNk32 instruction per 32 k (K's zero padding changes
+nothing), times the f32 product of the scales (mul.rn.f32), then rounded to nearest even into a
+bf16 C. MODEL_FP8 was fitted this way (tests/test_fp8_gpu_replay.py replays it).
+
 Kernel: tensor_probes.wgmma_probe with fp8 operands (one 64x128 tile per CTA, 128-byte swizzled
 K-major A and B, `ksteps` wgmma m64n128k32 into f32 accumulators, which start at zero or at a
 given C). Inputs are crafted to separate the models: products of normal values, every finite
@@ -11,9 +18,9 @@ fp8 byte (subnormals and the whole exponent range), pairs of products that cance
 beside small ones, one product far above the rest, an accumulator C far above or below the
 products, and C = -(the products' sum) so only the low bits survive. Inputs and GPU outputs go
 to DIR/fp8_numerics_*.npz; --fit scores each candidate model by the fraction of output elements
-bit-equal to the GPU's, over all cases: block 8/16/32, width 12-29, frac_bits none/12-16, C
+bit-equal to the GPU's, over all cases: block 4/8/16/32, width 12-29, frac_bits none/12-16, C
 aligned with the products or added after, then truncation/floor and rz/rn for the ten best
-(under a minute on 2 cores). `benchmarks/llm_gemms.py --parts fp8emu` then checks whole fp8
+(about a minute on 2 cores for llm_gemms.py's small_gpu.npz). `benchmarks/llm_gemms.py --parts fp8emu` then checks whole fp8
 GEMMs against the emulator bit for bit.
 """
 import argparse
@@ -25,6 +32,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 from ptxgen.arrays import from_fp8, to_fp8  # noqa: E402
@@ -34,6 +42,7 @@ from ptxgen.ops import tensor_probes as P  # noqa: E402
 N = 128
 CTAS = 16
 K = 128                              # one 128-byte row of fp8
+GEMM_ROWS = 4                        # a GEMM case's sample: 4 of its rows per probe row
 
 
 def finite_bytes(fmt):
@@ -156,8 +165,55 @@ def load(paths):
     return cases
 
 
+def load_gemms(path):
+    """The single-pass fp8 GEMMs of llm_gemms.py's small_gpu.npz as cases: name, a (M x K) and
+    b (K x N) exact values, scale (the kernel's f32 scale_a * scale_b), out ('f32' or 'bf16')
+    and gpu (C's values, float64); a grouped case gives one case per expert."""
+    from llm_gemms import small_cases
+    from ptxgen.emu import fp
+    with np.load(path) as f:
+        data = {k: f[k] for k in f.files}
+    cases = []
+    for i, (label, op, shape) in enumerate(small_cases()):
+        key = f"case{i}__"
+        dense = getattr(op, "dense", op)
+        sched = getattr(op, "schedule", "auto")
+        if key + "gpu" not in data or getattr(dense, "scaling", None) != "tensor" or \
+                getattr(sched, "split_k", 1) != 1:
+            continue
+        scale = float(np.float32(data[key + "scale_a"][0]) * np.float32(data[key + "scale_b"][0]))
+        gpu = data[key + "gpu"]
+        gpu = fp.bf16_to_f64(gpu) if dense.out == "bf16" else gpu.astype(np.float64)
+        fa, fb = dense.dtype, dense.b_dtype
+        if "X" in {k.split("__")[1] for k in data if k.startswith(key)}:
+            parts = [(f"{label} expert {g}", data[key + "X"][lo:hi], data[key + "W"][g],
+                      gpu[lo:hi]) for g, (lo, hi) in
+                     enumerate(op.expert_rows(shape, data[key + "rows"])) if hi > lo]
+        else:
+            parts = [(label, data[key + "A"], data[key + "Bt"], gpu)]
+        for name, a, bt, g in parts:
+            cases.append(dict(kind="gemm", name=name, out=dense.out, scale=scale, gpu=g,
+                              a=from_fp8(a, fa), b=from_fp8(bt, fb).T))
+    return cases
+
+
+def gemm_out(case, model):
+    """C of a GEMM case under `model`, as the kernel forms it (float64 values of C's format)."""
+    from ptxgen.emu import fp
+    a, b = case["a"], case["b"]
+    d = np.zeros((a.shape[0], b.shape[1]))
+    for k0 in range(0, a.shape[1], 32):
+        d = TM.block_dot(a[:, k0:k0 + 32], b[k0:k0 + 32], d, "f32", model)
+    c = fp.to_f32(d * case["scale"]).astype(np.float64)           # exact product, one rounding
+    return fp.bf16_to_f64(fp.to_bf16(c)) if case["out"] == "bf16" else c
+
+
 def subset(c, tiles=None, rows=None):
-    """The first `tiles` CTAs' first `rows` rows of a case (all of it by default)."""
+    """The first `tiles` CTAs' first `rows` rows of a case (all of it by default); a GEMM's
+    first `rows` x GEMM_ROWS rows."""
+    if c.get("kind") == "gemm":
+        r = slice(None if rows is None else rows * GEMM_ROWS)
+        return dict(c, a=c["a"][r], gpu=c["gpu"][r])
     t, r = slice(tiles), slice(rows)
     return dict(c, a=c["a"][t, r], b=c["b"][t], c=None if c["c"] is None else c["c"][t, r],
                 gpu=c["gpu"][t, r])
@@ -167,8 +223,19 @@ def score(cases, model, tiles=None, rows=None):
     out = {}
     for c in cases:
         cc = subset(c, tiles, rows)
-        out[c["name"]] = float(np.mean(model_out(cc, model) == cc["gpu"]))
+        got = gemm_out(cc, model) if c.get("kind") == "gemm" else model_out(cc, model)
+        out[c["name"]] = float(np.mean(got == cc["gpu"]))
     return out
+
+
+def load_any(paths):
+    """Probe files (this script's) and GEMM files (llm_gemms.py's small_gpu.npz) alike."""
+    cases = []
+    for p in paths:
+        with np.load(p) as f:
+            gemm = any(k.startswith("case") and k.endswith("__gpu") for k in f.files)
+        cases += load_gemms(p) if gemm else load([p])
+    return cases
 
 
 def fit(paths, tiles=1, rows=8, top=10):
@@ -176,7 +243,7 @@ def fit(paths, tiles=1, rows=8, top=10):
     width, fraction bits and where C is aligned with truncation and rounding toward zero;
     then both alignments and roundings for the `top` of those; the best on every sampled
     element of every case first. Then the winner on all the data."""
-    cases = load(paths)
+    cases = load_any(paths)
 
     def rank(models):
         res = []
@@ -186,7 +253,7 @@ def fit(paths, tiles=1, rows=8, top=10):
         return sorted(res, key=lambda r: (-r[0], -r[1]))
     first = rank(TM.Numerics(block, width, "trunc", "rz", frac, calign)
                  for block, width, frac, calign in itertools.product(
-                     (8, 16, 32), range(12, 30), (None, 12, 13, 14, 15, 16),
+                     (4, 8, 16, 32), range(12, 30), (None, 12, 13, 14, 15, 16),
                      ("block", "after")))
     second = rank(TM.Numerics(m.block, m.width, align, final, m.frac_bits, m.c_align)
                   for _, _, m, _ in first[:top]
@@ -201,11 +268,11 @@ def fit(paths, tiles=1, rows=8, top=10):
 
 
 def recheck(paths):
-    cases = load(paths)
+    cases = load_any(paths)
     s = score(cases, TM.MODEL_FP8)
     print(f"MODEL_FP8 = {TM.MODEL_FP8}")
-    for k, v in s.items():
-        print(f"{k:22s} {v:9.4%} bit-equal ({CTAS * 64 * N} elements)")
+    for c in cases:
+        print(f"{c['name']:22s} {s[c['name']]:9.4%} bit-equal ({c['gpu'].size} elements)")
     return s
 
 
@@ -220,7 +287,6 @@ def main():
     elif args.recheck:
         recheck(args.recheck)
     else:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         run(args.out)
 
 

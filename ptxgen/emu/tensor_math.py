@@ -14,8 +14,9 @@ step. The model (`Numerics`), fitted to the H200 (docs/EMULATOR.md, "Tensor core
    the accumulator format by `final`: toward zero into f32 accumulators, to nearest even into
    f16 ones (MODEL_F16).
 
-fp8 wgmma (m64nNk32) uses MODEL_FP8: the same steps with a 32-product block and the sum kept
-to `frac_bits` fraction bits before it is stored as f32 (see its comment: not yet measured).
+fp8 wgmma (m64nNk32) uses MODEL_FP8, fitted to the H200 too: the same steps with a 32-product
+block, terms cut 14 bits below 2^(E+1) (13 fraction bits of the largest exponent), and the sum
+truncated to 13 fraction bits before it is stored as f32.
 
 Blocks follow in k order. Integer shapes are exact (s32 wraps, or saturates with .satfinite).
 """
@@ -43,12 +44,17 @@ class Numerics:
 MODEL = Numerics()
 MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded to nearest even
 # wgmma m64nNk32 with e4m3/e5m2 inputs into f32 accumulators: the 32 products of one
-# instruction (exact: 4 x 4 significand bits) and C aligned to the largest exponent, each cut
-# toward zero below 2^(E+1-25), the kept bits summed and the sum truncated to 13 fraction bits
-# (the f32 result's low 10 bits zero). A prior from public reports (DeepSeek-V3: Hopper's fp8
-# accumulation keeps "around 14 bits"), not yet measured here: benchmarks/fp8_numerics.py
-# measures and fits it on the GPU (docs/EMULATOR.md, "Tensor-core numerics").
-MODEL_FP8 = Numerics(block=32, width=25, frac_bits=13)
+# instruction (exact: 4 x 4 significand bits) and C aligned to the largest exponent E (a
+# product's: its factors' exponents summed), each cut toward zero below 2^(E+1-14) (13
+# fraction bits at E), the kept bits summed and the sum truncated to 13 fraction bits.
+# Measured 2026-12-07 on an NVIDIA H200 (torch 2.11): `benchmarks/llm_gemms.py --parts fp8emu`
+# saved small_gpu.npz (tests/data/fp8_gemm_h200_2026-12-07.npz keeps a slice), and
+# `benchmarks/fp8_numerics.py --fit` on it found this the only candidate bit-equal on every
+# element of every fp8 GEMM (e4m3, e5m2, f32 and bf16 C, split-K, grouped). Why: the prior
+# (width 25) matched 9-98 % of C; the GPU drops each term's bits below E's 13th fraction bit
+# before it sums. Unmeasured: a C input with more than 13 fraction bits (a GEMM's C starts at
+# zero and carries wgmma's own sums).
+MODEL_FP8 = Numerics(block=32, width=14, frac_bits=13)
 FP8_TYPES = ("e4m3", "e5m2")
 
 
