@@ -46,6 +46,16 @@ def test_matmul_numpy_matches_float64(M, N, K, dtype):
     assert rec.function == "matmul" and rec.backend == "emu" and "wgmma" in rec.path
 
 
+def test_skinny_matmul_takes_split_k_and_matches_float64():
+    rng = np.random.default_rng()
+    a = rng.standard_normal((16, 4096)).astype(BF16)
+    b = rng.standard_normal((4096, 200)).astype(BF16)
+    c = ptxgen.matmul(a, b)
+    assert "split_k=2" in ptxgen.last_launch().schedule
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert np.all(np.abs(c.astype(np.float64) - a64 @ b64) <= matmul_bound(a64, b64, True))
+
+
 def test_matmul_reads_transposed_operands_in_place():
     rng = np.random.default_rng()
     a, bt = rand(rng, (48, 64), BF16), rand(rng, (40, 64), BF16)

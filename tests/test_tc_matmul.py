@@ -191,6 +191,21 @@ def test_auto_schedule_by_tiles_per_sm():
     odd.validate(ARCH)
 
 
+def test_skinny_bf16_shapes_default_to_split_k():
+    """defaults.json tc_matmul.schedule skinny_bf16: at most 64 rows, K >= 4096, the split
+    units within one wave; not f16, not 128 rows, not a short K."""
+    from ptxgen.ops.tc_matmul import default_tc_schedule
+    skinny = default_tc_schedule(dict(M=16, N=8192, K=8192), dtype="bf16")
+    assert (skinny.BM, skinny.BN, skinny.split_k, skinny.consumers) == (64, 128, 2, 1)
+    skinny.validate(ARCH)
+    assert default_tc_schedule(dict(M=64, N=8192, K=8192), dtype="bf16") == skinny
+    for shape, dtype in ((dict(M=16, N=8192, K=8192), "f16"), (dict(M=128, N=8192, K=8192),
+                         "bf16"), (dict(M=16, N=8192, K=1024), "bf16"),
+                         (dict(M=16, N=32768, K=8192), "bf16")):        # 512 units > 132 SMs
+        assert default_tc_schedule(shape, dtype=dtype).split_k == 1
+    assert TcMatmul("bf16", "bf16").schedule_for(dict(M=16, N=8192, K=8192)) == skinny
+
+
 def test_bf16_rounding_is_nearest_even():
     x = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -2.5, 3.0e38], dtype=np.float32)
     got = bf16_values(bf16_bits(x))

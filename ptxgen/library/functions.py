@@ -89,13 +89,29 @@ _TORCH_WS = {np.dtype(np.uint16): "int16", np.dtype(np.float16): "float16",
              np.dtype(np.uint8): "uint8"}
 
 
-def _gpu_workspace(op, shape, arch, like):
-    torch = _torch()
-    ws = {}
-    for name, (dims, dt) in op.workspace(shape, arch).items():
-        ws[name] = torch.empty(dims, dtype=getattr(torch, _TORCH_WS[np.dtype(dt)]),
-                               device=like.device)
-    return ws
+_WORKSPACES = {}
+WORKSPACES_KEPT = 32
+
+
+def _gpu_workspace(op, shape, arch, like, stream):
+    """op's workspace on like's device, initialised as the operator says (workspace_arrays:
+    zeros, the fused copy's chunk order) and kept per (operator, shape, target, device,
+    stream): the kernels leave it as they found it (split-K's counters back at zero, the pad
+    copies rewriting their data, the fused copy's flags by epoch), so launches in one stream
+    reuse it; another stream gets its own."""
+    key = (id(op), tuple(shape.items()), arch, str(like.device), stream)
+    hit = _WORKSPACES.get(key)
+    if hit is None:
+        torch = _torch()
+        ws = {}
+        for name, buf in op.workspace_arrays(shape, arch).items():
+            kind = _TORCH_WS[np.dtype(buf.dtype)]
+            host = buf.view(getattr(np, kind)) if kind in ("int16", "int32") else buf
+            ws[name] = torch.from_numpy(np.ascontiguousarray(host)).to(like.device)
+        if len(_WORKSPACES) >= WORKSPACES_KEPT:
+            _WORKSPACES.pop(next(iter(_WORKSPACES)))
+        hit = _WORKSPACES[key] = (op, ws)           # op kept alive: its id stays unique
+    return hit[1]
 
 
 def _to_torch_gpu(function, ops):
@@ -349,8 +365,9 @@ def _run(fn, op, shape, arch, backend, dtype, arrays, outputs, on_gpu, is_torch,
         like = next(iter(ins.values()))
         outs = {n: _gpu_out(like, s, d, out if len(outputs) == 1 else None, fn)
                 for n, (s, d) in outputs.items()}
-        dev = dict(ins, **outs, **_gpu_workspace(op, shape, arch, like), **scalars)
-        run_gpu(fn, op, shape, arch, dtype, dev, torch_stream(like), like.get_device())
+        stream = torch_stream(like)
+        dev = dict(ins, **outs, **_gpu_workspace(op, shape, arch, like, stream), **scalars)
+        run_gpu(fn, op, shape, arch, dtype, dev, stream, like.get_device())
         if on_gpu:
             return outs
         return {n: _back_to_numpy(t, outputs[n][1]) for n, t in outs.items()}

@@ -61,14 +61,18 @@ K_PACKS = ("auto", "pad", "ldg", "fused", "fused1")
 FUSED_PACKS = ("fused", "fused1")
 
 
-def default_tc_schedule(shape, sm_count=None):
+def default_tc_schedule(shape, sm_count=None, dtype=None):
     """The schedule for a shape the tune cache has no entry for: by the rounds ("waves") of
     128x256 tiles the shape takes over the SMs, as the measured default "tc_matmul.schedule"
     says (schedule/data/defaults.json, docs/PERF.md#against-cublas); 256x128 tiles where they
     take fewer rounds (a ragged N: 4095x4097 has 544 = 5 x 132 - 116 tiles of 128x256 but
-    528 = 4 x 132 of 256x128)."""
+    528 = 4 x 132 of 256x128). bf16 skinny shapes (decode: a few rows against wide weights)
+    stream the weights with split-K (docs/PERF.md#llm-gemms-fp8-split-k-grouped)."""
     rule = choice("tc_matmul.schedule")
     sm_count = sm_count_or_default(sm_count, TC_CHIP)
+    skinny = skinny_tc_schedule(shape, dtype, sm_count)
+    if skinny is not None:
+        return skinny
     tiles = _tiles(shape, 128, 256)
     if tiles < sm_count:
         return TcMatmulSchedule(**rule["under_one_wave"])
@@ -77,6 +81,21 @@ def default_tc_schedule(shape, sm_count=None):
     if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
         s = dataclasses.replace(s, **rule["turned"])
     return s
+
+
+def skinny_tc_schedule(shape, dtype, sm_count=None):
+    """The measured skinny-shape schedule ("tc_matmul.skinny_bf16": split-K on 64-row tiles)
+    where it applies: bf16, at most its rows, K at least its min_k, the split units within one
+    wave of the SMs; else None."""
+    if dtype != "bf16":
+        return None
+    rule = choice("tc_matmul.skinny_bf16")
+    s = rule["schedule"]
+    units = _tiles(shape, s["BM"], s["BN"]) * s["split_k"]
+    if shape["M"] <= rule["max_rows"] and shape["K"] >= rule["min_k"] and \
+            units <= sm_count_or_default(sm_count, TC_CHIP):
+        return TcMatmulSchedule(**s)
+    return None
 
 
 def _tiles(shape, bm, bn):
@@ -105,10 +124,12 @@ class WgmmaMatmulPath:
     @staticmethod
     def schedule_for(op, shape):
         """The given schedule, or with "auto" the tune cache's for the shape's class (`ptxgen
-        tune matmul --dtype`), else default_tc_schedule(shape)."""
+        tune matmul --dtype`), else default_tc_schedule(shape); the measured skinny-shape
+        schedule first where it applies (its candidates were not in the tune cache's sweep)."""
         if op.schedule == "auto":
-            s = tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, op.dtype, op.out) \
-                or default_tc_schedule(shape).for_dtype(op.dtype)
+            s = skinny_tc_schedule(shape, op.dtype) or \
+                tuned_tc_schedule(DEFAULT_ARCH_SPECIFIC_TARGET, shape, op.dtype, op.out) \
+                or default_tc_schedule(shape, dtype=op.dtype).for_dtype(op.dtype)
             # no TMA multicast of B with the ld.global producer or the fused copy (their
             # registers: lower_tc_matmul)
             return dataclasses.replace(s, cluster_m=1) if op.ldg_wanted(shape) or \
