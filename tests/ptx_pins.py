@@ -45,6 +45,28 @@ def cases():
                     out.append((f"attention/{dtype}/D{D}/causal{int(causal)}/{arch}",
                                 lambda d=dtype, c=causal: Attention(dtype=d, causal=c),
                                 dict(B=2, H=3, S=333, D=D), arch))
+    out += attention_training_and_serving_cases()
+    return out
+
+
+def attention_training_and_serving_cases():
+    """The attention backward (causal and not, grouped heads) and the decode over a K/V cache
+    (contiguous and paged) with its cache append."""
+    from ptxgen.ops.attention_backward import AttentionBackward
+    from ptxgen.ops.attention_decode import AttentionDecode, KvCacheAppend
+    out = []
+    for D in (64, 128):
+        for causal in (False, True):
+            out.append((f"attention_backward/bf16/D{D}/causal{int(causal)}/gqa2/sm_90a",
+                        lambda c=causal: AttentionBackward("bf16", causal=c, kv_group=2),
+                        dict(B=2, H=4, S=333, D=D), "sm_90a"))
+    serving = dict(B=16, S_q=1, H=32, H_kv=8, D=128, S_max=4096)
+    for page in (None, 64):
+        out.append((f"attention_decode/bf16/D128/page{page}/sm_90a",
+                    lambda p=page: AttentionDecode("bf16", page_size=p), serving, "sm_90a"))
+        out.append((f"kv_cache_append/bf16/D128/page{page}/sm_90a",
+                    lambda p=page: KvCacheAppend("bf16", page_size=p),
+                    {k: v for k, v in serving.items() if k != "H"}, "sm_90a"))
     return out
 
 
