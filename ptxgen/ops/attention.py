@@ -61,6 +61,19 @@ def check_heads(label, shape, kv_group):
     return shape
 
 
+class HalfArrays:
+    """bf16 (as uint16 bit patterns) or f16 numpy arrays of an operator with a `dtype`."""
+
+    def _np_in(self):
+        return np.uint16 if self.dtype == "bf16" else np.float16
+
+    def to_input(self, x):
+        return bf16_bits(x) if self.dtype == "bf16" else np.asarray(x, dtype=np.float16)
+
+    def values(self, a):
+        return bf16_values(a) if self.dtype == "bf16" else np.asarray(a).astype(np.float64)
+
+
 class WgmmaAttentionPath:
     """Attention on sm_90a: TMA loads of Q, K, V, wgmma, a producer warpgroup."""
     instruction = WGMMA
@@ -91,7 +104,7 @@ class WgmmaAttentionPath:
                 ] + op.mod_args(shape, arrays)
 
 
-class Attention(InstructionPaths, Operator):
+class Attention(HalfArrays, InstructionPaths, Operator):
     """The attention forward, one operator for both instruction paths (PATHS): wgmma on
     sm_90a, mma.sync on the other targets or for an MmaAttentionSchedule. launch() and
     kernel_args() take no target: they follow the last build()/steps() (built_arch)."""
@@ -146,15 +159,6 @@ class Attention(InstructionPaths, Operator):
                       block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
 
     # -- arrays --------------------------------------------------------------------------------
-    def _np_in(self):
-        return np.uint16 if self.dtype == "bf16" else np.float16
-
-    def to_input(self, x):
-        return bf16_bits(x) if self.dtype == "bf16" else np.asarray(x, dtype=np.float16)
-
-    def values(self, a):
-        return bf16_values(a) if self.dtype == "bf16" else np.asarray(a).astype(np.float64)
-
     def make_inputs(self, shape, rng):
         dims = (shape["B"], shape["H"], shape["S"], shape["D"])
         kv_dims = (shape["B"], shape["H"] // self.kv_group, shape["S"], shape["D"])

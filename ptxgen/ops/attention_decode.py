@@ -34,9 +34,8 @@ from ..schedule.attention import DTYPES, HEAD_DIMS
 from ..schedule.attention_decode import (BLOCK_KEYS, DecodeSchedule, default_decode_schedule,
                                          m_tiles)
 from ..schedule.mma_matmul import CHUNK
-from .attention import UNIT_ROUNDOFF, attention_reference
+from .attention import UNIT_ROUNDOFF, HalfArrays, attention_reference
 from .base import Launch, Operator, Step
-from .tc_matmul import bf16_bits, bf16_values
 
 MAX_QUERY_TOKENS = 16
 MAX_PAGE = 256
@@ -52,7 +51,7 @@ def check_page_size(page_size, who):
     return int(page_size)
 
 
-class _Cache:
+class _Cache(HalfArrays):
     """What the decode and the append share: the cache's shape names, layout and arrays."""
     paged = False
 
@@ -99,15 +98,6 @@ class _Cache:
 
     def cache_args(self, arrays):
         return [arrays["seqlens"]] + ([arrays["block_table"]] if self.paged else [])
-
-    def _np_in(self):
-        return np.uint16 if self.dtype == "bf16" else np.float16
-
-    def to_input(self, x):
-        return bf16_bits(x) if self.dtype == "bf16" else np.asarray(x, dtype=np.float16)
-
-    def values(self, a):
-        return bf16_values(a) if self.dtype == "bf16" else np.asarray(a).astype(np.float64)
 
     def cache_inputs(self, shape, rng, lens=None):
         """K, V caches (random everywhere), seqlens (random from S_q to S_max, the last one
