@@ -7,8 +7,8 @@ the kernel reads in place (dA = dC·Bᵀ, dB = Aᵀ·dC); attention's is ptxgen'
 Attention with a score_mod or mask_mod has no backward and says so rather than returning a
 wrong gradient.
 
-The ops wrap the implementations they are given (register(impl): library/functions.py passes
-its own), so this module imports nothing of the library back."""
+The ops wrap the implementations they are given (register(impl): library/common.py passes
+IMPLS, every family module's), so this module imports nothing of the library back."""
 import torch
 
 from ..errors import PtxgenError

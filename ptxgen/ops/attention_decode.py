@@ -1,5 +1,5 @@
 """Attention decode over a K/V cache, and the cache append (the public functions
-ptxgen.attention_decode and ptxgen.kv_cache_append, library/functions.py).
+ptxgen.attention_decode and ptxgen.kv_cache_append, library/attention_ops.py).
 
     Q          B x S_q x H x D: the S_q (1..16) new tokens of every sequence
     K, V       the cache: B x S_max x H_kv x D (contiguous), or a page pool
