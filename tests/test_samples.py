@@ -1,10 +1,11 @@
 """Every sample in samples/ runs to completion (on the GPU when there is one, else on the CPU
-emulator, where each must finish within 20 s) and prints what it computed."""
+emulator, where each must take under 20 s of CPU time: the child's user + system time, which
+a loaded machine does not inflate as it does wall time) and prints what it computed."""
 import os
 import re
+import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,12 @@ CPU_LIMIT_S = 20
 
 def _run(name, *args):
     env = dict(os.environ)
-    t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run([sys.executable, str(SAMPLES / name), *args], capture_output=True,
                        text=True, cwd=ROOT, env=env, timeout=300)
-    return p.returncode, p.stdout, p.stderr, time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return p.returncode, p.stdout, p.stderr, cpu
 
 
 def _on_cpu():
@@ -33,7 +36,7 @@ def _check(name, *args):
     rc, out, err, seconds = _run(name, *args)
     assert rc == 0, f"{name} exited {rc}:\n{out[-2000:]}\n{err[-2000:]}"
     if _on_cpu():
-        assert seconds < CPU_LIMIT_S, f"{name} took {seconds:.1f} s on the CPU"
+        assert seconds < CPU_LIMIT_S, f"{name} took {seconds:.1f} s of CPU time"
     return out
 
 
