@@ -46,17 +46,21 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
-    k = m.add_kernel(name, [
-        Param("Q", T.u64, ptr(T.b16, align=CHUNK)), Param("K", T.u64, ptr(T.b16, align=CHUNK)),
-        Param("V", T.u64, ptr(T.b16, align=CHUNK)), Param("O", T.u64, ptr(T.b16, align=4)),
-        Param("LSE", T.u64, ptr(T.f32, align=4)), Param("S", T.u32),
-        Param("scale_log2", T.f32)] + (mods.params() if mods else []))
+    k = m.add_kernel(name, array_params() + [Param("S", T.u32), Param("scale_log2", T.f32)]
+                     + (mods.params() if mods else []))
     k.directives.append(f".maxntid {s.threads}, 1, 1")
-    _Lowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
+    ForwardLowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
 
 
-class _Lowering(OnlineSoftmax):
+def array_params():
+    """The kernel's first parameters: Q, K, V, O (16-bit elements) and LSE (f32)."""
+    return [Param("Q", T.u64, ptr(T.b16, align=CHUNK)), Param("K", T.u64, ptr(T.b16, align=CHUNK)),
+            Param("V", T.u64, ptr(T.b16, align=CHUNK)), Param("O", T.u64, ptr(T.b16, align=4)),
+            Param("LSE", T.u64, ptr(T.f32, align=4))]
+
+
+class ForwardLowering(OnlineSoftmax):
     def __init__(self, b, s, dtype, D, causal, mods=None, kv_group=1):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
         self.kv_group = kv_group            # query heads per K/V head (grouped-query attention)
