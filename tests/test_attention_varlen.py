@@ -99,3 +99,29 @@ def test_ptxas_sm90a_no_spills(causal):
     r = asm.resources[op.kernel_name()]
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, r
     print(f"causal={causal}: {r.registers} registers")
+
+
+def test_cli_emits_and_runs_packed_sequences(cli):
+    rc, out, err = cli("emit", "attention", "--varlen", "64,4096,1000", "--H", "32",
+                       "--kv-heads", "8", "--D", "128", "--causal", "--arch", "sm_90a")
+    assert rc == 0, err
+    assert ".entry attention_varlen(" in out and "cu_seqlens_q" in out
+    assert "mma.sync.aligned.m16n8k16" in out and ".target sm_90a" in out
+    rc, out, err = cli("run", "attention", "--varlen", "37,0,130", "--H", "4", "--kv-heads",
+                       "2", "--causal", "--backend", "emu", "--check")
+    assert rc == 0 and "check: PASS" in out, (out, err)
+    assert "seqlens_q=(37, 0, 130)" in out, out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--varlen", "64,x"], "comma-separated"),
+    (["--varlen", "0,0"], "every sequence is empty"),
+    (["--varlen", "64", "--S", "64"], "--S does not apply"),
+    (["--varlen", "64", "--backward"], "--backward is not implemented"),
+    (["--varlen", "64", "--decode"], "--varlen does not apply"),
+    (["--varlen", "64", "--H", "6", "--kv-heads", "4"], "not a multiple of --kv-heads"),
+    (["--varlen", "64", "--D", "96"], "D=96"),
+])
+def test_cli_errors_are_one_line(cli, args, words):
+    rc, out, err = cli("emit", "attention", *args)
+    assert rc != 0 and words in err and len(err.strip().splitlines()) == 1, err
