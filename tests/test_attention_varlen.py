@@ -47,6 +47,18 @@ def test_emulated_matches_float64(causal, kv_group, D, lens_k):
     assert not op.check(shape, arrays, ref)[0]
 
 
+def test_f16_interpreter_small_tiles():
+    """f16, 32-row query blocks (CTAs past a sequence's end return at once), a 3-slot ring
+    that wraps, key lengths unlike the query lengths; the interpreter with its race check."""
+    op = AttentionVarlen("f16", causal=True, kv_group=2,
+                         schedule=MmaAttentionSchedule(BN=32, warps=2, stages=3))
+    shape = op.shape(H=2, D=64, seqlens_q=[33, 0, 70], seqlens_k=[40, 3, 50])
+    arrays = op.make_inputs(shape, np.random.default_rng(3))
+    run_operator(op, shape, arrays, "sm_80", engine="interp", check="error")
+    ok, worst = op.check(shape, arrays)
+    assert ok, worst
+
+
 @pytest.mark.parametrize("causal, kv_group", [(True, 2), (False, 1)])
 def test_equal_lengths_bit_equal_to_dense(causal, kv_group):
     """B sequences of S tokens: the dense mma.sync forward's O and LSE, bit for bit."""
