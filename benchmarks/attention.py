@@ -4,6 +4,8 @@ backends and a Triton fused-attention kernel (benchmarks/triton_kernels.py), bf1
 
     python benchmarks/attention.py decode [...]: the decode over a K/V cache
                                    (benchmarks/attention_decode.py)
+    python benchmarks/attention.py varlen [...]: packed variable-length sequences
+                                   (benchmarks/attention_varlen.py)
     python benchmarks/attention.py [--configs ...] [--skip-small] [--budget-s S] [--out DIR]
                                    [--ranked K] [--no-triton] [--no-sm80]
 
@@ -200,6 +202,9 @@ def main():
     if sys.argv[1:2] == ["decode"]:
         import attention_decode
         return attention_decode.main(sys.argv[2:])
+    if sys.argv[1:2] == ["varlen"]:
+        import attention_varlen
+        return attention_varlen.main(sys.argv[2:])
     p = argparse.ArgumentParser()
     p.add_argument("--configs", default="all", help="'all' or indices into CONFIGS, e.g. 0,1")
     harness.out_argument(p)

@@ -8,7 +8,8 @@
 #        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
 #        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
 #        and CUDNN backward) sm80_matmul sm80_attention (the sm_80 path) llm_gemms pad_copy
-#        decode (attention decode over a K/V cache vs SDPA and a copy)
+#        decode (attention decode over a K/V cache vs SDPA and a copy) varlen (attention over
+#        packed sequences of mixed lengths vs the dense kernel on the same work)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -40,6 +41,7 @@ step() {
     tc_matmul) python3 benchmarks/tc_matmul.py --out $W ;;
     attention) python3 benchmarks/attention.py --budget-s 250 --out $W ;;
     decode) python3 benchmarks/attention.py decode --out $W ;;
+    varlen) python3 benchmarks/attention.py varlen --out $W ;;
     backward) python3 benchmarks/attention.py backward --budget-s 250 --out $W ;;
     sm80_matmul) python3 benchmarks/sm80_path.py matmul --out $W ;;
     sm80_attention) python3 benchmarks/sm80_path.py attention --out $W ;;

@@ -30,6 +30,20 @@ def non_negative_int(text):
     return v
 
 
+def lengths(text):
+    """A comma-separated list of sequence lengths (non-negative integers)."""
+    try:
+        out = tuple(int(x, 10) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of lengths: "
+                                         f"{text!r}") from None
+    if min(out) < 0:
+        raise argparse.ArgumentTypeError(f"lengths must be >= 0, got {min(out)}")
+    if not any(out):
+        raise argparse.ArgumentTypeError("every sequence is empty")
+    return out
+
+
 def is_ptx_file(name):
     """Whether a KERNEL argument names a PTX file rather than a library kernel."""
     return name.endswith(".ptx") or os.path.sep in name or os.path.isfile(name)
@@ -76,6 +90,8 @@ def shape_from_args(op, args):
     given = {k: getattr(args, DECODE_OPTIONS.get(k, k), None) for k in op.shape_names}
     if "H_kv" in given and given["H_kv"] is None and given.get("H") is not None:
         given["H_kv"] = given["H"]                  # no --kv-heads: one per query head
+    if getattr(args, "varlen", None) is not None:
+        given["seqlens_q"] = args.varlen
     return op.shape(**given)
 
 
@@ -119,6 +135,10 @@ def add_dtype(p):
     p.add_argument("--page-size", dest="page_size", type=positive_int, default=None,
                    metavar="N", help="attention with --decode: a paged cache of N-key pages "
                                      "(a multiple of 16 up to 256) and a block table")
+    p.add_argument("--varlen", type=lengths, default=None, metavar="LENGTHS",
+                   help="attention: packed sequences of these lengths (comma-separated, e.g. "
+                        "64,4096,1000; 0 allowed), one cu_seqlens batch "
+                        "(ops/attention_varlen.py); with --H, --kv-heads, --D, --causal")
     p.add_argument("--backward", action="store_true",
                    help="attention: the backward (dQ, dK, dV from Q, K, V, O, dO and LSE; "
                         "bf16, mma.sync, its three kernels; ops/attention_backward.py)")
@@ -150,6 +170,8 @@ def operator_from_args(args):
         kv = getattr(args, "kv_heads", None)
         if kv is not None and H % kv:
             raise PtxgenError(f"--H {H} is not a multiple of --kv-heads {kv}")
+        if getattr(args, "varlen", None) is not None:
+            return varlen_from_args(args)
         if getattr(args, "backward", False):
             if mask or smod:
                 raise PtxgenError("attention: --backward is not implemented for --mask or "
@@ -166,10 +188,10 @@ def operator_from_args(args):
                          kv_group=H // kv if kv else 1)
     if getattr(args, "causal", False) or getattr(args, "scale", None) is not None or \
             getattr(args, "mask", None) or getattr(args, "score_mod", None) or \
-            getattr(args, "kv_heads", None) or getattr(args, "backward", False):
-        raise PtxgenError(f"--causal, --scale, --mask, --score-mod, --kv-heads and --backward "
-                          f"apply to attention only, "
-                          f"not {args.kernel}")
+            getattr(args, "kv_heads", None) or getattr(args, "backward", False) or \
+            getattr(args, "varlen", None) is not None:
+        raise PtxgenError(f"--causal, --scale, --mask, --score-mod, --kv-heads, --backward and "
+                          f"--varlen apply to attention only, not {args.kernel}")
     op = OPERATORS[args.kernel]
     if getattr(args, "G", None) is not None:
         if args.kernel != "matmul":
@@ -218,6 +240,9 @@ def decode_from_args(args):
     if getattr(args, "backward", False):
         raise PtxgenError("attention --decode: --backward does not apply (the decode is "
                           "inference only)")
+    if getattr(args, "varlen", None) is not None:
+        raise PtxgenError("attention --decode: --varlen does not apply (the decode's sequences "
+                          "are the cache's, --kv-len long)")
     for opt in ("causal", "mask", "score_mod"):
         if getattr(args, opt, None):
             raise PtxgenError(f"attention --decode: --{opt.replace('_', '-')} does not apply "
@@ -225,6 +250,25 @@ def decode_from_args(args):
     return AttentionDecode(dtype=getattr(args, "dtype", None) or "bf16",
                            page_size=getattr(args, "page_size", None),
                            scale=getattr(args, "scale", None))
+
+
+def varlen_from_args(args):
+    """attention --varlen: the AttentionVarlen operator over sequences of those lengths (--B
+    and --S follow from them; --mask, --score-mod, --backward are not implemented for it)."""
+    from ..ops.attention_varlen import AttentionVarlen
+    for opt in ("B", "S"):
+        if getattr(args, opt, None) is not None:
+            raise PtxgenError(f"attention --varlen: --{opt} does not apply (the lengths give "
+                              f"the sequences)")
+    for opt in ("mask", "score_mod", "backward"):
+        if getattr(args, opt, None):
+            raise PtxgenError(f"attention --varlen: --{opt.replace('_', '-')} is not "
+                              f"implemented for packed sequences")
+    H = getattr(args, "H", None) or AttentionVarlen.defaults["H"]
+    kv = getattr(args, "kv_heads", None)
+    return AttentionVarlen(dtype=getattr(args, "dtype", None) or "bf16",
+                           causal=getattr(args, "causal", False),
+                           scale=getattr(args, "scale", None), kv_group=H // kv if kv else 1)
 
 
 # what a report line may take on a terminal unless --wide asks for its whole length

@@ -116,6 +116,7 @@ def add_split(m, s, geom, dtype="bf16", name="decode_split"):
 
 class _Split(OnlineSoftmax):
     empty_rows = True            # a split may hold no key of a row: its maximum stays -inf
+    mask = OnlineSoftmax.limit_mask     # keys up to each row's limit (self.lim, self.lmin)
 
     def __init__(self, b, s, geom, dtype):
         self.b, self.s, self.g, self.dtype = b, s, geom, dtype
@@ -308,22 +309,6 @@ class _Split(OnlineSoftmax):
                 acc = self.oacc[blk][4 * i: 4 * i + 4]
                 b.mma_sync("m16n8k16", pk, d[2 * half: 2 * half + 2], acc, ab=self.dtype,
                            out=acc)
-
-    def mask(self, sacc, n0, first, rows, tq):
-        """-inf for keys at or past each row's limit, only in blocks that reach one."""
-        b, s = self.b, self.s
-        done = b.new_label("masked")
-        b.branch(done, b.setp("gt", b.add(n0, s.BN, type=T.s32), self.lmin, type=T.s32),
-                 negate=True)
-        base = b.add(n0, b.shl(tq, 1), name="kcol")
-        for h in range(2):
-            lim = b.sub(self.lim[h], base, type=T.s32, name="lim")
-            for cc in range(s.BN // 8):
-                for e in range(2):
-                    i = 4 * cc + 2 * h + e
-                    keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
-                    b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
-        b.label(done)
 
     def store_partial(self):
         """O / l (0 for a row without keys) and m + log2 l of this split's rows."""

@@ -46,17 +46,21 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
-    k = m.add_kernel(name, [
-        Param("Q", T.u64, ptr(T.b16, align=CHUNK)), Param("K", T.u64, ptr(T.b16, align=CHUNK)),
-        Param("V", T.u64, ptr(T.b16, align=CHUNK)), Param("O", T.u64, ptr(T.b16, align=4)),
-        Param("LSE", T.u64, ptr(T.f32, align=4)), Param("S", T.u32),
-        Param("scale_log2", T.f32)] + (mods.params() if mods else []))
+    k = m.add_kernel(name, array_params() + [Param("S", T.u32), Param("scale_log2", T.f32)]
+                     + (mods.params() if mods else []))
     k.directives.append(f".maxntid {s.threads}, 1, 1")
-    _Lowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
+    ForwardLowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
 
 
-class _Lowering(OnlineSoftmax):
+def array_params():
+    """The kernel's first parameters: Q, K, V, O (16-bit elements) and LSE (f32)."""
+    return [Param("Q", T.u64, ptr(T.b16, align=CHUNK)), Param("K", T.u64, ptr(T.b16, align=CHUNK)),
+            Param("V", T.u64, ptr(T.b16, align=CHUNK)), Param("O", T.u64, ptr(T.b16, align=4)),
+            Param("LSE", T.u64, ptr(T.f32, align=4))]
+
+
+class ForwardLowering(OnlineSoftmax):
     def __init__(self, b, s, dtype, D, causal, mods=None, kv_group=1):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
         self.kv_group = kv_group            # query heads per K/V head (grouped-query attention)
@@ -65,11 +69,14 @@ class _Lowering(OnlineSoftmax):
         self.cpr = self.RB // CHUNK                 # 16-byte chunks per row
         self.pass_rows = s.pass_rows(D)
 
-    def run(self):
+    def sequence(self):
+        """This CTA's sequence: self.S (its query rows), self.keys (its keys), self.row0 (its
+        first row in O / LSE), self.q_head, self.kv_head (the first Q and K/V row, in units of
+        RB), self.q_stride, self.kv_stride (bytes between rows); returns q0, the first query
+        row. Here the B·H heads of S rows each, one after the other."""
         b, s = self.b, self.s
-        tid = b.special("tid.x")
-        warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
         self.S, self.c = b.param("S"), b.param("scale_log2")
+        self.keys = self.S
         self.base = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ALIGN))
         nq = b.shr(b.add(self.S, s.BM - 1), pow2_exponent(s.BM), name="nq")
         q0 = b.shl(b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk"), pow2_exponent(s.BM),
@@ -78,7 +85,23 @@ class _Lowering(OnlineSoftmax):
         # K/V head of this (batch, query head): (b·H + h) / g = b·H/g + h/g for H a multiple of g
         self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
             b.div(b.special("ctaid.y"), self.kv_group, type=T.u32), self.S, name="kvrow0")
-        keys = b.min(self.S, b.add(q0, s.BM), name="keys") if self.causal else self.S
+        self.q_head, self.kv_head = self.row0, self.kv_row0
+        self.q_stride = self.kv_stride = self.RB
+        return q0
+
+    def key_limit(self, end, name):
+        """The keys the causal rows before query row `end` see."""
+        return self.b.min(self.S, end, name=name)
+
+    def row_limits(self):
+        """Per-row key limits for a mask() of the lowering's own (none here)."""
+
+    def run(self):
+        b, s = self.b, self.s
+        tid = b.special("tid.x")
+        warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
+        q0 = self.sequence()
+        keys = self.key_limit(b.add(q0, s.BM), "keys") if self.causal else self.keys
         if self.mod_spec is not None and self.mod_spec.block_lists:
             self.block_list_setup(b.shr(q0, pow2_exponent(s.BM), name="qblk"))
             nkb = self.nkb
@@ -90,11 +113,12 @@ class _Lowering(OnlineSoftmax):
         self.rows = (row_lo, b.add(row_lo, 8, name="rhi"))
         own = nkb
         if self.causal:                      # key blocks up to this warp's last row
-            own = b.min(self.S, b.add(self.first, MMA_M), name="ownkeys")
+            own = self.key_limit(b.add(self.first, MMA_M), "ownkeys")
             own = b.shr(b.add(own, s.BN - 1), pow2_exponent(s.BN), name="own")
+        self.row_limits()
 
         self.loader_setup(tid)
-        self.load_rows("Q", q0, s.BM, [(self.q_src, 0)])
+        self.load_rows("Q", q0, s.BM, [(self.q_src, 0)], last=self.last, stride=self.q_stride)
         b.cp_async_commit()
         self.fragment_setup(warp, lane)
         self.zero = b.zeros(4, name="z")
@@ -135,23 +159,25 @@ class _Lowering(OnlineSoftmax):
         swz = b.xor(chunk, b.and_(self.lrow, 7), name="lswz")
         self.lds = b.add(self.base, b.mad(self.lrow, self.RB, b.shl(swz, 4)), name="lds")
         self.last = b.sub(self.S, 1, name="last")
+        self.kv_last = self.last if self.keys is self.S else b.sub(self.keys, 1, name="klast")
         coff = b.cvt(T.u64, b.shl(chunk, 4), name="coff")
 
         def head(name):
-            row0 = self.row0 if name == "Q" else self.kv_row0
+            row0 = self.q_head if name == "Q" else self.kv_head
             p = b.element_addr(b.param(name), row0, self.RB, name=f"h{name}")
             return b.add(p, coff, type=T.u64, name=f"h{name}")
         self.q_src, self.k_src, self.v_src = head("Q"), head("K"), head("V")
 
-    def load_rows(self, what, first, rows, srcs, slot=None):
-        """cp.async of `rows` rows from row `first` of the head (clamped to S-1) for each
-        (source, shared offset) in srcs, into the slot register's tile (or Q's)."""
+    def load_rows(self, what, first, rows, srcs, slot=None, last=None, stride=None):
+        """cp.async of `rows` rows from row `first` of the head (clamped to `last`, rows
+        `stride` bytes apart) for each (source, shared offset) in srcs, into the slot
+        register's tile (or Q's)."""
         b = self.b
         dst = self.lds if slot is None else b.add(self.lds, slot, name="ldst")
         for i in range(rows // self.pass_rows):
-            r = b.min(b.add(first, b.add(self.lrow, i * self.pass_rows)), self.last,
+            r = b.min(b.add(first, b.add(self.lrow, i * self.pass_rows)), last,
                       name=f"{what}row")
-            off = b.mul(r, self.RB, mode="wide", type=T.u32, name="roff")
+            off = b.mul(r, stride, mode="wide", type=T.u32, name="roff")
             for src, toff in srcs:
                 b.cp_async(Addr(dst, toff + i * self.pass_rows * self.RB),
                            b.add(src, off, type=T.u64, name="src"), CHUNK)
@@ -161,7 +187,8 @@ class _Lowering(OnlineSoftmax):
         tile = s.BN * self.RB
         kb = kb if self.blist is None else self.list_entry(kb)
         self.load_rows("kv", self.b.shl(kb, pow2_exponent(s.BN), name="k0"), s.BN,
-                       [(self.k_src, 0), (self.v_src, tile)], slot)
+                       [(self.k_src, 0), (self.v_src, tile)], slot, last=self.kv_last,
+                       stride=self.kv_stride)
 
     # -- fragments -----------------------------------------------------------------------------
     def fragment_setup(self, warp, lane):

@@ -8,7 +8,9 @@ A mixin. The lowering provides: b (the Builder), s (a schedule with BN), S (the 
 length register), causal, D, dtype, c (scale·log2 e), sacc (the score fragment, BN/2
 registers), oacc (D/64 blocks of 32 output registers), mx, lsum (two rows each), first (the
 first row of this lane's 16-row slice), rows (its two rows), tq (lane % 4) and row0 (the
-head's first row in the (B·H·S) x D arrays).
+head's first row in the (B·H·S) x D arrays). A packed layout (lower/attention_varlen.py) sets
+o_stride (elements between O rows, default D), o_head (a register added to O's column: the
+head's offset in a row) and lse_head (a register added to LSE's index).
 """
 import math
 
@@ -50,6 +52,8 @@ def soft_exp2(b, x):
 
 class OnlineSoftmax:
     empty_rows = False      # True: a row may see no key (its maximum stays -inf) without mods
+    o_stride = o_head = lse_head = None         # the epilogue's packed layout (see above)
+
     def mask(self, sacc, n0, first, rows, tq):
         """-inf for keys >= S and (causal) keys > row, only in blocks that hold such keys:
         element (c, e) of a row is key n0 + 8c + 2tq + e; it stays where 8c + e < limit."""
@@ -65,6 +69,23 @@ class OnlineSoftmax:
             if self.causal:
                 lim = b.min(self.S, b.add(row, 1), type=T.u32, name="klim")
             lim = b.sub(lim, base, type=T.s32, name="lim")
+            for cc in range(s.BN // 8):
+                for e in range(2):
+                    i = 4 * cc + 2 * h + e
+                    keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
+                    b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
+        b.label(done)
+
+    def limit_mask(self, sacc, n0, first, rows, tq):
+        """-inf for keys at or past each row's limit (s32 registers self.lim, their minimum
+        self.lmin), only in blocks that reach one: a mask() for per-row key limits."""
+        b, s = self.b, self.s
+        done = b.new_label("masked")
+        b.branch(done, b.setp("gt", b.add(n0, s.BN, type=T.s32), self.lmin, type=T.s32),
+                 negate=True)
+        base = b.add(n0, b.shl(tq, 1), name="kcol")
+        for h in range(2):
+            lim = b.sub(self.lim[h], base, type=T.s32, name="lim")
             for cc in range(s.BN // 8):
                 for e in range(2):
                     i = 4 * cc + 2 * h + e
@@ -209,16 +230,20 @@ class OnlineSoftmax:
         O, LSE = b.param("O"), b.param("LSE")
         pack = "bf16x2" if self.dtype == "bf16" else "f16x2"
         col = b.shl(tq, 1, name="ocol")
+        if self.o_head is not None:
+            col = b.add(col, self.o_head, name="ocol")
         for h, row in enumerate(rows):
             total = self.quad_reduce(lsum[h], "add")
             inv = b.unary("rcp", total, mods=("approx", "ftz"), name="inv")
-            if getattr(self, "mods", None) is not None:       # a row without keys: O = 0
+            if getattr(self, "mods", None) is not None or self.empty_rows:
+                # a row without keys: O = 0
                 inv = b.selp(inv, 0.0, b.setp("gt", total, 0.0, type=T.f32), type=T.f32)
             lse = b.mul(b.add(mx[h], b.unary("lg2", total, mods=("approx", "ftz"))), LN2,
                         name="lse")
             with b.if_(b.setp("lt", row, self.S, type=T.u32)):
                 grow = b.add(self.row0, row, name="grow")
-                base = b.element_addr(O, b.mad(grow, D, col, name="oi"), 2, name="orow")
+                base = b.element_addr(O, b.mad(grow, self.o_stride or D, col, name="oi"), 2,
+                                      name="orow")
                 for hb, blk in enumerate(oacc):
                     for cc in range(COL_BLOCK // 8):
                         lo, hi = blk[4 * cc + 2 * h], blk[4 * cc + 2 * h + 1]
@@ -226,4 +251,6 @@ class OnlineSoftmax:
                         b.st("global", Addr(base, 2 * (hb * COL_BLOCK + 8 * cc)), v,
                              type=T.b32)
                 with b.predicated(b.setp("eq", tq, 0)):
-                    b.st("global", b.element_addr(LSE, grow, 4, name="lrow"), lse)
+                    lrow = grow if self.lse_head is None else \
+                        b.add(grow, self.lse_head, name="lidx")
+                    b.st("global", b.element_addr(LSE, lrow, 4, name="lrow"), lse)

@@ -49,6 +49,18 @@ def check_scale_and_group(label, scale, kv_group):
                           f"integer, got {kv_group!r}")
 
 
+def check_options(label, dtype, dtypes, scale, kv_group, schedule, schedule_class):
+    """check_scale_and_group, and one-line PtxgenErrors for a dtype not in dtypes or a
+    schedule neither "auto" nor a schedule_class (an operator's constructor arguments)."""
+    if dtype not in dtypes:
+        raise PtxgenError(Spelled(f"{label}: ", Arg("dtype", "--dtype"),
+                                  f" must be one of {', '.join(dtypes)}, got {dtype!r}"))
+    check_scale_and_group(label, scale, kv_group)
+    if schedule != "auto" and not isinstance(schedule, schedule_class):
+        raise PtxgenError(f"{label}: schedule must be 'auto' or an {schedule_class.__name__}, "
+                          f"got {schedule!r}")
+
+
 def check_heads(label, shape, kv_group):
     """shape, or a one-line PtxgenError for a head dim other than HEAD_DIMS or H not a
     multiple of kv_group."""
@@ -72,6 +84,22 @@ class HalfArrays:
 
     def values(self, a):
         return bf16_values(a) if self.dtype == "bf16" else np.asarray(a).astype(np.float64)
+
+    def check_o_lse(self, arrays, ref):
+        """(ok, worst relative error) of arrays' O and LSE against the reference's values and
+        bounds; a row without keys has LSE -inf in both."""
+        got_o = self.values(arrays["O"])
+        got_l = np.asarray(arrays["LSE"], dtype=np.float64)
+        err_o = np.abs(got_o - ref["O"])
+        same_l = got_l == ref["LSE"]                       # rows without keys: -inf both
+        with np.errstate(invalid="ignore"):
+            err_l = np.where(same_l, 0.0, np.abs(got_l - ref["LSE"]))
+        ok = bool(np.isfinite(got_o).all() and (np.isfinite(got_l) | same_l).all()
+                  and (err_o <= ref["O_bound"]).all() and (err_l <= ref["LSE_bound"]).all())
+        worst = max(float(np.max(err_o / np.maximum(np.abs(ref["O"]), 1.0), initial=0.0)),
+                    float(np.max(err_l / np.maximum(np.nan_to_num(np.abs(ref["LSE"])), 1.0),
+                                 initial=0.0)))
+        return ok, worst
 
 
 class WgmmaAttentionPath:
@@ -211,18 +239,7 @@ class Attention(HalfArrays, InstructionPaths, Operator):
                                    UNIT_ROUNDOFF[self.dtype], mods=self._mods.graphs())
 
     def check(self, shape, arrays, reference=None):
-        ref = reference or self.reference(shape, arrays)
-        got_o = self.values(arrays["O"])
-        got_l = np.asarray(arrays["LSE"], dtype=np.float64)
-        err_o = np.abs(got_o - ref["O"])
-        same_l = got_l == ref["LSE"]                       # rows without keys: -inf both
-        with np.errstate(invalid="ignore"):
-            err_l = np.where(same_l, 0.0, np.abs(got_l - ref["LSE"]))
-        ok = bool(np.isfinite(got_o).all() and (np.isfinite(got_l) | same_l).all()
-                  and (err_o <= ref["O_bound"]).all() and (err_l <= ref["LSE_bound"]).all())
-        worst = max(float(np.max(err_o / np.maximum(np.abs(ref["O"]), 1.0))),
-                    float(np.max(err_l / np.maximum(np.nan_to_num(np.abs(ref["LSE"])), 1.0))))
-        return ok, worst
+        return self.check_o_lse(arrays, reference or self.reference(shape, arrays))
 
     def flops(self, shape):
         """4·B·H·S²·D (two matrix products), halved when causal: FlashAttention's count; with

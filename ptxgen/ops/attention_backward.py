@@ -37,11 +37,10 @@ import math
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
-from ..errors import Arg, PtxgenError, Spelled
 from ..lower.attention_backward import KERNELS, PRE_THREADS, lower
 from ..schedule.attention_backward import (DTYPES, AttentionBackwardSchedule,
                                            default_backward_schedule)
-from .attention import UNIT_ROUNDOFF, attention_reference, check_heads, check_scale_and_group
+from .attention import UNIT_ROUNDOFF, attention_reference, check_heads, check_options
 from .base import Launch, Operator, Step
 from .tc_matmul import bf16_bits, bf16_values
 from .tensor_path import MMA_SYNC
@@ -60,13 +59,8 @@ class AttentionBackward(Operator):
     instruction = MMA_SYNC
 
     def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", kv_group=1):
-        if dtype not in DTYPES:
-            raise PtxgenError(Spelled("attention backward: ", Arg("dtype", "--dtype"),
-                                      f" must be one of {', '.join(DTYPES)}, got {dtype!r}"))
-        check_scale_and_group("attention backward", scale, kv_group)
-        if schedule != "auto" and not isinstance(schedule, AttentionBackwardSchedule):
-            raise PtxgenError(f"attention backward: schedule must be 'auto' or an "
-                              f"AttentionBackwardSchedule, got {schedule!r}")
+        check_options("attention backward", dtype, DTYPES, scale, kv_group, schedule,
+                      AttentionBackwardSchedule)
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
 
