@@ -5,8 +5,8 @@ from .emit import emit_module
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul", "attention", "attention_decode", "kv_cache_append",
-           "softmax", "transpose", "row_sum", "row_max",
+__all__ = ["matmul", "grouped_matmul", "attention", "attention_decode", "attention_varlen",
+           "kv_cache_append", "softmax", "transpose", "row_sum", "row_max",
            "saxpy", "add", "scale", "epilogues", "mods", "create_block_mask", "last_launch",
            "clear_cache", "emit_module", "parse_ptx", "kernel", "analyze", "emulate",
            "occupancy", "bank_conflicts", "warp_efficiency", "roofline", "torch_op",
@@ -24,7 +24,7 @@ _LAZY = {"parse_ptx": ".parse", "kernel": ".kernel_object", "analyze": ".analysi
          "row_sum": ".library", "row_max": ".library", "saxpy": ".library", "add": ".library",
          "scale": ".library", "create_block_mask": ".library.mods",
          "grouped_matmul": ".library", "attention_decode": ".library",
-         "kv_cache_append": ".library"}
+         "attention_varlen": ".library", "kv_cache_append": ".library"}
 
 
 def __getattr__(name):

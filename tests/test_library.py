@@ -121,6 +121,41 @@ def test_attention_numpy_matches_float64():
         assert np.all(np.abs(lse - ref["LSE"]) <= ref["LSE_bound"])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_varlen_numpy_matches_float64_and_one_kernel_serves_every_batch(causal):
+    from ptxgen.ops.attention_varlen import AttentionVarlen
+    rng = np.random.default_rng()
+    lens, H, H_kv, D = [1, 37, 0, 130, 64], 4, 2, 64
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    q, k, v = (rng.standard_normal((int(cu[-1]), h, D)).astype(BF16) for h in (H, H_kv, H_kv))
+    o, lse = ptxgen.attention_varlen(q, k, v, cu, cu, max(lens), max(lens), causal=causal,
+                                     return_lse=True)
+    assert o.shape == q.shape and o.dtype == BF16 and lse.shape == (H, int(cu[-1]))
+    ref = AttentionVarlen("bf16", causal=causal, kv_group=2).reference(
+        {"D": D}, {"Q": q.view(np.uint16), "K": k.view(np.uint16), "V": v.view(np.uint16),
+               "cu_seqlens_q": cu, "cu_seqlens_k": cu})
+    assert np.all(np.abs(o.astype(np.float64) - ref["O"]) <= ref["O_bound"])
+    # other lengths, the same kernel (the lengths are launch arguments, not code)
+    lens2 = [50, 3, 77]
+    cu2 = np.concatenate([[0], np.cumsum(lens2)]).astype(np.int32)
+    q2, k2 = (rng.standard_normal((int(cu2[-1]), h, D)).astype(BF16) for h in (H, H_kv))
+    ptxgen.attention_varlen(q2, k2, k2, cu2, cu2, 77, 77, causal=causal)
+    assert ptxgen.last_launch().cache == "memory"
+
+
+def test_attention_varlen_bad_input_is_one_line():
+    q = np.zeros((10, 4, 64), BF16)
+    cu = np.array([0, 4, 10], np.int32)
+    with pytest.raises(PtxgenError, match="cu_seqlens_q must rise from 0 to 10 by steps of at "
+                                          "most max_seqlen"):
+        ptxgen.attention_varlen(q, q, q, np.array([0, 4, 9], np.int32), cu, 6, 6)
+    with pytest.raises(PtxgenError, match="max_seqlen_k must be a positive int"):
+        ptxgen.attention_varlen(q, q, q, cu, cu, 6, 0)
+    with pytest.raises(PtxgenError, match="H a multiple of H_kv"):
+        ptxgen.attention_varlen(q, np.zeros((10, 3, 64), BF16), np.zeros((10, 3, 64), BF16),
+                                cu, cu, 6, 6)
+
+
 def test_cached_call_reuses_compiled_kernels_and_disk_serves_a_new_process(tmp_path):
     from ptxgen.library import clear_cache
     rng = np.random.default_rng()

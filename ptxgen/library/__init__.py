@@ -2,12 +2,12 @@
 `ptxgen.matmul(a, b)`, `ptxgen.attention(q, k, v, causal=True)`, ... — compiled once per shape
 and target, cached in memory and on disk, torch custom ops under torch.compile and autograd."""
 from . import epilogues
-from .attention_ops import attention, attention_decode, kv_cache_append
+from .attention_ops import attention, attention_decode, attention_varlen, kv_cache_append
 from .compiled import clear_memory as clear_cache
 from .elementwise_ops import add, row_max, row_sum, saxpy, scale, softmax, transpose
 from .launch import LaunchRecord, last_launch
 from .matmul_ops import grouped_matmul, matmul
 
-__all__ = ["LaunchRecord", "add", "attention", "attention_decode", "clear_cache", "epilogues",
-           "grouped_matmul", "kv_cache_append", "last_launch", "matmul", "row_max", "row_sum",
+__all__ = ["LaunchRecord", "add", "attention", "attention_decode", "attention_varlen",
+           "clear_cache", "epilogues", "grouped_matmul", "kv_cache_append", "last_launch", "matmul", "row_max", "row_sum",
            "saxpy", "scale", "softmax", "transpose"]

@@ -328,6 +328,90 @@ def kv_cache_append_impl(k_cache, v_cache, k_new, v_new, cache_seqlens, block_ta
     return None
 
 
+# -- packed variable-length sequences ----------------------------------------------------------
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                     causal=False, scale=None, return_lse=False, backend="auto", target=None):
+    """Attention over packed sequences, as flash-attn's flash_attn_varlen_func (inference
+    only). q: (total_q, H, D); k, v: (total_k, H_kv, D), H a multiple of H_kv; cu_seqlens_q,
+    cu_seqlens_k: (B + 1,) int32 prefix sums of the sequences' lengths (zero-length
+    sequences allowed); max_seqlen_q, max_seqlen_k: Python ints at least the longest lengths
+    (as flash-attn takes them: no device-to-host read). causal aligns each sequence's mask to
+    its bottom-right corner (query i of S_q sees keys j <= i + S_k - S_q). bf16 or f16, D 64
+    or 128. Returns O (total_q, H, D) in q's type, and with return_lse the logsumexp
+    (H, total_q), f32 (-inf where a row sees no key, whose O is 0). One compiled kernel serves
+    every batch (its lengths are launch arguments)."""
+    torch = torch_module()
+    if torch is not None and isinstance(q, torch.Tensor):
+        if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False)
+                                           for t in (q, k, v)):
+            raise PtxgenError("ptxgen.attention_varlen: no backward yet: call it under "
+                              "torch.no_grad() or on detached tensors")
+        ensure_torch_ops()
+        if torch.compiler.is_compiling():
+            o, lse = torch_op("attention_varlen")(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                                  int(max_seqlen_q), int(max_seqlen_k),
+                                                  bool(causal), scale, backend, target)
+            return (o, lse) if return_lse else o
+    o, lse = attention_varlen_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                   max_seqlen_k, causal, scale, backend, target)
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          causal=False, scale=None, backend="auto", target=None):
+    """(O, LSE): the eager implementation (also the torch custom op's body)."""
+    fn = "attention_varlen"
+    Q, K, V = (operand(n, x, fn, ("bf16", "f16")) for n, x in (("q", q), ("k", k), ("v", v)))
+    dtype = same_dtype(fn, Q, K, V)
+    on_gpu = same_place(fn, Q, K, V)
+    if len(Q.shape) != 3 or len(K.shape) != 3 or K.shape != V.shape or \
+            K.shape[2] != Q.shape[2] or Q.shape[1] % K.shape[1]:
+        raise PtxgenError(f"ptxgen.{fn}: q must be (total_q, H, D) and k, v (total_k, H_kv, D) "
+                          f"with H a multiple of H_kv; got q {Q.shape}, k {K.shape}, "
+                          f"v {V.shape}")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not _is_contiguous(x):
+            raise PtxgenError(f"ptxgen.{fn}: {name} must be contiguous (packed rows)")
+    (total_q, H, D), (total_k, H_kv, _) = Q.shape, K.shape
+    n = tuple(getattr(cu_seqlens_q, "shape", ()))
+    if len(n) != 1 or n[0] < 2:
+        raise PtxgenError(f"ptxgen.{fn}: cu_seqlens_q must be (B + 1,) int32, got shape {n}")
+    B = n[0] - 1
+    for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        _index_check(fn, name, x, (B + 1,))
+    for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
+            raise PtxgenError(f"ptxgen.{fn}: {name} must be a positive int, got {m!r}")
+    for name, x, total, most in (("cu_seqlens_q", cu_seqlens_q, total_q, max_seqlen_q),
+                                 ("cu_seqlens_k", cu_seqlens_k, total_k, max_seqlen_k)):
+        host = _host_ints(x)                        # checked where it is in host memory
+        if host is not None and (host[0] != 0 or host[-1] != total or
+                                 np.any(np.diff(host) < 0) or np.diff(host).max() > most):
+            raise PtxgenError(f"ptxgen.{fn}: {name} must rise from 0 to {total} by steps of "
+                              f"at most max_seqlen ({most}), got {host.tolist()}")
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)
+                                  and scale > 0):
+        raise PtxgenError(f"ptxgen.{fn}: scale must be a positive number, got {scale!r}")
+    if D not in (64, 128):
+        raise PtxgenError(f"ptxgen.{fn}: head dim D must be 64 or 128, got {D}")
+    if total_q * H * D >= 2 ** 31:
+        raise PtxgenError(f"ptxgen.{fn}: total_q x H x D = {total_q * H * D} elements is over "
+                          f"the kernel's 2^31 - 1")
+    be = pick_backend(fn, backend, on_gpu)
+    arch = pick_target(fn, target, be, True)
+    from ..ops.attention_varlen import AttentionVarlen
+    op = cached_op(AttentionVarlen, dtype, bool(causal), None if scale is None
+                   else float(scale), H // H_kv)
+    shape = {"B": B, "H": H, "D": D, "max_seqlen_q": int(max_seqlen_q),
+             "max_seqlen_k": int(max_seqlen_k), "total_q": total_q, "total_k": total_k}
+    arrays = {"Q": q, "K": k, "V": v}
+    extra = _index_arrays(be, on_gpu, q, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+    res = run_op(fn, op, shape, arch, be, dtype, arrays,
+                 {"O": ((total_q, H, D), dtype), "LSE": ((H, total_q), "f32")}, on_gpu,
+                 Q.is_torch, scalars=extra)
+    return res["O"], res["LSE"]
+
+
 def _write_back(x, bits, dtype):
     if hasattr(x, "copy_"):
         x.copy_(from_emu(bits, dtype, True))
@@ -336,4 +420,5 @@ def _write_back(x, bits, dtype):
 
 
 IMPLS.update(attention=attention_impl, attention_backward=attention_backward_impl,
-             attention_decode=attention_decode_impl, kv_cache_append=kv_cache_append_impl)
+             attention_decode=attention_decode_impl, kv_cache_append=kv_cache_append_impl,
+             attention_varlen=attention_varlen_impl)

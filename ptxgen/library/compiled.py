@@ -58,10 +58,18 @@ def on_disk(op):
     return not getattr(mods, "active", False)
 
 
+def kernel_shape(op, shape):
+    """The part of `shape` op's kernels depend on: all of it, unless the operator says less
+    (kernel_shape: e.g. packed variable-length attention, whose lengths, batch and totals
+    are launch parameters, not code)."""
+    pick = getattr(op, "kernel_shape", None)
+    return shape if pick is None else pick(shape)
+
+
 def cache_key(op, shape, arch):
     from .. import __version__
     ident = operator_key(op) if on_disk(op) else f"process object {id(op)}"
-    text = f"{FORMAT}|{__version__}|{arch}|{sorted(shape.items())}|{ident}"
+    text = f"{FORMAT}|{__version__}|{arch}|{sorted(kernel_shape(op, shape).items())}|{ident}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

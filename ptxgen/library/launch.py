@@ -66,16 +66,25 @@ def _address(a):
     return int(a.__cuda_array_interface__["data"][0])
 
 
+PLANS_KEPT = 64
+
+
 def run_gpu(function, op, shape, arch, dtype, arrays, stream, device_index=0):
     """Launch op's steps for `shape` on device `arrays` (inputs, outputs and workspace: torch
     CUDA tensors or device arrays; scalars as numpy scalars) on raw stream `stream`."""
     from ..runtime.plan import StepPlan
     entry = compiled(op, shape, arch)
     sm = _sm_count(device_index)
-    plans = entry.plans.get(sm)
+    # one entry serves several shapes when the operator names a kernel_shape: their grids and
+    # scalar arguments differ, so the plans go by the whole shape (the oldest dropped past
+    # PLANS_KEPT)
+    key = sm if getattr(op, "kernel_shape", None) is None else (sm, tuple(shape.items()))
+    plans = entry.plans.get(key)
     if plans is None:
+        if len(entry.plans) >= PLANS_KEPT:
+            entry.plans.pop(next(iter(entry.plans)))
         steps = op.steps(shape, arch, sm)
-        plans = entry.plans[sm] = [
+        plans = entry.plans[key] = [
             StepPlan(gpu_kernel(entry, s.kernel), s.launch.grid, s.launch.block,
                      s.launch.shared_bytes, s.args(arrays), arrays) for s in steps]
         entry.step_names = tuple(s.kernel for s in steps)

@@ -97,8 +97,8 @@ def _register(impl):
 
 
 def _register_decode(impl):
-    """attention_decode (inference only: no autograd formula) and kv_cache_append (writes
-    the caches in place)."""
+    """attention_decode and attention_varlen (inference only: no autograd formula) and
+    kv_cache_append (writes the caches in place)."""
     decode_impl, append_impl = impl["attention_decode"], impl["kv_cache_append"]
 
     @torch.library.custom_op("ptxgen::attention_decode", mutates_args=())
@@ -121,6 +121,22 @@ def _register_decode(impl):
                         target: str | None = None) -> None:
         append_impl(k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, backend,
                     target)
+
+    varlen_impl = impl["attention_varlen"]
+
+    @torch.library.custom_op("ptxgen::attention_varlen", mutates_args=())
+    def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
+                         max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
+                         scale: float | None = None, backend: str = "auto",
+                         target: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return varlen_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           causal, scale, backend, target)
+
+    @attention_varlen.register_fake
+    def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+          scale=None, backend="auto", target=None):
+        return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
     @kv_cache_append.register_fake
     def _(k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, backend="auto",

@@ -124,6 +124,13 @@ class AttentionVarlen(HalfArrays, Operator):
         return 1.0 / math.sqrt(shape["D"]) if self.scale is None else float(self.scale)
 
     # -- kernel --------------------------------------------------------------------------------
+    @staticmethod
+    def kernel_shape(shape):
+        """What the kernel's code depends on (H and D; H_kv is the operator's kv_group): the
+        lengths, B, the maxima and the totals are launch parameters, so one compiled kernel
+        serves every batch of sequences."""
+        return {"H": shape["H"], "D": shape["D"]}
+
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         geom = {"D": shape["D"], "H": shape["H"], "H_kv": shape["H"] // self.kv_group}
         return lower(self.schedule_for(shape), arch, geom, dtype=self.dtype, causal=self.causal,
