@@ -50,11 +50,17 @@ def cases():
 
 
 def attention_training_and_serving_cases():
-    """The attention backward (causal and not, grouped heads) and the decode over a K/V cache
-    (contiguous and paged) with its cache append."""
+    """The attention backward (causal and not, grouped heads), packed variable-length
+    sequences, and the decode over a K/V cache (contiguous and paged) with its cache append."""
     from ptxgen.ops.attention_backward import AttentionBackward
     from ptxgen.ops.attention_decode import AttentionDecode, KvCacheAppend
+    from ptxgen.ops.attention_varlen import AttentionVarlen
     out = []
+    for D in (64, 128):
+        for causal in (False, True):
+            out.append((f"attention_varlen/bf16/D{D}/causal{int(causal)}/gqa4/sm_90a",
+                        lambda c=causal: AttentionVarlen("bf16", causal=c, kv_group=4),
+                        dict(H=32, D=D, seqlens_q=[64, 4096, 1000]), "sm_90a"))
     for D in (64, 128):
         for causal in (False, True):
             out.append((f"attention_backward/bf16/D{D}/causal{int(causal)}/gqa2/sm_90a",
