@@ -143,6 +143,18 @@ def test_attention_varlen_numpy_matches_float64_and_one_kernel_serves_every_batc
     assert ptxgen.last_launch().cache == "memory"
 
 
+def test_attention_varlen_under_torch_compile_is_the_eager_one():
+    import torch
+    cu = torch.tensor([0, 5, 40, 41], dtype=torch.int32)
+    q, k, v = (torch.randn(41, h, 64, dtype=torch.bfloat16) for h in (4, 1, 1))
+    f = torch.compile(lambda *a: ptxgen.attention_varlen(*a, 35, 35, causal=True,
+                                                         return_lse=True),
+                      fullgraph=True, backend="eager")
+    o, lse = f(q, k, v, cu, cu)
+    want = ptxgen.attention_varlen(q, k, v, cu, cu, 35, 35, causal=True, return_lse=True)
+    assert torch.equal(o, want[0]) and torch.equal(lse, want[1]) and lse.shape == (4, 41)
+
+
 def test_attention_varlen_bad_input_is_one_line():
     q = np.zeros((10, 4, 64), BF16)
     cu = np.array([0, 4, 10], np.int32)
