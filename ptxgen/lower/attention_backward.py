@@ -41,8 +41,11 @@ KERNELS = ("attn_bwd_pre", "attn_bwd_dkdv", "attn_bwd_dq")
 PRE_THREADS = 256
 
 
-def lower(s, arch, shape, causal=False, kv_group=1):
-    """The backward's Module: its three kernels (KERNELS) for schedule s."""
+def lower(s, arch, shape, causal=False, kv_group=1, mods=None):
+    """The backward's Module: its three kernels (KERNELS) for schedule s. mods: an
+    AttentionMods (no block lists; kv_group 1) and its .grad, the Graph of ∂score_mod/∂score
+    (None: 1): the two main kernels take its tensors as parameters after S, scale_log2,
+    scale."""
     D = shape["D"]
     s.validate(arch, "bf16", D)
     m = Module(target=arch)
@@ -56,11 +59,12 @@ def lower(s, arch, shape, causal=False, kv_group=1):
     tail = [Param("S", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
     out = lambda n: Param(n, T.u64, ptr(T.b16, align=4))          # noqa: E731
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
-        k = m.add_kernel(name, ins + [out(n) for n in outs] + tail)
+        k = m.add_kernel(name, ins + [out(n) for n in outs] + tail +
+                         (mods.params() if mods is not None else []))
         kind = name.removeprefix("attn_bwd_")
         warps, own, step = s.kernel_tiles(D)[kind]
         k.directives.append(f".maxntid {32 * warps}, 1, 1")
-        low = _Lowering(Builder(k), s, D, causal, kv_group, warps, own, step)
+        low = _Lowering(Builder(k), s, D, causal, kv_group, warps, own, step, mods)
         low.run_dkdv() if kind == "dkdv" else low.run_dq()
     return m
 
@@ -108,8 +112,9 @@ class _Lowering:
     """One main kernel: `own` rows (16 per warp) of two tiles kept in shared memory, two tiles
     of `step` rows streamed per loop step."""
 
-    def __init__(self, b, s, D, causal, kv_group, warps, own, step):
+    def __init__(self, b, s, D, causal, kv_group, warps, own, step, mods=None):
         self.b, self.s, self.D, self.causal, self.G = b, s, D, causal, kv_group
+        self.spec, self.mods = mods, None
         self.warps, self.own, self.step = warps, own, step
         self.RB = s.row_bytes(D)
         self.cpr = self.RB // CHUNK
@@ -230,6 +235,39 @@ class _Lowering:
                     b.selp(acc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=acc[i])
         b.label(done)
 
+    def mod_setup(self, rows, transposed):
+        """The ModLowering of the mods on this thread's two fragment rows (keys when
+        transposed, else queries), placed before the loop; with a score_mod the exponent's
+        scale becomes the immediate factor · log2 e (the forward's)."""
+        from .score_mods import LOG2E as L2E, ModLowering
+        spec, b = self.spec, self.b
+        cols = [[(4 * cc + 2 * h + e, 8 * cc + e) for cc in range(self.step // 8)
+                 for e in range(2)] for h in range(2)]
+        ptrs = {id(t): b.param(f"t{i}") for i, t in enumerate(spec.tensors)}
+        self.mods = ModLowering(b, spec.score, spec.mask, b.special("ctaid.y"), spec.heads,
+                                rows, b.shl(self.tq, 1, name="kvl"), ptrs, spec.scale, cols,
+                                grad=spec.grad, transposed=transposed)
+        if spec.score is not None:
+            self.c = self.mods.factor * L2E
+
+    def modded(self, col0_block, rows, col0, need, keys_are_rows):
+        """score_mod (and its derivative: returned, None for 1) on the fragment, the bounds
+        mask where `need` holds, then mask_mod (masked: -inf, P = 0)."""
+        m, grad = self.mods, None
+        m.begin_block(col0_block)
+        if m.score is not None:
+            grad = m.score_and_grad(self.sacc)
+        self.mask(rows, col0, need, keys_are_rows)
+        if m.mask is not None:
+            m.apply_mask(self.sacc)
+        return grad
+
+    def chain(self, ds, grad):
+        """dS of the raw scores: dS of the modified ones times ∂score_mod/∂score."""
+        if grad is None:
+            return ds
+        return [self.b.mul(x, g, name="dsr") for x, g in zip(ds, grad)]
+
     def probabilities(self, neg_lse):
         """P = 2^(S·scale·log2 e - LSE·log2 e); neg_lse(i): -LSE·log2 e of element i."""
         b = self.b
@@ -248,7 +286,11 @@ class _Lowering:
         b = self.b
         g = b.add(head_row0, b.min(idx, self.last), name="srow")
         x = b.ld("global", T.f32, b.element_addr(b.param(param), g, 4), cache="nc", name="st")
-        return b.mul(x, -LOG2E, name="nl") if param == "LSE" else x
+        if param != "LSE":
+            return x
+        if self.mods is not None:       # a row without keys (LSE -inf): P = 2^-inf = 0
+            return b.min(b.mul(x, -LOG2E, name="nl"), 3.0e38, name="nl")
+        return b.mul(x, -LOG2E, name="nl")
 
     def store(self, acc, rows, head_row0, param, scale=None):
         """acc (16 x D of this warp) as bf16 rows of `param` (rows < S), times scale."""
@@ -278,6 +320,8 @@ class _Lowering:
         kv_row0 = b.mul(bh, self.S, name="kvrow0")
         k0w = b.mad(self.warp, MMA_M, k0, name="k0w")
         krows = (b.add(k0w, self.g, name="krlo"), b.add(k0w, b.add(self.g, 8), name="krhi"))
+        if self.spec is not None:
+            self.mod_setup(krows, transposed=True)
         lg = pow2_exponent(step)
         nqb = b.shr(b.add(self.S, step - 1), lg, name="nqb")
         start = b.shr(k0, lg, name="qstart") if self.causal else b.const(0, T.u32, name="q0")
@@ -318,11 +362,15 @@ class _Lowering:
             need = b.setp("gt", qend, self.S, type=T.u32)
             if self.causal:
                 need = b.or_(need, b.setp("lt", q0, b.add(k0w, MMA_M - 1), type=T.u32))
-            self.mask(krows, col0, need, keys_are_rows=True)
+            grad = None
+            if self.mods is None:
+                self.mask(krows, col0, need, keys_are_rows=True)
+            else:
+                grad = self.modded(q0, krows, col0, need, keys_are_rows=True)
             p = self.probabilities(per_column("LSE"))
             self.gemm_nn(dv, self.packed(p), sb, step * RB)            # dV += Pᵀ dO
             self.gemm_nt(self.dpacc, self.own * RB, sb, step * RB)     # dPᵀ = V_w dOᵀ
-            ds = self.dscores(p, per_column("Delta"))
+            ds = self.chain(self.dscores(p, per_column("Delta")), grad)
             self.gemm_nn(dk, self.packed(ds), sb, 0)                   # dK += dSᵀ Q
             b.label(skip)
         cp_async_ring(b, s.stages, total, self.own_bytes(), self.slot_bytes(), load, compute,
@@ -344,6 +392,8 @@ class _Lowering:
             b.mul(b.div(bh, self.G, type=T.u32), self.S, name="kvrow0")
         first = b.mad(self.warp, MMA_M, q0, name="first")
         rows = (b.add(first, self.g, name="rlo"), b.add(first, b.add(self.g, 8), name="rhi"))
+        if self.spec is not None:
+            self.mod_setup(rows, transposed=False)
         lg = pow2_exponent(step)
         keys = b.min(self.S, b.add(q0, self.own), name="keys") if self.causal else self.S
         nkb = b.shr(b.add(keys, step - 1), lg, name="nkb")
@@ -369,11 +419,15 @@ class _Lowering:
             need = b.setp("gt", b.add(n0, step), self.S, type=T.u32)
             if self.causal:
                 need = b.or_(need, b.setp("gt", b.add(n0, step - 1), first, type=T.u32))
-            self.mask(rows, b.add(n0, b.shl(self.tq, 1), name="col0"), need,
-                      keys_are_rows=False)
+            grad = None
+            col0 = b.add(n0, b.shl(self.tq, 1), name="col0")
+            if self.mods is None:
+                self.mask(rows, col0, need, keys_are_rows=False)
+            else:
+                grad = self.modded(n0, rows, col0, need, keys_are_rows=False)
             p = self.probabilities(lambda i: row_stats[(i // 2) % 2][0])
             self.gemm_nt(self.dpacc, self.own * RB, sb, step * RB)     # dP = dO_w Vᵀ
-            ds = self.dscores(p, lambda i: row_stats[(i // 2) % 2][1])
+            ds = self.chain(self.dscores(p, lambda i: row_stats[(i // 2) % 2][1]), grad)
             self.gemm_nn(dq, self.packed(ds), sb, 0)                   # dQ += dS K
             b.label(skip)
         cp_async_ring(b, s.stages, nkb, self.own_bytes(), self.slot_bytes(), load, compute,

@@ -403,6 +403,7 @@ class AttentionMods:
     scale: float
     heads: int
     block_lists: tuple = None
+    grad: object = None           # the backward's Graph of ∂score_mod/∂score (None: 1)
 
     @property
     def tensors(self):
