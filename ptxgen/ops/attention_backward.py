@@ -186,6 +186,11 @@ class AttentionBackward(Operator):
                 ref[n] = x.reshape(x.shape[:-3] + (-1, self.kv_group) + x.shape[-2:]).sum(-3)
         return ref
 
+    def mod_arrays(self, shape):
+        """The mods' extra tensors as kernel arrays t0, t1, ... (no block lists)."""
+        spec = self.mod_spec(shape)
+        return {f"t{i}": t.array for i, t in enumerate(spec.tensors)} if spec else {}
+
     def mods(self):
         """(score graph, mask graph, derivative graph or None) or None without mods."""
         return self._mods.graphs() + (self.grad,) if self._mods.active else None
