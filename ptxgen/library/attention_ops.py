@@ -31,7 +31,6 @@ def attention(q, k, v, *, causal=False, scale=None, score_mod=None, mask_mod=Non
         o, lse = attention_impl(q, k, v, causal, scale, backend, target, score_mod, mask_mod,
                                 block_mask)
         if through_torch(q, k, v) and not torch_module().compiler.is_compiling():
-            from .torch_ops import with_mod_backward
             if mask_mod is None and block_mask is not None:
                 mask_mod = block_mask.mask_mod
             o, lse = with_mod_backward(o, lse, q, k, v, (causal, scale, backend, target,
@@ -41,6 +40,38 @@ def attention(q, k, v, *, causal=False, scale=None, score_mod=None, mask_mod=Non
     else:
         o, lse = attention_impl(q, k, v, causal, scale, backend, target)
     return (o, lse) if return_lse else o
+
+
+_MOD_BACKWARD = []
+
+
+def with_mod_backward(o, lse, q, k, v, config):
+    """(o, lse) recorded by autograd as depending on q, k, v, with the backward of the traced
+    mods in config = (causal, scale, backend, target, score_mod, mask_mod): a
+    torch.autograd.Function (a Python function has no place in a custom op's schema) whose
+    backward runs attention_backward_impl with the same mods."""
+    if not _MOD_BACKWARD:
+        torch = torch_module()
+
+        class ModBackward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, o, lse, q, k, v, config):
+                ctx.save_for_backward(q, k, v, o, lse)
+                ctx.config = config
+                return o.view_as(o), lse.view_as(lse)
+
+            @staticmethod
+            def backward(ctx, grad_o, grad_lse):
+                if grad_lse is not None and bool((grad_lse != 0).any()):
+                    raise PtxgenError("ptxgen.attention: backward through the LSE output not "
+                                      "implemented (only O's gradient is)")
+                q, k, v, o, lse = ctx.saved_tensors
+                dq, dk, dv = attention_backward_impl(q, k, v, o, lse,
+                                                     grad_o.to(q.dtype).contiguous(),
+                                                     *ctx.config)
+                return None, None, dq, dk, dv, None
+        _MOD_BACKWARD.append(ModBackward)
+    return _MOD_BACKWARD[0].apply(o, lse, q, k, v, config)
 
 
 _MOD_ARRAYS = {}

@@ -202,33 +202,6 @@ def _register_f32(impl):
                             setup_context=scale_setup_a)
 
 
-class _ModBackward(torch.autograd.Function):
-    """Attention with traced mods (eager: a function has no place in a custom op's schema):
-    the outputs as they are; the backward runs attention_backward_impl with the same mods."""
-    @staticmethod
-    def forward(ctx, o, lse, q, k, v, config):
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.config = config
-        return o.view_as(o), lse.view_as(lse)
-
-    @staticmethod
-    def backward(ctx, grad_o, grad_lse):
-        if grad_lse is not None and bool((grad_lse != 0).any()):
-            raise PtxgenError("ptxgen.attention: backward through the LSE output not "
-                              "implemented (only O's gradient is)")
-        from .attention_ops import attention_backward_impl
-        q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = attention_backward_impl(q, k, v, o, lse, grad_o.to(q.dtype).contiguous(),
-                                             *ctx.config)
-        return None, None, dq, dk, dv, None
-
-
-def with_mod_backward(o, lse, q, k, v, config):
-    """(o, lse) recorded by autograd as depending on q, k, v, with the backward of the mods in
-    config = (causal, scale, backend, target, score_mod, mask_mod)."""
-    return _ModBackward.apply(o, lse, q, k, v, config)
-
-
 def scale_setup_a(ctx, inputs, output):
     ctx.a = inputs[0]
 
