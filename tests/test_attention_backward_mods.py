@@ -150,3 +150,18 @@ def test_ptxas_assembles_the_soft_cap_backward_at_d128_for_sm90a_without_spills(
         r = asm.resources[kname]
         assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, (kname, r)
         assert r.registers <= 255, (kname, r)
+
+
+def test_block_lists_drive_both_loops():
+    """With a mask_mod both main kernels walk block lists (dK/dV those of the transposed
+    mask): a sliding window leaves empty tiles never loaded; zeroing the dQ kernel's counts
+    leaves dQ zero while dK still comes out."""
+    from ptxgen.ops.tc_matmul import bf16_values
+    op = AttentionBackward(schedule=SMALL, mask_mod=sliding_window(9))
+    shape = op.shape(B=1, H=2, S=80, D=64)
+    masks = op.block_masks(shape)
+    assert masks["dq"].sparsity() > 0.3 and masks["dkdv"].sparsity() > 0.3
+    arrays = op.make_inputs(shape, np.random.default_rng(0))
+    arrays["BMdq_counts"][1:] = 0
+    run_operator(op, shape, arrays, "sm_80", engine="auto")
+    assert (bf16_values(arrays["dQ"]) == 0).all() and np.abs(bf16_values(arrays["dK"])).max() > 0

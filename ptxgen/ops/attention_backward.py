@@ -43,7 +43,7 @@ from ..schedule.attention_backward import (DTYPES, AttentionBackwardSchedule,
 from .attention import UNIT_ROUNDOFF, attention_reference, check_heads, check_options
 from ..errors import PtxgenError
 from ..schedule.score_mods import AttentionMods, derivative, evaluate
-from .attention_mods import ProgrammableMods
+from .attention_mods import ProgrammableMods, create_block_mask
 from .attention_mods import causal as causal_mask
 from .base import Launch, Operator, Step
 from .tc_matmul import bf16_bits, bf16_values
@@ -71,7 +71,7 @@ class AttentionBackward(Operator):
         if causal and score_mod is not None and mask_mod is None:
             mask_mod = causal_mask()
         self._mods = ProgrammableMods(score_mod, mask_mod, None, self.causal)
-        self.grad = None
+        self.grad, self._made = None, {}
         if self._mods.active:
             self.causal = False                 # folded into the mask_mod
             if kv_group != 1:
@@ -106,7 +106,30 @@ class AttentionBackward(Operator):
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         return lower(self.schedule_for(shape), arch, shape, causal=self.causal,
-                     kv_group=self.kv_group, mods=self.mod_spec(shape))
+                     kv_group=self.kv_group, mods=self.mod_spec(shape),
+                     lists=self._lists(shape))
+
+    def block_masks(self, shape):
+        """{"dkdv": the block mask of the transposed mask_mod on (BK keys, q_step queries)
+        tiles, "dq": the mask_mod's on (BQ, kv_step)}; {} without a mask_mod."""
+        if self._mods.mask is None:
+            return {}
+        s = self.schedule_for(shape)
+        key = (shape["S"], shape["B"], shape["H"], s.BK, s.q_step, s.BQ, s.kv_step)
+        if key not in self._made:
+            mm = self._mods.mask_mod
+
+            def transposed(b, h, q_idx, kv_idx):
+                return mm(b, h, kv_idx, q_idx)
+            S, B, H = shape["S"], shape["B"], shape["H"]
+            self._made[key] = {
+                "dkdv": create_block_mask(transposed, B, H, S, S, (s.BK, s.q_step)),
+                "dq": create_block_mask(mm, B, H, S, S, (s.BQ, s.kv_step))}
+        return self._made[key]
+
+    def _lists(self, shape):
+        return {k: (bm.shape[0] > 1, bm.shape[1] > 1) + bm.shape[2:]
+                for k, bm in self.block_masks(shape).items()}
 
     # -- launches ------------------------------------------------------------------------------
     def launches(self, shape):
@@ -137,9 +160,17 @@ class AttentionBackward(Operator):
 
     def _main_args(self, shape, a, outs):
         sc = self.softmax_scale(shape)
-        spec = self.mod_spec(shape)
-        extra = [a[f"t{i}"] if f"t{i}" in a else t.array
-                 for i, t in enumerate(spec.tensors)] if spec is not None else []
+        spec, extra = self.mod_spec(shape), []
+        if spec is not None:
+            kind = "dq" if outs == ["dQ"] else "dkdv"
+            fresh = None
+            if self._mods.mask is not None:
+                names = [f"BM{kind}_counts", f"BM{kind}_lists"]
+                if not all(n in a for n in names):
+                    fresh = self.mod_arrays(shape)
+                extra = [a[n] if fresh is None else fresh[n] for n in names]
+            extra += [a[f"t{i}"] if f"t{i}" in a else t.array
+                      for i, t in enumerate(spec.tensors)]
         return [a[n] for n in ("Q", "K", "V", "dO", "LSE", "Delta")] + [a[n] for n in outs] + \
             [np.uint32(shape["S"]), np.float32(sc * math.log2(math.e)), np.float32(sc)] + extra
 
@@ -154,7 +185,7 @@ class AttentionBackward(Operator):
         q = (shape["B"], shape["H"], shape["S"], shape["D"])
         return q, (q[0], q[1] // self.kv_group) + q[2:]
 
-    def make_inputs(self, shape, rng):
+    def _inputs(self, shape, rng):
         """Random Q, K, V, dO; O and LSE of the float64 forward rounded to bf16 and f32 (what
         the forward kernel returns, within its bound); NaN-poisoned gradients."""
         qd, kd = self.dims(shape)
@@ -189,7 +220,14 @@ class AttentionBackward(Operator):
     def mod_arrays(self, shape):
         """The mods' extra tensors as kernel arrays t0, t1, ... (no block lists)."""
         spec = self.mod_spec(shape)
-        return {f"t{i}": t.array for i, t in enumerate(spec.tensors)} if spec else {}
+        out = {f"t{i}": t.array for i, t in enumerate(spec.tensors)} if spec else {}
+        for kind, bm in self.block_masks(shape).items():
+            arr = bm.kernel_arrays()
+            out[f"BM{kind}_counts"], out[f"BM{kind}_lists"] = arr["BM_counts"], arr["BM_lists"]
+        return out
+
+    def make_inputs(self, shape, rng):
+        return {**self._inputs(shape, rng), **self.mod_arrays(shape)}
 
     def mods(self):
         """(score graph, mask graph, derivative graph or None) or None without mods."""
