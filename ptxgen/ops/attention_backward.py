@@ -19,6 +19,11 @@ one fixed order, so the gradients are bit-deterministic and the emulator bit-equ
 at the cost of computing Q Kᵀ and dO Vᵀ twice (7 matrix products instead of 5).
 Causal: blocks above the diagonal are skipped, diagonal blocks masked. bf16 inputs and
 outputs, f32 accumulation; D 64 or 128; any S.
+Mods (score_mod / mask_mod, kv_group 1): both main kernels recompute mod(S) with the forward's
+ModLowering (the dK/dV kernel on its transposed fragment), masked entries give P = 0, and
+dS is multiplied by ∂score_mod/∂score (schedule/score_mods.derivative, lowered beside the mod;
+nothing for a constant 1 such as ALiBi's); with a mask both walk block lists (the dK/dV
+kernel's of the transposed mask), skipping empty tiles and the mask on full ones.
 
 An sm_90a (wgmma) version would keep the same three kernels and this operator: TMA loads of
 the streamed tiles into an mbarrier ring filled by a producer warpgroup, warpgroup-wide
