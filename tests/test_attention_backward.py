@@ -98,5 +98,9 @@ def test_cli_emits_and_runs_the_backward(cli):
                        "--check")
     assert rc == 0 and "check: PASS" in out, (out, err)
     assert "attn_bwd_pre, attn_bwd_dkdv, attn_bwd_dq" in out, out
-    rc, out, err = cli("emit", "attention", "--backward", "--score-mod", "alibi")
-    assert rc != 0 and "backward" in err and len(err.strip().splitlines()) == 1, err
+    rc, out, err = cli("emit", "attention", "--backward", "--score-mod", "softcap:30",
+                       "--mask", "sliding:64", "--arch", "sm_90a")
+    assert rc == 0 and ".entry attn_bwd_dkdv(" in out and "tanh.approx.f32" in out, err
+    rc, out, err = cli("emit", "attention", "--backward", "--score-mod", "alibi", "--H", "4",
+                       "--kv-heads", "2")
+    assert rc != 0 and "kv_group" in err and len(err.strip().splitlines()) == 1, err

@@ -285,16 +285,6 @@ def test_attention_backward_under_compile_is_the_eager_one_bit_for_bit():
 
 
 @torch_only
-def test_attention_backward_with_mods_says_it_is_not_implemented():
-    import torch
-    from ptxgen.mods import causal
-    q = torch.randn(1, 1, 16, 64, dtype=torch.bfloat16, requires_grad=True)
-    o = ptxgen.attention(q, q.detach(), q.detach(), mask_mod=causal())
-    with pytest.raises(PtxgenError, match="backward not implemented for score_mod/mask_mod"):
-        o.float().sum().backward()
-
-
-@torch_only
 def test_compile_fullgraph_traces_a_two_layer_block_without_breaks():
     import torch
 

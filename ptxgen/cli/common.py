@@ -173,14 +173,13 @@ def operator_from_args(args):
         if getattr(args, "varlen", None) is not None:
             return varlen_from_args(args)
         if getattr(args, "backward", False):
-            if mask or smod:
-                raise PtxgenError("attention: --backward is not implemented for --mask or "
-                                  "--score-mod")
             from ..ops.attention_backward import AttentionBackward
             return AttentionBackward(dtype=getattr(args, "dtype", None) or "bf16",
                                      causal=getattr(args, "causal", False),
                                      scale=getattr(args, "scale", None),
-                                     kv_group=H // kv if kv else 1)
+                                     kv_group=H // kv if kv else 1,
+                                     mask_mod=mask_from_spec(mask, S) if mask else None,
+                                     score_mod=score_mod_from_spec(smod, H) if smod else None)
         return Attention(dtype=getattr(args, "dtype", None) or "bf16",
                          causal=getattr(args, "causal", False), scale=getattr(args, "scale", None),
                          mask_mod=mask_from_spec(mask, S) if mask else None,

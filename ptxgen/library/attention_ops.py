@@ -31,13 +31,47 @@ def attention(q, k, v, *, causal=False, scale=None, score_mod=None, mask_mod=Non
         o, lse = attention_impl(q, k, v, causal, scale, backend, target, score_mod, mask_mod,
                                 block_mask)
         if through_torch(q, k, v) and not torch_module().compiler.is_compiling():
-            from .torch_ops import no_backward
-            o, lse = no_backward(o, lse, q, k, v)
+            if mask_mod is None and block_mask is not None:
+                mask_mod = block_mask.mask_mod
+            o, lse = with_mod_backward(o, lse, q, k, v, (causal, scale, backend, target,
+                                                         score_mod, mask_mod))
     elif through_torch(q, k, v):
         o, lse = torch_op("attention")(q, k, v, bool(causal), scale, backend, target)
     else:
         o, lse = attention_impl(q, k, v, causal, scale, backend, target)
     return (o, lse) if return_lse else o
+
+
+_MOD_BACKWARD = []
+
+
+def with_mod_backward(o, lse, q, k, v, config):
+    """(o, lse) recorded by autograd as depending on q, k, v, with the backward of the traced
+    mods in config = (causal, scale, backend, target, score_mod, mask_mod): a
+    torch.autograd.Function (a Python function has no place in a custom op's schema) whose
+    backward runs attention_backward_impl with the same mods."""
+    if not _MOD_BACKWARD:
+        torch = torch_module()
+
+        class ModBackward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, o, lse, q, k, v, config):
+                ctx.save_for_backward(q, k, v, o, lse)
+                ctx.config = config
+                return o.view_as(o), lse.view_as(lse)
+
+            @staticmethod
+            def backward(ctx, grad_o, grad_lse):
+                if grad_lse is not None and bool((grad_lse != 0).any()):
+                    raise PtxgenError("ptxgen.attention: backward through the LSE output not "
+                                      "implemented (only O's gradient is)")
+                q, k, v, o, lse = ctx.saved_tensors
+                dq, dk, dv = attention_backward_impl(q, k, v, o, lse,
+                                                     grad_o.to(q.dtype).contiguous(),
+                                                     *ctx.config)
+                return None, None, dq, dk, dv, None
+        _MOD_BACKWARD.append(ModBackward)
+    return _MOD_BACKWARD[0].apply(o, lse, q, k, v, config)
 
 
 _MOD_ARRAYS = {}
@@ -96,9 +130,11 @@ def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=Non
 
 
 def attention_backward_impl(q, k, v, o, lse, do, causal=False, scale=None, backend="auto",
-                            target=None):
+                            target=None, score_mod=None, mask_mod=None):
     """(dQ, dK, dV) of attention from the forward's inputs, its O and LSE and dO
-    (ops/attention_backward.py): the body of the torch custom op attention's autograd calls."""
+    (ops/attention_backward.py): the body of the torch custom op attention's autograd calls,
+    and with score_mod / mask_mod (traced mods, eager) of the autograd Function of
+    torch_ops.with_mod_backward."""
     fn = "attention"
     ops = [operand(n, x, fn, ("bf16", "f16")) for n, x in
            (("q", q), ("k", k), ("v", v), ("o", o), ("grad", do))]
@@ -112,18 +148,23 @@ def attention_backward_impl(q, k, v, o, lse, do, causal=False, scale=None, backe
     be = pick_backend(fn, backend, on_gpu)
     arch = pick_target(fn, target, be, True)
     from ..ops.attention_backward import AttentionBackward
-    op = cached_op(AttentionBackward, dtype, bool(causal), None if scale is None else float(scale),
-                   "auto", H // K.shape[1])
     try:
+        op = cached_op(AttentionBackward, dtype, bool(causal),
+                       None if scale is None else float(scale), "auto", H // K.shape[1],
+                       score_mod, mask_mod)
         shape = op.shape(B=Bn, H=H, S=S, D=D)
     except PtxgenError as e:
         raise PtxgenError(f"ptxgen.{fn}: {str(e).removeprefix('attention backward: ')}") \
             from None
+    extra = {}
+    if score_mod is not None or mask_mod is not None:
+        device = (q.device if Q.is_torch else "cuda") if be == "gpu" else None
+        extra = _mod_arrays(op, shape, device)
     arrays = {n: contiguous(x) for n, x in
               (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do), ("LSE", lse))}
     res = run_op(fn, op, shape, arch, be, dtype, arrays,
                  {"dQ": (Q.shape, dtype), "dK": (K.shape, dtype), "dV": (K.shape, dtype)},
-                 on_gpu, Q.is_torch)
+                 on_gpu, Q.is_torch, scalars=extra)
     return res["dQ"], res["dK"], res["dV"]
 
 

@@ -202,22 +202,6 @@ def _register_f32(impl):
                             setup_context=scale_setup_a)
 
 
-class _NoBackward(torch.autograd.Function):
-    """Attention with traced mods: the outputs as they are, a backward that raises."""
-    @staticmethod
-    def forward(ctx, o, lse, *inputs):
-        return o.view_as(o), lse.view_as(lse)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise PtxgenError("ptxgen.attention: backward not implemented for score_mod/mask_mod")
-
-
-def no_backward(o, lse, *inputs):
-    """(o, lse) recorded by autograd as depending on inputs, with a backward that raises."""
-    return _NoBackward.apply(o, lse, *inputs)
-
-
 def scale_setup_a(ctx, inputs, output):
     ctx.a = inputs[0]
 

@@ -41,8 +41,14 @@ KERNELS = ("attn_bwd_pre", "attn_bwd_dkdv", "attn_bwd_dq")
 PRE_THREADS = 256
 
 
-def lower(s, arch, shape, causal=False, kv_group=1):
-    """The backward's Module: its three kernels (KERNELS) for schedule s."""
+def lower(s, arch, shape, causal=False, kv_group=1, mods=None, lists=None):
+    """The backward's Module: its three kernels (KERNELS) for schedule s. mods: an
+    AttentionMods (kv_group 1) and its .grad, the Graph of ∂score_mod/∂score (None: 1): the
+    two main kernels take its parameters after S, scale_log2, scale. lists: {"dkdv" | "dq":
+    block_lists} (AttentionMods.block_lists of the kernel's own tiles: for dK/dV a block mask
+    of the transposed mask, rows key blocks, entries query blocks): the kernel walks only the
+    non-empty blocks and skips the mask on full ones."""
+    from dataclasses import replace
     D = shape["D"]
     s.validate(arch, "bf16", D)
     m = Module(target=arch)
@@ -56,11 +62,14 @@ def lower(s, arch, shape, causal=False, kv_group=1):
     tail = [Param("S", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
     out = lambda n: Param(n, T.u64, ptr(T.b16, align=4))          # noqa: E731
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
-        k = m.add_kernel(name, ins + [out(n) for n in outs] + tail)
         kind = name.removeprefix("attn_bwd_")
+        kmods = mods if mods is None else \
+            replace(mods, block_lists=(lists or {}).get(kind))
+        k = m.add_kernel(name, ins + [out(n) for n in outs] + tail +
+                         (kmods.params() if kmods is not None else []))
         warps, own, step = s.kernel_tiles(D)[kind]
         k.directives.append(f".maxntid {32 * warps}, 1, 1")
-        low = _Lowering(Builder(k), s, D, causal, kv_group, warps, own, step)
+        low = _Lowering(Builder(k), s, D, causal, kv_group, warps, own, step, kmods)
         low.run_dkdv() if kind == "dkdv" else low.run_dq()
     return m
 
@@ -108,8 +117,9 @@ class _Lowering:
     """One main kernel: `own` rows (16 per warp) of two tiles kept in shared memory, two tiles
     of `step` rows streamed per loop step."""
 
-    def __init__(self, b, s, D, causal, kv_group, warps, own, step):
+    def __init__(self, b, s, D, causal, kv_group, warps, own, step, mods=None):
         self.b, self.s, self.D, self.causal, self.G = b, s, D, causal, kv_group
+        self.spec, self.mods = mods, None
         self.warps, self.own, self.step = warps, own, step
         self.RB = s.row_bytes(D)
         self.cpr = self.RB // CHUNK
@@ -230,6 +240,70 @@ class _Lowering:
                     b.selp(acc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=acc[i])
         b.label(done)
 
+    def mod_setup(self, rows, transposed):
+        """The ModLowering of the mods on this thread's two fragment rows (keys when
+        transposed, else queries), placed before the loop; with a score_mod the exponent's
+        scale becomes the immediate factor · log2 e (the forward's)."""
+        from .score_mods import LOG2E as L2E, ModLowering
+        spec, b = self.spec, self.b
+        cols = [[(4 * cc + 2 * h + e, 8 * cc + e) for cc in range(self.step // 8)
+                 for e in range(2)] for h in range(2)]
+        ptrs = {id(t): b.param(f"t{i}") for i, t in enumerate(spec.tensors)}
+        self.mods = ModLowering(b, spec.score, spec.mask, b.special("ctaid.y"), spec.heads,
+                                rows, b.shl(self.tq, 1, name="kvl"), ptrs, spec.scale, cols,
+                                grad=spec.grad, transposed=transposed)
+        if spec.score is not None:
+            self.c = self.mods.factor * L2E
+
+    def modded(self, col0_block, rows, col0, need, keys_are_rows, partial=None):
+        """score_mod (and its derivative: returned, None for 1) on the fragment, the bounds
+        mask where `need` holds, then mask_mod (masked: -inf, P = 0): everywhere, or where
+        `partial` holds (a block the block lists call partial)."""
+        m, grad = self.mods, None
+        m.begin_block(col0_block)
+        if m.score is not None:
+            grad = m.score_and_grad(self.sacc)
+        self.mask(rows, col0, need, keys_are_rows)
+        if m.mask is not None:
+            if partial is None:
+                m.apply_mask(self.sacc)
+            else:
+                with self.b.if_(partial):
+                    m.apply_mask(self.sacc)
+        return grad
+
+    def block_lists(self, tile):
+        """(count, list address) of this CTA's blocks in the block lists (BM_counts,
+        BM_lists) for its own tile index tile() (emitted only with lists); None without."""
+        if self.spec is None or not self.spec.block_lists:
+            return None
+        b, tile = self.b, tile()
+        per_b, per_h, rows, cols = self.spec.block_lists
+        heads, bh = self.spec.heads, b.special("ctaid.y")
+        mh = bh if per_b and per_h else \
+            b.div(bh, heads, type=T.u32, name="mb") if per_b else \
+            b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
+                  name="mh") if per_h else None
+        mrow = tile if mh is None else b.mad(mh, rows, tile, type=T.u32, name="mrow")
+        cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1),
+                                                        4), 8), vec=2, cache="nc", name="cnt")
+        return (b.add(cnt[0], cnt[1], type=T.u32, name="nblk"),
+                b.element_addr(b.param("BM_lists"), b.mul(mrow, cols, type=T.u32), 4,
+                               name="blist"))
+
+    def list_block(self, blist, kb, lg):
+        """(first row, partial predicate) of list entry kb (bit 31: partial)."""
+        b = self.b
+        e = b.ld("global", T.u32, b.element_addr(blist, kb, 4), cache="nc", name="ent")
+        return (b.shl(b.and_(e, 0x7FFFFFFF, type=T.u32), lg, name="bs"),
+                b.setp("lt", e, 0, type=T.s32, name="part"))
+
+    def chain(self, ds, grad):
+        """dS of the raw scores: dS of the modified ones times ∂score_mod/∂score."""
+        if grad is None:
+            return ds
+        return [self.b.mul(x, g, name="dsr") for x, g in zip(ds, grad)]
+
     def probabilities(self, neg_lse):
         """P = 2^(S·scale·log2 e - LSE·log2 e); neg_lse(i): -LSE·log2 e of element i."""
         b = self.b
@@ -248,7 +322,11 @@ class _Lowering:
         b = self.b
         g = b.add(head_row0, b.min(idx, self.last), name="srow")
         x = b.ld("global", T.f32, b.element_addr(b.param(param), g, 4), cache="nc", name="st")
-        return b.mul(x, -LOG2E, name="nl") if param == "LSE" else x
+        if param != "LSE":
+            return x
+        if self.mods is not None:       # a row without keys (LSE -inf): P = 2^-inf = 0
+            return b.min(b.mul(x, -LOG2E, name="nl"), 3.0e38, name="nl")
+        return b.mul(x, -LOG2E, name="nl")
 
     def store(self, acc, rows, head_row0, param, scale=None):
         """acc (16 x D of this warp) as bf16 rows of `param` (rows < S), times scale."""
@@ -278,11 +356,16 @@ class _Lowering:
         kv_row0 = b.mul(bh, self.S, name="kvrow0")
         k0w = b.mad(self.warp, MMA_M, k0, name="k0w")
         krows = (b.add(k0w, self.g, name="krlo"), b.add(k0w, b.add(self.g, 8), name="krhi"))
+        if self.spec is not None:
+            self.mod_setup(krows, transposed=True)
         lg = pow2_exponent(step)
         nqb = b.shr(b.add(self.S, step - 1), lg, name="nqb")
         start = b.shr(k0, lg, name="qstart") if self.causal else b.const(0, T.u32, name="q0")
         n = b.sub(nqb, start, name="nq")
         total = n if self.G == 1 else b.mul(n, self.G, name="nsteps")
+        bl = self.block_lists(lambda: b.special("ctaid.x"))
+        if bl is not None:
+            total = bl[0]
         self.load_rows(kv_row0, k0, self.own, [("K", 0), ("V", self.own * RB)])
         b.cp_async_commit()
         dk, dv = self.accumulator("dk"), self.accumulator("dv")
@@ -290,6 +373,8 @@ class _Lowering:
         def locate(kb):
             """(first global row of the query head, first query row) of step kb: query head
             kb / n of the group, query block start + kb % n."""
+            if bl is not None:
+                return kv_row0, self.list_block(bl[1], kb, lg)[0]
             if self.G == 1:
                 return kv_row0, b.shl(b.add(start, kb), lg, name="qs")
             i = b.div(kb, n, type=T.u32, name="gi")
@@ -302,7 +387,11 @@ class _Lowering:
             self.load_rows(q_row0, q0, step, [("Q", 0), ("dO", step * RB)], slot)
 
         def compute(kb, slot):
-            q_row0, q0 = locate(kb)
+            part = None
+            if bl is not None:
+                q_row0, (q0, part) = kv_row0, self.list_block(bl[1], kb, lg)
+            else:
+                q_row0, q0 = locate(kb)
             skip = b.new_label("skip")
             qend = b.add(q0, step, name="qend")
             if self.causal:                       # every query of the block before our keys
@@ -318,11 +407,15 @@ class _Lowering:
             need = b.setp("gt", qend, self.S, type=T.u32)
             if self.causal:
                 need = b.or_(need, b.setp("lt", q0, b.add(k0w, MMA_M - 1), type=T.u32))
-            self.mask(krows, col0, need, keys_are_rows=True)
+            grad = None
+            if self.mods is None:
+                self.mask(krows, col0, need, keys_are_rows=True)
+            else:
+                grad = self.modded(q0, krows, col0, need, keys_are_rows=True, partial=part)
             p = self.probabilities(per_column("LSE"))
             self.gemm_nn(dv, self.packed(p), sb, step * RB)            # dV += Pᵀ dO
             self.gemm_nt(self.dpacc, self.own * RB, sb, step * RB)     # dPᵀ = V_w dOᵀ
-            ds = self.dscores(p, per_column("Delta"))
+            ds = self.chain(self.dscores(p, per_column("Delta")), grad)
             self.gemm_nn(dk, self.packed(ds), sb, 0)                   # dK += dSᵀ Q
             b.label(skip)
         cp_async_ring(b, s.stages, total, self.own_bytes(), self.slot_bytes(), load, compute,
@@ -344,10 +437,15 @@ class _Lowering:
             b.mul(b.div(bh, self.G, type=T.u32), self.S, name="kvrow0")
         first = b.mad(self.warp, MMA_M, q0, name="first")
         rows = (b.add(first, self.g, name="rlo"), b.add(first, b.add(self.g, 8), name="rhi"))
+        if self.spec is not None:
+            self.mod_setup(rows, transposed=False)
         lg = pow2_exponent(step)
         keys = b.min(self.S, b.add(q0, self.own), name="keys") if self.causal else self.S
         nkb = b.shr(b.add(keys, step - 1), lg, name="nkb")
         mine = nkb
+        bl = self.block_lists(lambda: b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk"))
+        if bl is not None:
+            nkb = bl[0]
         if self.causal:                                  # key blocks up to this warp's last row
             mine = b.shr(b.add(b.min(self.S, b.add(first, MMA_M)), step - 1), lg, name="own")
         self.load_rows(q_row0, q0, self.own, [("Q", 0), ("dO", self.own * RB)])
@@ -356,24 +454,32 @@ class _Lowering:
         dq = self.accumulator("dq")
 
         def load(kb, slot):
-            self.load_rows(kv_row0, b.shl(kb, lg, name="k0"), step,
-                           [("K", 0), ("V", step * RB)], slot)
+            k0 = b.shl(kb, lg, name="k0") if bl is None else self.list_block(bl[1], kb, lg)[0]
+            self.load_rows(kv_row0, k0, step, [("K", 0), ("V", step * RB)], slot)
 
         def compute(kb, slot):
             skip = b.new_label("skip")
             if self.causal:
                 b.branch(skip, b.setp("ge", kb, mine, type=T.u32))
-            n0 = b.shl(kb, lg, name="n0")
+            part = None
+            if bl is None:
+                n0 = b.shl(kb, lg, name="n0")
+            else:
+                n0, part = self.list_block(bl[1], kb, lg)
             sb = b.add(self.base, slot, name="sb")
             self.gemm_nt(self.sacc, 0, sb, 0)                          # S = Q_w Kᵀ
             need = b.setp("gt", b.add(n0, step), self.S, type=T.u32)
             if self.causal:
                 need = b.or_(need, b.setp("gt", b.add(n0, step - 1), first, type=T.u32))
-            self.mask(rows, b.add(n0, b.shl(self.tq, 1), name="col0"), need,
-                      keys_are_rows=False)
+            grad = None
+            col0 = b.add(n0, b.shl(self.tq, 1), name="col0")
+            if self.mods is None:
+                self.mask(rows, col0, need, keys_are_rows=False)
+            else:
+                grad = self.modded(n0, rows, col0, need, keys_are_rows=False, partial=part)
             p = self.probabilities(lambda i: row_stats[(i // 2) % 2][0])
             self.gemm_nt(self.dpacc, self.own * RB, sb, step * RB)     # dP = dO_w Vᵀ
-            ds = self.dscores(p, lambda i: row_stats[(i // 2) % 2][1])
+            ds = self.chain(self.dscores(p, lambda i: row_stats[(i // 2) % 2][1]), grad)
             self.gemm_nn(dq, self.packed(ds), sb, 0)                   # dQ += dS K
             b.label(skip)
         cp_async_ring(b, s.stages, nkb, self.own_bytes(), self.slot_bytes(), load, compute,

@@ -16,10 +16,21 @@ import numpy as np
 from ..errors import PtxgenError
 from ..ir import Imm, Instr
 from ..ir import types as T
-from ..schedule.score_mods import CMP, ELEM, ITYPE, Expr, Graph, evaluate
+from ..schedule.score_mods import CMP, ELEM, ITYPE, LEVEL, Expr, Graph, evaluate
 
 IR_CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 LOG2E, LN2 = 1.0 / math.log(2.0), math.log(2.0)
+
+
+def _levels(graphs, leaf_level):
+    """Placement levels of the graphs' nodes for leaves at leaf_level (see Graph.level)."""
+    lv = {}
+    for g in graphs:
+        for n in g.nodes:
+            if id(n) not in lv:
+                lv[id(n)] = leaf_level[n.op] if n.op in leaf_level else \
+                    max([lv[id(a)] for a in n.args] + [1 if n.op == "load" else 0])
+    return lv
 
 
 class ModLowering:
@@ -30,26 +41,32 @@ class ModLowering:
     scale (an immediate); columns: the fragment's key columns per row, [(register index, j)]
     for each of the two rows."""
 
-    def __init__(self, b, score, mask, bh, heads, rows, kvlane, tensors, scale, columns):
-        self.b, self.score, self.mask = b, score, mask
+    def __init__(self, b, score, mask, bh, heads, rows, kvlane, tensors, scale, columns,
+                 grad=None, transposed=False):
+        self.b, self.score, self.mask, self.grad = b, score, mask, grad
         self.tensors, self.scale, self.columns, self.kvlane = tensors, scale, columns, kvlane
+        # transposed (the backward's Kᵀ-major fragment): rows are keys, columns queries
+        self.row_leaf, self.elem_leaf = ("kv", "q") if transposed else ("q", "kv")
         self.uses = {}
-        for g in (score, mask):
+        for g in (score, mask):         # the grad's own uses change no fusion of score_mod's
             if g is not None:
                 for k, v in g.uses.items():
                     self.uses[k] = self.uses.get(k, 0) + v
+        graphs = [g for g in (score, mask, grad) if g is not None]
         self.level = {}
-        for g in (score, mask):
-            if g is not None:
+        if transposed:
+            self.level = _levels(graphs, dict(LEVEL, q=ELEM, kv=2))
+        else:
+            for g in graphs:
                 self.level.update(g.level)
-        leaves = set().union(*[g.leaves for g in (score, mask) if g is not None])
+        leaves = set().union(*[g.leaves for g in graphs])
         self.head = {}                  # node id -> operand (per thread)
         if "b" in leaves:
             self.head["b"] = b.div(bh, heads, type=T.s32, name="mb")
         if "h" in leaves:
             self.head["h"] = self._rem(bh, heads)
-        self.rowv = [{"q": r} for r in rows]
-        for g in (score, mask):         # once per thread / row: before the key loop
+        self.rowv = [{self.row_leaf: r} for r in rows]
+        for g in graphs:                # once per thread / row: before the key loop
             if g is not None:
                 for n in g.nodes:
                     lv = self.level[id(n)]
@@ -83,8 +100,8 @@ class ModLowering:
 
     def _row(self, n, h2):
         rv = self.rowv[h2]
-        if n.op == "q":
-            return rv["q"]
+        if n.op == self.row_leaf:
+            return rv[n.op]
         if id(n) not in rv:
             rv[id(n)] = self._compute(n, [self._operand(a, h2) for a in n.args])
         return rv[id(n)]
@@ -215,7 +232,7 @@ class ModLowering:
     # -- per element ---------------------------------------------------------------------------
     def begin_block(self, n0):
         """A key block starting at key n0 (a u32 register): the memo of its per-element
-        values, with kv_idx's base for this thread."""
+        values, with kv_idx's base for this thread (transposed: a query block, q_idx's)."""
         self.blk = {"kvbase": self.b.add(n0, self.kvlane, type=T.s32, name="kvb")}
         self.elem = {}
         self.aff = {}
@@ -227,7 +244,7 @@ class ModLowering:
             return self.aff[key]
         b, op, lv = self.b, n.op, self.level[id(n)]
         out = None
-        if op == "kv":
+        if op == self.elem_leaf:
             out = ("i", self.blk["kvbase"], 1)
         elif lv == ELEM and op in ("add", "sub") and n.kind in "if":
             x, y = n.args
@@ -369,6 +386,21 @@ class ModLowering:
         for h2 in (0, 1):
             for i, j in self.columns[h2]:
                 self.b.mov(self._operand(self.root, h2, j), out=sacc[i], type=T.f32)
+
+    def score_and_grad(self, sacc):
+        """apply_score, after which returns ∂score_mod/∂score of every element (registers in
+        sacc's order, computed from the raw scores first; values shared with score_mod are
+        computed once), or None where the derivative is the constant 1 (no grad graph)."""
+        out = None
+        if self.grad is not None:
+            self.raw = {(h2, j): sacc[i] for h2 in (0, 1) for i, j in self.columns[h2]}
+            out = [None] * len(sacc)
+            for h2 in (0, 1):
+                for i, j in self.columns[h2]:
+                    v = self._operand(self.grad.root, h2, j)
+                    out[i] = v if hasattr(v, "type") else self.b.const(float(v), T.f32)
+        self.apply_score(sacc)
+        return out
 
     def apply_mask(self, sacc):
         """sacc[i] = -inf where mask_mod is False."""

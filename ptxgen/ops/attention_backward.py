@@ -19,6 +19,11 @@ one fixed order, so the gradients are bit-deterministic and the emulator bit-equ
 at the cost of computing Q Kᵀ and dO Vᵀ twice (7 matrix products instead of 5).
 Causal: blocks above the diagonal are skipped, diagonal blocks masked. bf16 inputs and
 outputs, f32 accumulation; D 64 or 128; any S.
+Mods (score_mod / mask_mod, kv_group 1): both main kernels recompute mod(S) with the forward's
+ModLowering (the dK/dV kernel on its transposed fragment), masked entries give P = 0, and
+dS is multiplied by ∂score_mod/∂score (schedule/score_mods.derivative, lowered beside the mod;
+nothing for a constant 1 such as ALiBi's); with a mask both walk block lists (the dK/dV
+kernel's of the transposed mask), skipping empty tiles and the mask on full ones.
 
 An sm_90a (wgmma) version would keep the same three kernels and this operator: TMA loads of
 the streamed tiles into an mbarrier ring filled by a producer warpgroup, warpgroup-wide
@@ -41,6 +46,10 @@ from ..lower.attention_backward import KERNELS, PRE_THREADS, lower
 from ..schedule.attention_backward import (DTYPES, AttentionBackwardSchedule,
                                            default_backward_schedule)
 from .attention import UNIT_ROUNDOFF, attention_reference, check_heads, check_options
+from ..errors import PtxgenError
+from ..schedule.score_mods import AttentionMods, derivative, evaluate
+from .attention_mods import ProgrammableMods, create_block_mask
+from .attention_mods import causal as causal_mask
 from .base import Launch, Operator, Step
 from .tc_matmul import bf16_bits, bf16_values
 from .tensor_path import MMA_SYNC
@@ -58,11 +67,30 @@ class AttentionBackward(Operator):
     outputs = ("dQ", "dK", "dV")
     instruction = MMA_SYNC
 
-    def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", kv_group=1):
+    def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", kv_group=1,
+                 score_mod=None, mask_mod=None):
         check_options("attention backward", dtype, DTYPES, scale, kv_group, schedule,
                       AttentionBackwardSchedule)
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
+        if causal and score_mod is not None and mask_mod is None:
+            mask_mod = causal_mask()
+        self._mods = ProgrammableMods(score_mod, mask_mod, None, self.causal)
+        self.grad, self._made = None, {}
+        if self._mods.active:
+            self.causal = False                 # folded into the mask_mod
+            if kv_group != 1:
+                raise PtxgenError("attention backward: score_mod/mask_mod with grouped-query "
+                                  "attention (kv_group > 1) is not implemented")
+            if self._mods.score is not None:
+                self.grad = derivative(self._mods.score)
+
+    def mod_spec(self, shape):
+        """The lowering's AttentionMods (no block lists, with the derivative) or None."""
+        if not self._mods.active:
+            return None
+        return AttentionMods(self._mods.score, self._mods.mask, self.softmax_scale(shape),
+                             shape["H"], None, self.grad)
 
     @property
     def label(self):
@@ -83,7 +111,30 @@ class AttentionBackward(Operator):
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         return lower(self.schedule_for(shape), arch, shape, causal=self.causal,
-                     kv_group=self.kv_group)
+                     kv_group=self.kv_group, mods=self.mod_spec(shape),
+                     lists=self._lists(shape))
+
+    def block_masks(self, shape):
+        """{"dkdv": the block mask of the transposed mask_mod on (BK keys, q_step queries)
+        tiles, "dq": the mask_mod's on (BQ, kv_step)}; {} without a mask_mod."""
+        if self._mods.mask is None:
+            return {}
+        s = self.schedule_for(shape)
+        key = (shape["S"], shape["B"], shape["H"], s.BK, s.q_step, s.BQ, s.kv_step)
+        if key not in self._made:
+            mm = self._mods.mask_mod
+
+            def transposed(b, h, q_idx, kv_idx):
+                return mm(b, h, kv_idx, q_idx)
+            S, B, H = shape["S"], shape["B"], shape["H"]
+            self._made[key] = {
+                "dkdv": create_block_mask(transposed, B, H, S, S, (s.BK, s.q_step)),
+                "dq": create_block_mask(mm, B, H, S, S, (s.BQ, s.kv_step))}
+        return self._made[key]
+
+    def _lists(self, shape):
+        return {k: (bm.shape[0] > 1, bm.shape[1] > 1) + bm.shape[2:]
+                for k, bm in self.block_masks(shape).items()}
 
     # -- launches ------------------------------------------------------------------------------
     def launches(self, shape):
@@ -114,8 +165,19 @@ class AttentionBackward(Operator):
 
     def _main_args(self, shape, a, outs):
         sc = self.softmax_scale(shape)
+        spec, extra = self.mod_spec(shape), []
+        if spec is not None:
+            kind = "dq" if outs == ["dQ"] else "dkdv"
+            fresh = None
+            if self._mods.mask is not None:
+                names = [f"BM{kind}_counts", f"BM{kind}_lists"]
+                if not all(n in a for n in names):
+                    fresh = self.mod_arrays(shape)
+                extra = [a[n] if fresh is None else fresh[n] for n in names]
+            extra += [a[f"t{i}"] if f"t{i}" in a else t.array
+                      for i, t in enumerate(spec.tensors)]
         return [a[n] for n in ("Q", "K", "V", "dO", "LSE", "Delta")] + [a[n] for n in outs] + \
-            [np.uint32(shape["S"]), np.float32(sc * math.log2(math.e)), np.float32(sc)]
+            [np.uint32(shape["S"]), np.float32(sc * math.log2(math.e)), np.float32(sc)] + extra
 
     def kernel_args(self, shape, arrays):
         return self._main_args(shape, arrays, ["dK", "dV"])
@@ -128,13 +190,14 @@ class AttentionBackward(Operator):
         q = (shape["B"], shape["H"], shape["S"], shape["D"])
         return q, (q[0], q[1] // self.kv_group) + q[2:]
 
-    def make_inputs(self, shape, rng):
+    def _inputs(self, shape, rng):
         """Random Q, K, V, dO; O and LSE of the float64 forward rounded to bf16 and f32 (what
         the forward kernel returns, within its bound); NaN-poisoned gradients."""
         qd, kd = self.dims(shape)
         q, k, v, do = (bf16_bits(rng.standard_normal(d)) for d in (qd, kd, kd, qd))
         fwd = attention_reference(*self._heads(q, k, v), self.softmax_scale(shape),
-                                  self.causal, UNIT_ROUNDOFF[self.dtype])
+                                  self.causal, UNIT_ROUNDOFF[self.dtype],
+                                  mods=self._mods.graphs())
         return {"Q": q, "K": k, "V": v, "dO": do, "O": bf16_bits(fwd["O"]),
                 "LSE": fwd["LSE"].astype(np.float32),
                 "dQ": np.full(qd, 0x7FC0, np.uint16), "dK": np.full(kd, 0x7FC0, np.uint16),
@@ -152,12 +215,28 @@ class AttentionBackward(Operator):
         q, k, v = self._heads(arrays["Q"], arrays["K"], arrays["V"])
         ref = backward_reference(q, k, v, bf16_values(arrays["dO"]), self.softmax_scale(shape),
                                  self.causal, bf16_values(arrays["O"]),
-                                 np.asarray(arrays["LSE"], np.float64))
+                                 np.asarray(arrays["LSE"], np.float64), mods=self.mods())
         if self.kv_group > 1:                   # a K/V head's gradient: its group's sum
             for n in ("dK", "dV", "dK_bound", "dV_bound"):
                 x = ref[n]
                 ref[n] = x.reshape(x.shape[:-3] + (-1, self.kv_group) + x.shape[-2:]).sum(-3)
         return ref
+
+    def mod_arrays(self, shape):
+        """The mods' extra tensors as kernel arrays t0, t1, ... (no block lists)."""
+        spec = self.mod_spec(shape)
+        out = {f"t{i}": t.array for i, t in enumerate(spec.tensors)} if spec else {}
+        for kind, bm in self.block_masks(shape).items():
+            arr = bm.kernel_arrays()
+            out[f"BM{kind}_counts"], out[f"BM{kind}_lists"] = arr["BM_counts"], arr["BM_lists"]
+        return out
+
+    def make_inputs(self, shape, rng):
+        return {**self._inputs(shape, rng), **self.mod_arrays(shape)}
+
+    def mods(self):
+        """(score graph, mask graph, derivative graph or None) or None without mods."""
+        return self._mods.graphs() + (self.grad,) if self._mods.active else None
 
     def check(self, shape, arrays, reference=None):
         ref = reference or self.reference(shape, arrays)
@@ -182,7 +261,8 @@ class AttentionBackward(Operator):
             8 * shape["B"] * shape["H"] * shape["S"]
 
 
-def backward_reference(q, k, v, do, scale, causal, o=None, lse=None, u=UNIT_ROUNDOFF["bf16"]):
+def backward_reference(q, k, v, do, scale, causal, o=None, lse=None, u=UNIT_ROUNDOFF["bf16"],
+                       mods=None):
     """float64 dQ, dK, dV of attention over arrays (..., S, D) (k, v with q's heads), and
     their bounds for the kernels given the forward outputs o and lse (default: exact):
         P error:  |ΔP| <= P·expm1(ε), ε = f32 score error + |Δlse| + 2^-22 (|s| + |lse| + 1)
@@ -192,30 +272,57 @@ def backward_reference(q, k, v, do, scale, causal, o=None, lse=None, u=UNIT_ROUN
                   absolute sum, the result rounded to bf16 (+u)."""
     D, S = q.shape[-1], k.shape[-2]
     s = scale * np.einsum("...qd,...kd->...qk", q, k)
+    s_err = scale * D * 2 * F32 * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
     allowed = np.ones(s.shape[-2:], bool)
     if causal:
         allowed = np.arange(S)[None, :] <= np.arange(q.shape[-2])[:, None]
+    g = g_err = None
+    if mods is not None:
+        score, mask, grad = mods
+        lead = q.shape[:-2]
+        env = {"b": np.arange(lead[0]).reshape((-1,) + (1,) * (len(lead) + 1))
+               if len(lead) > 1 else np.int64(0),
+               "h": np.arange(lead[-1]).reshape((-1, 1, 1)) if lead else np.int64(0),
+               "q": np.arange(q.shape[-2])[:, None], "kv": np.arange(S)[None, :]}
+        if score is not None:
+            raw = s
+            s, s_mod_err = (np.broadcast_to(x, raw.shape) for x in
+                            evaluate(score, dict(env, score=raw), score_err=s_err))
+            if grad is not None:
+                g, g_err = (np.broadcast_to(x, raw.shape) for x in
+                            evaluate(grad, dict(env, score=raw), score_err=s_err))
+            s_err = s_mod_err
+        if mask is not None:
+            allowed = allowed & evaluate(mask, env)[0]
     s = np.where(allowed, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
-    l_exact = (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]
-    p = np.exp(s - l_exact[..., None])
+    m0 = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        l_exact = (m0 + np.log(np.exp(s - m0).sum(axis=-1, keepdims=True)))[..., 0]
+    l0 = np.where(np.isfinite(l_exact), l_exact, 0.0)
+    p = np.where(allowed, np.exp(np.where(allowed, s, 0.0) - l0[..., None]), 0.0)
     o_exact = p @ v
     o = o_exact if o is None else o
     lse = l_exact if lse is None else lse
+    lse0 = np.where(np.isfinite(lse), lse, 0.0)
     dp = np.einsum("...qd,...kd->...qk", do, v)
     delta = (do * o_exact).sum(-1, keepdims=True)
     ds = p * (dp - delta)
-    out = {"dQ": scale * ds @ k, "dK": scale * np.swapaxes(ds, -1, -2) @ q,
-           "dV": np.swapaxes(p, -1, -2) @ do}
-    s_err = scale * D * 2 * F32 * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
-    eps = s_err + np.abs(lse - l_exact)[..., None] + \
-        4 * F32 * (np.abs(np.where(allowed, s, 0.0)) + np.abs(lse)[..., None] + 1)
+    eps = s_err + np.abs(lse0 - l0)[..., None] + \
+        4 * F32 * (np.abs(np.where(allowed, s, 0.0)) + np.abs(lse0)[..., None] + 1)
     dP_err = np.where(allowed, np.expm1(eps) * p, 0.0)
     ddelta = (np.abs(do) * np.abs(o - o_exact)).sum(-1, keepdims=True) + \
         D * F32 * (np.abs(do) * np.abs(o)).sum(-1, keepdims=True)
     ddp = D * F32 * np.einsum("...qd,...kd->...qk", np.abs(do), np.abs(v))
     ds_err = dP_err * (np.abs(dp - delta) + ddp + ddelta) + \
         p * (ddp + ddelta + F32 * (np.abs(dp) + np.abs(delta)))
+    if g is not None:               # the chain rule: dS · ∂score_mod/∂score, one f32 product
+        g, g_err = np.where(allowed, g, 0.0), np.where(allowed, g_err, 0.0)
+        ds_err = ds_err * (np.abs(g) + g_err) + np.abs(ds) * g_err + \
+            F32 * np.abs(ds) * (np.abs(g) + g_err)
+        ds = ds * g
+    out = {"dQ": scale * ds @ k, "dK": scale * np.swapaxes(ds, -1, -2) @ q,
+           "dV": np.swapaxes(p, -1, -2) @ do}
     acc = (S + D) * F32
     ds_in = ds_err + u * (np.abs(ds) + ds_err)                  # dS rounded to bf16
     p_in = dP_err + u * (p + dP_err)                            # P rounded to bf16

@@ -403,6 +403,7 @@ class AttentionMods:
     scale: float
     heads: int
     block_lists: tuple = None
+    grad: object = None           # the backward's Graph of ∂score_mod/∂score (None: 1)
 
     @property
     def tensors(self):
@@ -429,3 +430,116 @@ class AttentionMods:
                    Param("BM_lists", T.u64, ptr(T.u32, align=4))]
         return ps + [Param(f"t{i}", T.u64, ptr(ITYPE[t.kind], align=4))
                      for i, t in enumerate(self.tensors)]
+
+
+# -- the derivative with respect to the score ----------------------------------------------------
+class _Deriv:
+    """Nodes of a derivative graph (built outside tracing, sharing the score graph's nodes),
+    with constants folded and x·1, x + 0 dropped; None stands for the constant 0."""
+
+    def __init__(self):
+        self.table = {}
+
+    def node(self, op, args, kind="f", value=None):
+        key = (op, tuple(id(a) for a in args), kind, value)
+        n = self.table.get(key)
+        if n is None:
+            n = self.table[key] = Expr(op, args, kind, value)
+        return n
+
+    def const(self, v):
+        return self.node("const", (), "f", float(v))
+
+    def add(self, x, y, sign=1.0):
+        if y is None:
+            return x
+        if x is None:
+            return y if sign > 0 else self.neg(y)
+        if x.op == "const" and y.op == "const":
+            return self.const(x.value + sign * y.value)
+        return self.node("add" if sign > 0 else "sub", (x, y))
+
+    def neg(self, x):
+        if x is None:
+            return None
+        return self.const(-x.value) if x.op == "const" else self.node("neg", (x,))
+
+    def mul(self, x, y):
+        if x is None or y is None:
+            return None
+        if x.op == "const":
+            x, y = y, x
+        if y.op == "const":
+            if x.op == "const":
+                return self.const(x.value * y.value)
+            if x.op == "mul" and x.args[1].op == "const":
+                x, y = x.args[0], self.const(x.args[1].value * y.value)
+            if float(np.float32(y.value)) == 1.0:
+                return x
+            if y.value == 0.0:
+                return None
+        return self.node("mul", (x, y))
+
+    def div(self, x, y):
+        if x is None:
+            return None
+        if y.op == "const":
+            return self.mul(x, self.const(1.0 / y.value))
+        return self.node("div", (x, y))
+
+
+def derivative(graph):
+    """The Graph of ∂score_mod/∂score (forward mode over the nodes), or None where it is the
+    constant 1 (e.g. ALiBi: nothing to compute) — 0 is a Graph of the constant. PtxgenError
+    (one line) where it is not defined by the rules: a where() whose condition compares
+    score-dependent values (a step in the score)."""
+    d, dv, dep = {}, _Deriv(), set()
+    for n in graph.nodes:
+        a = [d.get(id(x)) for x in n.args]
+        if n.op == "score":
+            r = dv.const(1.0)
+        elif not any(id(x) in dep for x in n.args):
+            continue
+        elif n.op in CMP:
+            raise PtxgenError(f"{graph.what}: the derivative with respect to the score is not "
+                              f"defined: a comparison of score-dependent values (a step; use "
+                              f"minimum / maximum for a clamp)")
+        elif n.kind == "b":
+            r = None
+        elif n.op in ("add", "sub"):
+            r = dv.add(a[0], a[1], 1.0 if n.op == "add" else -1.0)
+        elif n.op == "mul":
+            r = dv.add(dv.mul(a[0], n.args[1]), dv.mul(n.args[0], a[1]))
+        elif n.op == "div":
+            r = dv.div(dv.add(a[0], dv.mul(n, a[1]), -1.0), n.args[1])
+        elif n.op == "neg":
+            r = dv.neg(a[0])
+        elif n.op == "abs":
+            neg = dv.node("lt", (n.args[0], dv.const(0.0)), "b")
+            r = dv.node("where", (neg, dv.neg(a[0]), a[0]))
+        elif n.op in ("min", "max"):
+            pick = dv.node("le" if n.op == "min" else "ge", n.args, "b")
+            x, y = (v if v is not None else dv.const(0.0) for v in a)
+            r = dv.node("where", (pick, x, y))
+        elif n.op == "where":
+            x, y = (v if v is not None else dv.const(0.0) for v in a[1:])
+            r = None if a[1] is None and a[2] is None else \
+                dv.node("where", (n.args[0], x, y))
+        elif n.op == "exp":
+            r = dv.mul(n, a[0])
+        elif n.op == "log":
+            r = dv.div(a[0], n.args[0])
+        elif n.op == "tanh":
+            r = dv.mul(dv.add(dv.const(1.0), dv.mul(n, n), -1.0), a[0])
+        elif n.op == "sqrt":
+            r = dv.div(dv.mul(a[0], dv.const(0.5)), n)
+        else:
+            raise PtxgenError(f"{graph.what}: the derivative with respect to the score is not "
+                              f"defined for {n.op}")
+        dep.add(id(n))
+        if r is not None:
+            d[id(n)] = r
+    root = d.get(id(graph.root))
+    if root is not None and root.op == "const" and float(np.float32(root.value)) == 1.0:
+        return None
+    return Graph(root if root is not None else dv.const(0.0), f"{graph.what}'")
