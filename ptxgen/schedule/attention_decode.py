@@ -20,9 +20,9 @@ from .. import isa
 from ..errors import ScheduleError
 from .attention import HEAD_DIMS
 from .matmul import target_limits
-from .mma_matmul import MMA_M, WARP
+from .mma_attention import MmaSyncAttentionTiles
+from .mma_matmul import MMA_M
 
-INSTRUCTION = "mma.sync"
 BLOCK_KEYS = 16          # keys per block: one k16 step of P·V; a page holds whole blocks
 MIN_SPLIT_BLOCKS = 4     # a split shorter than 64 keys costs more in partials than it saves
 MAX_SPLITS = 128         # the combine kernel's loop over one row's partials
@@ -30,25 +30,15 @@ WAVES = 2                # CTAs for two full waves: the last, partial wave is a 
 
 
 @dataclass(frozen=True)
-class DecodeSchedule:
+class DecodeSchedule(MmaSyncAttentionTiles):
     """One attention-decode schedule (frozen, hashable; str gives a short name)."""
     splits: int = 4          # key ranges per (batch, kv head, 16-row tile), one warp each
     warps: int = 4           # splits per CTA
     stages: int = 3          # K/V slots of each warp's ring (2 in flight while one is read)
     BN: int = BLOCK_KEYS
 
-    instruction = INSTRUCTION
-
     def __str__(self):
         return f"decode_sp{self.splits}_w{self.warps}_s{self.stages}"
-
-    @property
-    def threads(self):
-        return WARP * self.warps
-
-    @staticmethod
-    def row_bytes(D):
-        return 2 * D
 
     def stage_bytes(self, D):
         """One slot: a K tile and a V tile of BN rows."""

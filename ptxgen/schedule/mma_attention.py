@@ -24,21 +24,10 @@ from .matmul import target_limits
 from .mma_matmul import CHUNK, INSTRUCTION, MMA_M, WARP, check_ints_and_target
 
 
-@dataclass(frozen=True)
-class MmaAttentionSchedule:
-    """One sm_80-style attention-forward schedule (frozen, hashable; str gives a short name)."""
-    BN: int = 64                 # keys per online-softmax step
-    warps: int = 8               # BM = 16 · warps query rows per CTA
-    stages: int = 2              # K/V slots (2: double-buffered)
-
+class MmaSyncAttentionTiles:
+    """What the mma.sync attention schedules (forward, backward, decode) share: the
+    instruction, 16-bit rows of D elements, and (with a `warps` field) the CTA's threads."""
     instruction = INSTRUCTION
-
-    def __str__(self):
-        return f"mma_attn{self.BM}x{self.BN}_w{self.warps}_s{self.stages}"
-
-    @property
-    def BM(self):
-        return MMA_M * self.warps
 
     @property
     def threads(self):
@@ -47,6 +36,21 @@ class MmaAttentionSchedule:
     @staticmethod
     def row_bytes(D):
         return 2 * D
+
+
+@dataclass(frozen=True)
+class MmaAttentionSchedule(MmaSyncAttentionTiles):
+    """One sm_80-style attention-forward schedule (frozen, hashable; str gives a short name)."""
+    BN: int = 64                 # keys per online-softmax step
+    warps: int = 8               # BM = 16 · warps query rows per CTA
+    stages: int = 2              # K/V slots (2: double-buffered)
+
+    def __str__(self):
+        return f"mma_attn{self.BM}x{self.BN}_w{self.warps}_s{self.stages}"
+
+    @property
+    def BM(self):
+        return MMA_M * self.warps
 
     def pass_rows(self, D):
         """Rows one pass of 16-byte copies by every thread covers."""
