@@ -240,7 +240,7 @@ def test_operator_bound_follows_the_emulators_model():
 
 
 # -- against the H200 ---------------------------------------------------------------------------------
-GPU_DATA = "fp8_gemm_h200_2026-12-07.npz"
+GPU_DATA = "fp8_gemm_h200.npz"
 S128 = dict(BM=128, BN=128, wgmma_n=128, stages=6)          # the auto choice the GPU ran
 S64 = dict(BM=64, BN=128, wgmma_n=128, consumers=1, stages=4)
 GPU_CASES = {                                       # name: (A's, B's format, C, schedule)

@@ -47,13 +47,11 @@ MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded 
 # instruction (exact: 4 x 4 significand bits) and C aligned to the largest exponent E (a
 # product's: its factors' exponents summed), each cut toward zero below 2^(E+1-14) (13
 # fraction bits at E), the kept bits summed and the sum truncated to 13 fraction bits.
-# Measured 2026-12-07 on an NVIDIA H200 (torch 2.11): `benchmarks/llm_gemms.py --parts fp8emu`
-# saved small_gpu.npz (tests/data/fp8_gemm_h200_2026-12-07.npz keeps a slice), and
-# `benchmarks/fp8_numerics.py --fit` on it found this the only candidate bit-equal on every
-# element of every fp8 GEMM (e4m3, e5m2, f32 and bf16 C, split-K, grouped). Why: the prior
-# (width 25) matched 9-98 % of C; the GPU drops each term's bits below E's 13th fraction bit
-# before it sums. Unmeasured: a C input with more than 13 fraction bits (a GEMM's C starts at
-# zero and carries wgmma's own sums).
+# Fitted to an NVIDIA H200's small fp8 GEMMs (docs/EMULATOR.md, item 4; the data:
+# tests/data/fp8_gemm_h200.npz, replayed by tests/test_fp8_matmul.py): the only candidate of
+# `benchmarks/fp8_numerics.py --fit` bit-equal on every element (e4m3, e5m2, f32 and bf16 C,
+# split-K, grouped). Unmeasured: a C input with more than 13 fraction bits (a GEMM's C starts
+# at zero and carries wgmma's own sums).
 MODEL_FP8 = Numerics(block=32, width=14, frac_bits=13)
 FP8_TYPES = ("e4m3", "e5m2")
 
