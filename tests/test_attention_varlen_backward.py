@@ -2,10 +2,13 @@
 (ops/attention_varlen_backward.py): the emulator against the float64 gradients within their
 bound at mixed lengths with an empty sequence, causal (bottom-right aligned, also where query
 and key lengths differ) and not, MHA and GQA; zero gradients where nothing takes part;
-bit-equality with the dense backward at equal lengths; the interpreter's race check."""
+bit-equality with the dense backward at equal lengths; the interpreter's race check; ptxas
+for sm_90a at D = 128 without spills."""
 import numpy as np
 import pytest
 
+from ptxgen import toolchain
+from ptxgen.emit import emit_module
 from ptxgen.emu import run_operator
 from ptxgen.errors import PtxgenError
 from ptxgen.ops.attention_backward import AttentionBackward
@@ -23,17 +26,18 @@ def run(op, shape, seed=0, engine="auto", **kw):
     return arrays
 
 
-@pytest.mark.parametrize("causal, kv_group, lens_k", [
-    (False, 1, None),
-    (True, 1, None),
-    (False, 2, None),                           # GQA 4/2
-    (True, 2, None),
-    (True, 2, [5, 0, 50, 64]),                  # S_k != S_q: rows before the diagonal see none
-    (False, 1, [5, 3, 50, 0]),                  # keys without queries, queries without keys
+@pytest.mark.parametrize("causal, kv_group, lens_k, D", [
+    (False, 1, None, 64),
+    (True, 2, [5, 0, 200, 64], 128),            # D 128, more keys than queries
+    (True, 1, None, 64),
+    (False, 2, None, 64),                           # GQA 4/2
+    (True, 2, None, 64),
+    (True, 2, [5, 0, 50, 64], 64),                  # S_k != S_q: rows before the diagonal see none
+    (False, 1, [5, 3, 50, 0], 64),                  # keys without queries, queries without keys
 ])
-def test_emulated_gradients_match_float64(causal, kv_group, lens_k):
+def test_emulated_gradients_match_float64(causal, kv_group, lens_k, D):
     op = AttentionVarlenBackward(causal=causal, kv_group=kv_group)
-    shape = op.shape(H=2 * kv_group, D=64, seqlens_q=LENS, seqlens_k=lens_k)
+    shape = op.shape(H=2 * kv_group, D=D, seqlens_q=LENS, seqlens_k=lens_k)
     arrays = run(op, shape)
     ref = op.reference(shape, arrays)
     ok, worst = op.check(shape, arrays, ref)
@@ -87,3 +91,15 @@ def test_operator_errors_are_one_line(kw, shape, words):
     with pytest.raises(PtxgenError) as e:
         AttentionVarlenBackward(**kw).shape(**shape)
     assert "\n" not in str(e.value) and words in str(e.value), e.value
+
+
+@pytest.mark.needs_ptxas
+def test_ptxas_assembles_d128_for_sm90a_without_spills():
+    for causal in (False, True):
+        op = AttentionVarlenBackward(causal=causal, kv_group=4)
+        shape = op.shape(H=32, D=128, seqlens_q=[4096, 100, 0])
+        asm = toolchain.assemble(emit_module(op.build(shape, "sm_90a"), "sm_90a"), "sm_90a")
+        for k in ("attn_varlen_bwd_pre", "attn_varlen_bwd_dkdv", "attn_varlen_bwd_dq"):
+            r = asm.resources[k]
+            assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, (k, r)
+            assert r.registers <= 255, (k, r)
