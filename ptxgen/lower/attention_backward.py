@@ -52,26 +52,35 @@ def lower(s, arch, shape, causal=False, kv_group=1, mods=None, lists=None):
     D = shape["D"]
     s.validate(arch, "bf16", D)
     m = Module(target=arch)
-    pre = m.add_kernel(KERNELS[0], [
-        Param("O", T.u64, ptr(T.b16, align=CHUNK)), Param("dO", T.u64, ptr(T.b16, align=CHUNK)),
-        Param("Delta", T.u64, ptr(T.f32, align=4)), Param("rows", T.u32)])
-    pre.directives.append(f".maxntid {PRE_THREADS}, 1, 1")
-    _preprocess(Builder(pre), D)
-    ins = [Param(n, T.u64, ptr(T.b16, align=CHUNK)) for n in ("Q", "K", "V", "dO")] + \
-        [Param(n, T.u64, ptr(T.f32, align=4)) for n in ("LSE", "Delta")]
+    add_preprocess(m, KERNELS[0], D)
     tail = [Param("S", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
-    out = lambda n: Param(n, T.u64, ptr(T.b16, align=4))          # noqa: E731
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
         kind = name.removeprefix("attn_bwd_")
         kmods = mods if mods is None else \
             replace(mods, block_lists=(lists or {}).get(kind))
-        k = m.add_kernel(name, ins + [out(n) for n in outs] + tail +
+        k = m.add_kernel(name, main_params(outs) + tail +
                          (kmods.params() if kmods is not None else []))
         warps, own, step = s.kernel_tiles(D)[kind]
         k.directives.append(f".maxntid {32 * warps}, 1, 1")
-        low = _Lowering(Builder(k), s, D, causal, kv_group, warps, own, step, kmods)
+        low = BackwardLowering(Builder(k), s, D, causal, kv_group, warps, own, step, kmods)
         low.run_dkdv() if kind == "dkdv" else low.run_dq()
     return m
+
+
+def add_preprocess(m, name, D):
+    """The Delta kernel (O, dO, Delta, rows) into module m."""
+    pre = m.add_kernel(name, [
+        Param("O", T.u64, ptr(T.b16, align=CHUNK)), Param("dO", T.u64, ptr(T.b16, align=CHUNK)),
+        Param("Delta", T.u64, ptr(T.f32, align=4)), Param("rows", T.u32)])
+    pre.directives.append(f".maxntid {PRE_THREADS}, 1, 1")
+    _preprocess(Builder(pre), D)
+
+
+def main_params(outs):
+    """A main kernel's array parameters: Q, K, V, dO, LSE, Delta, then the outputs."""
+    return [Param(n, T.u64, ptr(T.b16, align=CHUNK)) for n in ("Q", "K", "V", "dO")] + \
+        [Param(n, T.u64, ptr(T.f32, align=4)) for n in ("LSE", "Delta")] + \
+        [Param(n, T.u64, ptr(T.b16, align=4)) for n in outs]
 
 
 def _shfl_sum(b, x, lanes):
@@ -113,7 +122,7 @@ def _preprocess(b, D):
     b.ret()
 
 
-class _Lowering:
+class BackwardLowering:
     """One main kernel: `own` rows (16 per warp) of two tiles kept in shared memory, two tiles
     of `step` rows streamed per loop step."""
 
@@ -130,8 +139,7 @@ class _Lowering:
         b, RB = self.b, self.RB
         tid = b.special("tid.x")
         self.warp, lane = b.shr(tid, 5, name="warp"), b.and_(tid, 31, name="lane")
-        self.S, self.c = b.param("S"), b.param("scale_log2")
-        self.last = b.sub(self.S, 1, name="last")
+        self.bounds()
         self.base = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ALIGN))
         self.tq, self.g = b.and_(lane, 3, name="tq"), b.shr(lane, 2, name="g")
         # the cp.async loader: chunk tid % cpr of rows tid / cpr + i·pass_rows
@@ -157,6 +165,64 @@ class _Lowering:
         self.sacc = [b.reg(T.f32, "s") for _ in range(self.step // 2)]
         self.dpacc = [b.reg(T.f32, "dp") for _ in range(self.step // 2)]
 
+    # -- sequence hooks (the dense square here; lower/attention_varlen_backward.py's packed
+    #    sequences override them) --------------------------------------------------------------
+    ctype = T.u32           # the type of comparisons between query and key positions
+
+    def bounds(self):
+        """self.S_q, self.S_k (query and key rows), self.last_q, self.last_k (the last ones)
+        and self.c; here S for both."""
+        b = self.b
+        self.S, self.c = b.param("S"), b.param("scale_log2")
+        self.last = b.sub(self.S, 1, name="last")
+        self.S_q = self.S_k = self.S
+        self.last_q = self.last_k = self.last
+
+    def shift(self, q):
+        """Query position q moved onto the key axis (causal: q sees keys <= shift(q))."""
+        return q
+
+    def unshift0(self, k):
+        """The first query position that sees key k (>= 0)."""
+        return k
+
+    def keys_before(self, end, name=None):
+        """The keys the causal query rows before `end` see."""
+        return self.b.min(self.S, end, name=name)
+
+    def head_rows(self, head, name):
+        """The rows of head `head` (a register), as load_rows / store take them."""
+        return self.b.mul(head, self.S, name=name)
+
+    def row_index(self, rows, r, name):
+        """Row r of `rows` (head_rows) in rows of D elements from the array's start."""
+        return self.b.add(rows, r, name=name)
+
+    def row_last(self, rows):
+        return self.last
+
+    def row_count(self, rows):
+        return self.S
+
+    def dkdv_block(self):
+        """(k0, the K/V head register, its rows, the query rows for kv_group 1) of this CTA."""
+        b = self.b
+        k0 = b.shl(b.special("ctaid.x"), pow2_exponent(self.own), name="k0")
+        bh = b.special("ctaid.y")                                   # b·H_kv + K/V head
+        kv_row0 = self.head_rows(bh, "kvrow0")
+        return k0, bh, kv_row0, kv_row0
+
+    def dq_block(self):
+        """(query blocks, q0, the query rows, the K/V rows) of this CTA."""
+        b, lq = self.b, pow2_exponent(self.own)
+        nq = b.shr(b.add(self.S, self.own - 1), lq, name="nqb")
+        q0 = b.shl(b.sub(b.sub(nq, 1), b.special("ctaid.x")), lq, name="q0")   # longest first
+        bh = b.special("ctaid.y")
+        q_row0 = self.head_rows(bh, "qrow0")
+        kv_row0 = q_row0 if self.G == 1 else \
+            b.mul(b.div(bh, self.G, type=T.u32), self.S, name="kvrow0")
+        return nq, q0, q_row0, kv_row0
+
     def accumulator(self, name):
         return [self.b.const(0.0, T.f32, name=name) for _ in range(self.D // 2)]
 
@@ -172,8 +238,9 @@ class _Lowering:
         b = self.b
         dst = self.lds if slot is None else b.add(self.lds, slot, name="ldst")
         for i in range(rows // self.pass_rows):
-            r = b.min(b.add(first, b.add(self.lrow, i * self.pass_rows)), self.last, name="lr")
-            grow = b.add(head_row0, r, name="grow")
+            r = b.min(b.add(first, b.add(self.lrow, i * self.pass_rows)),
+                      self.row_last(head_row0), name="lr")
+            grow = self.row_index(head_row0, r, "grow")
             off = b.add(b.mul(grow, self.RB, mode="wide", type=T.u32), self.coff, type=T.u64,
                         name="roff")
             for param, toff in srcs:
@@ -225,12 +292,12 @@ class _Lowering:
         done = b.new_label("masked")
         b.branch(done, need, negate=True)
         for h, row in enumerate(rows):
-            hi, lo = self.S, None
+            hi, lo = (self.S_q if keys_are_rows else self.S_k), None
             if self.causal and not keys_are_rows:
-                hi = b.min(self.S, b.add(row, 1), type=T.u32, name="klim")
+                hi = b.min(self.S_k, self.shift(b.add(row, 1)), type=self.ctype, name="klim")
             hi = b.sub(hi, col0, type=T.s32, name="hi")
             if self.causal and keys_are_rows:
-                lo = b.sub(row, col0, type=T.s32, name="lo")
+                lo = b.sub(row, self.shift(col0), type=T.s32, name="lo")
             for cc in range(self.step // 8):
                 for e in range(2):
                     i = 4 * cc + 2 * h + e
@@ -333,8 +400,8 @@ class _Lowering:
         b, D = self.b, self.D
         col = b.shl(self.tq, 1, name="ocol")
         for h, row in enumerate(rows):
-            with b.if_(b.setp("lt", row, self.S, type=T.u32)):
-                grow = b.add(head_row0, row, name="orow")
+            with b.if_(b.setp("lt", row, self.row_count(head_row0), type=T.u32)):
+                grow = self.row_index(head_row0, row, "orow")
                 addr = b.element_addr(b.param(param), b.mad(grow, D, col), 2, name="oaddr")
                 for nt in range(D // 8):
                     lo, hi = acc[4 * nt + 2 * h], acc[4 * nt + 2 * h + 1]
@@ -351,16 +418,15 @@ class _Lowering:
     def run_dkdv(self):
         b, s, RB, step = self.b, self.s, self.RB, self.step
         self.setup()
-        k0 = b.shl(b.special("ctaid.x"), pow2_exponent(self.own), name="k0")
-        bh = b.special("ctaid.y")                                   # b·H_kv + K/V head
-        kv_row0 = b.mul(bh, self.S, name="kvrow0")
+        k0, bh, kv_row0, mha_rows = self.dkdv_block()
         k0w = b.mad(self.warp, MMA_M, k0, name="k0w")
         krows = (b.add(k0w, self.g, name="krlo"), b.add(k0w, b.add(self.g, 8), name="krhi"))
         if self.spec is not None:
             self.mod_setup(krows, transposed=True)
         lg = pow2_exponent(step)
-        nqb = b.shr(b.add(self.S, step - 1), lg, name="nqb")
-        start = b.shr(k0, lg, name="qstart") if self.causal else b.const(0, T.u32, name="q0")
+        nqb = b.shr(b.add(self.S_q, step - 1), lg, name="nqb")
+        start = b.shr(self.unshift0(k0), lg, name="qstart") if self.causal else \
+            b.const(0, T.u32, name="q0")
         n = b.sub(nqb, start, name="nq")
         total = n if self.G == 1 else b.mul(n, self.G, name="nsteps")
         bl = self.block_lists(lambda: b.special("ctaid.x"))
@@ -376,11 +442,11 @@ class _Lowering:
             if bl is not None:
                 return kv_row0, self.list_block(bl[1], kb, lg)[0]
             if self.G == 1:
-                return kv_row0, b.shl(b.add(start, kb), lg, name="qs")
+                return mha_rows, b.shl(b.add(start, kb), lg, name="qs")
             i = b.div(kb, n, type=T.u32, name="gi")
             qb = b.add(start, b.sub(kb, b.mul(i, n)), name="qb")
             head = b.mad(bh, self.G, i, name="qh")
-            return b.mul(head, self.S, name="qrow0"), b.shl(qb, lg, name="qs")
+            return self.head_rows(head, "qrow0"), b.shl(qb, lg, name="qs")
 
         def load(kb, slot):
             q_row0, q0 = locate(kb)
@@ -395,7 +461,7 @@ class _Lowering:
             skip = b.new_label("skip")
             qend = b.add(q0, step, name="qend")
             if self.causal:                       # every query of the block before our keys
-                b.branch(skip, b.setp("le", qend, k0w, type=T.u32))
+                b.branch(skip, b.setp("le", self.shift(qend), k0w, type=self.ctype))
             sb = b.add(self.base, slot, name="sb")
             col0 = b.add(q0, b.shl(self.tq, 1), name="col0")
 
@@ -404,9 +470,10 @@ class _Lowering:
                      for cc in range(step // 8) for e in range(2)]
                 return lambda i: x[2 * (i // 4) + i % 2]
             self.gemm_nt(self.sacc, 0, sb, 0)                          # Sᵀ = K_w Qᵀ
-            need = b.setp("gt", qend, self.S, type=T.u32)
+            need = b.setp("gt", qend, self.S_q, type=T.u32)
             if self.causal:
-                need = b.or_(need, b.setp("lt", q0, b.add(k0w, MMA_M - 1), type=T.u32))
+                need = b.or_(need, b.setp("lt", self.shift(q0), b.add(k0w, MMA_M - 1),
+                                          type=self.ctype))
             grad = None
             if self.mods is None:
                 self.mask(krows, col0, need, keys_are_rows=True)
@@ -428,26 +495,20 @@ class _Lowering:
     def run_dq(self):
         b, s, RB, step = self.b, self.s, self.RB, self.step
         self.setup()
-        lq = pow2_exponent(self.own)
-        nq = b.shr(b.add(self.S, self.own - 1), lq, name="nqb")
-        q0 = b.shl(b.sub(b.sub(nq, 1), b.special("ctaid.x")), lq, name="q0")   # longest first
-        bh = b.special("ctaid.y")
-        q_row0 = b.mul(bh, self.S, name="qrow0")
-        kv_row0 = q_row0 if self.G == 1 else \
-            b.mul(b.div(bh, self.G, type=T.u32), self.S, name="kvrow0")
+        nq, q0, q_row0, kv_row0 = self.dq_block()
         first = b.mad(self.warp, MMA_M, q0, name="first")
         rows = (b.add(first, self.g, name="rlo"), b.add(first, b.add(self.g, 8), name="rhi"))
         if self.spec is not None:
             self.mod_setup(rows, transposed=False)
         lg = pow2_exponent(step)
-        keys = b.min(self.S, b.add(q0, self.own), name="keys") if self.causal else self.S
+        keys = self.keys_before(b.add(q0, self.own), "keys") if self.causal else self.S_k
         nkb = b.shr(b.add(keys, step - 1), lg, name="nkb")
         mine = nkb
         bl = self.block_lists(lambda: b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk"))
         if bl is not None:
             nkb = bl[0]
         if self.causal:                                  # key blocks up to this warp's last row
-            mine = b.shr(b.add(b.min(self.S, b.add(first, MMA_M)), step - 1), lg, name="own")
+            mine = b.shr(b.add(self.keys_before(b.add(first, MMA_M)), step - 1), lg, name="own")
         self.load_rows(q_row0, q0, self.own, [("Q", 0), ("dO", self.own * RB)])
         b.cp_async_commit()
         row_stats = [[self.stat(n, q_row0, r) for n in ("LSE", "Delta")] for r in rows]
@@ -468,9 +529,10 @@ class _Lowering:
                 n0, part = self.list_block(bl[1], kb, lg)
             sb = b.add(self.base, slot, name="sb")
             self.gemm_nt(self.sacc, 0, sb, 0)                          # S = Q_w Kᵀ
-            need = b.setp("gt", b.add(n0, step), self.S, type=T.u32)
+            need = b.setp("gt", b.add(n0, step), self.S_k, type=T.u32)
             if self.causal:
-                need = b.or_(need, b.setp("gt", b.add(n0, step - 1), first, type=T.u32))
+                need = b.or_(need, b.setp("gt", b.add(n0, step - 1), self.shift(first),
+                                          type=self.ctype))
             grad = None
             col0 = b.add(n0, b.shl(self.tq, 1), name="col0")
             if self.mods is None:

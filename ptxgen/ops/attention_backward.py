@@ -262,20 +262,22 @@ class AttentionBackward(Operator):
 
 
 def backward_reference(q, k, v, do, scale, causal, o=None, lse=None, u=UNIT_ROUNDOFF["bf16"],
-                       mods=None):
+                       mods=None, rows=None):
     """float64 dQ, dK, dV of attention over arrays (..., S, D) (k, v with q's heads), and
     their bounds for the kernels given the forward outputs o and lse (default: exact):
         P error:  |ΔP| <= P·expm1(ε), ε = f32 score error + |Δlse| + 2^-22 (|s| + |lse| + 1)
         Delta:    |ΔΔ| <= Σ|dO||o - O| + D·2^-23 Σ|dO||o|;  dP: D·2^-23 Σ|dO||V|
         dS:       |ΔdS| <= |ΔP|(|dP - Δ| + ΔdP + ΔΔ) + P(ΔdP + ΔΔ + 2^-23(|dP| + |Δ|))
         products: operands rounded to bf16 (+u each), f32 accumulation (S + D)·2^-23 of the
-                  absolute sum, the result rounded to bf16 (+u)."""
+                  absolute sum, the result rounded to bf16 (+u).
+    rows: causal, the last key each query row sees (default its index; < 0: none)."""
     D, S = q.shape[-1], k.shape[-2]
     s = scale * np.einsum("...qd,...kd->...qk", q, k)
     s_err = scale * D * 2 * F32 * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
     allowed = np.ones(s.shape[-2:], bool)
     if causal:
-        allowed = np.arange(S)[None, :] <= np.arange(q.shape[-2])[:, None]
+        last = np.arange(q.shape[-2]) if rows is None else np.asarray(rows)
+        allowed = np.arange(S)[None, :] <= last[:, None]
     g = g_err = None
     if mods is not None:
         score, mask, grad = mods
