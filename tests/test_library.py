@@ -147,12 +147,41 @@ def test_attention_varlen_under_torch_compile_is_the_eager_one():
     import torch
     cu = torch.tensor([0, 5, 40, 41], dtype=torch.int32)
     q, k, v = (torch.randn(41, h, 64, dtype=torch.bfloat16) for h in (4, 1, 1))
+    # eager first: the custom ops are defined on the first call with torch tensors (or at
+    # import when torch came first), never inside a traced region (docs/operators.md)
+    want = ptxgen.attention_varlen(q, k, v, cu, cu, 35, 35, causal=True, return_lse=True)
     f = torch.compile(lambda *a: ptxgen.attention_varlen(*a, 35, 35, causal=True,
                                                          return_lse=True),
                       fullgraph=True, backend="eager")
     o, lse = f(q, k, v, cu, cu)
-    want = ptxgen.attention_varlen(q, k, v, cu, cu, 35, 35, causal=True, return_lse=True)
     assert torch.equal(o, want[0]) and torch.equal(lse, want[1]) and lse.shape == (4, 41)
+
+
+def test_attention_varlen_autograd_runs_the_varlen_backward_operator():
+    """torch autograd through attention_varlen gives the backward operator's own gradients
+    (tests/test_attention_varlen_backward.py checks those against float64), bit for bit."""
+    import torch
+    from ptxgen.emu.backend import run_operator
+    from ptxgen.ops.attention_varlen_backward import AttentionVarlenBackward
+    lens = [1, 37, 0, 80]
+    cu = torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32)
+    T, H, H_kv, D = int(cu[-1]), 4, 2, 64
+    q, k, v = (torch.randn(T, h, D, dtype=torch.bfloat16, requires_grad=True)
+               for h in (H, H_kv, H_kv))
+    o, lse = ptxgen.attention_varlen(q, k, v, cu, cu, 80, 80, causal=True, return_lse=True)
+    do = torch.randn_like(o)
+    o.backward(do)
+    op = AttentionVarlenBackward("bf16", causal=True, kv_group=H // H_kv)
+    shape = op.shape(H=H, D=D, seqlens_q=lens)
+    bits = {n: t.detach().view(torch.int16).numpy().view(np.uint16) for n, t in
+            (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do))}
+    arrays = dict(bits, LSE=lse.detach().numpy(), cu_seqlens_q=cu.numpy().view(np.uint32),
+                  cu_seqlens_k=cu.numpy().view(np.uint32))
+    for n, like in (("dQ", "Q"), ("dK", "K"), ("dV", "V")):
+        arrays[n] = np.full_like(bits[like], 0x7FC0)
+    run_operator(op, shape, arrays, "sm_90a")
+    for n, t in (("dQ", q), ("dK", k), ("dV", v)):
+        assert np.array_equal(t.grad.view(torch.int16).numpy().view(np.uint16), arrays[n]), n
 
 
 def test_attention_varlen_bad_input_is_one_line():

@@ -372,23 +372,20 @@ def kv_cache_append_impl(k_cache, v_cache, k_new, v_new, cache_seqlens, block_ta
 # -- packed variable-length sequences ----------------------------------------------------------
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
                      causal=False, scale=None, return_lse=False, backend="auto", target=None):
-    """Attention over packed sequences, as flash-attn's flash_attn_varlen_func (inference
-    only). q: (total_q, H, D); k, v: (total_k, H_kv, D), H a multiple of H_kv; cu_seqlens_q,
+    """Attention over packed sequences, as flash-attn's flash_attn_varlen_func. q: (total_q, H, D); k, v: (total_k, H_kv, D), H a multiple of H_kv; cu_seqlens_q,
     cu_seqlens_k: (B + 1,) int32 prefix sums of the sequences' lengths (zero-length
     sequences allowed); max_seqlen_q, max_seqlen_k: Python ints at least the longest lengths
     (as flash-attn takes them: no device-to-host read). causal aligns each sequence's mask to
     its bottom-right corner (query i of S_q sees keys j <= i + S_k - S_q). bf16 or f16, D 64
     or 128. Returns O (total_q, H, D) in q's type, and with return_lse the logsumexp
     (H, total_q), f32 (-inf where a row sees no key, whose O is 0). One compiled kernel serves
-    every batch (its lengths are launch arguments)."""
+    every batch (its lengths are launch arguments). Differentiable in q, k, v (bf16):
+    ops/attention_varlen_backward.py."""
     torch = torch_module()
     if torch is not None and isinstance(q, torch.Tensor):
-        if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False)
-                                           for t in (q, k, v)):
-            raise PtxgenError("ptxgen.attention_varlen: no backward yet: call it under "
-                              "torch.no_grad() or on detached tensors")
         ensure_torch_ops()
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(
+                getattr(t, "requires_grad", False) for t in (q, k, v))):
             o, lse = torch_op("attention_varlen")(q, k, v, cu_seqlens_q, cu_seqlens_k,
                                                   int(max_seqlen_q), int(max_seqlen_k),
                                                   bool(causal), scale, backend, target)
@@ -453,6 +450,37 @@ def attention_varlen_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max
     return res["O"], res["LSE"]
 
 
+def attention_varlen_backward_impl(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k,
+                                   max_seqlen_q, max_seqlen_k, causal=False, scale=None,
+                                   backend="auto", target=None):
+    """(dQ, dK, dV) of attention_varlen from its inputs, O, LSE (H, total_q) and dO
+    (ops/attention_varlen_backward.py): the body of the custom op its autograd calls."""
+    fn = "attention_varlen"
+    ops = [operand(n, x, fn, ("bf16", "f16")) for n, x in
+           (("q", q), ("k", k), ("v", v), ("o", o), ("grad", do))]
+    dtype = same_dtype(fn, *ops)
+    L = operand("lse", lse, fn, ("f32",))
+    on_gpu = same_place(fn, *ops, L)
+    if dtype != "bf16":
+        raise PtxgenError(f"ptxgen.{fn}: backward not implemented for {dtype} (bf16 only)")
+    (total_q, H, D), (total_k, H_kv, _) = ops[0].shape, ops[1].shape
+    be = pick_backend(fn, backend, on_gpu)
+    arch = pick_target(fn, target, be, True)
+    from ..ops.attention_varlen_backward import AttentionVarlenBackward
+    op = cached_op(AttentionVarlenBackward, dtype, bool(causal),
+                   None if scale is None else float(scale), H // H_kv)
+    shape = {"B": int(cu_seqlens_q.shape[0]) - 1, "H": H, "D": D,
+             "max_seqlen_q": int(max_seqlen_q), "max_seqlen_k": int(max_seqlen_k),
+             "total_q": total_q, "total_k": total_k}
+    arrays = {n: contiguous(x) for n, x in
+              (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do), ("LSE", lse))}
+    extra = _index_arrays(be, on_gpu, q, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+    res = run_op(fn, op, shape, arch, be, dtype, arrays,
+                 {"dQ": ((total_q, H, D), dtype), "dK": ((total_k, H_kv, D), dtype),
+                  "dV": ((total_k, H_kv, D), dtype)}, on_gpu, ops[0].is_torch, scalars=extra)
+    return res["dQ"], res["dK"], res["dV"]
+
+
 def _write_back(x, bits, dtype):
     if hasattr(x, "copy_"):
         x.copy_(from_emu(bits, dtype, True))
@@ -462,4 +490,5 @@ def _write_back(x, bits, dtype):
 
 IMPLS.update(attention=attention_impl, attention_backward=attention_backward_impl,
              attention_decode=attention_decode_impl, kv_cache_append=kv_cache_append_impl,
-             attention_varlen=attention_varlen_impl)
+             attention_varlen=attention_varlen_impl,
+             attention_varlen_backward=attention_varlen_backward_impl)

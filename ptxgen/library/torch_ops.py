@@ -97,8 +97,8 @@ def _register(impl):
 
 
 def _register_decode(impl):
-    """attention_decode and attention_varlen (inference only: no autograd formula) and
-    kv_cache_append (writes the caches in place)."""
+    """attention_decode (inference only: no autograd formula), attention_varlen (its backward:
+    ops/attention_varlen_backward.py) and kv_cache_append (writes the caches in place)."""
     decode_impl, append_impl = impl["attention_decode"], impl["kv_cache_append"]
 
     @torch.library.custom_op("ptxgen::attention_decode", mutates_args=())
@@ -137,6 +137,39 @@ def _register_decode(impl):
     def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
           scale=None, backend="auto", target=None):
         return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+    @torch.library.custom_op("ptxgen::attention_varlen_backward", mutates_args=())
+    def varlen_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                   lse: torch.Tensor, grad: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                   cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                   causal: bool, scale: float | None, backend: str = "auto",
+                   target: str | None = None) \
+            -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return impl["attention_varlen_backward"](q, k, v, o, lse, grad, cu_seqlens_q,
+                                                 cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                 causal, scale, backend, target)
+
+    @varlen_bwd.register_fake
+    def _(q, k, v, o, lse, grad, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+          causal, scale, backend="auto", target=None):
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def varlen_setup(ctx, inputs, output):
+        q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, backend, target = inputs
+        ctx.save_for_backward(q, k, v, cu_q, cu_k, *output)
+        ctx.config = (max_q, max_k, causal, scale, backend, target)
+
+    def varlen_backward(ctx, grad_o, grad_lse):
+        if grad_lse is not None and not torch.compiler.is_compiling() and \
+                bool((grad_lse != 0).any()):
+            raise PtxgenError("ptxgen.attention_varlen: backward through the LSE output not "
+                              "implemented (only O's gradient is)")
+        q, k, v, cu_q, cu_k, o, lse = ctx.saved_tensors
+        dq, dk, dv = varlen_bwd(q, k, v, o, lse, grad_o.to(q.dtype).contiguous(), cu_q, cu_k,
+                                *ctx.config)
+        return dq, dk, dv, None, None, None, None, None, None, None, None
+
+    attention_varlen.register_autograd(varlen_backward, setup_context=varlen_setup)
 
     @kv_cache_append.register_fake
     def _(k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, backend="auto",
