@@ -55,7 +55,12 @@ def attention_training_and_serving_cases():
     from ptxgen.ops.attention_backward import AttentionBackward
     from ptxgen.ops.attention_decode import AttentionDecode, KvCacheAppend
     from ptxgen.ops.attention_varlen import AttentionVarlen
+    from ptxgen.ops.attention_varlen_backward import AttentionVarlenBackward
     out = []
+    for causal in (False, True):
+        out.append((f"attention_varlen_backward/bf16/D128/causal{int(causal)}/gqa4/sm_90a",
+                    lambda c=causal: AttentionVarlenBackward("bf16", causal=c, kv_group=4),
+                    dict(H=32, D=128, seqlens_q=[64, 4096, 1000]), "sm_90a"))
     for D in (64, 128):
         for causal in (False, True):
             out.append((f"attention_varlen/bf16/D{D}/causal{int(causal)}/gqa4/sm_90a",
