@@ -129,6 +129,18 @@ def attention_impl(q, k, v, causal=False, scale=None, backend="auto", target=Non
     return res["O"], res["LSE"]
 
 
+def _backward_operands(fn, q, k, v, o, lse, do):
+    """The backward's operands after one-line checks: (q, k, v, o, grad operands, dtype,
+    whether they are on the GPU); bf16 only."""
+    ops = [operand(n, x, fn, ("bf16", "f16")) for n, x in
+           (("q", q), ("k", k), ("v", v), ("o", o), ("grad", do))]
+    dtype = same_dtype(fn, *ops)
+    on_gpu = same_place(fn, *ops, operand("lse", lse, fn, ("f32",)))
+    if dtype != "bf16":
+        raise PtxgenError(f"ptxgen.{fn}: backward not implemented for {dtype} (bf16 only)")
+    return ops, dtype, on_gpu
+
+
 def attention_backward_impl(q, k, v, o, lse, do, causal=False, scale=None, backend="auto",
                             target=None, score_mod=None, mask_mod=None):
     """(dQ, dK, dV) of attention from the forward's inputs, its O and LSE and dO
@@ -136,13 +148,7 @@ def attention_backward_impl(q, k, v, o, lse, do, causal=False, scale=None, backe
     and with score_mod / mask_mod (traced mods, eager) of the autograd Function of
     torch_ops.with_mod_backward."""
     fn = "attention"
-    ops = [operand(n, x, fn, ("bf16", "f16")) for n, x in
-           (("q", q), ("k", k), ("v", v), ("o", o), ("grad", do))]
-    dtype = same_dtype(fn, *ops)
-    L = operand("lse", lse, fn, ("f32",))
-    on_gpu = same_place(fn, *ops, L)
-    if dtype != "bf16":
-        raise PtxgenError(f"ptxgen.{fn}: backward not implemented for {dtype} (bf16 only)")
+    ops, dtype, on_gpu = _backward_operands(fn, q, k, v, o, lse, do)
     Q, K = ops[0], ops[1]
     Bn, H, S, D = Q.shape
     be = pick_backend(fn, backend, on_gpu)
@@ -456,13 +462,7 @@ def attention_varlen_backward_impl(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens
     """(dQ, dK, dV) of attention_varlen from its inputs, O, LSE (H, total_q) and dO
     (ops/attention_varlen_backward.py): the body of the custom op its autograd calls."""
     fn = "attention_varlen"
-    ops = [operand(n, x, fn, ("bf16", "f16")) for n, x in
-           (("q", q), ("k", k), ("v", v), ("o", o), ("grad", do))]
-    dtype = same_dtype(fn, *ops)
-    L = operand("lse", lse, fn, ("f32",))
-    on_gpu = same_place(fn, *ops, L)
-    if dtype != "bf16":
-        raise PtxgenError(f"ptxgen.{fn}: backward not implemented for {dtype} (bf16 only)")
+    ops, dtype, on_gpu = _backward_operands(fn, q, k, v, o, lse, do)
     (total_q, H, D), (total_k, H_kv, _) = ops[0].shape, ops[1].shape
     be = pick_backend(fn, backend, on_gpu)
     arch = pick_target(fn, target, be, True)
