@@ -68,12 +68,7 @@ class OnlineSoftmax:
             lim = self.S
             if self.causal:
                 lim = b.min(self.S, b.add(row, 1), type=T.u32, name="klim")
-            lim = b.sub(lim, base, type=T.s32, name="lim")
-            for cc in range(s.BN // 8):
-                for e in range(2):
-                    i = 4 * cc + 2 * h + e
-                    keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
-                    b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
+            self.mask_past(sacc, h, b.sub(lim, base, type=T.s32, name="lim"))
         b.label(done)
 
     def limit_mask(self, sacc, n0, first, rows, tq):
@@ -85,13 +80,18 @@ class OnlineSoftmax:
                  negate=True)
         base = b.add(n0, b.shl(tq, 1), name="kcol")
         for h in range(2):
-            lim = b.sub(self.lim[h], base, type=T.s32, name="lim")
-            for cc in range(s.BN // 8):
-                for e in range(2):
-                    i = 4 * cc + 2 * h + e
-                    keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
-                    b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
+            self.mask_past(sacc, h, b.sub(self.lim[h], base, type=T.s32, name="lim"))
         b.label(done)
+
+    def mask_past(self, sacc, h, lim):
+        """-inf for row half h's fragment columns at or past `lim` (s32, relative to this
+        thread's first column)."""
+        b = self.b
+        for cc in range(self.s.BN // 8):
+            for e in range(2):
+                i = 4 * cc + 2 * h + e
+                keep = b.setp("gt", lim, 8 * cc + e, type=T.s32)
+                b.selp(sacc[i], Imm(NEG_INF, T.f32), keep, type=T.f32, out=sacc[i])
 
     def quad_reduce(self, x, op):
         """Combine x over the four lanes of a row (lanes 4g .. 4g+3): shfl.bfly 1 and 2."""
