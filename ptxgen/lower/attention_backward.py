@@ -35,6 +35,7 @@ from ..schedule.mma_matmul import CHUNK, MMA_M
 from .cp_async_ring import cp_async_ring
 from .mma_attention import MMA_K, SWIZZLE_ALIGN
 from .online_softmax import NEG_INF
+from .score_mods import block_list
 
 LOG2E = 1.4426950408889634
 KERNELS = ("attn_bwd_pre", "attn_bwd_dkdv", "attn_bwd_dq")
@@ -344,19 +345,7 @@ class BackwardLowering:
         BM_lists) for its own tile index tile() (emitted only with lists); None without."""
         if self.spec is None or not self.spec.block_lists:
             return None
-        b, tile = self.b, tile()
-        per_b, per_h, rows, cols = self.spec.block_lists
-        heads, bh = self.spec.heads, b.special("ctaid.y")
-        mh = bh if per_b and per_h else \
-            b.div(bh, heads, type=T.u32, name="mb") if per_b else \
-            b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
-                  name="mh") if per_h else None
-        mrow = tile if mh is None else b.mad(mh, rows, tile, type=T.u32, name="mrow")
-        cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1),
-                                                        4), 8), vec=2, cache="nc", name="cnt")
-        return (b.add(cnt[0], cnt[1], type=T.u32, name="nblk"),
-                b.element_addr(b.param("BM_lists"), b.mul(mrow, cols, type=T.u32), 4,
-                               name="blist"))
+        return block_list(self.b, self.spec.block_lists, self.spec.heads, tile(), "nblk")
 
     def list_block(self, blist, kb, lg):
         """(first row, partial predicate) of list entry kb (bit 31: partial)."""

@@ -178,20 +178,9 @@ class OnlineSoftmax:
         """This CTA's key blocks from the block mask: self.nkb of them, their list at
         self.blist (a partial block's entry has bit 31 set: times BN, a multiple of 2, it
         leaves the first key exact)."""
-        b = self.b
-        per_b, per_h, QB, KB = self.mod_spec.block_lists
-        heads = self.mod_spec.heads
-        bh = b.special("ctaid.y")
-        mh = bh if per_b and per_h else \
-            b.div(bh, heads, type=T.u32, name="mb") if per_b else \
-            b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
-                  name="mh") if per_h else None
-        mrow = qblk if mh is None else b.mad(mh, QB, qblk, type=T.u32, name="mrow")
-        cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1),
-                                                        4), 8), vec=2, cache="nc", name="cnt")
-        self.nkb = b.add(cnt[0], cnt[1], type=T.u32, name="nkb")
-        self.blist = b.element_addr(b.param("BM_lists"), b.mul(mrow, KB, type=T.u32), 4,
-                                    name="blist")
+        from .score_mods import block_list
+        self.nkb, self.blist = block_list(self.b, self.mod_spec.block_lists, self.mod_spec.heads,
+                                          qblk, "nkb")
 
     def list_entry(self, kb):
         return self.b.ld("global", T.u32, self.b.element_addr(self.blist, kb, 4),

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..errors import PtxgenError
-from ..ir import Imm, Instr
+from ..ir import Addr, Imm, Instr
 from ..ir import types as T
 from ..schedule.score_mods import CMP, ELEM, ITYPE, LEVEL, Expr, Graph, evaluate
 
@@ -414,3 +414,21 @@ class ModLowering:
                     continue
                 self.b.selp(sacc[i], Imm(float("-inf"), T.f32), keep, type=T.f32, out=sacc[i])
         self.elem, self.aff = saved       # values made inside the mask's branch stay there
+
+
+def block_list(b, block_lists, heads, tile, count_name):
+    """(count, list address) of a CTA's key (or query) blocks in the block mask's lists
+    (kernel parameters BM_counts, BM_lists; AttentionMods.block_lists = (per batch, per head,
+    rows, cols)) for its tile index `tile`, the mask head from ctaid.y = batch·H + head."""
+    per_b, per_h, rows, cols = block_lists
+    bh = b.special("ctaid.y")
+    mh = bh if per_b and per_h else \
+        b.div(bh, heads, type=T.u32, name="mb") if per_b else \
+        b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,
+              name="mh") if per_h else None
+    mrow = tile if mh is None else b.mad(mh, rows, tile, type=T.u32, name="mrow")
+    cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1), 4),
+                                     8), vec=2, cache="nc", name="cnt")
+    return (b.add(cnt[0], cnt[1], type=T.u32, name=count_name),
+            b.element_addr(b.param("BM_lists"), b.mul(mrow, cols, type=T.u32), 4,
+                           name="blist"))
