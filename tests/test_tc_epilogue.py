@@ -10,6 +10,7 @@ from ptxgen.emu import emulate, run_operator
 from ptxgen.errors import PtxgenError
 from ptxgen.ops.tc_matmul import TcMatmul
 from ptxgen.schedule import epilogue as E
+from ptxgen.schedule import named_epilogues as NE
 from ptxgen.schedule.tc_matmul import TcMatmulSchedule
 
 ARCH = "sm_90a"
@@ -136,9 +137,9 @@ def test_the_function_is_traced_once_into_shared_nodes():
 
 
 def test_keys_are_stable_and_tell_epilogues_apart():
-    a = E.named_epilogue("bias_gelu")
-    assert a.key == E.named_epilogue("bias_gelu").key
-    assert a.key != E.named_epilogue("bias_silu").key
+    a = NE.named_epilogue("bias_gelu")
+    assert a.key == NE.named_epilogue("bias_gelu").key
+    assert a.key != NE.named_epilogue("bias_silu").key
     f1 = E.trace_epilogue(lambda acc, row, col: acc * 2.0, "s")
     f2 = E.trace_epilogue(lambda acc, row, col: acc * 3.0, "s")
     assert f1.key != f2.key

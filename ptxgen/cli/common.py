@@ -115,7 +115,7 @@ def add_dtype(p):
     p.add_argument("--epilogue", default=None, metavar="NAME",
                    help="matmul with --dtype: a named epilogue fused before C is stored (bias, "
                         "relu, gelu_tanh, gelu_erf, silu, residual, row_scale, col_scale, "
-                        "bias_gelu, bias_silu, ...; schedule/epilogue.py NAMED)")
+                        "bias_gelu, bias_silu, ...; schedule/named_epilogues.py NAMED)")
     p.add_argument("--causal", action="store_true", help="attention: causal mask")
     p.add_argument("--scale", type=float, default=None,
                    help="attention: softmax scale (default 1/sqrt(D))")

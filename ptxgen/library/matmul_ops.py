@@ -60,7 +60,8 @@ def _epilogue_parts(fn, epilogue, tensors, M, N):
 
 def _epilogue(fn, epilogue, tensors, M, N):
     """The traced Epilogue of a user's epilogue argument and the kernel arrays of its tensors."""
-    from ..schedule.epilogue import Epilogue, Tensor, named_epilogue, trace_epilogue
+    from ..schedule.epilogue import Epilogue, Tensor, trace_epilogue
+    from ..schedule.named_epilogues import named_epilogue
     from .inputs import kernel_dtype
     specs, arrays = {}, {}
     for name, t in tensors.items():

@@ -38,7 +38,7 @@ from ..lower.split_k import split_k_workspace
 from ..schedule.matmul import target_limits
 from ..schedule.defaults import choice
 from ..schedule.tuned import tuned_tc_schedule
-from ..schedule.epilogue import as_epilogue
+from ..schedule.named_epilogues import as_epilogue
 from . import pack as packmod
 from .base import Launch, Operator, Step, sm_count_or_default
 from .mma_matmul import MmaSyncMatmulPath
