@@ -9,7 +9,8 @@
 #        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
 #        and CUDNN backward) sm80_matmul sm80_attention (the sm_80 path) llm_gemms pad_copy
 #        decode (attention decode over a K/V cache vs SDPA and a copy) varlen (attention over
-#        packed sequences of mixed lengths vs the dense kernel on the same work)
+#        packed sequences of mixed lengths vs the dense kernel on the same work) sfu (ex2/lg2/rcp
+#        .approx tables for the emulator)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -47,6 +48,7 @@ step() {
     sm80_attention) python3 benchmarks/sm80_path.py attention --out $W ;;
     llm_gemms) python3 benchmarks/llm_gemms.py --out $W ;;
     pad_copy) python3 benchmarks/pad_copy.py --out $W ;;
+    sfu) python3 benchmarks/sfu_numerics.py --out $W ;;
     *) echo "unknown step $1" ;;
   esac
 }

@@ -124,6 +124,25 @@ def host_us(fn, n=300, sync=None, warmup=3):
     return total / n * 1e6
 
 
+def host_profile(fn, n=200, top=14):
+    """cProfile's table (by own time) of n calls of fn, the GPU synchronised after."""
+    import cProfile
+    import io
+    import pstats
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    return "\n".join(line[:150] for line in text.getvalue().splitlines() if line.strip())
+
+
 # -- launching ptxgen's kernels on torch tensors ---------------------------------------------------
 def bits16(t):
     """A 16-bit tensor as int16 bit patterns (the tensor maps and pointer checks look at

@@ -245,6 +245,9 @@ def main():
         measure("ptxgen.matmul (no_grad)", calls["ptxgen.matmul"])
     a.requires_grad_()
     measure("ptxgen.matmul (custom op, grad)", calls["ptxgen.matmul"])
+    for name in ("ptxgen.matmul", "ptxgen.attention"):     # where a cached call's host time goes
+        print(f"profile of 200 cached {name} calls (tottime, top 14):")
+        print(harness.host_profile(calls[name], 200, 14))
     report = {"meta": meta, "rows": rows, "host_us": host}
 
     def save():

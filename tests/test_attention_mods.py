@@ -1,6 +1,8 @@
 """Programmable attention (FlexAttention's model): score_mod / mask_mod traced once, block masks,
 the named mods, each on the CPU emulator (sm_90a and the sm_80 path) against float64 at odd
 shapes, the CLI, ptxas without spills, and (GPU) the same on the device."""
+import os
+
 import numpy as np
 import pytest
 
@@ -324,6 +326,10 @@ def test_gpu_matches_float64_and_the_emulator(name):
     run_steps(op, shape, load_steps(op, shape, op.build(shape, SM90), SM90), gpu, SM90)
     assert op.check(shape, gpu)[0]
     emu = _emulated(op, shape, SM90, 7)
+    if os.environ.get("OUT_DIR"):               # keep both for an offline look at a mismatch
+        np.savez_compressed(os.path.join(os.environ["OUT_DIR"], f"mods_{name}.npz"),
+                            **{f"gpu_{k}": v for k, v in gpu.items()},
+                            **{f"emu_{k}": v for k, v in emu.items()})
     if name != "soft_cap":                      # the emulator's tanh.approx is exact
         bad = np.argwhere(gpu["O"] != emu["O"])
         ulps = np.abs(gpu["O"].astype(np.int32) - emu["O"].astype(np.int32)).max()

@@ -149,7 +149,9 @@ def _to_torch_gpu(function, ops):
 
 
 def contiguous(x):
-    return x.contiguous() if hasattr(x, "contiguous") else np.ascontiguousarray(x)
+    """A contiguous input; a torch tensor detached (inside a custom op it may still require
+    grad, and such a tensor refuses __cuda_array_interface__)."""
+    return x.detach().contiguous() if hasattr(x, "detach") else np.ascontiguousarray(x)
 
 
 def run_op(fn, op, shape, arch, backend, dtype, arrays, outputs, on_gpu, is_torch, out=None,
