@@ -243,7 +243,8 @@ def attention_sample(q, k, v, rng, causal=False, mods=None, heads=2, nrows=24):
         rows = np.sort(rng.choice(S, size=min(nrows, S), replace=False))
         rows[-1] = S - 1                                  # the last (partial-tile) row too
         qq = q[b, h, torch.tensor(rows, device=q.device)].double().cpu().numpy()
-        kk, vv = (t[b, h].double().cpu().numpy() for t in (k, v))
+        hk = h // (H // k.shape[1])                     # grouped-query: the head's K/V head
+        kk, vv = (t[b, hk].double().cpu().numpy() for t in (k, v))
         out.append((b, h, rows, attention_reference(qq, kk, vv, 1 / math.sqrt(D), causal,
                                                      UNIT_ROUNDOFF["bf16"], rows=rows,
                                                      mods=mods, bh=(b, h))))
