@@ -62,8 +62,8 @@ def sampled_check(op, shape, q, k, v, lens, table, O, LSE, rng, n=3):
     return ok
 
 
-def bench(torch, S, page, rng):
-    op = AttentionDecode("bf16", page_size=page)
+def bench(torch, S, page, rng, schedule="auto", references=True):
+    op = AttentionDecode("bf16", page_size=page, schedule=schedule)
     shape = op.shape(B=B, S_q=1, H=H, H_kv=H_KV, D=D, S_max=S,
                      **({"pages": B * S // page} if page else {}))
     k, v, table = _caches(torch, S, page, rng)
@@ -88,6 +88,8 @@ def bench(torch, S, page, rng):
     row["ptxgen_ms"] = harness.gpu_ms(go)
     kv_bytes = 2 * B * S * H_KV * D * 2
     row["kv_gbs"] = kv_bytes / row["ptxgen_ms"] / 1e6
+    if not references:
+        return row
     src = torch.empty(kv_bytes // 2, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
     copy_ms = harness.gpu_ms(lambda: dst.copy_(src))
@@ -116,6 +118,8 @@ def bench(torch, S, page, rng):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="attention.py decode")
     p.add_argument("--kv-lens", default="4096,32768")
+    p.add_argument("--sweep", action="store_true",
+                   help="also time the split / stage candidates on the contiguous cache")
     harness.out_argument(p)
     args = p.parse_args(argv)
     import torch
@@ -135,3 +139,32 @@ def main(argv=None):
             torch.cuda.empty_cache()
             harness.save_json(args.out, "decode.json", dict(info=info, rows=rows))
     TABLE.print(rows, note=f"B={B} H={H} H_kv={H_KV} D={D} bf16, one new token")
+    if args.sweep:
+        swept = sweep(torch, [int(x) for x in args.kv_lens.split(",")], rng)
+        harness.save_json(args.out, "decode.json", dict(info=info, rows=rows, sweep=swept))
+
+
+def sweep(torch, lens, rng):
+    """GPU time of the split / stage candidates at each KV length (contiguous cache), fastest
+    first per length; the default schedule's row is marked."""
+    from ptxgen.schedule.attention_decode import DecodeSchedule
+    out = []
+    for S in lens:
+        rows = []
+        for splits, stages in ((sp, st) for sp in (8, 12, 16, 20, 24, 32, 40, 48, 64)
+                               for st in (2, 3, 4)):
+            sched = DecodeSchedule(splits=splits, warps=4, stages=stages)
+            try:
+                r = bench(torch, S, None, rng, sched, references=False)
+            except Exception as e:                          # noqa: BLE001 - report, go on
+                r = dict(kv=S, schedule=str(sched), error=f"{type(e).__name__}: {e}"[:120])
+            rows.append(r)
+        default = str(bench(torch, S, None, rng, references=False)["schedule"])
+        rows.sort(key=lambda r: r.get("ptxgen_ms", 1e9))
+        for r in rows:
+            r["default"] = r["schedule"] == default
+            print(f"kv {S:6d} {r['schedule']:22s} {r.get('ptxgen_ms', float('nan')):8.4f} ms "
+                  f"{r.get('kv_gbs', float('nan')):7.0f} GB/s{'  default' if r['default'] else ''}"
+                  f"{'  ' + r['error'] if 'error' in r else ''}", flush=True)
+        out += rows
+    return out

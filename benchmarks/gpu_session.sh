@@ -42,6 +42,7 @@ step() {
     tc_matmul) python3 benchmarks/tc_matmul.py --out $W ;;
     attention) python3 benchmarks/attention.py --budget-s 250 --out $W ;;
     decode) python3 benchmarks/attention.py decode --out $W ;;
+    decode_sweep) python3 benchmarks/attention.py decode --sweep --out $W ;;
     varlen) python3 benchmarks/attention.py varlen --out $W ;;
     backward) python3 benchmarks/attention.py backward --budget-s 250 --out $W ;;
     sm80_matmul) python3 benchmarks/sm80_path.py matmul --out $W ;;
