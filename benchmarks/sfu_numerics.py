@@ -74,6 +74,7 @@ def inputs(rng, random_count=1 << 16):
              * np.exp2(rng.integers(-40, 1, random_count))).astype(np.float32)
     rand = np.concatenate([x, wide, small])
     return {"ex2_grid": ex2_grid.astype(np.float32), "mant": mant.astype(np.float32),
+            "half": (mant / 2).astype(np.float32),
             "random": rand}
 
 
@@ -98,6 +99,7 @@ def probe(out):
     sets = inputs(rng)
     e, _, _ = run("gpu", sets["ex2_grid"])
     _, l, r = run("gpu", sets["mant"])
+    _, lh, _ = run("gpu", sets["half"])
     re, rl, rr = run("gpu", sets["random"])
     ex2_d = ulp_delta(e, np.exp2(sets["ex2_grid"].astype(np.float64)))
     lg2_d = ulp_delta(l, np.log2(sets["mant"].astype(np.float64)))
@@ -105,9 +107,11 @@ def probe(out):
     for name, d in (("ex2", ex2_d), ("lg2", lg2_d), ("rcp", rcp_d)):
         v, c = np.unique(d, return_counts=True)
         print(name, "ulp deltas:", dict(zip(v.tolist()[:12], c.tolist()[:12])))
-    for name, d in (("ex2", ex2_d), ("lg2", lg2_d), ("rcp", rcp_d)):   # one file each: size
-        np.savez_compressed(os.path.join(out, f"sfu_{name}.npz"),
-                            delta=np.clip(d, -127, 127).astype(np.int8))
+    # lg2 of [0.5, 1) = -1 + the unit's fixed-point log of the significand: its low bits show
+    lg2h_d = ulp_delta(lh, np.log2(sets["half"].astype(np.float64)))
+    for name, d in (("ex2", ex2_d), ("lg2", lg2_d), ("rcp", rcp_d), ("lg2_half", lg2h_d)):
+        np.savez_compressed(os.path.join(out, f"sfu_{name}.npz"), delta=d.astype(
+            np.int8 if np.abs(d).max() < 128 else np.int32))
     np.savez_compressed(os.path.join(out, "sfu_gpu.npz"), random=sets["random"],
                         random_ex2=re, random_lg2=rl, random_rcp=rr)
 
