@@ -334,6 +334,7 @@ def test_gpu_matches_float64_and_the_emulator(name):
         bad = np.argwhere(gpu["O"] != emu["O"])
         ulps = np.abs(gpu["O"].astype(np.int32) - emu["O"].astype(np.int32)).max()
         rows = sorted({tuple(r) for r in bad[:, :3].tolist()})
+        assert np.array_equal(gpu["LSE"].view(np.uint32), emu["LSE"].view(np.uint32))
         assert not len(bad), (f"{len(bad)} of {gpu['O'].size} O elements differ (at most "
                               f"{ulps} ulp) in {len(rows)} (b, h, row)s, first {rows[:8]}; "
                               f"LSE differs at {int((gpu['LSE'] != emu['LSE']).sum())}")

@@ -3,12 +3,13 @@ abs/neg, comparisons, testp and copysign, for f16, bf16, f32, f64 and the packed
 
 `.rn` f32/f64 add, sub, mul, div, sqrt are numpy's own IEEE operations. fma and every directed
 rounding go through fp.py so each result is rounded exactly once. The .approx functions (ex2, lg2,
-sin, cos, rsqrt, tanh, and approximate div/rcp/sqrt) return the correctly rounded value, which
-is within the hardware's documented error bound but not bit-identical to the hardware's MUFU.
+sin, cos, rsqrt, tanh, and approximate div/sqrt) return the correctly rounded value, which
+is within the hardware's documented error bound but not bit-identical to the hardware's MUFU;
+ex2, lg2 and rcp .approx.ftz.f32 give the unit's own results (sfu.py's measured tables).
 """
 import numpy as np
 
-from . import fp
+from . import fp, sfu
 from .operands import make, sources
 from .values import from_f64, storage, to_f64
 
@@ -203,6 +204,9 @@ _APPROX = {
 }
 
 
+_SFU = {"ex2": sfu.ex2, "lg2": sfu.lg2, "rcp": sfu.rcp}
+
+
 def build_unary(ctx, ins):
     op = ins.opcode
     name = ins.type.name
@@ -228,6 +232,11 @@ def build_unary(ctx, ins):
         if "approx" in ins.mods:
             return float_unit(ctx, ins, 1, lambda a, f, m: fp.sqrt_rounded(a, f, "rn"), np.sqrt)
         return float_unit(ctx, ins, 1, fp.sqrt_rounded, np.sqrt)
+    if op in _SFU and {"approx", "ftz"} <= set(ins.mods) and name == "f32":
+        # the special-function unit's own results, measured (emu/sfu.py)
+        g = _SFU[op]
+        return float_unit(ctx, ins, 1, lambda a, f, m: g(np.asarray(a, np.float32)),
+                          lambda x: g(np.asarray(x, np.float32)))
     if op == "rcp":
         def exact(a, f, m):
             return fp.quotient_rounded(np.ones_like(a), a, f, m)

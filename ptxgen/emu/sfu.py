@@ -1,14 +1,15 @@
-"""The special-function unit's ex2, lg2 and rcp (.approx.ftz.f32) bit for bit, from tables
-measured on the GPU (isa/sm_90_sfu.npz, made by benchmarks/sfu_numerics.py; its source and the
-held-out agreement are in isa/sm_90.toml [sfu] and docs/EMULATOR.md, "Special functions").
+"""The special-function unit's ex2, lg2 and rcp (.approx.ftz.f32) as the Hopper SM computes
+them, from tables measured on the GPU (isa/sm_90_sfu.npz, made by benchmarks/sfu_numerics.py;
+source and held-out agreement: isa/sm_90.toml [sfu] and docs/EMULATOR.md, "Special functions").
 
-Each table holds, per point of its grid, the hardware's result as an offset in units of the last
-place from the correctly rounded one (int8, compressed). The grids and how other inputs reduce
-to them:
-- ex2: x on the 2^-23 grid of [0, 1); x = n + f with n = floor(x) gives 2^n · T(f), the input
-  first truncated to the grid (what the unit's fixed-point argument keeps);
-- rcp: the significand m of [1, 2) on its own 2^-23 grid; 1/(m · 2^e) = R(m) · 2^-e;
-- lg2: the significand m of [1, 2); lg2(m · 2^e) = e + L(m), rounded as the unit rounds it.
+Each table holds, per point of its grid, the unit's result as an offset in units of the last
+place from the correctly rounded value. How every other input reduces to the tables (rules
+fitted on the grids, checked on random inputs of every exponent):
+- ex2: |x| truncated to the 2^-23 grid, = n + f; 2^(±x) = 2^(±n) · T±(f), one table per sign;
+- rcp: 1/(m · 2^e) = R(m) · 2^-e for the significand m of [1, 2);
+- lg2 of m · 2^e: e >= 0 gives e + L(m) rounded toward zero; e = -1 gives the measured
+  [0.5, 1) table; below that e + L(m) rounded toward zero agrees with the unit on most inputs,
+  not all (docs/EMULATOR.md gives the figure).
 Without the table file the correctly rounded value stands in (within the documented bound).
 """
 import functools
@@ -16,82 +17,95 @@ import functools
 import numpy as np
 
 GRID = 1 << 23
-_TINY = np.float32(2.0 ** -126)
+_TINY = 2.0 ** -126
 
 
 @functools.lru_cache(maxsize=None)
 def tables():
-    """{'ex2': f32[2^23], 'lg2': f32[2^23], 'rcp': f32[2^23]} or None without the file."""
+    """{name: f32[2^23]} of the unit's results on each grid, or None without the file."""
     from ..arch import isa_dir
     path = isa_dir() / "sm_90_sfu.npz"
     if not path.exists():
         return None
+    frac = np.arange(GRID, dtype=np.float64) / GRID
+    mant = 1.0 + frac
     with np.load(path) as d:
-        k = np.arange(GRID, dtype=np.float64)
-        grid = k / GRID
-        mant = 1.0 + grid
-        return {"ex2": _apply(np.exp2(grid), d["ex2"]),
+        return {"ex2_pos": _apply(np.exp2(frac), d["ex2_pos"]),
+                "ex2_neg": _apply(np.exp2(-frac), d["ex2_neg"]),
+                "rcp": _apply(1.0 / mant, d["rcp"]),
                 "lg2": _apply(np.log2(mant), d["lg2"]),
-                "rcp": _apply(1.0 / mant, d["rcp"])}
+                "lg2_half": _apply(np.log2(mant / 2), d["lg2_half"])}
 
 
 def _apply(ref64, delta):
-    """The correctly rounded f32 of ref64 moved by `delta` units in the last place (away from
-    zero for positive deltas)."""
+    """The correctly rounded f32 of ref64 moved by `delta` steps away from zero."""
     ref = ref64.astype(np.float32)
     bits = ref.view(np.int32).astype(np.int64)
-    bits = np.where(np.signbit(ref), bits - delta, bits + delta)
-    return bits.astype(np.int32).view(np.float32)
+    step = np.where(np.signbit(ref), -1, 1) * delta.astype(np.int64)
+    return (bits + step).astype(np.int32).view(np.float32)
 
 
-def _flush(x):
+def _ftz(x):
     x = np.asarray(x, np.float32)
-    return np.where(np.abs(x) < _TINY, np.float32(0) * np.sign(x), x).astype(np.float32)
+    return np.where(np.abs(x) < _TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
+def _toward_zero(exact):
+    """f64 values rounded to f32 toward zero."""
+    r = exact.astype(np.float32)
+    over = np.abs(r.astype(np.float64)) > np.abs(exact)
+    return np.where(over, np.nextafter(r, np.float32(0)), r).astype(np.float32)
+
+
+def _split(x):
+    """(table index of the significand in [1, 2), exponent) of positive finite f32 x."""
+    m, e = np.frexp(x.astype(np.float64))
+    k = np.clip((m * (2 * GRID)).astype(np.int64) - GRID, 0, GRID - 1)
+    return k, (e - 1).astype(np.int64)
 
 
 def ex2(x):
     """ex2.approx.ftz.f32 of an f32 array."""
     t = tables()
-    x = _flush(x)
+    x = _ftz(x)
     if t is None:
-        return _flush(np.exp2(x.astype(np.float64)).astype(np.float32))
+        with np.errstate(over="ignore"):
+            return _ftz(np.exp2(x.astype(np.float64)).astype(np.float32))
     with np.errstate(over="ignore", invalid="ignore"):
-        scaled = np.trunc(np.clip(x.astype(np.float64), -256, 256) * GRID)
-        q = scaled.astype(np.int64)
-        n = q >> 23
-        frac = t["ex2"][q & (GRID - 1)].astype(np.float64)
-        r = np.ldexp(frac, n.astype(np.int32)).astype(np.float32)
-    r = np.where(np.isnan(x), np.float32(np.nan), r)
-    return _flush(r)
+        q = np.floor(np.minimum(np.abs(x.astype(np.float64)), 256.0) * GRID).astype(np.int64)
+        n, f = q >> 23, q & (GRID - 1)
+        neg = np.signbit(x)
+        r = np.ldexp(np.where(neg, t["ex2_neg"][f], t["ex2_pos"][f]).astype(np.float64),
+                     np.where(neg, -n, n).astype(np.int32)).astype(np.float32)
+    return _ftz(np.where(np.isnan(x), np.float32(np.nan), r))
 
 
 def rcp(x):
     """rcp.approx.ftz.f32 of an f32 array."""
     t = tables()
-    x = _flush(x)
+    x = _ftz(x)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         exact = (np.float32(1) / x).astype(np.float32)
         if t is None:
-            return _flush(exact)
-        m, e = np.frexp(x.astype(np.float64))               # x = m · 2^e, |m| in [0.5, 1)
-        k = (np.abs(m) * 2 * GRID).astype(np.int64) - GRID
-        k = np.clip(k, 0, GRID - 1)
-        r = np.ldexp(t["rcp"][k].astype(np.float64), (1 - e).astype(np.int32))
+            return _ftz(exact)
+        ax = np.abs(x)
+        finite = np.isfinite(ax) & (ax > 0)
+        k, e = _split(np.where(finite, ax, np.float32(1)))
+        r = np.ldexp(t["rcp"][k].astype(np.float64), (-e).astype(np.int32))
         r = np.copysign(r, x).astype(np.float32)
-    special = ~np.isfinite(x) | (x == 0)
-    return _flush(np.where(special, exact, r))
+    return _ftz(np.where(finite, r, exact))
 
 
 def lg2(x):
     """lg2.approx.ftz.f32 of an f32 array."""
     t = tables()
-    x = _flush(x)
+    x = _ftz(x)
     with np.errstate(divide="ignore", invalid="ignore"):
         exact = np.log2(x.astype(np.float64)).astype(np.float32)
         if t is None:
             return exact
-        m, e = np.frexp(x.astype(np.float64))
-        k = np.clip((m * 2 * GRID).astype(np.int64) - GRID, 0, GRID - 1)
-        r = ((e - 1).astype(np.float64) + t["lg2"][k].astype(np.float64)).astype(np.float32)
-    special = ~np.isfinite(x) | (x <= 0)
-    return np.where(special, exact, r)
+        normal = np.isfinite(x) & (x > 0)
+        k, e = _split(np.where(normal, x, np.float32(1)))
+        r = _toward_zero(e.astype(np.float64) + t["lg2"][k].astype(np.float64))
+        r = np.where(e == -1, t["lg2_half"][k], r)
+    return np.where(normal, r, exact).astype(np.float32)
