@@ -35,7 +35,8 @@ def test_lg2_is_bit_equal_at_and_above_one_half_and_close_below():
 
 def test_tables_differ_from_correct_rounding_so_the_check_can_fail():
     x = DATA["x"]
-    rounded = np.exp2(x.astype(np.float64)).astype(np.float32)
+    with np.errstate(over="ignore"):
+        rounded = np.exp2(x.astype(np.float64)).astype(np.float32)
     assert not same(rounded, DATA["ex2"]).all()
 
 

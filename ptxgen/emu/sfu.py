@@ -20,21 +20,39 @@ GRID = 1 << 23
 _TINY = 2.0 ** -126
 
 
+_REFERENCE = {"ex2_pos": lambda g: np.exp2(g), "ex2_neg": lambda g: np.exp2(-g),
+              "rcp": lambda g: 1.0 / (1.0 + g), "lg2": lambda g: np.log2(1.0 + g),
+              "lg2_half": lambda g: np.log2((1.0 + g) / 2)}
+
+
 @functools.lru_cache(maxsize=None)
-def tables():
-    """{name: f32[2^23]} of the unit's results on each grid, or None without the file."""
+def _deltas():
     from ..arch import isa_dir
     path = isa_dir() / "sm_90_sfu.npz"
     if not path.exists():
         return None
-    frac = np.arange(GRID, dtype=np.float64) / GRID
-    mant = 1.0 + frac
     with np.load(path) as d:
-        return {"ex2_pos": _apply(np.exp2(frac), d["ex2_pos"]),
-                "ex2_neg": _apply(np.exp2(-frac), d["ex2_neg"]),
-                "rcp": _apply(1.0 / mant, d["rcp"]),
-                "lg2": _apply(np.log2(mant), d["lg2"]),
-                "lg2_half": _apply(np.log2(mant / 2), d["lg2_half"])}
+        return {name: d[name] for name in _REFERENCE}
+
+
+@functools.lru_cache(maxsize=None)
+def table(name):
+    """The unit's f32 results on `name`'s grid (32 MB, made on first use), or None without the
+    table file."""
+    deltas = _deltas()
+    if deltas is None:
+        return None
+    return _apply(_REFERENCE[name](np.arange(GRID, dtype=np.float64) / GRID), deltas[name])
+
+
+class _Tables:
+    def __getitem__(self, name):
+        return table(name)
+
+
+def tables():
+    """The tables by name (each made when first read), or None without the table file."""
+    return None if _deltas() is None else _Tables()
 
 
 def _apply(ref64, delta):
