@@ -49,7 +49,7 @@ step() {
     sm80_attention) python3 benchmarks/sm80_path.py attention --out $W ;;
     llm_gemms) python3 benchmarks/llm_gemms.py --out $W ;;
     pad_copy) python3 benchmarks/pad_copy.py --out $W ;;
-    sfu) python3 benchmarks/sfu_numerics.py --out $W ;;
+    sfu) python3 benchmarks/numerics.py --sfu-out $W ;;
     *) echo "unknown step $1" ;;
   esac
 }

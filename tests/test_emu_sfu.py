@@ -1,6 +1,6 @@
 """The emulator's special-function unit (emu/sfu.py) against the GPU's results on random
 inputs of every exponent (tests/data/sfu_gpu_sample.npz: 24 000 inputs held out from the table
-grids, ex2/lg2/rcp.approx.ftz.f32 on an H100, benchmarks/sfu_numerics.py)."""
+grids, ex2/lg2/rcp.approx.ftz.f32 on an H100, benchmarks/numerics.py)."""
 import numpy as np
 import pytest
 

@@ -264,7 +264,7 @@ def test_fp8_gemm_bit_equal_to_the_h200(name):
     """The fp8 GEMMs of `benchmarks/llm_gemms.py --parts fp8emu` as an H200 ran them
     (2026-12-07; whole or a slice of rows and columns: each element depends only on its row of A
     and column of B): the emulated kernel on the same inputs gives the GPU's C bit for bit, so
-    MODEL_FP8 (fitted to them with `benchmarks/fp8_numerics.py --fit`) is wgmma's fp8 sum."""
+    MODEL_FP8 (fitted to them with `benchmarks/numerics.py --fit`) is wgmma's fp8 sum."""
     from ptxgen.ops.grouped_matmul import GroupedMatmul
     from ptxgen.schedule.tc_matmul import TcMatmulSchedule
     fa, fb, out, sched = GPU_CASES[name]

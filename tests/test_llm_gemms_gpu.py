@@ -1,7 +1,7 @@
 """Issue 29's GEMMs on the GPU against the emulator, same inputs, bit for bit: split-K and the
 grouped GEMM in bf16 (the 16-bit tensor-core model is measured), and the fp8 GEMM, whose
 accumulation model (tensor_math.MODEL_FP8) this checks: where it fails, fit it with
-benchmarks/fp8_numerics.py. Every result also within the float64 bound."""
+benchmarks/numerics.py. Every result also within the float64 bound."""
 import numpy as np
 import pytest
 

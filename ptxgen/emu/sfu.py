@@ -1,6 +1,6 @@
 """The special-function unit's ex2, lg2 and rcp (.approx.ftz.f32) as the Hopper SM computes
-them, from tables measured on the GPU (isa/sm_90_sfu.npz, made by benchmarks/sfu_numerics.py;
-source and held-out agreement: isa/sm_90.toml [sfu] and docs/EMULATOR.md, "Special functions").
+them, from tables measured on the GPU (isa/sm_90_sfu.npz, made by benchmarks/numerics.py;
+source: isa/sm_90.toml [ops.SFU]; held-out agreement: docs/EMULATOR.md, "Special functions").
 
 Each table holds, per point of its grid, the unit's result as an offset in units of the last
 place from the correctly rounded value. How every other input reduces to the tables (rules

@@ -49,7 +49,7 @@ MODEL_F16 = Numerics(final="rn")      # f16 accumulators: the same sum, rounded 
 # fraction bits at E), the kept bits summed and the sum truncated to 13 fraction bits.
 # Fitted to an NVIDIA H200's small fp8 GEMMs (docs/EMULATOR.md, item 4; the data:
 # tests/data/fp8_gemm_h200.npz, replayed by tests/test_fp8_matmul.py): the only candidate of
-# `benchmarks/fp8_numerics.py --fit` bit-equal on every element (e4m3, e5m2, f32 and bf16 C,
+# `benchmarks/numerics.py --fit` bit-equal on every element (e4m3, e5m2, f32 and bf16 C,
 # split-K, grouped). Unmeasured: a C input with more than 13 fraction bits (a GEMM's C starts
 # at zero and carries wgmma's own sums).
 MODEL_FP8 = Numerics(block=32, width=14, frac_bits=13)
