@@ -98,7 +98,20 @@ def median_ms(fn, warmup=25, rep=200):
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
 
 
-def host_us(fn, n=300, sync=None, warmup=3):
+def host_us(fn, n=300, sync=None, warmup=3, fewer=(100, 30)):
+    """host_cost_us with n calls, then with `fewer` where the calls waited for the GPU: a
+    launch with large parameters (tensor maps) fills the driver's queue of pending work after
+    fewer launches."""
+    for count in (n, *fewer):
+        try:
+            return host_cost_us(fn, count, sync, warmup)
+        except RuntimeError as e:
+            if count == (fewer[-1] if fewer else n):
+                raise
+            print(f"host_us: {e}; again with fewer calls", flush=True)
+
+
+def host_cost_us(fn, n=300, sync=None, warmup=3):
     """Wall microseconds per call of n back-to-back calls while the GPU is busy (a hold kernel
     in front), so the host never waits for the GPU: the host's cost of a call. n stays well
     below the driver's queue of pending launches (about a thousand): past it, a launch waits
