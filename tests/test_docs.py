@@ -48,3 +48,10 @@ def test_api_reference_names_real_objects():
             obj = importlib.import_module(name)
         assert obj is not None, name
     assert os.path.exists(ROOT / "mkdocs.yml")
+
+
+@pytest.mark.parametrize("name,most", [("MODEL.md", 600), ("PERF.md", 500), ("EMULATOR.md", 400)])
+def test_reference_docs_stay_within_their_length(name, most):
+    """The reference docs describe the product and its current figures, not their history."""
+    lines = (Path(__file__).resolve().parents[1] / "docs" / name).read_text().count("\n")
+    assert lines <= most, f"docs/{name} has {lines} lines, more than {most}"
