@@ -7,9 +7,8 @@ place from the correctly rounded value. How every other input reduces to the tab
 fitted on the grids, checked on random inputs of every exponent):
 - ex2: |x| truncated to the 2^-23 grid, = n + f; 2^(±x) = 2^(±n) · T±(f), one table per sign;
 - rcp: 1/(m · 2^e) = R(m) · 2^-e for the significand m of [1, 2);
-- lg2 of m · 2^e: e >= 0 gives e + L(m) rounded toward zero; e = -1 gives the measured
-  [0.5, 1) table; below that e + L(m) rounded toward zero agrees with the unit on most inputs,
-  not all (docs/EMULATOR.md gives the figure).
+- lg2 of m · 2^e: e + L(m) rounded toward zero, where the unit's L(m) lies just above the
+  table's (its truncation to f32) unless the table's is 0; e = -1 has its own measured table.
 Without the table file the correctly rounded value stands in (within the documented bound).
 """
 import functools
@@ -18,6 +17,7 @@ import numpy as np
 
 GRID = 1 << 23
 _TINY = 2.0 ** -126
+_BELOW_TABLE = 2.0 ** -40        # under every f32 step of e + L(m) for |e| <= 126, above f64's
 
 
 _REFERENCE = {"ex2_pos": lambda g: np.exp2(g), "ex2_neg": lambda g: np.exp2(-g),
@@ -124,6 +124,9 @@ def lg2(x):
             return exact
         normal = np.isfinite(x) & (x > 0)
         k, e = _split(np.where(normal, x, np.float32(1)))
-        r = _toward_zero(e.astype(np.float64) + t["lg2"][k].astype(np.float64))
+        # the unit's log of the significand has bits below the table's f32 (the table is its
+        # truncation): a sum landing on the f32 grid still moves one step toward zero below 0
+        low = t["lg2"][k].astype(np.float64)
+        r = _toward_zero(e.astype(np.float64) + low + np.where(low > 0, _BELOW_TABLE, 0.0))
         r = np.where(e == -1, t["lg2_half"][k], r)
     return np.where(normal, r, exact).astype(np.float32)
