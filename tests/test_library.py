@@ -378,6 +378,26 @@ def test_gpu_attention_varlen_and_decode_and_backward_match_the_emulator():
 
 
 @pytest.mark.gpu
+def test_gpu_grouped_matmul_takes_offsets_on_the_device_and_replays_in_a_cuda_graph():
+    """offs on the GPU reach the kernel without a round trip to the host: the call captures
+    in a CUDA graph, and new offsets written into the same tensor change the replay."""
+    import torch
+    x = torch.randn(150, 64, dtype=torch.bfloat16)
+    w = torch.randn(3, 64, 48, dtype=torch.bfloat16)
+    offs = torch.tensor([40, 40, 130], dtype=torch.int32)
+    on_cpu = ptxgen.grouped_matmul(x, w, offs)
+    xg, wg, og = x.cuda(), w.cuda(), offs.cuda()
+    assert torch.equal(ptxgen.grouped_matmul(xg, wg, og).cpu(), on_cpu)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        c = ptxgen.grouped_matmul(xg, wg, og)
+    og.copy_(torch.tensor([10, 90, 150], dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(c.cpu(), ptxgen.grouped_matmul(x, w, og.cpu()))
+
+
+@pytest.mark.gpu
 def test_gpu_attention_is_bit_equal_to_the_emulator():
     import torch
     q, k, v = (torch.randn(1, 2, 77, 64, dtype=torch.bfloat16) for _ in range(3))
@@ -522,3 +542,8 @@ def test_grouped_matmul_as_torch_grouped_mm_takes_it():
         assert np.all(c[130:].astype(np.float64) == 0)
     with pytest.raises(PtxgenError, match="ascending integer end rows"):
         ptxgen.grouped_matmul(x, w, np.array([50, 40, 130], np.int32))
+    import torch                                                     # offs as a CPU tensor
+    c = ptxgen.grouped_matmul(torch.from_numpy(x.view(np.int16)).view(torch.bfloat16),
+                              torch.from_numpy(w.view(np.int16)).view(torch.bfloat16),
+                              torch.from_numpy(offs))
+    assert np.all(np.abs(c.float().numpy().astype(np.float64) - want) <= bound)

@@ -150,7 +150,9 @@ def fp8_matmul_impl(a, b, scale_a=None, scale_b=None, backend="auto", target=Non
     shape = op.shape(M=M, N=N, K=K)
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
         x = np.array([1.0 if v is None else scalar_arg(fn, name, v)], np.float32)
-        scales[name] = torch_module().from_numpy(x).to(a.device if A.is_torch else "cuda") \
+        # on the GPU a fill kernel, not a host copy: no wait for the GPU, graph-capturable
+        scales[name] = torch_module().full((1,), float(x[0]), dtype=torch_module().float32,
+                                           device=a.device if A.is_torch else "cuda") \
             if be == "gpu" else x
     return run_op(fn, op, shape, arch, be, A.dtype, dict(arrays, A=a, Bt=b.T),
                   {"C": ((M, N), "bf16")}, on_gpu, A.is_torch, out, scales)["C"]
@@ -225,7 +227,9 @@ def grouped_matmul(x, w, offs, *, backend="auto", target=None):
     the end row of each expert's tokens (ascending, the last at most M). bf16 gives a bf16
     result, f16 an f32 one; rows after offs[-1] are zero. w may be contiguous (G, K, N) (read
     through wgmma's transpose; K a multiple of 64) or a transposed view of a contiguous
-    (G, N, K) array (nn.Linear's layout, read K-major in place)."""
+    (G, N, K) array (nn.Linear's layout, read K-major in place). offs on the GPU are passed to
+    the kernel unread (no wait for the GPU; the call captures in a CUDA graph), so their values
+    are not checked there; host offsets are."""
     fn = "grouped_matmul"
     X = operand("x", x, fn, ("bf16", "f16"))
     W = operand("w", w, fn, ("bf16", "f16"))
@@ -235,7 +239,17 @@ def grouped_matmul(x, w, offs, *, backend="auto", target=None):
         raise PtxgenError(f"ptxgen.{fn}: x must be (M, K) and w (G, K, N); got x {X.shape}, "
                           f"w {W.shape}")
     (M, K), (G, _, N) = X.shape, W.shape
-    rows = np.asarray(offs.detach().cpu() if hasattr(offs, "detach") else offs)
+    on_device = getattr(offs, "is_cuda", False)
+    if on_device:
+        # offsets on the GPU go to the kernel as they are: checking their values would make
+        # every call wait for the GPU (and break CUDA-graph capture)
+        kind = str(offs.dtype).removeprefix("torch.")
+        if tuple(offs.shape) != (G,) or kind not in ("int32", "int64") or not on_gpu:
+            raise PtxgenError(f"ptxgen.{fn}: offs must be {G} int32/int64 end rows on x's "
+                              f"device, got {kind} {tuple(offs.shape)} on {offs.device}")
+        rows = np.zeros(G, np.int64)               # stands in for the shape checks below
+    else:
+        rows = np.asarray(offs.detach() if hasattr(offs, "detach") else offs)
     if rows.shape != (G,) or rows.dtype.kind not in "iu" or np.any(np.diff(rows) < 0) \
             or (G and (rows[0] < 0 or rows[-1] > M)):
         raise PtxgenError(f"ptxgen.{fn}: offs must be {G} ascending integer end rows within "
@@ -260,7 +274,8 @@ def grouped_matmul(x, w, offs, *, backend="auto", target=None):
         torch = torch_module()
         from .inputs import torch_dtype
         dev = x.device if X.is_torch else "cuda"
-        extra = {"rows": torch.from_numpy(rows.view(np.int32)).to(dev),
+        extra = {"rows": offs.to(torch.int32).contiguous() if on_device else
+                 torch.from_numpy(rows.view(np.int32)).to(dev),
                  "C": torch.zeros((M, N), dtype=torch_dtype(out), device=dev)}
     else:
         extra = {"rows": rows, "C": np.zeros((M, N), np.uint16 if out == "bf16" else np.float32)}
