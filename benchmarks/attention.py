@@ -23,6 +23,8 @@ FlashAttention's count (4·B·H·S²·D, halved when causal); ratios against FLA
 this run. Prints a table last; writes the rows as JSON under --out (benchmarks/harness.py:
 the record, the timing, the sampled checks).
 
+    python benchmarks/attention.py train [--steps 50] [--out DIR]: a one-block transformer
+                                   trained with ptxgen.attention and with SDPA, loss curves
     python benchmarks/attention.py backward [--configs ...] [--skip-small] [--budget-s S]
                                             [--out DIR]
 
@@ -386,8 +388,90 @@ def main_backward(argv):
     print(f"total {time.time() - t0:.1f} s")
 
 
+# -- training: a small transformer block, ptxgen.attention against SDPA ------------------------
+def train_losses(impl, steps, dims, device, seed=0):
+    """Per-step losses of a one-block causal transformer (pre-LN attention + GELU MLP, bf16
+    autocast, AdamW) trained on a fixed random Markov-chain language, every run from the same
+    initial weights and batches; impl picks the attention: 'ptxgen', 'sdpa' (its default
+    backend) or 'sdpa-math' (the math backend: the yardstick of bf16 noise)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import ptxgen
+    vocab, d, heads, S, B = dims
+    g = torch.Generator().manual_seed(seed)
+    chain = torch.softmax(3 * torch.randn(vocab, vocab, generator=g), -1)
+
+    def batch():
+        t = torch.empty(B, S + 1, dtype=torch.long)
+        t[:, 0] = torch.randint(vocab, (B,), generator=g)
+        for i in range(S):
+            t[:, i + 1] = torch.multinomial(chain[t[:, i]], 1, generator=g)[:, 0]
+        return t.to(device)
+    data = [batch() for _ in range(steps)]
+    torch.manual_seed(seed)
+    emb, pos = torch.nn.Embedding(vocab, d), torch.nn.Parameter(0.02 * torch.randn(S, d))
+    ln1, ln2, ln3 = (torch.nn.LayerNorm(d) for _ in range(3))
+    qkv, proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+    up, down, head = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d), torch.nn.Linear(d, vocab)
+    mods = torch.nn.ModuleList([emb, ln1, ln2, ln3, qkv, proj, up, down, head]).to(device)
+    pos = torch.nn.Parameter(pos.detach().to(device))
+    opt = torch.optim.AdamW(list(mods.parameters()) + [pos], lr=3e-3)
+
+    def attend(q, k, v):
+        if impl == "ptxgen":
+            return ptxgen.attention(q, k, v, causal=True)
+        with sdpa_kernel(SDPBackend.MATH if impl == "sdpa-math" else
+                         [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                          SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    losses = []
+    for t in data:
+        with torch.autocast(device_type=device if device != "cpu" else "cpu",
+                            dtype=torch.bfloat16):
+            x = emb(t[:, :-1]) + pos
+            q, k, v = qkv(ln1(x)).view(B, S, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            a = attend(q.to(torch.bfloat16).contiguous(), k.to(torch.bfloat16).contiguous(),
+                       v.to(torch.bfloat16).contiguous())
+            x = x + proj(a.transpose(1, 2).reshape(B, S, d))
+            x = x + down(F.gelu(up(ln2(x))))
+            loss = F.cross_entropy(head(ln3(x)).float().reshape(-1, vocab), t[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def main_train(argv):
+    p = argparse.ArgumentParser(prog="attention.py train")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--dims", default="512,256,4,256,8",
+                   help="vocabulary, model width, heads (head dim = width / heads), S, B")
+    p.add_argument("--device", default="cuda")
+    harness.out_argument(p)
+    args = p.parse_args(argv)
+    dims = [int(x) for x in args.dims.split(",")]
+    runs = {impl: train_losses(impl, args.steps, dims, args.device)
+            for impl in ("sdpa", "sdpa-math", "ptxgen")}
+    ptx = max(abs(a - b) for a, b in zip(runs["ptxgen"], runs["sdpa"]))
+    noise = max(abs(a - b) for a, b in zip(runs["sdpa-math"], runs["sdpa"]))
+    ok = ptx <= max(2 * noise, 1e-2)
+    for i in range(0, args.steps, max(1, args.steps // 10)):
+        print(f"step {i:3d}  " + "  ".join(f"{k} {v[i]:.4f}" for k, v in runs.items()))
+    print(f"last  " + "  ".join(f"{k} {v[-1]:.4f}" for k, v in runs.items()))
+    print(f"largest |ptxgen - sdpa| {ptx:.4f}; |sdpa-math - sdpa| (bf16 noise) {noise:.4f}; "
+          f"{'within' if ok else 'beyond'} twice the noise (or 0.01)")
+    harness.save_json(args.out, "attention_train.json",
+                      dict(info=harness.run_info() if args.device == "cuda" else {},
+                           dims=dims, losses=runs, largest=ptx,
+                           noise=noise, within=ok))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["backward"]:
         main_backward(sys.argv[2:])
+    elif sys.argv[1:2] == ["train"]:
+        main_train(sys.argv[2:])
     else:
         main()

@@ -7,7 +7,7 @@
 #        public_api (ptxgen.matmul / attention vs their kernels and torch) epilogue (fused GEMM
 #        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
 #        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
-#        and CUDNN backward) sm80_matmul sm80_attention (the sm_80 path) llm_gemms pad_copy
+#        and CUDNN backward) train (50 steps of a transformer block, ptxgen.attention vs SDPA) sm80_matmul sm80_attention (the sm_80 path) llm_gemms pad_copy
 #        decode (attention decode over a K/V cache vs SDPA and a copy) varlen (attention over
 #        packed sequences of mixed lengths vs the dense kernel on the same work) sfu (ex2/lg2/rcp
 #        .approx tables for the emulator)
@@ -45,6 +45,7 @@ step() {
     decode_sweep) python3 benchmarks/attention.py decode --sweep --out $W ;;
     varlen) python3 benchmarks/attention.py varlen --out $W ;;
     backward) python3 benchmarks/attention.py backward --budget-s 250 --out $W ;;
+    train) python3 benchmarks/attention.py train --out $W ;;
     sm80_matmul) python3 benchmarks/sm80_path.py matmul --out $W ;;
     sm80_attention) python3 benchmarks/sm80_path.py attention --out $W ;;
     llm_gemms) python3 benchmarks/llm_gemms.py --out $W ;;

@@ -104,3 +104,35 @@ def test_cli_emits_and_runs_the_backward(cli):
     rc, out, err = cli("emit", "attention", "--backward", "--score-mod", "alibi", "--H", "4",
                        "--kv-heads", "2")
     assert rc != 0 and "kv_group" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_few_training_steps_track_sdpa():
+    """Gradients through ptxgen.attention (the emulator) train a causal attention layer as
+    SDPA's do: the same weights and batches give the same losses, and the loss falls."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    import ptxgen
+
+    def losses(attend):
+        torch.manual_seed(0)
+        qkv, out = torch.nn.Linear(128, 384), torch.nn.Linear(128, 16)
+        opt = torch.optim.SGD([*qkv.parameters(), *out.parameters()], lr=0.5)
+        x = torch.randn(2, 40, 128)
+        y = torch.randint(16, (2, 40))
+        seen = []
+        for _ in range(3):
+            q, k, v = qkv(x).view(2, 40, 3, 2, 64).permute(2, 0, 3, 1, 4).to(torch.bfloat16)
+            a = attend(q.contiguous(), k.contiguous(), v.contiguous()).float()
+            loss = F.cross_entropy(out(a.transpose(1, 2).reshape(2, 40, 128)).reshape(-1, 16),
+                                   y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            seen.append(float(loss.detach()))
+        return seen
+    ours = losses(lambda q, k, v: ptxgen.attention(q, k, v, causal=True))
+    ref = losses(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert np.allclose(ours, ref, atol=2e-2) and ours[-1] < ours[0]
+    frozen = losses(lambda q, k, v: ptxgen.attention(q.detach(), k.detach(), v.detach(),
+                                                     causal=True))
+    assert not np.allclose(frozen, ref, atol=1e-4)        # the attention's gradient matters
