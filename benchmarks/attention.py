@@ -30,7 +30,7 @@ the record, the timing, the sampled checks).
 
 The backward (ops/attention_backward.py: three mma.sync kernels, deterministic dQ) against
 torch SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backward, bf16 B=4 H=32 S=4096 D=128 and 64,
-causal and not. Each implementation is timed the same way: forward alone and forward +
+causal and not, and grouped-query (8 K/V heads) at D=128. Each implementation is timed the same way: forward alone and forward +
 backward (torch.autograd.grad of O with a random dO, through ptxgen.attention's custom op for
 ptxgen), the backward's time being the difference. First the operator on small odd shapes
 (GQA too) on the GPU and the emulator from the same inputs (check and bit equality), then per
@@ -54,9 +54,15 @@ from ptxgen.runtime import load_steps, run_steps                             # n
 from ptxgen.schedule.attention import AttentionSchedule                     # noqa: E402
 
 ARCH = "sm_90a"
-# (B, H, S, D, causal): the issue's shapes
+# (B, H, S, D, causal[, H_kv]): the issue's shapes; H_kv < H: grouped-query attention (ptxgen,
+# FLASH and CUDNN only)
 CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
-           (4, 32, 4096, 64, True), (1, 32, 16384, 128, False), (1, 32, 16384, 128, True)]
+           (4, 32, 4096, 64, True), (1, 32, 16384, 128, False), (1, 32, 16384, 128, True),
+           (4, 32, 4096, 128, False, 8), (4, 32, 4096, 128, True, 8)]
+
+
+def config_name(B, H, S, D, causal, H_kv):
+    return f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}{f' Hkv{H_kv}' if H_kv != H else ''}"
 # ptxgen schedules timed besides the operator's default (3 K/V stages, overlap): without the
 # S/P·V overlap; 2 stages; three consumer warpgroups (192 query rows; 160 registers each, so
 # 64-key steps for D = 128)
@@ -114,19 +120,24 @@ def ranked_schedules(cfg, k, taken):
 
 def bench(cfg, rng, opts):
     import torch
-    B, H, S, D, causal = cfg
-    op = Attention("bf16", causal=causal)
+    B, H, S, D, causal, *kv = cfg
+    H_kv = kv[0] if kv else H
+    group = H // H_kv
+    op = Attention("bf16", causal=causal, kv_group=group)
     shape = op.shape(B=B, H=H, S=S, D=D)
     flops = op.flops(shape)
     torch.manual_seed(int(rng.integers(2 ** 31)))
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    q = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, H_kv, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     refs = harness.attention_sample(q, k, v, rng, causal)
     rows, t_ref = [], {}
-    name = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}"
+    name = config_name(B, H, S, D, causal, H_kv)
     scheds = {"ptxgen": op.schedule_for(shape)}
-    scheds.update((f"ptxgen-{n}", f(D)) for n, f in VARIANTS.items())
-    impls = ["flash", "cudnn"] + (["triton"] if opts.triton else []) + list(scheds)
-    if opts.ranked:
+    if group == 1:
+        scheds.update((f"ptxgen-{n}", f(D)) for n, f in VARIANTS.items())
+    impls = ["flash", "cudnn"] + (["triton"] if opts.triton and group == 1 else []) + \
+        list(scheds)
+    if opts.ranked and group == 1:
         picks, rep = opts.rankings[cfg]
         picks = [r for r in picks if str(r.schedule) not in {str(x) for x in scheds.values()}]
         picks = picks[:opts.ranked]
@@ -134,7 +145,7 @@ def bench(cfg, rng, opts):
         for i, r in enumerate(picks):
             scheds[f"ptxgen-rank{i + 1}"] = r.schedule
         impls += [f"ptxgen-rank{i + 1}" for i in range(len(picks))]
-    sm80 = sm80_operator(causal) if opts.sm80 else None
+    sm80 = sm80_operator(causal) if opts.sm80 and group == 1 else None
     if sm80 is not None:
         impls.append("ptxgen-sm80")
     for impl in impls:
@@ -147,9 +158,10 @@ def bench(cfg, rng, opts):
                 if impl == "ptxgen-sm80":
                     op, arch = sm80, SM80
                 else:
-                    op = Attention("bf16", causal=causal, schedule=scheds[impl])
+                    op = Attention("bf16", causal=causal, schedule=scheds[impl],
+                                   kv_group=group)
                     row["schedule"] = str(scheds[impl])
-                    if opts.ranked and str(scheds[impl]) in pred:
+                    if opts.ranked and group == 1 and str(scheds[impl]) in pred:
                         row["predicted_us"] = pred[str(scheds[impl])]
                 LSE = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
                 go = harness.attention_call(op, shape, q, k, v, O, LSE, arch)
@@ -160,7 +172,7 @@ def bench(cfg, rng, opts):
                 def go():
                     triton_kernels.launch_attention(q, k, v, O, LSE, causal)
             else:
-                go = harness.sdpa_call(q, k, v, causal, impl)
+                go = harness.sdpa_call(q, k, v, causal, impl, gqa=group > 1)
             row["ok"] = harness.attention_first_call(go, O, refs, LSE)[0]
             t = harness.gpu_ms(go)
         except Exception as e:                                      # report, keep going
@@ -225,7 +237,7 @@ def main():
     # the simulator's rankings first, on the CPUs, before this process holds a CUDA context
     # (the tuner's workers are forked); the default and the variants are left out later
     args.rankings = {cfg: ranked_schedules(cfg, args.ranked + 1 + len(VARIANTS), set())
-                     for cfg in configs} if args.ranked else {}
+                     for cfg in configs if len(cfg) == 5} if args.ranked else {}
     t_rank = time.time() - t0
     import torch
     info = harness.run_info(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
@@ -247,7 +259,7 @@ def main():
 
 # -- the backward ---------------------------------------------------------------------------------
 BWD_CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
-               (4, 32, 4096, 64, True)]
+               (4, 32, 4096, 64, True), (4, 32, 4096, 128, False, 8), (4, 32, 4096, 128, True, 8)]
 BWD_SMALL = [(1, 2, 77, 64, 1), (1, 4, 130, 128, 2), (2, 4, 45, 64, 4)]      # (..., kv_group)
 
 
@@ -280,6 +292,7 @@ def backward_agreement(rng, arch=ARCH, shapes=BWD_SMALL):
 
 
 def backward_calls(impl, q, k, v, do, causal):
+    gqa = k.shape[1] != q.shape[1]
     """(forward, forward + backward) callables of one implementation; the second returns
     (O, dQ, dK, dV)."""
     import torch
@@ -294,7 +307,8 @@ def backward_calls(impl, q, k, v, do, causal):
 
         def fwd():
             with sdpa_kernel(be):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                      enable_gqa=gqa)
 
     def both():
         o = fwd()
@@ -303,17 +317,27 @@ def backward_calls(impl, q, k, v, do, causal):
 
 
 def backward_check(res, q, k, v, do, causal, rng, lse=None):
-    """(ok, largest |error| / bound) of dQ, dK, dV of one sampled head against float64."""
+    """(ok, largest |error| / bound) of dQ of one sampled head and dK, dV of its K/V head (the
+    sum over the query heads of its group) against float64."""
     from ptxgen.ops.attention_backward import backward_reference
     B, H, S, D = q.shape
+    group = H // k.shape[1]
     b, h = int(rng.integers(B)), int(rng.integers(H))
-    f64 = [t[b, h].detach().double().cpu().numpy() for t in (q, k, v, do, res[0])]
-    ref = backward_reference(*f64[:4], 1 / D ** 0.5, causal, f64[4],
-                             None if lse is None else lse[b, h].double().cpu().numpy())
+    hk = h // group
+    refs = {}
+    for hq in range(hk * group, (hk + 1) * group):
+        f64 = [t[b, i].detach().double().cpu().numpy()
+               for t, i in ((q, hq), (k, hk), (v, hk), (do, hq), (res[0], hq))]
+        one = backward_reference(*f64[:4], 1 / D ** 0.5, causal, f64[4],
+                                 None if lse is None else lse[b, hq].double().cpu().numpy())
+        if hq == h:
+            refs["dQ"], refs["dQ_bound"] = one["dQ"], one["dQ_bound"]
+        for n in ("dK", "dV", "dK_bound", "dV_bound"):
+            refs[n] = refs.get(n, 0) + one[n]
     ok, worst = True, 0.0
-    for name, got in zip(("dQ", "dK", "dV"), res[1:]):
-        g = got[b, h].double().cpu().numpy()
-        r = np.abs(g - ref[name]) / ref[name + "_bound"]
+    for name, got, head in zip(("dQ", "dK", "dV"), res[1:], (h, hk, hk)):
+        g = got[b, head].double().cpu().numpy()
+        r = np.abs(g - refs[name]) / refs[name + "_bound"]
         ok &= bool(np.isfinite(g).all() and (r <= 1).all())
         worst = max(worst, float(np.nanmax(r)))
     return ok, worst
@@ -323,14 +347,15 @@ def bench_backward(cfg, rng):
     import torch
     import ptxgen
     from ptxgen.ops.attention_backward import AttentionBackward
-    B, H, S, D, causal = cfg
-    op = AttentionBackward(causal=causal)
+    B, H, S, D, causal, *kv = cfg
+    H_kv = kv[0] if kv else H
+    op = AttentionBackward(causal=causal, kv_group=H // H_kv)
     flops = op.flops(op.shape(B=B, H=H, S=S, D=D))
     torch.manual_seed(int(rng.integers(2 ** 31)))
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for h in (H, H_kv, H_kv))
     do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
-    name = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}"
+    name = config_name(B, H, S, D, causal, H_kv)
     rows, t_ref = [], {}
     for impl in ("flash", "cudnn", "ptxgen"):
         row = dict(config=name, impl=impl)
@@ -459,7 +484,7 @@ def main_train(argv):
     ok = ptx <= max(2 * noise, 1e-2)
     for i in range(0, args.steps, max(1, args.steps // 10)):
         print(f"step {i:3d}  " + "  ".join(f"{k} {v[i]:.4f}" for k, v in runs.items()))
-    print(f"last  " + "  ".join(f"{k} {v[-1]:.4f}" for k, v in runs.items()))
+    print("last  " + "  ".join(f"{k} {v[-1]:.4f}" for k, v in runs.items()))
     print(f"largest |ptxgen - sdpa| {ptx:.4f}; |sdpa-math - sdpa| (bf16 noise) {noise:.4f}; "
           f"{'within' if ok else 'beyond'} twice the noise (or 0.01)")
     harness.save_json(args.out, "attention_train.json",

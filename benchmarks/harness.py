@@ -193,16 +193,16 @@ def attention_call(op, shape, q, k, v, O, LSE, arch, extra=None):
     return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
 
 
-def sdpa_call(q, k, v, causal, backend="flash"):
+def sdpa_call(q, k, v, causal, backend="flash", gqa=False):
     """A callable running torch's scaled_dot_product_attention with one backend ("flash":
-    FlashAttention-2, "cudnn"); it returns O."""
+    FlashAttention-2, "cudnn"; gqa: k, v with fewer heads than q); it returns O."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
 
     def go():
         with sdpa_kernel(be):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
     return go
 
 
