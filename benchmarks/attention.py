@@ -58,7 +58,8 @@ ARCH = "sm_90a"
 # FLASH and CUDNN only)
 CONFIGS = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
            (4, 32, 4096, 64, True), (1, 32, 16384, 128, False), (1, 32, 16384, 128, True),
-           (4, 32, 4096, 128, False, 8), (4, 32, 4096, 128, True, 8)]
+           (4, 32, 4096, 128, False, 8), (4, 32, 4096, 128, True, 8),
+           (8, 16, 1024, 64, True), (2, 16, 2048, 128, True)]          # short prefills
 
 
 def config_name(B, H, S, D, causal, H_kv):
