@@ -80,19 +80,8 @@ class _Lowering(OnlineSoftmax):
                 b.mbarrier_init(Addr(self.bars, 8 * (1 + s.stages + st)), s.consumers)
             b.fence_mbarrier_init()
         b.bar_sync(0)
-        self.S = b.param("S")
-        # BM = 64·consumers need not be a power of two (192): divide and multiply
-        nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
-        qblk = b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk")
-        self.q0 = b.mul(qblk, s.BM, name="q0")
-        self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")    # head's first row
-        # K/V head of this (batch, query head): (b·H + h) / g = b·H/g + h/g for H a multiple of g
-        self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
-            b.div(b.special("ctaid.y"), self.kv_group, type=T.u32), self.S, name="kvrow0")
-        # key blocks of this CTA: all of them, or (causal) up to its last row
-        keys = self.S
-        if self.causal:
-            keys = b.min(self.S, b.add(self.q0, s.BM), name="keys")
+        qblk = self.sequence()
+        keys = self.cta_keys()
         if self.mod_spec is not None and self.mod_spec.block_lists:
             self.block_list_setup(qblk)
         else:
@@ -108,6 +97,41 @@ class _Lowering(OnlineSoftmax):
         self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
         b.label(end)
         b.ret()
+
+    # -- the sequence a CTA works on (lower/attention_varlen.py replaces these) ----------------
+    q_col0 = kv_col0 = None     # a register added to the maps' column coordinate (packed rows)
+
+    def sequence(self):
+        """self.S (the query rows' bound), q0, row0 (the head's first row in the maps and O),
+        kv_row0; returns the query block's index."""
+        b, s = self.b, self.s
+        self.S = b.param("S")
+        # BM = 64·consumers need not be a power of two (192): divide and multiply
+        nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
+        qblk = b.sub(b.sub(nq, 1), b.special("ctaid.x"), name="qblk")
+        self.q0 = b.mul(qblk, s.BM, name="q0")
+        self.row0 = b.mul(b.special("ctaid.y"), self.S, name="row0")    # head's first row
+        # K/V head of this (batch, query head): (b·H + h) / g = b·H/g + h/g for H a multiple of g
+        self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
+            b.div(b.special("ctaid.y"), self.kv_group, type=T.u32), self.S, name="kvrow0")
+        return qblk
+
+    def cta_keys(self):
+        """The keys this CTA loads: all of them, or (causal) up to its last row."""
+        if self.causal:
+            return self.b.min(self.S, self.b.add(self.q0, self.s.BM), name="keys")
+        return self.S
+
+    def own_keys(self, first):
+        """Causal: the keys a warpgroup whose rows start at `first` computes."""
+        return self.b.min(self.S, self.b.add(first, WGMMA_M), type=T.u32, name="ownkeys")
+
+    def rows_known(self):
+        """Called once the consumer's rows are set (a per-row mask's limits go here)."""
+
+    def map_col(self, col0, h):
+        """The maps' column coordinate of D's column block h."""
+        return h * COL_BLOCK if col0 is None else self.b.add(col0, h * COL_BLOCK, name="mcol")
 
     def full_bar(self, stage):
         return self.b.mad(stage, 8, self.b.add(self.bars, 8), name="full")
@@ -136,7 +160,7 @@ class _Lowering(OnlineSoftmax):
         qrow = b.add(self.row0, self.q0, name="qrow")
         for h in range(self.hblocks):
             b.cp_async_bulk_tensor_load(b.add(self.base, h * s.BM * SWIZZLE_BYTES), qmap,
-                                        (h * COL_BLOCK, qrow), self.bars)
+                                        (self.map_col(self.q_col0, h), qrow), self.bars)
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         tile = s.kv_tile_bytes(D)
         with b.for_range(0, self.nkb, type=T.u32, name="kb") as kb:
@@ -148,9 +172,9 @@ class _Lowering(OnlineSoftmax):
                          name="krow")
             for h in range(self.hblocks):
                 off = h * s.BN * SWIZZLE_BYTES
-                b.cp_async_bulk_tensor_load(b.add(dst, off), kmap, (h * COL_BLOCK, krow), full)
-                b.cp_async_bulk_tensor_load(b.add(dst, tile + off), vmap, (h * COL_BLOCK, krow),
-                                            full)
+                col = self.map_col(self.kv_col0, h)
+                b.cp_async_bulk_tensor_load(b.add(dst, off), kmap, (col, krow), full)
+                b.cp_async_bulk_tensor_load(b.add(dst, tile + off), vmap, (col, krow), full)
             self.advance(stage, phase)
 
     # -- consumers ----------------------------------------------------------------------------
@@ -186,13 +210,13 @@ class _Lowering(OnlineSoftmax):
         self.desc_q, self.desc_k, self.desc_v = desc_q, desc_k, desc_v
         self.first, self.rows, self.tq = first, rows, tq
         self.sacc, self.oacc, self.mx, self.lsum = sacc, oacc, mx, lsum
+        self.rows_known()
         if self.mod_spec is not None:
             self.mod_setup(b.special("ctaid.y"))
         # key blocks this warpgroup computes: causal, up to its own last row
         own = self.nkb
         if self.causal:
-            own = b.min(self.S, b.add(first, WGMMA_M), type=T.u32, name="ownkeys")
-            own = b.div(b.add(own, s.BN - 1), s.BN, type=T.u32, name="own")
+            own = b.div(b.add(self.own_keys(first), s.BN - 1), s.BN, type=T.u32, name="own")
         if s.overlap and self.blist is not None:       # a query block may have no key block
             with b.if_(b.setp("ne", own, 0, type=T.u32)):
                 self.overlapped(own)

@@ -1,5 +1,6 @@
-"""Lowering of an MmaAttentionSchedule to the attention forward over packed variable-length
-sequences (flash-attn's varlen layout; ops/attention_varlen.py):
+"""Lowering of the attention forward over packed variable-length sequences (flash-attn's varlen
+layout; ops/attention_varlen.py), on both instruction paths: an MmaAttentionSchedule gives the
+mma.sync kernel (lower), an AttentionSchedule the sm_90a wgmma one (lower_wgmma, at the end).
 
     attention_varlen(Q, K, V, O, LSE, cu_seqlens_q, cu_seqlens_k, total_q, scale_log2)
         Q, O: total_q x H x D;  K, V: total_k x H_kv x D (bf16 bits or f16, row-major)
@@ -23,6 +24,8 @@ LSE = -inf.
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
+from ..ir.builder_tensor import tensor_map_param
+from .attention import WGMMA_M, _Lowering
 from .mma_attention import SWIZZLE_ALIGN, ForwardLowering, array_params
 from .online_softmax import OnlineSoftmax
 
@@ -94,3 +97,79 @@ class _Varlen(ForwardLowering):
         self.lim = [b.min(self.keys, b.add(b.add(r, 1), self.diag, type=T.s32), type=T.s32,
                           name="rlim") for r in self.rows]
         self.lmin = self.lim[0]                 # the lower row's
+
+
+# -- sm_90a: the wgmma forward (lower/attention.py) over packed sequences --------------------------
+def lower_wgmma(s, arch, geom, dtype="bf16", causal=False, name="attention_varlen"):
+    """The varlen forward's Module on wgmma for AttentionSchedule s:
+
+    attention_varlen(Q_map, K_map, V_map, O, LSE, cu_seqlens_q, cu_seqlens_k, total_q,
+                     scale_log2)
+        Q_map: Q as a total_q x (H·D) row-major array (K_map, V_map: total_k x (H_kv·D)),
+            boxes of BM (BN) rows x 64 columns, 128-byte swizzle: head h's column block c of
+            tokens t.. is the box at (h·D + 64c, t), so one 2-D map serves every head
+        O, LSE, cu_seqlens_*, total_q, scale_log2: as the mma.sync kernel's
+
+    The dense kernel with its sequence taken from cu_seqlens (grid (ceil(max_seqlen_q / BM),
+    H, B), CTAs past their sequence's rows return at once): rows and keys of the next
+    sequence that a box reads are masked (keys) or not stored (rows), per-row key limits give
+    the bottom-right causal mask."""
+    D = geom["D"]
+    s.validate(arch, dtype, D)
+    m = Module(target=arch)
+    el = T.b16
+    k = m.add_kernel(name, [
+        tensor_map_param("Q_map"), tensor_map_param("K_map"), tensor_map_param("V_map"),
+        Param("O", T.u64, ptr(el, align=4)), Param("LSE", T.u64, ptr(T.f32, align=4)),
+        Param("cu_seqlens_q", T.u64, ptr(T.u32, align=4)),
+        Param("cu_seqlens_k", T.u64, ptr(T.u32, align=4)),
+        Param("total_q", T.u32), Param("scale_log2", T.f32)])
+    k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+    _WgmmaVarlen(Builder(k), s, dtype, D, causal, geom["H"] // geom["H_kv"], geom["H"]).run()
+    return m
+
+
+class _WgmmaVarlen(_Lowering):
+    empty_rows = True
+    mask = OnlineSoftmax.limit_mask
+    key_limit = _Varlen.key_limit
+    row_limits = _Varlen.row_limits
+
+    def __init__(self, b, s, dtype, D, causal, kv_group, H):
+        super().__init__(b, s, dtype, D, causal, None, kv_group)
+        self.H = H
+
+    def sequence(self):
+        b, s = self.b, self.s
+        h, seq = b.special("ctaid.y"), b.special("ctaid.z")
+
+        def bounds(name):                       # (first token, tokens) of this sequence
+            cu = b.element_addr(b.param(name), seq, 4, name="cu")
+            start = b.ld("global", T.u32, cu, cache="nc", name="start")
+            end = b.ld("global", T.u32, Addr(cu, 4), cache="nc", name="end")
+            return start, b.sub(end, start, name="len")
+        q_start, self.S = bounds("cu_seqlens_q")
+        k_start, self.keys = bounds("cu_seqlens_k")
+        qblk = b.sub(b.sub(b.special("nctaid.x"), 1), b.special("ctaid.x"), name="qblk")
+        self.q0 = b.mul(qblk, s.BM, name="q0")
+        with b.if_(b.setp("ge", self.q0, self.S, type=T.u32)):       # past this sequence's rows
+            b.ret()
+        kv_h = h if self.kv_group == 1 else b.div(h, self.kv_group, type=T.u32, name="kvh")
+        self.row0, self.kv_row0 = q_start, k_start                     # tokens: the maps' rows
+        self.q_col0 = b.mul(h, self.D, name="qcol")
+        self.kv_col0 = b.mul(kv_h, self.D, name="kvcol")
+        self.o_stride, self.o_head = self.H * self.D, self.q_col0
+        self.lse_head = b.mul(h, b.param("total_q"), name="lhead")
+        if self.causal:                         # query i sees keys <= i + diag
+            self.diag = b.sub(self.keys, self.S, type=T.s32, name="diag")
+        return qblk
+
+    def cta_keys(self):
+        return self.key_limit(self.b.add(self.q0, self.s.BM), "keys") if self.causal \
+            else self.keys
+
+    def own_keys(self, first):
+        return self.key_limit(self.b.add(first, WGMMA_M), "ownkeys")
+
+    def rows_known(self):
+        self.row_limits()

@@ -12,11 +12,12 @@ sequence attends only to its own keys. causal=True aligns the mask to the bottom
 j <= i + S_k - S_q, so equal lengths give the usual causal mask. A row that sees no key
 (S_k = 0, or causal with S_q > S_k for its first S_q - S_k rows) gets O = 0 and LSE = -inf.
 
-One kernel on mma.sync (every target from sm_80, sm_90a included; lower/attention_varlen.py),
-the dense sm_80 forward's arithmetic: on sequences of equal length the O and LSE it gives are
-bit-equal to the dense Attention operator's mma.sync path on the same data. Grid
-(ceil(max_seqlen_q / BM), H, B): CTAs whose query block starts past their sequence's length
-return at once.
+One kernel per instruction path (PATHS, lower/attention_varlen.py): on sm_90a the dense wgmma
+forward (TMA maps over the packed rows, a producer warpgroup), elsewhere or for an
+MmaAttentionSchedule the dense sm_80 forward's arithmetic on mma.sync; on sequences of equal
+length either gives O and LSE bit-equal to the dense Attention operator's same path on the same
+data. Grid (ceil(max_seqlen_q / BM), H, B): CTAs whose query block starts past their
+sequence's length return at once.
 
 Shape: B, H, D, max_seqlen_q, max_seqlen_k, and the lengths: shape(seqlens_q=[...],
 seqlens_k=[...]) (keys default to the queries' lengths; B and the maxima follow), or without
@@ -32,30 +33,92 @@ import math
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
+from ..arrays import TiledMap
 from ..errors import PtxgenError
-from ..lower.attention_varlen import lower
-from ..schedule.attention import DTYPES
-from ..schedule.mma_attention import MmaAttentionSchedule
+from ..lower.attention_varlen import lower, lower_wgmma
+from ..schedule.attention import COL_BLOCK, DTYPES, default_attention_schedule
 from .attention import (UNIT_ROUNDOFF, HalfArrays, attention_reference, check_heads,
-                        check_options)
+                        check_scale_and_group)
 from .base import Launch, Operator, Step
 from .mma_attention import MmaSyncAttentionPath
-from .tensor_path import MMA_SYNC
+from .tensor_path import INSTRUCTIONS, MMA_SYNC, WGMMA, InstructionPaths
 
 
-class AttentionVarlen(HalfArrays, Operator):
-    """The attention forward over packed sequences (module docstring); schedule "auto" or an
-    MmaAttentionSchedule."""
+def _geom(op, shape):
+    return {"D": shape["D"], "H": shape["H"], "H_kv": shape["H"] // op.kv_group}
+
+
+def _scalars(op, shape):
+    return [np.uint32(shape["total_q"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))]
+
+
+class WgmmaVarlenPath:
+    """sm_90a: the dense wgmma forward's schedule and kernel over the packed rows."""
+    instruction = WGMMA
+
+    @staticmethod
+    def schedule_for(op, shape):
+        if op.schedule == "auto":
+            return default_attention_schedule(shape["D"], op.causal)
+        return op.schedule
+
+    @staticmethod
+    def build(op, shape):
+        return lower_wgmma(op.schedule_for(shape), op.built_arch, _geom(op, shape),
+                           dtype=op.dtype, causal=op.causal, name=op.kernel_name())
+
+    @staticmethod
+    def kernel_args(op, shape, arrays):
+        s = op.schedule_for(shape)
+        mt = "bf16" if op.dtype == "bf16" else "f16"
+        hd = shape["H"] * shape["D"]
+
+        def tmap(name, box_rows, rows, cols):       # tokens x (heads · D), one box per head
+            return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=rows, cols=cols)
+        kv = (shape["total_k"], hd // op.kv_group)
+        return [tmap("Q", s.BM, shape["total_q"], hd), tmap("K", s.BN, *kv),
+                tmap("V", s.BN, *kv)] + [arrays[n] for n in ("O", "LSE", "cu_seqlens_q",
+                                                             "cu_seqlens_k")] + _scalars(op, shape)
+
+
+class MmaVarlenPath:
+    """Every target from sm_80: the sm_80 forward's arithmetic with cp.async loads."""
+    instruction = MMA_SYNC
+
+    @staticmethod
+    def schedule_for(op, shape):
+        return MmaSyncAttentionPath.schedule_for(op, shape)
+
+    @staticmethod
+    def build(op, shape):
+        return lower(op.schedule_for(shape), MmaSyncAttentionPath.arch(op), _geom(op, shape),
+                     dtype=op.dtype, causal=op.causal, name=op.kernel_name())
+
+    @staticmethod
+    def kernel_args(op, shape, arrays):
+        return [arrays[n] for n in ("Q", "K", "V", "O", "LSE", "cu_seqlens_q",
+                                    "cu_seqlens_k")] + _scalars(op, shape)
+
+
+class AttentionVarlen(HalfArrays, InstructionPaths, Operator):
+    """The attention forward over packed sequences (module docstring); schedule "auto", an
+    AttentionSchedule (wgmma, sm_90a) or an MmaAttentionSchedule (mma.sync). launch() and
+    kernel_args() follow the last build()/steps() target (built_arch)."""
     name = "attention_varlen"
     shape_names = ("B", "H", "D", "max_seqlen_q", "max_seqlen_k")
     defaults = {"B": 4, "H": 2, "D": 64, "max_seqlen_q": 130, "max_seqlen_k": None}
     inputs = ("Q", "K", "V", "cu_seqlens_q", "cu_seqlens_k")
     outputs = ("O", "LSE")
-    instruction = MMA_SYNC
+    PATHS = {WGMMA: WgmmaVarlenPath, MMA_SYNC: MmaVarlenPath}
 
     def __init__(self, dtype="bf16", causal=False, scale=None, kv_group=1, schedule="auto"):
-        check_options("attention varlen", dtype, DTYPES, scale, kv_group, schedule,
-                      MmaAttentionSchedule)
+        if dtype not in DTYPES:
+            raise PtxgenError(f"attention varlen: dtype must be one of {', '.join(DTYPES)}, "
+                              f"got {dtype!r}")
+        check_scale_and_group("attention varlen", scale, kv_group)
+        if schedule != "auto" and getattr(schedule, "instruction", None) not in INSTRUCTIONS:
+            raise PtxgenError(f"attention varlen: schedule must be 'auto', an AttentionSchedule "
+                              f"or an MmaAttentionSchedule, got {schedule!r}")
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
 
@@ -118,7 +181,7 @@ class AttentionVarlen(HalfArrays, Operator):
         return tuple(int(n) for n in lq), tuple(int(n) for n in lk)
 
     def schedule_for(self, shape):
-        return MmaSyncAttentionPath.schedule_for(self, shape)
+        return self.path().schedule_for(self, shape)
 
     def softmax_scale(self, shape):
         return 1.0 / math.sqrt(shape["D"]) if self.scale is None else float(self.scale)
@@ -132,9 +195,7 @@ class AttentionVarlen(HalfArrays, Operator):
         return {"H": shape["H"], "D": shape["D"]}
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
-        geom = {"D": shape["D"], "H": shape["H"], "H_kv": shape["H"] // self.kv_group}
-        return lower(self.schedule_for(shape), arch, geom, dtype=self.dtype, causal=self.causal,
-                     name=self.kernel_name())
+        return self.for_target(arch).build(self, shape)
 
     def launch(self, shape, sm_count=None):
         """One CTA per BM query rows of the longest sequence, per head and sequence."""
@@ -143,13 +204,12 @@ class AttentionVarlen(HalfArrays, Operator):
                       block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
 
     def steps(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET, sm_count=None):
+        self.for_target(arch)
         return [Step(self.kernel_name(), self.launch(shape),
                      lambda a: self.kernel_args(shape, a))]
 
     def kernel_args(self, shape, arrays):
-        return [arrays[n] for n in ("Q", "K", "V", "O", "LSE", "cu_seqlens_q", "cu_seqlens_k")] \
-            + [np.uint32(shape["total_q"]),
-               np.float32(self.softmax_scale(shape) * math.log2(math.e))]
+        return self.path().kernel_args(self, shape, arrays)
 
     # -- arrays --------------------------------------------------------------------------------
     def make_inputs(self, shape, rng):
