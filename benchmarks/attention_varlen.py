@@ -1,5 +1,6 @@
 """Attention over packed variable-length sequences on the GPU (`python benchmarks/attention.py
-varlen`): ptxgen's varlen forward (ops/attention_varlen.py, mma.sync, cu_seqlens) against
+varlen`): ptxgen's varlen forward (ops/attention_varlen.py: its sm_90a wgmma form, and its
+mma.sync form) against
 ptxgen's dense forward on equal-length sequences of the same total work, and flash-attn's
 flash_attn_varlen_func on the same packed data where the flash_attn package is installed.
 
@@ -75,7 +76,15 @@ def sampled_check(op, shape, q, k, v, O, LSE, rng, nrows=24):
 
 
 def varlen_rows(torch, lens, kv_heads, rng):
-    op = AttentionVarlen("bf16", causal=True, kv_group=H // kv_heads)
+    rows = []
+    mma = MmaAttentionSchedule(**choice("mma_attention.schedule").get(str(D), {}))
+    for impl, sched in (("varlen-wgmma", "auto"), ("varlen-mma.sync", mma)):
+        rows += varlen_impl(torch, lens, kv_heads, rng, impl, sched)
+    return rows
+
+
+def varlen_impl(torch, lens, kv_heads, rng, impl, sched):
+    op = AttentionVarlen("bf16", causal=True, kv_group=H // kv_heads, schedule=sched)
     shape = op.shape(H=H, D=D, seqlens_q=lens)
     T = shape["total_q"]
     q = torch.randn(T, H, D, device="cuda", dtype=torch.bfloat16)
@@ -92,8 +101,10 @@ def varlen_rows(torch, lens, kv_heads, rng):
     name = f"{len(lens)} seqs {LO}..{HI} Hkv{kv_heads}"
     ok, worst = sampled_check(op, shape, q, k, v, O, LSE, rng)
     flops = op.flops(shape)
-    rows = [dict(problem=name, impl="ptxgen-varlen", check="ok" if ok else "FAIL",
+    rows = [dict(problem=name, impl=impl, check="ok" if ok else "FAIL",
                  worst=worst, ms=harness.gpu_ms(go), flops=flops)]
+    if impl != "varlen-wgmma":
+        return rows
     try:
         from flash_attn import flash_attn_varlen_func
         mx = max(lens)
@@ -156,7 +167,7 @@ def main(argv=None):
         for r in new:
             if "ms" in r:
                 r["tflops"] = r["flops"] / r["ms"] / 1e9
-        dense = next((r for r in new if r["impl"] == "dense-mma.sync" and "ms" in r), None)
+        dense = next((r for r in new if r["impl"] == "dense-wgmma" and "ms" in r), None)
         for r in new:
             if "ms" in r and dense is not None:
                 r["x_dense"] = r["tflops"] / dense["tflops"]
@@ -164,4 +175,4 @@ def main(argv=None):
         rows += new
         harness.save_json(args.out, "varlen.json", dict(info=info, rows=rows))
     TABLE.print(rows, note=f"H={H} D={D} bf16 causal, {args.tokens} tokens; x dense: TFLOP/s "
-                           f"against dense-mma.sync's")
+                           f"against dense-wgmma's")

@@ -80,6 +80,33 @@ def test_equal_lengths_bit_equal_to_dense(causal, kv_group):
     assert np.array_equal(arrays["LSE"].reshape(H, B, S).transpose(1, 0, 2), d["LSE"])
 
 
+@pytest.mark.parametrize("causal, D", [(False, 64), (True, 64), (False, 128), (True, 128)])
+def test_wgmma_path_equal_lengths_bit_equal_to_the_dense_wgmma_kernel(causal, D):
+    """sm_90a: B sequences of S tokens give the dense wgmma forward's O and LSE bit for bit
+    (the same tiles, TMA boxes of the packed rows, per-row key limits for the bounds)."""
+    B, H, S = 2, 3, 130
+    op = AttentionVarlen(causal=causal)
+    shape = op.shape(H=H, D=D, seqlens_q=[S] * B)
+    arrays = run(op, shape, seed=2)
+    assert "attn" in str(op.schedule_for(shape))          # the wgmma path's schedule
+    dense = Attention(causal=causal)
+    dshape = dense.shape(B=B, H=H, S=S, D=D)
+    d = dense.make_inputs(dshape, np.random.default_rng(0))
+    for n in ("Q", "K", "V"):
+        d[n] = np.ascontiguousarray(arrays[n].reshape(B, S, H, D).transpose(0, 2, 1, 3))
+    run_operator(dense, dshape, d, "sm_90a")
+    assert np.array_equal(arrays["O"].reshape(B, S, H, D).transpose(0, 2, 1, 3), d["O"])
+    assert np.array_equal(arrays["LSE"].reshape(H, B, S).transpose(1, 0, 2), d["LSE"])
+
+
+def test_mma_sync_schedule_on_sm90a_still_takes_the_mma_path():
+    op = AttentionVarlen(causal=True, schedule=MmaAttentionSchedule(BN=64, warps=4))
+    shape = op.shape(H=2, D=64, seqlens_q=[37, 0, 130], seqlens_k=[50, 3, 100])
+    arrays = run(op, shape)
+    assert "mma.sync" in emit_module(op.build(shape, "sm_90a"), "sm_90a")
+    assert op.check(shape, arrays)[0]
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(seqlens_q=[3, -1]), "non-negative"),
     (dict(seqlens_q=[0, 0]), "empty"),
@@ -110,7 +137,7 @@ def test_ptxas_sm90a_no_spills(causal):
     asm = toolchain.assemble(emit_module(op.build(shape, "sm_90a"), "sm_90a"), "sm_90a")
     r = asm.resources[op.kernel_name()]
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, r
-    print(f"causal={causal}: {r.registers} registers")
+    assert "HGMMA" in toolchain.disassemble(asm.cubin)
 
 
 def test_cli_emits_and_runs_packed_sequences(cli):
@@ -118,7 +145,10 @@ def test_cli_emits_and_runs_packed_sequences(cli):
                        "--kv-heads", "8", "--D", "128", "--causal", "--arch", "sm_90a")
     assert rc == 0, err
     assert ".entry attention_varlen(" in out and "cu_seqlens_q" in out
-    assert "mma.sync.aligned.m16n8k16" in out and ".target sm_90a" in out
+    assert "wgmma.mma_async" in out and ".target sm_90a" in out
+    rc, out, err = cli("emit", "attention", "--varlen", "64,1000", "--H", "4", "--D", "64",
+                       "--arch", "sm_80")
+    assert rc == 0 and "mma.sync.aligned.m16n8k16" in out, err
     rc, out, err = cli("run", "attention", "--varlen", "37,0,130", "--H", "4", "--kv-heads",
                        "2", "--causal", "--backend", "emu", "--check")
     assert rc == 0 and "check: PASS" in out, (out, err)

@@ -23,7 +23,7 @@ slot's bytes on its full barrier). Consumer warpgroup cw (rows q0 + 64cw ..): pe
 then O/l in the input type and LSE = (m + log2 l)·ln 2. Causal: key blocks past the CTA's last
 row are not loaded; a consumer computes the blocks up to its own last row and then releases the
 CTA's remaining slots unread. With schedule.overlap, S of block n and P·V of block n-1 are issued
-together (see _Lowering.overlapped).
+together (see WgmmaForwardLowering.overlapped).
 
 Keys and rows past S: the 2-D maps read the next head's rows there (zeros past the last head):
 those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
@@ -52,11 +52,11 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
         Param("S", T.u32), Param("scale_log2", T.f32)] + (mods.params() if mods else []))
     # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
     k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
-    _Lowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
+    WgmmaForwardLowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
 
 
-class _Lowering(OnlineSoftmax):
+class WgmmaForwardLowering(OnlineSoftmax):
     def __init__(self, b, s, dtype, D, causal, mods=None, kv_group=1):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
         self.kv_group = kv_group            # query heads per K/V head (grouped-query attention)
@@ -217,7 +217,8 @@ class _Lowering(OnlineSoftmax):
         own = self.nkb
         if self.causal:
             own = b.div(b.add(self.own_keys(first), s.BN - 1), s.BN, type=T.u32, name="own")
-        if s.overlap and self.blist is not None:       # a query block may have no key block
+        if s.overlap and (self.blist is not None or self.empty_rows):
+            # a query block may have no key block (a block list; a sequence without keys)
             with b.if_(b.setp("ne", own, 0, type=T.u32)):
                 self.overlapped(own)
         elif s.overlap:

@@ -25,7 +25,7 @@ from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.builder_tensor import tensor_map_param
-from .attention import WGMMA_M, _Lowering
+from .attention import WGMMA_M, WgmmaForwardLowering
 from .mma_attention import SWIZZLE_ALIGN, ForwardLowering, array_params
 from .online_softmax import OnlineSoftmax
 
@@ -44,6 +44,19 @@ def lower(s, arch, geom, dtype="bf16", causal=False, name="attention_varlen"):
     return m
 
 
+def sequence_bounds(b):
+    """(first query token, query tokens, first key token, key tokens) of sequence ctaid.z, from
+    the cu_seqlens parameters."""
+    seq = b.special("ctaid.z")
+    out = []
+    for name in ("cu_seqlens_q", "cu_seqlens_k"):
+        cu = b.element_addr(b.param(name), seq, 4, name="cu")
+        start = b.ld("global", T.u32, cu, cache="nc", name="start")
+        end = b.ld("global", T.u32, Addr(cu, 4), cache="nc", name="end")
+        out += [start, b.sub(end, start, name="len")]
+    return out
+
+
 class _Varlen(ForwardLowering):
     empty_rows = True               # S_k = 0, or causal rows before the diagonal's start
     mask = OnlineSoftmax.limit_mask     # per-row key limits (row_limits)
@@ -54,15 +67,8 @@ class _Varlen(ForwardLowering):
 
     def sequence(self):
         b, s = self.b, self.s
-        h, seq = b.special("ctaid.y"), b.special("ctaid.z")
-
-        def bounds(name):                       # (first token, tokens) of this sequence
-            cu = b.element_addr(b.param(name), seq, 4, name="cu")
-            start = b.ld("global", T.u32, cu, cache="nc", name="start")
-            end = b.ld("global", T.u32, Addr(cu, 4), cache="nc", name="end")
-            return start, b.sub(end, start, name="len")
-        q_start, self.S = bounds("cu_seqlens_q")
-        k_start, self.keys = bounds("cu_seqlens_k")
+        h = b.special("ctaid.y")
+        q_start, self.S, k_start, self.keys = sequence_bounds(b)
         q0 = b.shl(b.sub(b.sub(b.special("nctaid.x"), 1), b.special("ctaid.x"), name="qblk"),
                    pow2_exponent(s.BM), name="q0")
         with b.if_(b.setp("ge", q0, self.S, type=T.u32)):       # past this sequence's rows
@@ -129,7 +135,7 @@ def lower_wgmma(s, arch, geom, dtype="bf16", causal=False, name="attention_varle
     return m
 
 
-class _WgmmaVarlen(_Lowering):
+class _WgmmaVarlen(WgmmaForwardLowering):
     empty_rows = True
     mask = OnlineSoftmax.limit_mask
     key_limit = _Varlen.key_limit
@@ -141,15 +147,8 @@ class _WgmmaVarlen(_Lowering):
 
     def sequence(self):
         b, s = self.b, self.s
-        h, seq = b.special("ctaid.y"), b.special("ctaid.z")
-
-        def bounds(name):                       # (first token, tokens) of this sequence
-            cu = b.element_addr(b.param(name), seq, 4, name="cu")
-            start = b.ld("global", T.u32, cu, cache="nc", name="start")
-            end = b.ld("global", T.u32, Addr(cu, 4), cache="nc", name="end")
-            return start, b.sub(end, start, name="len")
-        q_start, self.S = bounds("cu_seqlens_q")
-        k_start, self.keys = bounds("cu_seqlens_k")
+        h = b.special("ctaid.y")
+        q_start, self.S, k_start, self.keys = sequence_bounds(b)
         qblk = b.sub(b.sub(b.special("nctaid.x"), 1), b.special("ctaid.x"), name="qblk")
         self.q0 = b.mul(qblk, s.BM, name="q0")
         with b.if_(b.setp("ge", self.q0, self.S, type=T.u32)):       # past this sequence's rows
