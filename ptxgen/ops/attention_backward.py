@@ -25,11 +25,13 @@ dS is multiplied by ∂score_mod/∂score (schedule/score_mods.derivative, lower
 nothing for a constant 1 such as ALiBi's); with a mask both walk block lists (the dK/dV
 kernel's of the transposed mask), skipping empty tiles and the mask on full ones.
 
-An sm_90a (wgmma) version would keep the same three kernels and this operator: TMA loads of
-the streamed tiles into an mbarrier ring filled by a producer warpgroup, warpgroup-wide
-m64nNk16 chains (Sᵀ = K Qᵀ with K from shared memory, dV/dK with Pᵀ/dSᵀ as register A
-operands, B tiles MN-major through the transpose bit) and setmaxnreg to give the consumers the
-registers dK and dV need; the dQ kernel is the forward's structure with dO Vᵀ added.
+With a WgmmaBackwardSchedule (schedule=..., sm_90a only) the two main kernels are the wgmma
+form (lower/attention_backward_wgmma.py): TMA loads of the streamed tiles into an mbarrier ring
+filled by a producer warpgroup, warpgroup-wide m64nNk16 chains (Sᵀ = K Qᵀ with K from shared
+memory, dV/dK with Pᵀ/dSᵀ as register A operands, B tiles MN-major through the transpose bit)
+and setmaxnreg to give the consumers the registers dK and dV need; the dQ kernel is the
+forward's structure with dO Vᵀ added. Same kernel names, the same Delta pre-pass, equally
+deterministic; no score_mod / mask_mod.
 
 Reference: float64 of the exact inputs, and per element of dQ, dK, dV a bound propagated
 from what the kernels round: the scores' f32 accumulation, the given LSE's and O's deviation
@@ -42,9 +44,12 @@ import math
 import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
+from ..arrays import TiledMap
 from ..lower.attention_backward import KERNELS, PRE_THREADS, lower
+from ..lower.attention_backward_wgmma import lower as lower_wgmma
+from ..schedule.attention import COL_BLOCK
 from ..schedule.attention_backward import (DTYPES, AttentionBackwardSchedule,
-                                           default_backward_schedule)
+                                           WgmmaBackwardSchedule, default_backward_schedule)
 from .attention import UNIT_ROUNDOFF, attention_reference, check_heads, check_options
 from ..errors import PtxgenError
 from ..schedule.score_mods import AttentionMods, derivative, evaluate
@@ -52,7 +57,7 @@ from .attention_mods import ProgrammableMods, create_block_mask
 from .attention_mods import causal as causal_mask
 from .base import Launch, Operator, Step
 from .tc_matmul import bf16_bits, bf16_values
-from .tensor_path import MMA_SYNC
+from .tensor_path import MMA_SYNC, WGMMA
 
 F32 = 2.0 ** -23         # f32 unit roundoff, taken twice the true one
 
@@ -69,8 +74,12 @@ class AttentionBackward(Operator):
 
     def __init__(self, dtype="bf16", causal=False, scale=None, schedule="auto", kv_group=1,
                  score_mod=None, mask_mod=None):
+        # a WgmmaBackwardSchedule selects the sm_90a wgmma kernels; "auto" stays mma.sync
+        wgmma = isinstance(schedule, WgmmaBackwardSchedule)
         check_options("attention backward", dtype, DTYPES, scale, kv_group, schedule,
-                      AttentionBackwardSchedule)
+                      WgmmaBackwardSchedule if wgmma else AttentionBackwardSchedule)
+        if wgmma:
+            self.instruction = WGMMA
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
         if causal and score_mod is not None and mask_mod is None:
@@ -84,6 +93,13 @@ class AttentionBackward(Operator):
                                   "attention (kv_group > 1) is not implemented")
             if self._mods.score is not None:
                 self.grad = derivative(self._mods.score)
+            if self.wgmma:
+                raise PtxgenError("attention backward: score_mod/mask_mod with a "
+                                  "WgmmaBackwardSchedule is not implemented")
+
+    @property
+    def wgmma(self):
+        return self.instruction == WGMMA
 
     def mod_spec(self, shape):
         """The lowering's AttentionMods (no block lists, with the derivative) or None."""
@@ -110,6 +126,9 @@ class AttentionBackward(Operator):
         return KERNELS[1]                       # the main kernel: dK and dV
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        if self.wgmma:
+            return lower_wgmma(self.schedule, arch, shape, causal=self.causal,
+                               kv_group=self.kv_group)
         return lower(self.schedule_for(shape), arch, shape, causal=self.causal,
                      kv_group=self.kv_group, mods=self.mod_spec(shape),
                      lists=self._lists(shape))
@@ -143,6 +162,12 @@ class AttentionBackward(Operator):
         B, H, S = shape["B"], shape["H"], shape["S"]
         rows = B * H * S
         pre = Launch(grid=(-(-rows * (D // 8) // PRE_THREADS), 1, 1), block=(PRE_THREADS, 1, 1))
+        if self.wgmma:
+            dkdv = Launch(grid=(-(-S // s.BK), B * H // self.kv_group, 1),
+                          block=(s.threads, 1, 1), shared_bytes=s.shared_bytes("dkdv", D))
+            dq = Launch(grid=(-(-S // s.BQ), B * H, 1), block=(s.threads, 1, 1),
+                        shared_bytes=s.shared_bytes("dq", D))
+            return dict(zip(KERNELS, (pre, dkdv, dq)))
         dkdv = Launch(grid=(-(-S // s.BK), B * H // self.kv_group, 1),
                       block=(32 * s.kv_warps, 1, 1), shared_bytes=s.shared_bytes("dkdv", D))
         dq = Launch(grid=(-(-S // s.BQ), B * H, 1), block=(32 * s.q_warps, 1, 1),
@@ -165,6 +190,8 @@ class AttentionBackward(Operator):
 
     def _main_args(self, shape, a, outs):
         sc = self.softmax_scale(shape)
+        if self.wgmma:
+            return self._wgmma_args(shape, a, outs, sc)
         spec, extra = self.mod_spec(shape), []
         if spec is not None:
             kind = "dq" if outs == ["dQ"] else "dkdv"
@@ -178,6 +205,21 @@ class AttentionBackward(Operator):
                       for i, t in enumerate(spec.tensors)]
         return [a[n] for n in ("Q", "K", "V", "dO", "LSE", "Delta")] + [a[n] for n in outs] + \
             [np.uint32(shape["S"]), np.float32(sc * math.log2(math.e)), np.float32(sc)] + extra
+
+    def _wgmma_args(self, shape, a, outs, sc):
+        """Tensor maps of Q, K, V, dO in boxes of the kernel's own or streamed rows x 64
+        columns, then LSE, Delta, the outputs, S, scale·log2 e, scale."""
+        s = self.schedule
+        own, step = s.kernel_tiles(shape["D"])["dq" if outs == ["dQ"] else "dkdv"]
+        rows = shape["B"] * shape["H"] * shape["S"]
+        q_box, kv_box = (own, step) if outs == ["dQ"] else (step, own)
+
+        def tmap(name, box):
+            n = rows if name in ("Q", "dO") else rows // self.kv_group
+            return TiledMap(a[name], "bf16", box, COL_BLOCK, rows=n, cols=shape["D"])
+        return [tmap("Q", q_box), tmap("K", kv_box), tmap("V", kv_box), tmap("dO", q_box),
+                a["LSE"], a["Delta"]] + [a[n] for n in outs] + \
+            [np.uint32(shape["S"]), np.float32(sc * math.log2(math.e)), np.float32(sc)]
 
     def kernel_args(self, shape, arrays):
         return self._main_args(shape, arrays, ["dK", "dV"])
