@@ -377,7 +377,44 @@ def bench_backward(cfg, rng):
             continue
         rows.append(timed(row, t_fb - t_f, t_ref, flops, fwd_ms=t_f, fwd_bwd_ms=t_fb))
         BWD_TABLE.show(rows[-1])
+    rows.append(bench_wgmma_backward(q, k, v, do, causal, rng, name, t_ref, flops))
+    BWD_TABLE.show(rows[-1])
     return rows
+
+
+def bench_wgmma_backward(q, k, v, do, causal, rng, name, t_ref, flops):
+    """The sm_90a wgmma backward (a WgmmaBackwardSchedule; not the library's default yet),
+    its three launches timed alone (the backward's time, as the others' difference)."""
+    import torch
+    import ptxgen
+    from ptxgen.ops.attention_backward import AttentionBackward
+    from ptxgen.runtime import load_steps
+    from ptxgen.schedule.attention_backward import default_wgmma_backward_schedule
+    B, H, S, D = q.shape
+    row = dict(config=name, impl="wgmma")
+    try:
+        op = AttentionBackward(causal=causal, kv_group=H // k.shape[1],
+                               schedule=default_wgmma_backward_schedule(D))
+        shape = op.shape(B=B, H=H, S=S, D=D)
+        o, lse = ptxgen.attention(q.detach(), k.detach(), v.detach(), causal=causal,
+                                  return_lse=True)
+        grads = {n: torch.full_like(x, float("nan")) for n, x in
+                 (("dQ", q), ("dK", k), ("dV", v))}
+        arrays = {"Q": q.detach(), "K": k.detach(), "V": v.detach(), "O": o, "dO": do,
+                  **grads}
+        arrays = {n: harness.bits16(t) for n, t in arrays.items()}
+        arrays["LSE"] = lse
+        for n, (dims, dt) in op.workspace(shape, ARCH).items():
+            arrays[n] = torch.empty(dims, dtype=torch.float32, device="cuda")
+        go = harness.step_calls(op, shape, load_steps(op, shape, op.build(shape, ARCH), ARCH),
+                                arrays, ARCH)
+        go()
+        torch.cuda.synchronize()
+        row["ok"], row["worst"] = backward_check((o, grads["dQ"], grads["dK"], grads["dV"]),
+                                                 q, k, v, do, causal, rng, lse)
+        return timed(row, harness.gpu_ms(go), t_ref, flops, schedule=str(op.schedule))
+    except Exception as e:                                          # report, keep going
+        return dict(row, error=f"{type(e).__name__}: {e}"[:200])
 
 
 BWD_TABLE = harness.Table([("config", 28), ("impl", 8)],
