@@ -381,6 +381,38 @@ def sfu_probe(out):
             np.int8 if np.abs(d).max() < 128 else np.int32))
     np.savez_compressed(os.path.join(out, "sfu_gpu.npz"), random=sets["random"],
                         random_ex2=re, random_lg2=rl, random_rcp=rr)
+    tanh_probe(out, rng)
+
+
+TANH_PTX = SFU_PTX.replace("sfu(", "sfu_tanh(").replace(
+    "  ex2.approx.ftz.f32 %f2, %f1;\n  lg2.approx.ftz.f32 %f3, %f1;\n"
+    "  rcp.approx.ftz.f32 %f4, %f1;\n",
+    "  tanh.approx.f32 %f2, %f1;\n  mov.f32 %f3, %f2;\n  mov.f32 %f4, %f2;\n")
+
+
+def tanh_probe(out, rng):
+    """tanh.approx.f32 (MUFU.TANH; fast epilogues, soft-capping) on every 8th significand of
+    [1, 2), on each binade from 2^-24 to 2^4 at 2^14 points (whether the unit reads only the
+    significand's high bits), and on the random inputs: what a table of it needs."""
+    import ptxgen
+    k = ptxgen.kernel(TANH_PTX)
+
+    def run(x):
+        outs = [np.zeros_like(x) for _ in range(3)]
+        k[(x.size + 255) // 256, 256](x, *outs, np.uint32(x.size), backend="gpu")
+        return outs[0]
+    mant = (1.0 + np.arange(0, 1 << 23, 8) * 2.0 ** -23).astype(np.float32)   # files < 4 MB
+    hi = (1.0 + np.arange(1 << 14) * 2.0 ** -14)
+    binades = np.concatenate([hi * 2.0 ** e for e in range(-24, 5)]).astype(np.float32)
+    rand = sfu_inputs(rng)["random"]
+    for name, x in (("tanh_mant", mant), ("tanh_binades", binades)):
+        d = ulp_delta(run(x), np.tanh(x.astype(np.float64)))
+        v, c = np.unique(d, return_counts=True)
+        print(name, "ulp deltas from", int(v.min()), "to", int(v.max()), f"({v.size} values)")
+        np.savez_compressed(os.path.join(out, f"sfu_{name}.npz"), x=x, delta=d.astype(
+            np.int16 if np.abs(d).max() < 2 ** 15 else np.int32))
+    np.savez_compressed(os.path.join(out, "sfu_tanh_random.npz"), random=rand,
+                        random_tanh=run(rand))
 
 
 def sfu_check(path):
