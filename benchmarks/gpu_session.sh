@@ -9,7 +9,7 @@
 #        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
 #        and CUDNN backward) train (50 steps of a transformer block, ptxgen.attention vs SDPA) sm80_matmul sm80_attention (the sm_80 path) llm_gemms pad_copy
 #        decode (attention decode over a K/V cache vs SDPA and a copy) varlen (attention over
-#        packed sequences of mixed lengths vs the dense kernel on the same work) sfu (ex2/lg2/rcp
+#        packed sequences of mixed lengths vs the dense kernel on the same work) sfu (ex2/lg2/rcp/tanh
 #        .approx tables for the emulator)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
