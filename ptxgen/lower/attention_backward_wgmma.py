@@ -27,7 +27,8 @@ own or step rows x 64 columns, 128-byte swizzle; shared memory, barriers, the pr
 and the wgmma descriptors are the forward's (lower/attention.py). Rows past S read the next
 head's rows (zeros past the last): their keys (or query columns) are masked to P = 0, so they
 add exactly 0; own rows past S are computed and not stored. LSE and Delta indices are clamped
-to S - 1.
+to S - 1. The sequence hooks (BackwardLowering's, with dkdv_block/dq_block and box here) are
+what lower/attention_varlen_backward.py replaces for packed sequences.
 """
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
