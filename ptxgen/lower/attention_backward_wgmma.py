@@ -27,7 +27,8 @@ own or step rows x 64 columns, 128-byte swizzle; shared memory, barriers, the pr
 and the wgmma descriptors are the forward's (lower/attention.py). Rows past S read the next
 head's rows (zeros past the last): their keys (or query columns) are masked to P = 0, so they
 add exactly 0; own rows past S are computed and not stored. LSE and Delta indices are clamped
-to S - 1.
+to S - 1. The sequence hooks (BackwardLowering's, with dkdv_block/dq_block and box here) are
+what lower/attention_varlen_backward.py replaces for packed sequences.
 """
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
@@ -105,27 +106,49 @@ class WgmmaBackwardLowering(BackwardLowering):
         b.ret()
 
     def block(self):
-        """This CTA's own rows (self.own0, self.own_row0: the head's first row) and its steps
+        """This CTA's own rows (self.own0, self.own_row0: the head's rows) and its steps
         (self.nsteps; causal dK/dV: from query block self.start)."""
         b, lg = self.b, pow2_exponent(self.step)
-        bh = b.special("ctaid.y")
         if self.kind == "dkdv":
-            self.own0 = b.mul(b.special("ctaid.x"), self.own, name="k0")
-            self.own_row0 = self.head_rows(bh, "kvrow0")
-            nqb = b.shr(b.add(self.S, self.step - 1), lg, name="nqb")
-            self.start = b.shr(self.own0, lg, name="qstart") if self.causal else \
-                b.const(0, T.u32, name="qstart")
+            self.own0, _, self.own_row0, self.mha_rows = self.dkdv_block()
+            nqb = b.shr(b.add(self.S_q, self.step - 1), lg, name="nqb")
+            self.start = b.shr(self.unshift0(self.own0), lg, name="qstart") if self.causal \
+                else b.const(0, T.u32, name="qstart")
             self.nq = b.sub(nqb, self.start, name="nq")
             self.nsteps = self.nq if self.G == 1 else b.mul(self.nq, self.G, name="nsteps")
             return
-        nq = b.div(b.add(self.S, self.own - 1), self.own, type=T.u32, name="nqb")
-        self.own0 = b.mul(b.sub(b.sub(nq, 1), b.special("ctaid.x")), self.own, name="q0")
-        self.own_row0 = self.head_rows(bh, "qrow0")
-        self.kv_row0 = self.own_row0 if self.G == 1 else \
-            b.mul(b.div(bh, self.G, type=T.u32), self.S, name="kvrow0")
-        keys = b.min(self.S, b.add(self.own0, self.own), name="keys") if self.causal \
-            else self.S
+        _, self.own0, self.own_row0, self.kv_row0 = self.dq_block()
+        keys = self.keys_before(b.add(self.own0, self.own), "keys") if self.causal \
+            else self.S_k
         self.nsteps = b.shr(b.add(keys, self.step - 1), lg, name="nkb")
+
+    # the dense square's blocks (BK, BQ = 64·consumers: multiplied, not shifted); the packed
+    # sequences' (lower/attention_varlen_backward.py) are the mma.sync kernels'
+    def dkdv_block(self):
+        b = self.b
+        bh = b.special("ctaid.y")
+        k0 = b.mul(b.special("ctaid.x"), self.own, name="k0")
+        kv_row0 = self.head_rows(bh, "kvrow0")
+        return k0, bh, kv_row0, kv_row0
+
+    def dq_block(self):
+        b = self.b
+        bh = b.special("ctaid.y")
+        nq = b.div(b.add(self.S, self.own - 1), self.own, type=T.u32, name="nqb")
+        q0 = b.mul(b.sub(b.sub(nq, 1), b.special("ctaid.x")), self.own, name="q0")
+        q_row0 = self.head_rows(bh, "qrow0")
+        kv_row0 = q_row0 if self.G == 1 else \
+            b.mul(b.div(bh, self.G, type=T.u32), self.S, name="kvrow0")
+        return nq, q0, q_row0, kv_row0
+
+    def box(self, rows, first, name):
+        """(the maps' column of the head's D columns or None for 0, their row) of row `first`
+        of `rows` (head_rows)."""
+        return None, self.b.add(rows, first, name=name)
+
+    def map_col(self, col0, h):
+        """The maps' column coordinate of D's column block h."""
+        return h * COL_BLOCK if col0 is None else self.b.add(col0, h * COL_BLOCK, name="mcol")
 
     def locate(self, kb):
         """(the streamed tile's head's first row, its first sequence position) of step kb."""
@@ -133,7 +156,7 @@ class WgmmaBackwardLowering(BackwardLowering):
         if self.kind == "dq":
             return self.kv_row0, b.shl(kb, lg, name="n0")
         if self.G == 1:
-            return self.own_row0, b.shl(b.add(self.start, kb), lg, name="qs")
+            return self.mha_rows, b.shl(b.add(self.start, kb), lg, name="qs")
         i = b.div(kb, self.nq, type=T.u32, name="gi")               # query head i of the group
         qb = b.add(self.start, b.sub(kb, b.mul(i, self.nq)), name="qb")
         head = b.mad(b.special("ctaid.y"), self.G, i, name="qh")
@@ -161,12 +184,12 @@ class WgmmaBackwardLowering(BackwardLowering):
         own_maps = [b.tensor_map_address(p, name="map") for p in own_maps]
         st_maps = [b.tensor_map_address(p, name="map") for p in st_maps]
         b.mbarrier_arrive_expect_tx(self.bars, 2 * self.own_tile)
-        row = b.add(self.own_row0, self.own0, name="orow")
+        col0, row = self.box(self.own_row0, self.own0, "orow")
         for i, mp in enumerate(own_maps):
             for h in range(self.hblocks):
                 b.cp_async_bulk_tensor_load(
                     b.add(self.base, i * self.own_tile + h * self.own * SWIZZLE_BYTES), mp,
-                    (h * COL_BLOCK, row), self.bars)
+                    (self.map_col(col0, h), row), self.bars)
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         with b.for_range(0, self.nsteps, type=T.u32, name="kb") as kb:
             head_row0, first = self.locate(kb)
@@ -174,12 +197,12 @@ class WgmmaBackwardLowering(BackwardLowering):
             full = self.full_bar(stage)
             b.mbarrier_arrive_expect_tx(full, 2 * self.tile)
             dst = b.mad(stage, 2 * self.tile, self.stage0, name="slot")
-            srow = b.add(head_row0, first, name="srow")
+            col0, srow = self.box(head_row0, first, "srow")
             for i, mp in enumerate(st_maps):
                 for h in range(self.hblocks):
                     b.cp_async_bulk_tensor_load(
                         b.add(dst, i * self.tile + h * self.step * SWIZZLE_BYTES), mp,
-                        (h * COL_BLOCK, srow), full)
+                        (self.map_col(col0, h), srow), full)
             self.advance(stage, phase)
 
     # -- consumers ----------------------------------------------------------------------------
@@ -273,7 +296,7 @@ class WgmmaBackwardLowering(BackwardLowering):
             skip = b.new_label("skip")
             qend = b.add(q0, step, name="qend")
             if self.causal:                       # every query of the step before our keys
-                b.branch(skip, b.setp("le", qend, k0w, type=T.u32))
+                b.branch(skip, b.setp("le", self.shift(qend), k0w, type=self.ctype))
             soff = self.slot_offset()
             col0 = b.add(q0, b.shl(self.tq, 1), name="col0")
 
@@ -286,9 +309,10 @@ class WgmmaBackwardLowering(BackwardLowering):
             b.wgmma_commit_group()
             nl = per_column("LSE")                                    # loads under the wgmma
             b.wgmma_wait_group(0)
-            need = b.setp("gt", qend, self.S, type=T.u32)
+            need = b.setp("gt", qend, self.S_q, type=T.u32)
             if self.causal:
-                need = b.or_(need, b.setp("lt", q0, b.add(k0w, WGMMA_M - 1), type=T.u32))
+                need = b.or_(need, b.setp("lt", self.shift(q0), b.add(k0w, WGMMA_M - 1),
+                                          type=self.ctype))
             self.mask(krows, col0, need, keys_are_rows=True)
             p = self.probabilities(nl)
             b.wgmma_fence()
@@ -316,7 +340,7 @@ class WgmmaBackwardLowering(BackwardLowering):
         dq = self.blocks("dq")
         mine = self.nsteps
         if self.causal:                           # key blocks up to this warpgroup's last row
-            mine = b.shr(b.add(b.min(self.S, b.add(first, WGMMA_M)), step - 1),
+            mine = b.shr(b.add(self.keys_before(b.add(first, WGMMA_M)), step - 1),
                          pow2_exponent(step), name="mine")
         with b.for_range(0, mine, type=T.u32, name="kb") as kb:
             _, n0 = self.locate(kb)
@@ -327,9 +351,10 @@ class WgmmaBackwardLowering(BackwardLowering):
             self.ss(self.dpacc, 1, 1, soff)                           # dP = dO·Vᵀ
             b.wgmma_commit_group()
             b.wgmma_wait_group(0)
-            need = b.setp("gt", b.add(n0, step), self.S, type=T.u32)
+            need = b.setp("gt", b.add(n0, step), self.S_k, type=T.u32)
             if self.causal:
-                need = b.or_(need, b.setp("gt", b.add(n0, step - 1), first, type=T.u32))
+                need = b.or_(need, b.setp("gt", b.add(n0, step - 1), self.shift(first),
+                                          type=self.ctype))
             self.mask(rows, b.add(n0, b.shl(self.tq, 1), name="col0"), need,
                       keys_are_rows=False)
             p = self.probabilities(lambda i: stats[(i // 2) % 2][0])

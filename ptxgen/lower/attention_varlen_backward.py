@@ -19,18 +19,31 @@ elements; query rows are clamped to S_q - 1, key rows to S_k - 1.
 Causal: bottom-right aligned, query i sees keys j <= i + S_k - S_q (comparisons signed). A
 query row that sees no key has LSE = -inf: -LSE·log2 e is clamped to 3e38 so its P is
 2^-inf = 0, as with the dense kernels' mods.
+
+sm_90a, for a WgmmaBackwardSchedule (lower_wgmma, at the end): the dense wgmma kernels
+(lower/attention_backward_wgmma.py) with the same sequence hooks, their Q, K, V, dO maps over
+the packed rows as the wgmma varlen forward's (tokens x H·D, head h's column block c at
+column h·D + 64c, row = token).
 """
 from collections import namedtuple
 
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
+from ..ir.builder_tensor import tensor_map_param
 from .attention_backward import LOG2E, BackwardLowering, add_preprocess, main_params
+from .attention_backward_wgmma import MAPS, WgmmaBackwardLowering
 
 KERNELS = ("attn_varlen_bwd_pre", "attn_varlen_bwd_dkdv", "attn_varlen_bwd_dq")
 
 # the rows of one head of one sequence: token `start` on, `heads` rows apart, head h
 _Rows = namedtuple("_Rows", "start heads h last count")
+
+
+def _tail():
+    return [Param("cu_seqlens_q", T.u64, ptr(T.u32, align=4)),
+            Param("cu_seqlens_k", T.u64, ptr(T.u32, align=4)),
+            Param("total_q", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
 
 
 def lower(s, arch, geom, causal=False):
@@ -39,9 +52,7 @@ def lower(s, arch, geom, causal=False):
     s.validate(arch, "bf16", D)
     m = Module(target=arch)
     add_preprocess(m, KERNELS[0], D)
-    tail = [Param("cu_seqlens_q", T.u64, ptr(T.u32, align=4)),
-            Param("cu_seqlens_k", T.u64, ptr(T.u32, align=4)),
-            Param("total_q", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
+    tail = _tail()
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
         kind = name.removeprefix("attn_varlen_bwd_")
         k = m.add_kernel(name, main_params(outs) + tail)
@@ -140,3 +151,51 @@ class _Varlen(BackwardLowering):
         if param != "LSE":
             return x
         return b.min(b.mul(x, -LOG2E, name="nl"), 3.0e38, name="nl")
+
+
+# -- sm_90a: the wgmma backward (lower/attention_backward_wgmma.py) over packed sequences ----------
+def lower_wgmma(s, arch, geom, causal=False):
+    """The varlen backward's Module on wgmma for WgmmaBackwardSchedule s:
+
+    attn_varlen_bwd_dkdv(Q_map, K_map, V_map, dO_map, LSE, Delta, dK, dV, cu_seqlens_q,
+                         cu_seqlens_k, total_q, scale_log2, scale)
+        grid (ceil(max_seqlen_k / BK), H_kv, B)
+    attn_varlen_bwd_dq(Q_map, K_map, V_map, dO_map, LSE, Delta, dQ, cu_seqlens_q,
+                       cu_seqlens_k, total_q, scale_log2, scale)
+        grid (ceil(max_seqlen_q / BQ), H, B)
+
+    Q_map, dO_map: total_q x (H·D) (K_map, V_map: total_k x (H_kv·D)) in boxes of the kernel's
+    own or streamed rows x 64 columns, 128-byte swizzle. A box's rows past its sequence are
+    the next sequence's tokens (zeros past the last): as keys or query columns they are masked
+    to P = 0 and add exactly 0; as own rows they are computed and not stored."""
+    D = geom["D"]
+    s.validate(arch, "bf16", D)
+    m = Module(target=arch)
+    add_preprocess(m, KERNELS[0], D)
+    for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
+        kind = name.removeprefix("attn_varlen_bwd_")
+        k = m.add_kernel(name, [tensor_map_param(n) for n in MAPS] +
+                         [Param(n, T.u64, ptr(T.f32, align=4)) for n in ("LSE", "Delta")] +
+                         [Param(n, T.u64, ptr(T.b16, align=4)) for n in outs] + _tail())
+        # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
+        k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+        _WgmmaVarlen(Builder(k), s, D, causal, geom["H"] // geom["H_kv"], kind,
+                     geom["H"]).run()
+    return m
+
+
+class _WgmmaVarlen(WgmmaBackwardLowering, _Varlen):
+    """The wgmma kernels with _Varlen's sequence hooks (bounds, rows, stats, causal shift) and
+    its blocks (CTAs past their sequence return); TMA boxes at the sequence's tokens."""
+    dkdv_block = _Varlen.dkdv_block         # the MRO would take the dense wgmma ones
+    dq_block = _Varlen.dq_block
+
+    def __init__(self, b, s, D, causal, kv_group, kind, H):
+        WgmmaBackwardLowering.__init__(self, b, s, D, causal, kv_group, kind)
+        self.H, self.H_kv = H, H // kv_group
+
+    def box(self, rows, first, name):
+        """Head rows.h's D columns start at column h·D; token start + first is the row."""
+        b = self.b
+        return (b.mul(rows.h, self.D, name="mcol0"),
+                b.add(rows.start, first, name=name))

@@ -17,6 +17,11 @@ bounds (lower/attention_varlen_backward.py): Delta over total_q·H rows, dK/dV p
 length return at once. Deterministic (no atomics). bf16 only; D 64 or 128. On sequences of
 equal length the gradients are bit-equal to the dense AttentionBackward's on the same data.
 
+A WgmmaBackwardSchedule (sm_90a only) selects the dense wgmma backward's two main kernels
+(lower/attention_backward_wgmma.py) over the packed rows: TMA maps of Q, K, V, dO as
+tokens x (heads · D), one box column block per head (the wgmma varlen forward's maps); bit-equal
+to the dense AttentionBackward with the same schedule at equal lengths. "auto" stays mma.sync.
+
 Shape: AttentionVarlen's (B, H, D, max_seqlen_q, max_seqlen_k, seqlens_q=[...],
 seqlens_k=[...]). Reference: backward_reference per sequence (its bounds), float64.
 """
@@ -26,14 +31,17 @@ import numpy as np
 
 from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..lower.attention_backward import PRE_THREADS
-from ..lower.attention_varlen_backward import KERNELS, lower
+from ..arrays import TiledMap
+from ..lower.attention_varlen_backward import KERNELS, lower, lower_wgmma
+from ..schedule.attention import COL_BLOCK
 from ..schedule.attention_backward import (DTYPES, AttentionBackwardSchedule,
-                                           default_backward_schedule)
+                                           WgmmaBackwardSchedule, default_backward_schedule)
 from .attention import UNIT_ROUNDOFF, check_options
 from .attention_backward import AttentionBackward, backward_reference
 from .attention_varlen import AttentionVarlen
 from .base import Launch, Step
 from .tc_matmul import bf16_bits, bf16_values
+from .tensor_path import MMA_SYNC, WGMMA
 
 
 class AttentionVarlenBackward(AttentionVarlen):
@@ -44,10 +52,20 @@ class AttentionVarlenBackward(AttentionVarlen):
     outputs = ("dQ", "dK", "dV")
 
     def __init__(self, dtype="bf16", causal=False, scale=None, kv_group=1, schedule="auto"):
+        # a WgmmaBackwardSchedule selects the sm_90a wgmma kernels; "auto" stays mma.sync
+        wgmma = isinstance(schedule, WgmmaBackwardSchedule)
         check_options("attention varlen backward", dtype, DTYPES, scale, kv_group, schedule,
-                      AttentionBackwardSchedule)
+                      WgmmaBackwardSchedule if wgmma else AttentionBackwardSchedule)
         self.dtype, self.causal, self.scale, self.schedule = dtype, bool(causal), scale, schedule
         self.kv_group = kv_group
+
+    @property
+    def instruction(self):
+        return WGMMA if isinstance(self.schedule, WgmmaBackwardSchedule) else MMA_SYNC
+
+    @property
+    def wgmma(self):
+        return self.instruction == WGMMA
 
     @property
     def label(self):
@@ -62,17 +80,20 @@ class AttentionVarlenBackward(AttentionVarlen):
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         geom = {"D": shape["D"], "H": shape["H"], "H_kv": shape["H"] // self.kv_group}
-        return lower(self.schedule_for(shape), arch, geom, causal=self.causal)
+        return (lower_wgmma if self.wgmma else lower)(self.schedule_for(shape), arch, geom,
+                                                      causal=self.causal)
 
     # -- launches ------------------------------------------------------------------------------
     def launches(self, shape):
         s, D, H, B = self.schedule_for(shape), shape["D"], shape["H"], shape["B"]
         rows = shape["total_q"] * H
         pre = Launch(grid=(-(-rows * (D // 8) // PRE_THREADS), 1, 1), block=(PRE_THREADS, 1, 1))
+        kv_threads, q_threads = (s.threads, s.threads) if self.wgmma else \
+            (32 * s.kv_warps, 32 * s.q_warps)
         dkdv = Launch(grid=(-(-shape["max_seqlen_k"] // s.BK), H // self.kv_group, B),
-                      block=(32 * s.kv_warps, 1, 1), shared_bytes=s.shared_bytes("dkdv", D))
+                      block=(kv_threads, 1, 1), shared_bytes=s.shared_bytes("dkdv", D))
         dq = Launch(grid=(-(-shape["max_seqlen_q"] // s.BQ), H, B),
-                    block=(32 * s.q_warps, 1, 1), shared_bytes=s.shared_bytes("dq", D))
+                    block=(q_threads, 1, 1), shared_bytes=s.shared_bytes("dq", D))
         return dict(zip(KERNELS, (pre, dkdv, dq)))
 
     def launch(self, shape, sm_count=None):
@@ -88,9 +109,28 @@ class AttentionVarlenBackward(AttentionVarlen):
 
     def _main_args(self, shape, a, outs):
         sc = self.softmax_scale(shape)
-        return [a[n] for n in ("Q", "K", "V", "dO", "LSE", "Delta")] + [a[n] for n in outs] + \
+        return self._inputs_args(shape, a, outs) + [a[n] for n in ("LSE", "Delta")] + \
+            [a[n] for n in outs] + \
             [a["cu_seqlens_q"], a["cu_seqlens_k"], np.uint32(shape["total_q"]),
              np.float32(sc * math.log2(math.e)), np.float32(sc)]
+
+    def _inputs_args(self, shape, a, outs):
+        """Q, K, V, dO: the arrays, or (wgmma) tensor maps of tokens x (heads · D) in boxes of
+        the kernel's own or streamed rows x 64 columns."""
+        names = ("Q", "K", "V", "dO")
+        if not self.wgmma:
+            return [a[n] for n in names]
+        own, step = self.schedule.kernel_tiles(shape["D"])["dq" if outs == ["dQ"] else "dkdv"]
+        q_box, kv_box = (own, step) if outs == ["dQ"] else (step, own)
+        hd = shape["H"] * shape["D"]
+
+        def tmap(name):
+            if name in ("Q", "dO"):
+                return TiledMap(a[name], "bf16", q_box, COL_BLOCK, rows=shape["total_q"],
+                                cols=hd)
+            return TiledMap(a[name], "bf16", kv_box, COL_BLOCK, rows=shape["total_k"],
+                            cols=hd // self.kv_group)
+        return [tmap(n) for n in names]
 
     def kernel_args(self, shape, arrays):
         return self._main_args(shape, arrays, ["dK", "dV"])
