@@ -121,3 +121,11 @@ def test_ptxas_assembles_without_spills_on_hgmma(D):
                 assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, \
                     (D, causal, kv_group, k, r)
             assert "HGMMA" in toolchain.disassemble(asm.cubin)
+
+
+def test_the_path_it_reports_is_the_one_it_builds():
+    from ptxgen.ops.tensor_path import describe_path
+    from ptxgen.schedule.attention_backward import WgmmaBackwardSchedule
+    assert describe_path(AttentionVarlenBackward(), "sm_90a") == "mma.sync (sm_90a)"
+    assert describe_path(AttentionVarlenBackward(schedule=WgmmaBackwardSchedule()),
+                         "sm_90a") == "wgmma (sm_90a)"

@@ -50,7 +50,9 @@ class InstructionPaths:
 def describe_path(op, arch):
     """What `ptxgen run` and ptxgen.last_launch() print of the instruction path op takes for
     `arch`: "wgmma (sm_90a)", "mma.sync (sm_80)" or "SIMT (sm_90)" for the fp32 operators."""
+    inst = getattr(op, "instruction", None)         # an operator that names its own path
+    if isinstance(inst, str):
+        return f"{inst} ({arch})"
     if isinstance(op, InstructionPaths):
         return f"{instruction_for(arch, op.schedule)} ({arch})"
-    inst = getattr(op, "instruction", None)         # single-path tensor-core operators
-    return f"{inst} ({arch})" if inst else f"SIMT ({arch})"
+    return f"SIMT ({arch})"
