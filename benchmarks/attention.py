@@ -377,24 +377,26 @@ def bench_backward(cfg, rng):
             continue
         rows.append(timed(row, t_fb - t_f, t_ref, flops, fwd_ms=t_f, fwd_bwd_ms=t_fb))
         BWD_TABLE.show(rows[-1])
-    rows.append(bench_wgmma_backward(q, k, v, do, causal, rng, name, t_ref, flops))
-    BWD_TABLE.show(rows[-1])
+    from dataclasses import replace
+    from ptxgen.schedule.attention_backward import default_wgmma_backward_schedule
+    base = default_wgmma_backward_schedule(D)
+    for sched in (base, replace(base, stages=3)):           # the default and a deeper ring
+        rows.append(bench_wgmma_backward(q, k, v, do, causal, rng, name, t_ref, flops, sched))
+        BWD_TABLE.show(rows[-1])
     return rows
 
 
-def bench_wgmma_backward(q, k, v, do, causal, rng, name, t_ref, flops):
+def bench_wgmma_backward(q, k, v, do, causal, rng, name, t_ref, flops, schedule):
     """The sm_90a wgmma backward (a WgmmaBackwardSchedule; not the library's default yet),
     its three launches timed alone (the backward's time, as the others' difference)."""
     import torch
     import ptxgen
     from ptxgen.ops.attention_backward import AttentionBackward
     from ptxgen.runtime import load_steps
-    from ptxgen.schedule.attention_backward import default_wgmma_backward_schedule
     B, H, S, D = q.shape
-    row = dict(config=name, impl="wgmma")
+    row = dict(config=name, impl=f"wgmma-s{schedule.stages}")
     try:
-        op = AttentionBackward(causal=causal, kv_group=H // k.shape[1],
-                               schedule=default_wgmma_backward_schedule(D))
+        op = AttentionBackward(causal=causal, kv_group=H // k.shape[1], schedule=schedule)
         shape = op.shape(B=B, H=H, S=S, D=D)
         o, lse = ptxgen.attention(q.detach(), k.detach(), v.detach(), causal=causal,
                                   return_lse=True)
