@@ -154,3 +154,25 @@ def test_emit_schedule_reorders_and_keeps_every_instruction(cli, tmp_path):
         assert assemble(out.read_text(), "sm_90").resources
     rc, lib, err = cli("emit", "saxpy", "--schedule")
     assert rc == 0 and ".entry saxpy" in lib
+
+
+def test_data_steered_kernels_are_simulated_with_their_index_arrays():
+    """Decode's sequence lengths and varlen's cu_seqlens steer the work: the simulation reads
+    the operator's own choice of them (sim_arrays), not zeros."""
+    from ptxgen.ops.attention import Attention
+    from ptxgen.ops.attention_decode import AttentionDecode
+    from ptxgen.ops.attention_varlen import AttentionVarlen
+    from ptxgen.sim.launch import simulate_operator
+    dec = AttentionDecode("bf16")
+
+    def decode_us(kv):
+        shape = dec.shape(B=16, S_q=1, H=32, H_kv=8, D=128, S_max=kv)
+        return simulate_operator(dec, shape, "sm_90a").device_us
+    short, long = decode_us(4096), decode_us(32768)
+    assert 5 < long / short < 9                 # bound by reading 8x the K/V bytes
+    var = AttentionVarlen(causal=True)
+    vshape = var.shape(H=8, D=128, seqlens_q=[1024] * 4)
+    dense = Attention(causal=True)
+    vt = simulate_operator(var, vshape, "sm_90a").device_us
+    dt = simulate_operator(dense, dense.shape(B=4, H=8, S=1024, D=128), "sm_90a").device_us
+    assert abs(vt / dt - 1) < 0.05

@@ -118,6 +118,16 @@ class _Cache(HalfArrays):
                 .reshape(shape["B"], mp).astype(np.uint32)
         return out
 
+    def sim_arrays(self, shape):
+        """The index arrays a simulation reads: every sequence at its full length S_max (the
+        benchmark's case), pages in order."""
+        out = {"seqlens": np.full(shape["B"], shape["S_max"], np.uint32)}
+        if self.paged:
+            mp = self.max_pages(shape["S_max"])
+            out["block_table"] = np.arange(shape["B"] * mp, dtype=np.uint32).reshape(
+                shape["B"], mp)
+        return out
+
     def keys_of(self, shape, arrays, name, b, n):
         """float64 rows 0..n-1 of sequence b of cache `name`: n x H_kv x D."""
         c = self.values(arrays[name])

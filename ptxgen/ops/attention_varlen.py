@@ -211,6 +211,11 @@ class AttentionVarlen(HalfArrays, InstructionPaths, Operator):
     def kernel_args(self, shape, arrays):
         return self.path().kernel_args(self, shape, arrays)
 
+    def sim_arrays(self, shape):
+        """The index arrays a simulation reads: the shape's sequence boundaries."""
+        return {"cu_seqlens_q": cu_seqlens(shape["seqlens_q"]).view(np.uint32),
+                "cu_seqlens_k": cu_seqlens(shape["seqlens_k"]).view(np.uint32)}
+
     # -- arrays --------------------------------------------------------------------------------
     def make_inputs(self, shape, rng):
         """Random Q, K, V over the shape's lengths, cu_seqlens, NaN-poisoned O and LSE."""

@@ -632,6 +632,11 @@ class _Placeholders(dict):
             for name, a in made.items():
                 if isinstance(a, np.ndarray):
                     self[name] = _Buffer(name, a.shape, a.dtype)
+            # index arrays whose contents steer the work (sequence lengths, page tables): the
+            # operator's own choice of them, so loads of them give values
+            steer = getattr(op, "sim_arrays", None)
+            if steer is not None:
+                self.update(steer(shape))
 
     def __missing__(self, key):
         return _Buffer(key)
