@@ -176,3 +176,17 @@ def test_data_steered_kernels_are_simulated_with_their_index_arrays():
     vt = simulate_operator(var, vshape, "sm_90a").device_us
     dt = simulate_operator(dense, dense.shape(B=4, H=8, S=1024, D=128), "sm_90a").device_us
     assert abs(vt / dt - 1) < 0.05
+
+
+def test_grouped_matmul_is_simulated_like_the_dense_gemm_of_its_work():
+    """Its rows come from sim_arrays (an even split; every expert full when masked): both
+    layouts are predicted near the dense GEMM of the same FLOPs."""
+    from ptxgen.ops.grouped_matmul import GroupedMatmul
+    from ptxgen.ops.tc_matmul import TcMatmul
+    from ptxgen.sim.launch import simulate_operator
+    dense = TcMatmul("bf16", "bf16")
+    want = simulate_operator(dense, dense.shape(M=4096, N=1024, K=1024), "sm_90a").device_us
+    for layout in ("offsets", "masked"):
+        op = GroupedMatmul("bf16", "bf16", layout=layout)
+        got = simulate_operator(op, op.shape(M=4096, N=1024, K=1024, G=4), "sm_90a").device_us
+        assert abs(got / want - 1) < 0.25, (layout, got, want)

@@ -130,6 +130,16 @@ class GroupedMatmul(Operator):
         per = shape["M"] // shape["G"]
         return [(g * per, g * per + min(int(c), per)) for g, c in enumerate(rows)]
 
+    def sim_arrays(self, shape):
+        """The rows a simulation reads: M split evenly over the experts (every expert full in
+        the masked layout)."""
+        M, G = shape["M"], shape["G"]
+        per = M // G
+        rows = (np.arange(1, G + 1) * per if self.layout == "offsets" else np.full(G, per))
+        if self.layout == "offsets":
+            rows[-1] = M
+        return {"rows": rows.astype(np.uint32)}
+
     def make_inputs(self, shape, rng):
         M, N, K, G = (shape[k] for k in ("M", "N", "K", "G"))
         if self.layout == "offsets":     # random cut points: uneven experts, some maybe empty

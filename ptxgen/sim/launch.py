@@ -644,9 +644,14 @@ class _Placeholders(dict):
 
 class _ZeroDraws:
     """A numpy Generator whose every draw is zeros, broadcast (no memory of its own)."""
+    SIZE_AT = {"integers": 2, "uniform": 2, "normal": 2, "choice": 1, "standard_normal": 0,
+               "random": 0, "permutation": 0}          # the positional index of `size`
 
     def __getattr__(self, name):
         def draw(*args, size=None, **kw):
+            at = self.SIZE_AT.get(name)
+            if size is None and at is not None and len(args) > at:
+                size = args[at]
             if size is None:
                 size = next((a for a in reversed(args) if isinstance(a, tuple)), ())
             return np.broadcast_to(np.float64(0.0), size)
