@@ -118,10 +118,13 @@ class _Cache(HalfArrays):
                 .reshape(shape["B"], mp).astype(np.uint32)
         return out
 
+    sim_lengths_below_max = 0     # 1: lengths before S_q new tokens (the cache append)
+
     def sim_arrays(self, shape):
         """The index arrays a simulation reads: every sequence at its full length S_max (the
-        benchmark's case), pages in order."""
-        out = {"seqlens": np.full(shape["B"], shape["S_max"], np.uint32)}
+        benchmark's case; before the append, S_max - S_q), pages in order."""
+        n = shape["S_max"] - (shape["S_q"] if self.sim_lengths_below_max else 0)
+        out = {"seqlens": np.full(shape["B"], n, np.uint32)}
         if self.paged:
             mp = self.max_pages(shape["S_max"])
             out["block_table"] = np.arange(shape["B"] * mp, dtype=np.uint32).reshape(
@@ -284,6 +287,7 @@ class AttentionDecode(_Cache, Operator):
 class KvCacheAppend(_Cache, Operator):
     """K_new, V_new written into the cache at each sequence's positions seqlens[b] + t."""
     name = "kv_cache_append"
+    sim_lengths_below_max = 1
     base_names = ("B", "S_q", "H_kv", "D", "S_max")
     defaults = {"B": 2, "S_q": 1, "H_kv": 2, "D": 64, "S_max": 300}
     inputs = ("K", "V", "K_new", "V_new", "seqlens")
