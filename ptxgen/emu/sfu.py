@@ -15,8 +15,9 @@ import functools
 
 import numpy as np
 
+from .fp import flush_subnormal
+
 GRID = 1 << 23
-_TINY = 2.0 ** -126
 _BELOW_TABLE = 2.0 ** -40        # under every f32 step of e + L(m) for |e| <= 126, above f64's
 
 
@@ -45,14 +46,9 @@ def table(name):
     return _apply(_REFERENCE[name](np.arange(GRID, dtype=np.float64) / GRID), deltas[name])
 
 
-class _Tables:
-    def __getitem__(self, name):
-        return table(name)
-
-
-def tables():
-    """The tables by name (each made when first read), or None without the table file."""
-    return None if _deltas() is None else _Tables()
+def measured():
+    """Whether the table file is at hand (else the correctly rounded values stand in)."""
+    return _deltas() is not None
 
 
 def _apply(ref64, delta):
@@ -64,8 +60,7 @@ def _apply(ref64, delta):
 
 
 def _ftz(x):
-    x = np.asarray(x, np.float32)
-    return np.where(np.abs(x) < _TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
+    return flush_subnormal(np.asarray(x, np.float32))
 
 
 def _toward_zero(exact):
@@ -84,49 +79,46 @@ def _split(x):
 
 def ex2(x):
     """ex2.approx.ftz.f32 of an f32 array."""
-    t = tables()
     x = _ftz(x)
-    if t is None:
+    if not measured():
         with np.errstate(over="ignore"):
             return _ftz(np.exp2(x.astype(np.float64)).astype(np.float32))
     with np.errstate(over="ignore", invalid="ignore"):
         q = np.floor(np.minimum(np.abs(x.astype(np.float64)), 256.0) * GRID).astype(np.int64)
         n, f = q >> 23, q & (GRID - 1)
         neg = np.signbit(x)
-        r = np.ldexp(np.where(neg, t["ex2_neg"][f], t["ex2_pos"][f]).astype(np.float64),
+        r = np.ldexp(np.where(neg, table("ex2_neg")[f], table("ex2_pos")[f]).astype(np.float64),
                      np.where(neg, -n, n).astype(np.int32)).astype(np.float32)
     return _ftz(np.where(np.isnan(x), np.float32(np.nan), r))
 
 
 def rcp(x):
     """rcp.approx.ftz.f32 of an f32 array."""
-    t = tables()
     x = _ftz(x)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         exact = (np.float32(1) / x).astype(np.float32)
-        if t is None:
+        if not measured():
             return _ftz(exact)
         ax = np.abs(x)
         finite = np.isfinite(ax) & (ax > 0)
         k, e = _split(np.where(finite, ax, np.float32(1)))
-        r = np.ldexp(t["rcp"][k].astype(np.float64), (-e).astype(np.int32))
+        r = np.ldexp(table("rcp")[k].astype(np.float64), (-e).astype(np.int32))
         r = np.copysign(r, x).astype(np.float32)
     return _ftz(np.where(finite, r, exact))
 
 
 def lg2(x):
     """lg2.approx.ftz.f32 of an f32 array."""
-    t = tables()
     x = _ftz(x)
     with np.errstate(divide="ignore", invalid="ignore"):
         exact = np.log2(x.astype(np.float64)).astype(np.float32)
-        if t is None:
+        if not measured():
             return exact
         normal = np.isfinite(x) & (x > 0)
         k, e = _split(np.where(normal, x, np.float32(1)))
         # the unit's log of the significand has bits below the table's f32 (the table is its
         # truncation): a sum landing on the f32 grid still moves one step toward zero below 0
-        low = t["lg2"][k].astype(np.float64)
+        low = table("lg2")[k].astype(np.float64)
         r = _toward_zero(e.astype(np.float64) + low + np.where(low > 0, _BELOW_TABLE, 0.0))
-        r = np.where(e == -1, t["lg2_half"][k], r)
+        r = np.where(e == -1, table("lg2_half")[k], r)
     return np.where(normal, r, exact).astype(np.float32)
