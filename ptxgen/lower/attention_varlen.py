@@ -57,7 +57,9 @@ def sequence_bounds(b):
     return out
 
 
-class _Varlen(ForwardLowering):
+class _PackedRows:
+    """What both varlen forwards add to their dense lowering: the head count, rows that may see
+    no key, per-row key limits (bottom-right causal) and the packed LSE."""
     empty_rows = True               # S_k = 0, or causal rows before the diagonal's start
     mask = OnlineSoftmax.limit_mask     # per-row key limits (row_limits)
 
@@ -65,6 +67,31 @@ class _Varlen(ForwardLowering):
         super().__init__(b, s, dtype, D, causal, None, kv_group)
         self.H = H
 
+    def packed_tail(self, h):
+        """LSE's index offset of head h (H x total_q) and, causal, the diagonal's shift."""
+        b = self.b
+        self.lse_head = b.mul(h, b.param("total_q"), name="lhead")
+        if self.causal:                         # query i sees keys <= i + diag
+            self.diag = b.sub(self.keys, self.S, type=T.s32, name="diag")
+
+    def key_limit(self, end, name):
+        """max(0, min(S_k, end + diag)): the keys the rows before `end` see."""
+        b = self.b
+        lim = b.min(self.keys, b.add(end, self.diag, type=T.s32), type=T.s32, name="klim")
+        return b.max(lim, 0, type=T.s32, name=name)
+
+    def row_limits(self):
+        """self.lim (keys each of this lane's two rows sees) and their minimum self.lmin."""
+        b = self.b
+        if not self.causal:
+            self.lim, self.lmin = [self.keys, self.keys], self.keys
+            return
+        self.lim = [b.min(self.keys, b.add(b.add(r, 1), self.diag, type=T.s32), type=T.s32,
+                          name="rlim") for r in self.rows]
+        self.lmin = self.lim[0]                 # the lower row's
+
+
+class _Varlen(_PackedRows, ForwardLowering):
     def sequence(self):
         b, s = self.b, self.s
         h = b.special("ctaid.y")
@@ -83,26 +110,9 @@ class _Varlen(ForwardLowering):
         self.q_stride, self.kv_stride = self.H * self.RB, H_kv * self.RB
         self.o_stride = self.H * self.D
         self.o_head = b.mul(h, self.D, name="ohead")
-        self.lse_head = b.mul(h, b.param("total_q"), name="lhead")
-        if self.causal:                         # query i sees keys <= i + diag
-            self.diag = b.sub(self.keys, self.S, type=T.s32, name="diag")
+        self.packed_tail(h)
         return q0
 
-    def key_limit(self, end, name):
-        """max(0, min(S_k, end + diag)): the keys the rows before `end` see."""
-        b = self.b
-        lim = b.min(self.keys, b.add(end, self.diag, type=T.s32), type=T.s32, name="klim")
-        return b.max(lim, 0, type=T.s32, name=name)
-
-    def row_limits(self):
-        """self.lim (keys each of this lane's two rows sees) and their minimum self.lmin."""
-        b = self.b
-        if not self.causal:
-            self.lim, self.lmin = [self.keys, self.keys], self.keys
-            return
-        self.lim = [b.min(self.keys, b.add(b.add(r, 1), self.diag, type=T.s32), type=T.s32,
-                          name="rlim") for r in self.rows]
-        self.lmin = self.lim[0]                 # the lower row's
 
 
 # -- sm_90a: the wgmma forward (lower/attention.py) over packed sequences --------------------------
@@ -135,15 +145,7 @@ def lower_wgmma(s, arch, geom, dtype="bf16", causal=False, name="attention_varle
     return m
 
 
-class _WgmmaVarlen(WgmmaForwardLowering):
-    empty_rows = True
-    mask = OnlineSoftmax.limit_mask
-    key_limit = _Varlen.key_limit
-    row_limits = _Varlen.row_limits
-
-    def __init__(self, b, s, dtype, D, causal, kv_group, H):
-        super().__init__(b, s, dtype, D, causal, None, kv_group)
-        self.H = H
+class _WgmmaVarlen(_PackedRows, WgmmaForwardLowering):
 
     def sequence(self):
         b, s = self.b, self.s
@@ -158,9 +160,7 @@ class _WgmmaVarlen(WgmmaForwardLowering):
         self.q_col0 = b.mul(h, self.D, name="qcol")
         self.kv_col0 = b.mul(kv_h, self.D, name="kvcol")
         self.o_stride, self.o_head = self.H * self.D, self.q_col0
-        self.lse_head = b.mul(h, b.param("total_q"), name="lhead")
-        if self.causal:                         # query i sees keys <= i + diag
-            self.diag = b.sub(self.keys, self.S, type=T.s32, name="diag")
+        self.packed_tail(h)
         return qblk
 
     def cta_keys(self):

@@ -36,9 +36,9 @@ from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import PtxgenError
 from ..lower.attention_varlen import lower, lower_wgmma
-from ..schedule.attention import COL_BLOCK, DTYPES, default_attention_schedule
-from .attention import (UNIT_ROUNDOFF, HalfArrays, attention_reference, check_heads,
-                        check_scale_and_group)
+from ..schedule.attention import COL_BLOCK, DTYPES
+from .attention import (UNIT_ROUNDOFF, HalfArrays, WgmmaAttentionPath, attention_reference,
+                        check_heads, check_scale_and_group)
 from .base import Launch, Operator, Step
 from .mma_attention import MmaSyncAttentionPath
 from .tensor_path import INSTRUCTIONS, MMA_SYNC, WGMMA, InstructionPaths
@@ -58,9 +58,7 @@ class WgmmaVarlenPath:
 
     @staticmethod
     def schedule_for(op, shape):
-        if op.schedule == "auto":
-            return default_attention_schedule(shape["D"], op.causal)
-        return op.schedule
+        return WgmmaAttentionPath.schedule_for(op, shape)
 
     @staticmethod
     def build(op, shape):
