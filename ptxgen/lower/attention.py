@@ -30,11 +30,12 @@ those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0Â
 are computed and not stored.
 """
 from ..ir.builder import pow2_exponent
-from ..ir import Addr, Builder, Module, Param, ptr
+from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import tensor_map_param
 from ..schedule.attention import COL_BLOCK
 from .online_softmax import NEG_INF, OnlineSoftmax
+from .tma_ring import TmaRing
 from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
 
 WGMMA_K = 16
@@ -56,7 +57,7 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
     return m
 
 
-class WgmmaForwardLowering(OnlineSoftmax):
+class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
     def __init__(self, b, s, dtype, D, causal, mods=None, kv_group=1):
         self.b, self.s, self.dtype, self.D, self.causal = b, s, dtype, D, causal
         self.kv_group = kv_group            # query heads per K/V head (grouped-query attention)
@@ -68,17 +69,7 @@ class WgmmaForwardLowering(OnlineSoftmax):
         b, s = self.b, self.s
         tid = b.special("tid.x")
         wg = b.shr(tid, pow2_exponent(WARPGROUP), name="wg")
-        raw = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES))
-        self.base = b.and_(b.add(raw, SWIZZLE_ATOM_BYTES - 1), -SWIZZLE_ATOM_BYTES & 0xFFFFFFFF,
-                           name="base")
-        self.stage0 = b.add(self.base, s.q_bytes(self.D), name="kv")
-        self.bars = b.add(self.stage0, s.stages * s.stage_bytes(self.D), name="bars")
-        with b.if_(b.setp("eq", tid, 0)):
-            b.mbarrier_init(self.bars, 1)                             # Q arrived
-            for st in range(s.stages):
-                b.mbarrier_init(Addr(self.bars, 8 + 8 * st), 1)
-                b.mbarrier_init(Addr(self.bars, 8 * (1 + s.stages + st)), s.consumers)
-            b.fence_mbarrier_init()
+        self.ring_layout(tid, s.q_bytes(self.D), s.stage_bytes(self.D), "kv")    # own tile: Q
         b.bar_sync(0)
         qblk = self.sequence()
         keys = self.cta_keys()
@@ -86,17 +77,7 @@ class WgmmaForwardLowering(OnlineSoftmax):
             self.block_list_setup(qblk)
         else:
             self.nkb = b.div(b.add(keys, s.BN - 1), s.BN, type=T.u32, name="nkb")
-        consumer, end = b.new_label("consumer"), b.new_label("done")
-        b.branch(consumer, b.setp("ne", wg, 0))
-        b.setmaxnreg(s.producer_regs, inc=False)
-        b.branch(end, b.setp("ne", tid, 0))
-        self.producer()
-        b.branch(end)
-        b.label(consumer)
-        b.setmaxnreg(s.consumer_regs, inc=True)
-        self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
-        b.label(end)
-        b.ret()
+        self.split_roles(tid, wg)
 
     # -- the sequence a CTA works on (lower/attention_varlen.py replaces these) ----------------
     q_col0 = kv_col0 = None     # a register added to the maps' column coordinate (packed rows)
@@ -129,26 +110,8 @@ class WgmmaForwardLowering(OnlineSoftmax):
     def rows_known(self):
         """Called once the consumer's rows are set (a per-row mask's limits go here)."""
 
-    def map_col(self, col0, h):
-        """The maps' column coordinate of D's column block h."""
-        return h * COL_BLOCK if col0 is None else self.b.add(col0, h * COL_BLOCK, name="mcol")
-
-    def full_bar(self, stage):
-        return self.b.mad(stage, 8, self.b.add(self.bars, 8), name="full")
-
-    def empty_bar(self, stage):
-        return self.b.mad(stage, 8, self.b.add(self.bars, 8 * (1 + self.s.stages)),
-                          name="empty")
-
     def slot(self, stage):
         return self.b.mad(stage, self.s.stage_bytes(self.D), self.stage0, name="slot")
-
-    def advance(self, stage, phase):
-        b = self.b
-        b.add(stage, 1, out=stage)
-        with b.predicated(b.setp("eq", stage, self.s.stages)):
-            b.mov(0, type=T.u32, out=stage)
-            b.xor(phase, 1, out=phase)
 
 
     # -- producer -----------------------------------------------------------------------------

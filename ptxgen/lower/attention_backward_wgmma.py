@@ -30,7 +30,7 @@ add exactly 0; own rows past S are computed and not stored. LSE and Delta indice
 to S - 1. The sequence hooks (BackwardLowering's, with dkdv_block/dq_block and box here) are
 what lower/attention_varlen_backward.py replaces for packed sequences.
 """
-from ..ir import Addr, Builder, Module, Param, ptr
+from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.builder_tensor import tensor_map_param
@@ -38,6 +38,7 @@ from ..schedule.attention import COL_BLOCK
 from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
 from .attention import WGMMA_K
 from .attention_backward import KERNELS, BackwardLowering, add_preprocess
+from .tma_ring import TmaRing
 
 MAPS = ("Q_map", "K_map", "V_map", "dO_map")
 
@@ -61,7 +62,7 @@ def lower(s, arch, shape, causal=False, kv_group=1):
     return m
 
 
-class WgmmaBackwardLowering(BackwardLowering):
+class WgmmaBackwardLowering(TmaRing, BackwardLowering):
     """One main kernel: own tiles (own0, own1) = (K, V) or (Q, dO), streamed tiles (st0, st1)
     = (Q, dO) or (K, V). The mask, P, dS, the LSE/Delta loads and the bf16 store are the
     mma.sync lowering's (the wgmma D fragment is its m16n8 layout, 16 rows per warp)."""
@@ -76,34 +77,14 @@ class WgmmaBackwardLowering(BackwardLowering):
 
     # -- layout and roles ---------------------------------------------------------------------
     def run(self):
-        b, s = self.b, self.s
+        b = self.b
         tid = b.special("tid.x")
         wg = b.shr(tid, pow2_exponent(WARPGROUP), name="wg")
-        raw = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES))
-        self.base = b.and_(b.add(raw, SWIZZLE_ATOM_BYTES - 1), -SWIZZLE_ATOM_BYTES & 0xFFFFFFFF,
-                           name="base")
-        self.stage0 = b.add(self.base, 2 * self.own_tile, name="ring")
-        self.bars = b.add(self.stage0, s.stages * 2 * self.tile, name="bars")
-        with b.if_(b.setp("eq", tid, 0)):
-            b.mbarrier_init(self.bars, 1)                             # own tiles arrived
-            for st in range(s.stages):
-                b.mbarrier_init(Addr(self.bars, 8 + 8 * st), 1)
-                b.mbarrier_init(Addr(self.bars, 8 * (1 + s.stages + st)), s.consumers)
-            b.fence_mbarrier_init()
+        self.ring_layout(tid, 2 * self.own_tile, 2 * self.tile, "ring")
         b.bar_sync(0)
         self.bounds()
         self.block()
-        consumer, end = b.new_label("consumer"), b.new_label("done")
-        b.branch(consumer, b.setp("ne", wg, 0))
-        b.setmaxnreg(s.producer_regs, inc=False)
-        b.branch(end, b.setp("ne", tid, 0))
-        self.producer()
-        b.branch(end)
-        b.label(consumer)
-        b.setmaxnreg(s.consumer_regs, inc=True)
-        self.consumer(b.sub(wg, 1, name="cw"), b.and_(tid, WARPGROUP - 1, name="t"))
-        b.label(end)
-        b.ret()
+        self.split_roles(tid, wg)
 
     def block(self):
         """This CTA's own rows (self.own0, self.own_row0: the head's rows) and its steps
@@ -146,10 +127,6 @@ class WgmmaBackwardLowering(BackwardLowering):
         of `rows` (head_rows)."""
         return None, self.b.add(rows, first, name=name)
 
-    def map_col(self, col0, h):
-        """The maps' column coordinate of D's column block h."""
-        return h * COL_BLOCK if col0 is None else self.b.add(col0, h * COL_BLOCK, name="mcol")
-
     def locate(self, kb):
         """(the streamed tile's head's first row, its first sequence position) of step kb."""
         b, lg = self.b, pow2_exponent(self.step)
@@ -162,23 +139,9 @@ class WgmmaBackwardLowering(BackwardLowering):
         head = b.mad(b.special("ctaid.y"), self.G, i, name="qh")
         return self.head_rows(head, "qrow0"), b.shl(qb, lg, name="qs")
 
-    # -- the ring (the forward's) --------------------------------------------------------------
-    def full_bar(self, stage):
-        return self.b.mad(stage, 8, self.b.add(self.bars, 8), name="full")
-
-    def empty_bar(self, stage):
-        return self.b.mad(stage, 8, self.b.add(self.bars, 8 * (1 + self.s.stages)),
-                          name="empty")
-
-    def advance(self, stage, phase):
-        b = self.b
-        b.add(stage, 1, out=stage)
-        with b.predicated(b.setp("eq", stage, self.s.stages)):
-            b.mov(0, type=T.u32, out=stage)
-            b.xor(phase, 1, out=phase)
-
+    # -- the ring (lower/tma_ring.py) ---------------------------------------------------------
     def producer(self):
-        b, D = self.b, self.D
+        b = self.b
         own_maps, st_maps = (("K_map", "V_map"), ("Q_map", "dO_map")) if self.kind == "dkdv" \
             else (("Q_map", "dO_map"), ("K_map", "V_map"))
         own_maps = [b.tensor_map_address(p, name="map") for p in own_maps]
@@ -207,7 +170,7 @@ class WgmmaBackwardLowering(BackwardLowering):
 
     # -- consumers ----------------------------------------------------------------------------
     def consumer(self, cw, t):
-        b, s, D = self.b, self.s, self.D
+        b = self.b
         lane = b.and_(t, 31, name="lane")
         self.tq = b.and_(lane, 3, name="tq")
         # this warpgroup's 64 own rows; a lane's fragment rows g and g + 8 of its warp's 16
