@@ -162,7 +162,7 @@ def test_data_steered_kernels_are_simulated_with_their_index_arrays():
     from ptxgen.ops.attention import Attention
     from ptxgen.ops.attention_decode import AttentionDecode
     from ptxgen.ops.attention_varlen import AttentionVarlen
-    from ptxgen.sim.launch import simulate_operator
+    from ptxgen.sim import simulate_operator
     dec = AttentionDecode("bf16")
 
     def decode_us(kv):
@@ -183,7 +183,7 @@ def test_grouped_matmul_is_simulated_like_the_dense_gemm_of_its_work():
     layouts are predicted near the dense GEMM of the same FLOPs."""
     from ptxgen.ops.grouped_matmul import GroupedMatmul
     from ptxgen.ops.tc_matmul import TcMatmul
-    from ptxgen.sim.launch import simulate_operator
+    from ptxgen.sim import simulate_operator
     dense = TcMatmul("bf16", "bf16")
     want = simulate_operator(dense, dense.shape(M=4096, N=1024, K=1024), "sm_90a").device_us
     for layout in ("offsets", "masked"):

@@ -7,7 +7,8 @@
 The model is described in docs/MODEL.md.
 """
 from .engine import STALLS
-from .launch import simulate, simulate_operator
+from .launch import simulate
+from .operator_args import simulate_operator
 from .result import SimReport, WaveResult
 
 __all__ = ["STALLS", "simulate", "simulate_operator", "SimReport", "WaveResult"]

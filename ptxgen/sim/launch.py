@@ -27,7 +27,6 @@ from ..errors import Arg, PtxgenError, Spelled
 from ..ir.module import Module
 from ..names import display_name
 from ..toolchain import ToolchainError, assemble
-from . import access as access_mod
 from . import memory as memmod
 from .engine import STALLS, Sm, run_sm
 from .levels import l2_keep_bytes, memory_level
@@ -35,17 +34,13 @@ from .paths import PathPlan, follow
 from .cached import scheduled_program
 from .async_copy import tma_dram_fraction
 from .cta_work import grid_work_ratio
-from .program import ALU, ATOM, LDG, STG, add_spills
+from .program import LDG, add_spills
 from .result import SimReport, tensor_share
-from .values import Env
+from .pilot import ACCESS_PILOT_STEPS, access_pilot, hot_loop, traffic
+from .values import SYNTHETIC_BASE, SYNTHETIC_STRIDE, Env
 from .waves import (cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair,
                     spread_ctas)
 
-# the access pilot follows 32 lanes; the first executions of each memory instruction are what
-# it needs, so it stops after this many slice steps (later instructions keep default costs)
-ACCESS_PILOT_STEPS = 20_000
-SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
-SYNTHETIC_STRIDE = 1 << 36
 
 
 def _dims(v, what):
@@ -257,115 +252,6 @@ def _lanemasks(lane, warp_size):
             "lanemask_gt": full & ~(2 * bit - 1), "lanemask_ge": full & ~(bit - 1)}
 
 
-def _hot_loop(prog, pilot, sample):
-    """The outermost loop that runs more than `sample` iterations in one entry, or None."""
-    cands = [prog.loops[lid] for lid, n in pilot.loop_iters.items() if n > sample]
-    if not cands:
-        return None
-    return max(cands, key=lambda lp: (lp.end - lp.header, -lp.header))
-
-
-def _traffic(prog, trace, access):
-    """(bytes global loads ask of L2, bytes stores write) along one warp's trace."""
-    nb = len(prog.blocks)
-    loads = stores = 0.0
-    for e in trace:
-        blk = prog.blocks[e % nb]
-        mask = e // nb
-        for i in range(blk.start, blk.end):
-            st = prog.instrs[i]
-            if st.kind not in (LDG, STG) or (st.guard_bit >= 0 and (mask >> st.guard_bit) & 1):
-                continue
-            acc = access.get(i)
-            if st.kind == STG:
-                # the bytes of the footprint the store writes: its lanes' data, not its sectors
-                # (a sector it shares with the next warp, or with the warp's own next store of
-                # interleaved channels, is written once; counted per sector a misaligned row
-                # kernel wrote more than its footprint and left its loads too little of DRAM)
-                stores += (acc.bytes if acc.data_bytes < 0 else acc.data_bytes) \
-                    if acc is not None else st.bytes
-            elif acc is None or not acc.dram_miss:      # (scattered loads: their own miss)
-                loads += acc.bytes * acc.miss * acc.share if acc is not None else st.bytes
-    return loads, stores
-
-
-ATOMIC_SAMPLE_WARPS = 62       # warps sampled across the grid for global atomics' addresses
-ACCESS_PILOT_WARPS = 8          # warps of the first CTA whose addresses the pilot records
-
-
-def _access_pilot(prog, env, specs_all, warps, hot, trip, table, budget, n_ctas=1):
-    """Per memory instruction, its Access (ptxgen.sim.access) from following the first warps
-    of the first CTA lane by lane (specs_all(w, cta=0)); global atomics also in warps sampled
-    across the grid (a fixed seed: the same sample on every run)."""
-    idx = access_mod.memory_instrs(prog)
-    if not idx:
-        return {}, ""
-    plan = PathPlan(prog, env, slice_=access_mod.address_slice(prog, idx), record=idx)
-
-    def walk(p, specs):
-        try:
-            follow(p, specs, trip=trip, cap=(4,), hot_loop=hot.id if hot else None,
-                   budget=budget, warnings={}, nested=True)
-        except PtxgenError:
-            pass                        # what was recorded before the budget ran out counts
-    for w in range(min(ACCESS_PILOT_WARPS, warps)):
-        plan.record_warp = w
-        walk(plan, specs_all(w))
-    atoms = [i for i in idx if prog.instrs[i].kind == ATOM]
-    if atoms:
-        sampled = PathPlan(prog, env, slice_=access_mod.address_slice(prog, atoms), record=atoms)
-        rng = np.random.default_rng(0)
-        for k in range(ATOMIC_SAMPLE_WARPS):
-            sampled.record_warp = access_mod.SAMPLED_WARP + k
-            walk(sampled, specs_all(int(rng.integers(warps)), int(rng.integers(n_ctas))))
-        for i in atoms:
-            plan.records.setdefault(i, {}).update(sampled.records.get(i, {}))
-    # scalar shared loads ptxas merges into one vector load issue once: the others become
-    # free moves that deliver with the leader
-    lds = table.ops["LDS"].latency
-    for i in access_mod.vector_merges(prog, plan.records):
-        st = prog.instrs[i]
-        st.kind, st.latency, st.interval = ALU, lds, 0.0
-    sector = int((table.memory_model or {}).get("sector_bytes", 0))
-    return access_mod.analyze(prog, table, plan.records, warps, plan.later), \
-        (_passes(prog, plan.records, sector) if sector else "")
-
-
-def _passes(prog, records, sector):
-    """'read' when global loads in two different loops read the same sectors in the recorded
-    warps of the first CTA: the CTA reads its data again in a later pass (a two-pass row
-    kernel: max, then sum), so what it reads between the two stands between a byte's first
-    read and its second. 'written' when loads in one loop read sectors that stores in another
-    wrote (a forward sweep keeping its intermediates, a backward sweep reading them: the
-    Thomas algorithm): everything the CTA touches in between stands between
-    the write and the read. '' otherwise."""
-    where, wrote, first = {}, {}, {}
-    for i, rec in records.items():
-        kind = prog.instrs[i].kind
-        if kind not in (LDG, STG):
-            continue
-        loops = [lp for lp in prog.loops if lp.contains(i)]
-        if not loops:
-            continue
-        lp = min(loops, key=lambda lp: lp.end - lp.header)              # the innermost
-        first[lp.id] = lp.header
-        got = (where if kind == LDG else wrote).setdefault(lp.id, set())
-        for w, execs in rec.items():
-            if w < access_mod.SAMPLED_WARP:
-                got.update(a // sector for ex in execs for a in ex if a is not None)
-    sets = list(where.values())
-    if any(a & b for k, a in enumerate(sets) for b in sets[k + 1:]):
-        return "read"
-    # the pilot follows a long loop only in part, so the sweeps' recorded rows need not meet:
-    # a later loop's loads in the array (a pointer argument's address range) an earlier
-    # loop's stores wrote count
-    arrays = {lid: {s * sector // SYNTHETIC_STRIDE for s in got} for lid, got in where.items()}
-    if any(arrays[ld] & {s * sector // SYNTHETIC_STRIDE for s in got}
-           for ld in arrays for st, got in wrote.items() if first[st] < first[ld]):
-        return "written"
-    return ""
-
-
 def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TARGET, module=None,
              trip=None, level="auto", footprint=None, registers=None, sample=16,
              trace_warps=8, budget=5_000_000, cache="warm", launch_path="cuda.core",
@@ -465,13 +351,13 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if pilot is None:
         pilot = follow(plan, specs(waves[0][2][0], 0), trip=trip, budget=budget,
                        warnings=warnings)
-    hot = _hot_loop(prog, pilot, sample)
-    access, passes = _access_pilot(
+    hot = hot_loop(prog, pilot, sample)
+    access, passes = access_pilot(
         prog, env, lambda w, cta=waves[0][2][0]: _lane_specs(
             cta, grid, block, w, ws, S, int(shared_bytes), table, every_lane=True,
             cluster=cluster),
         warps_per_cta, hot, trip, table, min(budget, ACCESS_PILOT_STEPS), n_ctas)
-    loads, stores = _traffic(prog, pilot.trace, access)
+    loads, stores = traffic(prog, pilot.trace, access)
     requested = loads * warps_per_cta * n_ctas
     written = stores * warps_per_cta * n_ctas
     dram_fraction = 1.0
@@ -598,69 +484,6 @@ def _slowest(plan, prog, specs, candidates, trip, budget, warnings):
         if best is None or n > best[0]:
             best = (n, p, ids)
     return best[1], best[2]
-
-
-def simulate_operator(op, shape, arch=DEFAULT_TARGET, schedule=False, **kw):
-    """simulate() for a library operator: its IR, launch and argument values. schedule=True
-    list-schedules the kernel's blocks first (ptxgen.reorder)."""
-    module = op.build(shape, arch)
-    if schedule:
-        from ..reorder import schedule_module
-        module = schedule_module(module, arch)
-    kernel = module.kernel(op.kernel_name())
-    cfg = op.launch(shape, isamod.load(arch).header.sm_count)
-    args = op.kernel_args(shape, _Placeholders(op, shape, arch))
-    if kw.get("footprint") is None:             # the CLI passes footprint=None when not given
-        kw["footprint"] = op.bytes_moved(shape) or None
-    return simulate(kernel, cfg.grid, cfg.block, args=args, shared_bytes=cfg.shared_bytes,
-                    arch=arch, module=module, **kw)
-
-
-class _Placeholders(dict):
-    """Stands for an operator's arrays: pointer arguments only need to exist; a tensor map
-    needs its array's shape and type, which make_inputs gives when every draw is zeros."""
-
-    def __init__(self, op, shape=None, arch=DEFAULT_TARGET):
-        super().__init__()
-        self.op = op
-        if shape is not None:
-            try:
-                made = dict(op.make_inputs(shape, _ZeroDraws()))
-                made.update(op.workspace_arrays(shape, arch))
-            except (TypeError, ValueError, AttributeError):
-                made = {}
-            for name, a in made.items():
-                if isinstance(a, np.ndarray):
-                    self[name] = _Buffer(name, a.shape, a.dtype)
-            # index arrays whose contents steer the work (sequence lengths, page tables): the
-            # operator's own choice of them, so loads of them give values
-            steer = getattr(op, "sim_arrays", None)
-            if steer is not None:
-                self.update(steer(shape))
-
-    def __missing__(self, key):
-        return _Buffer(key)
-
-
-class _ZeroDraws:
-    """A numpy Generator whose every draw is zeros, broadcast (no memory of its own)."""
-    SIZE_AT = {"integers": 2, "uniform": 2, "normal": 2, "choice": 1, "standard_normal": 0,
-               "random": 0, "permutation": 0}          # the positional index of `size`
-
-    def __getattr__(self, name):
-        def draw(*args, size=None, **kw):
-            at = self.SIZE_AT.get(name)
-            if size is None and at is not None and len(args) > at:
-                size = args[at]
-            if size is None:
-                size = next((a for a in reversed(args) if isinstance(a, tuple)), ())
-            return np.broadcast_to(np.float64(0.0), size)
-        return draw
-
-
-class _Buffer:
-    def __init__(self, name, shape=(), dtype=None):
-        self.name, self.shape, self.dtype = name, tuple(shape), dtype
 
 
 STALL_REASONS = STALLS

@@ -69,6 +69,9 @@ def converter(t):
     return f
 
 
+SYNTHETIC_BASE = 1 << 40        # pointer arguments without an address get distinct fake ones
+SYNTHETIC_STRIDE = 1 << 36
+
 _COMBINE = ("and", "or", "xor")         # setp's combining operations (ir/semantics.PREDICATE)
 
 
