@@ -46,15 +46,21 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
     D = shape["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
-    el = T.b16
-    k = m.add_kernel(name, [
-        tensor_map_param("Q_map"), tensor_map_param("K_map"), tensor_map_param("V_map"),
-        Param("O", T.u64, ptr(el, align=4)), Param("LSE", T.u64, ptr(T.f32, align=4)),
-        Param("S", T.u32), Param("scale_log2", T.f32)] + (mods.params() if mods else []))
-    # setmaxnreg only takes effect under a register cap at entry (.maxnreg)
-    k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+    k = add_forward_kernel(m, name, s, [Param("S", T.u32), Param("scale_log2", T.f32)] +
+                           (mods.params() if mods else []))
     WgmmaForwardLowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
+
+
+def add_forward_kernel(m, name, s, tail):
+    """The forward's kernel in module m: the Q, K, V maps, O and LSE, then `tail`'s parameters;
+    setmaxnreg only takes effect under a register cap at entry (.maxnreg)."""
+    k = m.add_kernel(name, [
+        tensor_map_param("Q_map"), tensor_map_param("K_map"), tensor_map_param("V_map"),
+        Param("O", T.u64, ptr(T.b16, align=4)), Param("LSE", T.u64, ptr(T.f32, align=4))] +
+        tail)
+    k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
+    return k
 
 
 class WgmmaForwardLowering(TmaRing, OnlineSoftmax):

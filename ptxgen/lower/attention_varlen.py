@@ -24,8 +24,7 @@ LSE = -inf.
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
-from ..ir.builder_tensor import tensor_map_param
-from .attention import WGMMA_M, WgmmaForwardLowering
+from .attention import WGMMA_M, WgmmaForwardLowering, add_forward_kernel
 from .mma_attention import SWIZZLE_ALIGN, ForwardLowering, array_params
 from .online_softmax import OnlineSoftmax
 
@@ -133,14 +132,10 @@ def lower_wgmma(s, arch, geom, dtype="bf16", causal=False, name="attention_varle
     D = geom["D"]
     s.validate(arch, dtype, D)
     m = Module(target=arch)
-    el = T.b16
-    k = m.add_kernel(name, [
-        tensor_map_param("Q_map"), tensor_map_param("K_map"), tensor_map_param("V_map"),
-        Param("O", T.u64, ptr(el, align=4)), Param("LSE", T.u64, ptr(T.f32, align=4)),
+    k = add_forward_kernel(m, name, s, [
         Param("cu_seqlens_q", T.u64, ptr(T.u32, align=4)),
         Param("cu_seqlens_k", T.u64, ptr(T.u32, align=4)),
         Param("total_q", T.u32), Param("scale_log2", T.f32)])
-    k.directives += [f".maxntid {s.threads}, 1, 1", f".maxnreg {s.entry_regs()}"]
     _WgmmaVarlen(Builder(k), s, dtype, D, causal, geom["H"] // geom["H_kv"], geom["H"]).run()
     return m
 
