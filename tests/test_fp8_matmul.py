@@ -1,6 +1,7 @@
 """The fp8 tensor-core GEMM (ops/fp8_matmul.py) and wgmma's e4m3/e5m2 forms: the builder's
 checks, the emulated instruction against the numerics model, the operator at odd small shapes
 against float64 (per-tensor scales, both formats, mixed, misaligned K), ptxas, the CLI."""
+import dataclasses
 import subprocess
 import sys
 
@@ -188,6 +189,74 @@ def test_block_scaled_fp8_on_the_emulator(out, shape):
     changed = np.any(op.values(arrays["C"], out) != op.values(first["C"], out), axis=1)
     assert changed[5] and changed.sum() == 1
     assert op.check(shape, arrays)[0]
+
+
+def _pingpong(op, shape, **fields):
+    """op's block-scaled schedule for shape with the ping-pong promotion (inflight=1)."""
+    return dataclasses.replace(op.schedule_for(shape), inflight=1, **fields)
+
+
+def _emulate_steps(op, shape, arrays, gemm_ctas):
+    """op's steps on the emulator, the GEMM on gemm_ctas CTAs: fewer than its tiles, so each
+    persistent CTA carries its slots, phases and accumulators from tile to tile."""
+    module = op.build(shape, ARCH)
+    for name, buf in op.workspace_arrays(shape, ARCH).items():
+        arrays.setdefault(name, buf)
+    for step in op.steps(shape, ARCH):
+        cfg = step.launch
+        grid = (gemm_ctas,) if step.kernel == "tc_matmul" else cfg.grid
+        emulate(module, step.kernel, grid, cfg.block, *step.args(arrays),
+                shared_bytes=cfg.shared_bytes)
+
+
+@pytest.mark.parametrize("out, shape, cluster_m", [
+    ("bf16", dict(M=200, N=300, K=520), 1),      # 5 k-blocks, the last partial: odd count
+    ("f32", dict(M=200, N=300, K=520), 2),
+    ("bf16", dict(M=130, N=200, K=256), 1),      # 2 k-blocks: drains from the other accumulator
+    ("f32", dict(M=67, N=45, K=64), 1),          # 1 k-block: drains at once
+])
+def test_block_scaled_pingpong_is_bit_identical_to_serial(out, shape, cluster_m):
+    serial = Fp8Matmul("e4m3", out, scaling="block")
+    shape = serial.shape(**shape)
+    sched = dataclasses.replace(serial.schedule_for(shape), cluster_m=cluster_m)
+    inputs = serial.make_inputs(shape, np.random.default_rng(shape["N"]))
+    got = []
+    for inflight in (0, 1):
+        op = Fp8Matmul("e4m3", out, dataclasses.replace(sched, inflight=inflight),
+                       scaling="block")
+        arrays = {k: v.copy() for k, v in inputs.items()}
+        arrays["C"][...] = 0x7FC1 if out == "bf16" else np.nan     # poisoned: every element stored
+        _emulate_steps(op, shape, arrays, gemm_ctas=2)
+        assert op.check(shape, arrays)[0]
+        got.append(arrays["C"])
+    assert got[0].dtype == got[1].dtype and got[0].tobytes() == got[1].tobytes()
+
+
+@needs_ptxas
+@pytest.mark.needs_nvdisasm
+@pytest.mark.parametrize("n", [4096, 8192])
+def test_block_pingpong_keeps_one_group_in_flight_without_spills(n):
+    """ptxas keeps wait_group 1 (DEPBAR.LE gsb0, 0x1), the wgmmas unserialized, and the three
+    accumulators in registers."""
+    serial = Fp8Matmul("e4m3", "bf16", scaling="block")
+    shape = serial.shape(M=n, N=n, K=n)
+    ptx = emit_module(Fp8Matmul("e4m3", "bf16", _pingpong(serial, shape),
+                                scaling="block").build(shape, ARCH), ARCH)
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx
+    asm = toolchain.assemble(ptx, ARCH)
+    r = asm.resources["tc_matmul"]
+    assert r.spill_stores == 0 and r.spill_loads == 0 and "serialized" not in asm.log
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in toolchain.disassemble(asm.cubin)
+
+
+def test_block_scales_refuse_split_k():
+    from ptxgen.errors import ScheduleError
+    op = Fp8Matmul("e4m3", "bf16", scaling="block")
+    shape = op.shape(M=256, N=256, K=256)
+    bad = Fp8Matmul("e4m3", "bf16", _pingpong(op, shape, split_k=2, epilogue="direct",
+                                              cluster_m=1), scaling="block")
+    with pytest.raises(ScheduleError, match="split_k=1"):
+        bad.build(shape, ARCH)
 
 
 # -- epilogues (applied to the scaled accumulators) ------------------------------------------------

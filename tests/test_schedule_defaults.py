@@ -89,3 +89,16 @@ def test_the_operators_read_the_data(edited):
     att = Attention("bf16")
     att.for_target("sm_80")
     assert att.schedule_for(att.shape(B=1, H=1, S=64, D=64)).BN == 32
+
+
+def test_the_block_scaled_fp8_schedule_is_read_from_the_data(edited):
+    from ptxgen.ops.fp8_matmul import Fp8Matmul
+    op = Fp8Matmul("e4m3", "bf16", scaling="block")
+    shape = op.shape(M=4096, N=4096, K=4096)
+    shipped = defaults.choice("fp8_matmul.block_schedule")
+    s = op.schedule_for(shape)
+    assert {k: getattr(s, k) for k in shipped} == shipped
+    s.validate("sm_90a", "e4m3")
+    edited("fp8_matmul.block_schedule", {"inflight": 1 - shipped["inflight"], "stages": 6})
+    s = op.schedule_for(shape)
+    assert (s.inflight, s.stages, s.BN, s.wgmma_n) == (1 - shipped["inflight"], 6, 128, 128)

@@ -359,47 +359,25 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
         if self.block_scales:           # the promoted f32 sum beside the per-block accumulator
             self.block_scale_setup()
             total = [[[b.reg(T.f32, "tot") for _ in nb] for nb in mb] for mb in acc]
+        pingpong = self.block_scales and s.inflight
+        if pingpong:                    # the second block accumulator (block_scales.py)
+            pong = [[[b.reg(T.f32, "pong") for _ in nb] for nb in mb] for mb in acc]
+
+        def next_group(into):
+            self.issue_stage(stage, phase, into, desc_a, desc_b, scale_d, trans)
+            self.advance(stage, phase)
         with self.tiles() as unit:
             tile, piece = self.unit_tile(unit)
             m0, n0 = self.tile_origin(tile)
             klo, khi = self.k_range(piece)
             for r in (r for mb in (total if self.block_scales else acc) for nb in mb for r in nb):
                 b.mov(0.0, type=T.f32, out=r)
-            with b.for_range(klo, khi, type=T.u32, name="kb") as kb:
-                b.mbarrier_wait_parity(self.full_bar(stage), phase)
-                off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
-                da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
-                b.wgmma_fence()
-                wk = WGMMA_K[self.dtype]
-                for kk in range(s.BK // wk):
-                    # a k step: wk elements along a K-major row, wk 128-byte rows M-/N-major
-                    ka, kb_ = (kk * wk * (self.elem if major else SWIZZLE_BYTES)
-                               for major in (self.a_major, self.b_major))
-                    for mb in range(s.m_blocks):
-                        dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + ka) >> 4, name="dam")
-                        for nb in range(s.n_blocks):
-                            dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4,
-                                        name="dbn")
-                            b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.ab,
-                                              scale_d=0 if self.block_scales and kk == 0
-                                              else scale_d, **trans)
-                b.wgmma_commit_group()
-                b.wgmma_wait_group(s.inflight)
-                if self.block_scales:
-                    self.promote(acc, total, kb, m0, n0, cw, t)
-                if s.inflight:
-                    # the group before this one has finished reading its slot
-                    with b.predicated(b.and_(leader, b.setp("ne", kb, klo), name="rel")):
-                        self.release(prev)
-                    b.mov(stage, out=prev)
-                else:
-                    with b.predicated(leader):
-                        self.release(stage)
-                self.advance(stage, phase)
-            if s.inflight:
-                b.wgmma_wait_group(0)
-                with b.predicated(b.and_(leader, b.setp("ne", khi, klo), name="rel")):
-                    self.release(prev)
+            if pingpong:
+                self.pingpong_k_loop(next_group, (acc, pong), total, klo, khi, prev, leader,
+                                     (m0, n0, cw, t))
+            else:
+                self.k_loop(acc, total if self.block_scales else None, klo, khi, stage, phase,
+                            prev, leader, (desc_a, desc_b, scale_d, trans), (m0, n0, cw, t))
             if self.block_scales:
                 acc_out, acc = acc, total     # C is the promoted sum (acc restored below)
             if piece is not None:       # split-K: only a tile's last piece stores C
@@ -420,6 +398,51 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
                 b.label(skip)
             if self.block_scales:
                 acc = acc_out
+
+    def k_loop(self, acc, total, klo, khi, stage, phase, prev, leader, operands, where):
+        """The K loop: a wgmma group per stage, inflight groups left running when its slot is
+        released; with block scales (total), each stage's block promoted once it is done."""
+        b, s = self.b, self.s
+        with b.for_range(klo, khi, type=T.u32, name="kb") as kb:
+            self.issue_stage(stage, phase, acc, *operands)
+            b.wgmma_wait_group(s.inflight)
+            if total is not None:
+                self.promote(acc, total, kb, *where)
+            if s.inflight:
+                # the group before this one has finished reading its slot
+                with b.predicated(b.and_(leader, b.setp("ne", kb, klo), name="rel")):
+                    self.release(prev)
+                b.mov(stage, out=prev)
+            else:
+                with b.predicated(leader):
+                    self.release(stage)
+            self.advance(stage, phase)
+        if s.inflight:
+            b.wgmma_wait_group(0)
+            with b.predicated(b.and_(leader, b.setp("ne", khi, klo), name="rel")):
+                self.release(prev)
+
+    def issue_stage(self, stage, phase, acc, desc_a, desc_b, scale_d, trans):
+        """Wait for the slot to be full and issue its wgmmas into acc as one group (block
+        scales: from zero)."""
+        b, s = self.b, self.s
+        b.mbarrier_wait_parity(self.full_bar(stage), phase)
+        off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
+        da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
+        b.wgmma_fence()
+        wk = WGMMA_K[self.dtype]
+        for kk in range(s.BK // wk):
+            # a k step: wk elements along a K-major row, wk 128-byte rows M-/N-major
+            ka, kb_ = (kk * wk * (self.elem if major else SWIZZLE_BYTES)
+                       for major in (self.a_major, self.b_major))
+            for mb in range(s.m_blocks):
+                dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + ka) >> 4, name="dam")
+                for nb in range(s.n_blocks):
+                    dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4, name="dbn")
+                    b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.ab,
+                                      scale_d=0 if self.block_scales and kk == 0
+                                      else scale_d, **trans)
+        b.wgmma_commit_group()
 
     def release(self, stage):
         """Arrive on the slot's empty barrier in every CTA whose producer fills it."""

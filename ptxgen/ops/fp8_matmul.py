@@ -11,7 +11,8 @@ multiple of 16 (rows not 16-byte aligned) goes through the zero-padded copy (pad
 scaling="block": DeepSeek-style scales instead, a_scales (f32 [ceil(K/128), M], one per 1 x 128
 block of A) and b_scales (f32 [ceil(N/128), ceil(K/128)], one per 128 x 128 block of B); each
 stage's block accumulator is promoted into an f32 total with its scales
-(lower/block_scales.py), on 128 x 128 tiles.
+(lower/block_scales.py), on 128 x 128 tiles; a schedule's inflight=1 promotes one block while
+the next one's wgmma group runs (ping-pong), with the same C bit for bit.
 
 Numerics: the products are exact (4 x 4 significand bits) but wgmma's fp8 accumulation keeps
 fewer bits than f32 (emu/tensor_math.MODEL_FP8, fitted to the H200: 13 fraction bits); error_bound
@@ -25,6 +26,7 @@ import numpy as np
 
 from .. import arrays as fp8fmt
 from ..errors import Arg, PtxgenError, Spelled
+from ..schedule.defaults import choice
 from ..schedule.tc_matmul import FP8
 from .tc_matmul import BF16_ULP, F32_ULP, TcMatmul
 from .tensor_path import WGMMA
@@ -74,14 +76,15 @@ class Fp8Matmul(TcMatmul):
 
     def schedule_for(self, shape):
         """Per-tensor scales: the bf16 GEMM's choice (tune cache, else default_tc_schedule).
-        Block scales: that choice turned into 128x128 tiles with one k-block per stage and no
-        wgmma group left in flight (lower/block_scales.py), 5 stages."""
+        Block scales: that choice turned into 128x128 tiles with one k-block per stage, the
+        promotion (inflight: serial or ping-pong, lower/block_scales.py) and stages the measured
+        default's (defaults.json, fp8_matmul.block_schedule)."""
         s = super().schedule_for(shape)
         if self.scaling == "tensor" or self.schedule != "auto":
             return s
-        return dataclasses.replace(s, BM=128, BN=128, wgmma_n=128, consumers=2, inflight=0,
-                                   split_k=1, stages=5, epilogue="tma" if s.epilogue == "direct"
-                                   else s.epilogue)
+        return dataclasses.replace(s, BM=128, BN=128, wgmma_n=128, consumers=2, split_k=1,
+                                   epilogue="tma" if s.epilogue == "direct" else s.epilogue,
+                                   **choice("fp8_matmul.block_schedule"))
 
     def check_path(self, path):
         if path.instruction != WGMMA:
