@@ -1,12 +1,16 @@
 """The GEMMs LLMs run, on the GPU, against torch's in the same run (issue 29).
 
     python benchmarks/llm_gemms.py [--parts fp8emu,fp8,skinny,square,grouped] [--out DIR]
+                                   [--fp8-runs 4096:auto,8192:block_f1,...]
 
 fp8emu   the fp8 GEMM (ops/fp8_matmul.py) at small odd shapes on the GPU: checked against the
          float64 bound, inputs and C saved (DIR/small_gpu.npz) so the emulator can be
          compared bit for bit anywhere (--recheck DIR/small_gpu.npz)
-fp8      e4m3 x e4m3, per-tensor scales, bf16 C at 4096^3 and 8192^3: ptxgen against
-         torch._scaled_mm on the same inputs (sampled rows checked in float64)
+fp8      e4m3 x e4m3, bf16 C at 4096^3 and 8192^3: ptxgen against torch._scaled_mm on the
+         same inputs (sampled rows checked in float64), per-tensor scales ("auto") and 128 x 128
+         block scales: the default block schedule ("block"), serial ("block_f0") and ping-pong
+         ("block_f1", "block_f1s6": 6 stages) promotion (lower/block_scales.py); each row also
+         as a fraction of the per-tensor GEMM's rate at its size (x_per_tensor)
 skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against torch.matmul
          (cuBLAS), the weights' read bandwidth, and a device copy's bandwidth (read + write)
 square   bf16 1024^3 and 2048^3 against cuBLAS
@@ -94,6 +98,9 @@ def small_cases():
     out.append(("grouped e4m3 masked 192x80x64 G3", GroupedMatmul(
         "e4m3", "f32", TcMatmulSchedule(**dict(s64, stages=3)).for_dtype("e4m3"), "masked"),
         dict(M=192, N=80, K=64, G=3)))
+    odd = dict(M=200, N=300, K=520)         # 5 k-blocks, the last partial
+    out += [(f"fp8 block scales {v} 200x300x520", fp8_op(v, odd), odd)
+            for v in ("block_f0", "block_f1")]
     return out
 
 
@@ -146,11 +153,48 @@ def block_check(op, shape, A, Bt, C, sa, sb, n=16, seed=0):
 FP8_VARIANTS = {"auto": "auto",
                 "x2f0tma": dict(cluster_m=2, inflight=0, epilogue="tma", stages=3),
                 "tma": dict(epilogue="tma", stages=3)}
-FP8_RUNS = ((4096, "auto"), (4096, "x2f0tma"), (8192, "auto"), (8192, "block"),
-            (4096, "tma"), (8192, "x2f0tma"), (4096, "block"))
+# block scales: fields replacing those of the block-scaled operator's own schedule
+BLOCK_VARIANTS = {"block": {}, "block_f0": dict(inflight=0), "block_f1": dict(inflight=1),
+                  "block_f1s6": dict(inflight=1, stages=6)}
+# per size, the per-tensor row first: the block rows' x_per_tensor divides by it
+FP8_RUNS = ((4096, "auto"), (4096, "block_f0"), (4096, "block_f1"), (8192, "auto"),
+            (8192, "block_f0"), (8192, "block_f1"), (8192, "block_f1s6"))
 
 
-def part_fp8(sms, runs=FP8_RUNS[:4]):
+def fp8_runs(spec):
+    """--fp8-runs "4096:auto,8192:block_f1" -> ((4096, "auto"), (8192, "block_f1"))."""
+    runs = []
+    for item in spec.split(","):
+        n, _, v = item.partition(":")
+        if v not in FP8_VARIANTS and v not in BLOCK_VARIANTS:
+            raise argparse.ArgumentTypeError(
+                f"unknown variant {v!r} (one of {', '.join([*FP8_VARIANTS, *BLOCK_VARIANTS])})")
+        runs.append((int(n), v))
+    return tuple(runs)
+
+
+def fp8_op(v, shape):
+    """The operator of fp8 variant v: per-tensor (FP8_VARIANTS) or block-scaled
+    (BLOCK_VARIANTS, over the block operator's schedule for shape)."""
+    import dataclasses
+    from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+    if v in BLOCK_VARIANTS:
+        sched = Fp8Matmul("e4m3", "bf16", scaling="block").schedule_for(shape)
+        return Fp8Matmul("e4m3", "bf16", dataclasses.replace(sched, **BLOCK_VARIANTS[v]),
+                         scaling="block")
+    sched = FP8_VARIANTS[v]
+    return Fp8Matmul("e4m3", "bf16", sched if sched == "auto" else
+                     TcMatmulSchedule(**sched).for_dtype("e4m3"))
+
+
+def per_tensor_ratio(n, tflops):
+    """tflops over this run's per-tensor ("auto") rate at size n, None before that row."""
+    ref = [r["ptxgen_tflops"] for r in ROWS if r.get("part") == "fp8" and r.get("n") == n
+           and r.get("variant") == "auto" and "ptxgen_tflops" in r]
+    return tflops / ref[0] if ref else None
+
+
+def part_fp8(sms, runs=FP8_RUNS):
     import torch
     for n, v in runs:
         try:
@@ -162,13 +206,10 @@ def part_fp8(sms, runs=FP8_RUNS[:4]):
 
 def fp8_case(sms, n, v):
     import torch
-    from ptxgen.schedule.tc_matmul import TcMatmulSchedule
     M = N = K = n
-    sched = FP8_VARIANTS.get(v, "auto")
-    op = Fp8Matmul("e4m3", "bf16", sched if sched == "auto" else
-                   TcMatmulSchedule(**sched).for_dtype("e4m3"),
-                   scaling="block" if v == "block" else "tensor")
-    shape = op.shape(M=M, N=N, K=K)
+    block = v in BLOCK_VARIANTS
+    shape = Fp8Matmul("e4m3", "bf16").shape(M=M, N=N, K=K)
+    op = fp8_op(v, shape)
     nsets = sets_for((M + N) * K + 2 * M * N)
     sets = []
     for s in range(nsets):
@@ -177,14 +218,14 @@ def fp8_case(sms, n, v):
         Bt = torch.randn(N, K, device="cuda", generator=g).to(torch.float8_e4m3fn)
         sa = torch.tensor([0.75], device="cuda")
         sb = torch.tensor([1.25], device="cuda")
-        if v == "block":
+        if block:
             sa = torch.rand(K // 128, M, device="cuda", generator=g) + 0.5
             sb = torch.rand(N // 128, K // 128, device="cuda", generator=g) + 0.5
         sets.append(dict(A=A, Bt=Bt, sa=sa, sb=sb,
                          C=torch.full((M, N), float("nan"), device="cuda",
                                       dtype=torch.bfloat16),
                          Cref=torch.empty((M, N), device="cuda", dtype=torch.bfloat16)))
-    names = ("scale_a", "scale_b") if v != "block" else ("a_scales", "b_scales")
+    names = ("scale_a", "scale_b") if not block else ("a_scales", "b_scales")
     try:
         ours = ptxgen_calls(op, shape, [dict({names[0]: x["sa"], names[1]: x["sb"]},
                                              A=x["A"].view(torch.uint8),
@@ -198,8 +239,8 @@ def fp8_case(sms, n, v):
 
     def scaled(x):
         def go():
-            torch._scaled_mm(x["A"], x["Bt"].t(), x["sa"] if v != "block" else one,
-                             x["sb"] if v != "block" else one, out_dtype=torch.bfloat16,
+            torch._scaled_mm(x["A"], x["Bt"].t(), x["sa"] if not block else one,
+                             x["sb"] if not block else one, out_dtype=torch.bfloat16,
                              out=x["Cref"])
         return go
     theirs = [scaled(x) for x in sets]
@@ -208,7 +249,7 @@ def fp8_case(sms, n, v):
     torch.cuda.synchronize()
     x = sets[0]
     sc = float(np.float32(0.75) * np.float32(1.25))
-    if v == "block":
+    if block:
         ok = block_check(op, shape, x["A"], x["Bt"], x["C"], x["sa"], x["sb"])
         ok_ref, diff = None, None
     else:
@@ -219,7 +260,8 @@ def fp8_case(sms, n, v):
     fl = 2.0 * M * N * K
     row(part="fp8", n=n, variant=v, schedule=str(op.schedule_for(shape)), sets=nsets,
         ptxgen_ms=t_ours, scaled_mm_ms=t_ref, ptxgen_tflops=fl / t_ours / 1e9,
-        scaled_mm_tflops=fl / t_ref / 1e9, ratio=t_ref / t_ours, ok=ok,
+        scaled_mm_tflops=fl / t_ref / 1e9, ratio=t_ref / t_ours,
+        x_per_tensor=per_tensor_ratio(n, fl / t_ours / 1e9), ok=ok,
         scaled_mm_within_bound=ok_ref, max_diff_vs_scaled_mm=diff)
     del sets, ours, theirs
 
@@ -379,9 +421,11 @@ def table():
         if "error" in r:
             print(f"{r['part']:8} ERROR {r['error']}")
         elif r["part"] == "fp8":
-            print(f"fp8 e4m3 {r['n']}^3 bf16 C: ptxgen {r['ptxgen_tflops']:.0f} TFLOP/s, "
-                  f"_scaled_mm {r['scaled_mm_tflops']:.0f}: {r['ratio']:.3f}x ok={r['ok']} "
-                  f"{r['schedule']}")
+            vs = r.get("x_per_tensor")
+            print(f"fp8 e4m3 {r['n']}^3 bf16 C {r['variant']:10}: ptxgen "
+                  f"{r['ptxgen_tflops']:.0f} TFLOP/s, _scaled_mm {r['scaled_mm_tflops']:.0f}: "
+                  f"{r['ratio']:.3f}x, x per-tensor {'-' if vs is None else f'{vs:.3f}'} "
+                  f"ok={r['ok']} {r['schedule']}")
         elif r["part"] in ("skinny", "square", "grouped-dense"):
             print(f"{r['part']:8} {r['M']}x{r['N']}x{r['K']} {r['impl']}: ptxgen "
                   f"{r['ptxgen_ms'] * 1e3:.1f} us ({r['ptxgen_tflops']:.0f} TFLOP/s, weights "
@@ -399,6 +443,9 @@ def table():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="fp8emu,fp8,skinny,square,grouped")
+    ap.add_argument("--fp8-runs", type=fp8_runs, default=FP8_RUNS,
+                    help="the fp8 part's SIZE:VARIANT list (default: "
+                         + ",".join(f"{n}:{v}" for n, v in FP8_RUNS) + ")")
     harness.out_argument(ap)
     ap.add_argument("--recheck", metavar="NPZ")
     args = ap.parse_args()
@@ -414,6 +461,8 @@ def main():
         try:
             if part == "fp8emu":
                 part_fp8emu(args.out)
+            elif part == "fp8":
+                part_fp8(sms, args.fp8_runs)
             else:
                 globals()[f"part_{part}"](sms)
         except Exception as e:

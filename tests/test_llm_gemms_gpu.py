@@ -23,6 +23,9 @@ CASES = [
     (Fp8Matmul("e4m3", "f32"), dict(M=67, N=45, K=64)),
     (Fp8Matmul("e5m2", "bf16", b_dtype="e4m3"), dict(M=130, N=72, K=200)),
     (Fp8Matmul("e4m3", "f32", scaling="block"), dict(M=130, N=200, K=384)),
+    (Fp8Matmul("e4m3", "f32", TcMatmulSchedule(BM=128, BN=128, wgmma_n=128, stages=5,
+                                               inflight=1).for_dtype("e4m3"), scaling="block"),
+     dict(M=200, N=300, K=520)),
 ]
 
 
