@@ -9,8 +9,9 @@ fp8emu   the fp8 GEMM (ops/fp8_matmul.py) at small odd shapes on the GPU: checke
 fp8      e4m3 x e4m3, bf16 C at 4096^3 and 8192^3: ptxgen against torch._scaled_mm on the
          same inputs (sampled rows checked in float64), per-tensor scales ("auto") and 128 x 128
          block scales: the default block schedule ("block"), serial ("block_f0") and ping-pong
-         ("block_f1", "block_f1s6": 6 stages) promotion (lower/block_scales.py); each row also
-         as a fraction of the per-tensor GEMM's rate at its size (x_per_tensor)
+         ("block_f1", "block_f1s6": 6 stages; "block_f1x1"/"block_f1x2": without/with 2-CTA
+         clusters, on request) promotion (lower/block_scales.py); each row also as a fraction
+         of the per-tensor GEMM's rate at its size (x_per_tensor)
 skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against torch.matmul
          (cuBLAS), the weights' read bandwidth, and a device copy's bandwidth (read + write)
 square   bf16 1024^3 and 2048^3 against cuBLAS
@@ -153,9 +154,12 @@ def block_check(op, shape, A, Bt, C, sa, sb, n=16, seed=0):
 FP8_VARIANTS = {"auto": "auto",
                 "x2f0tma": dict(cluster_m=2, inflight=0, epilogue="tma", stages=3),
                 "tma": dict(epilogue="tma", stages=3)}
-# block scales: fields replacing those of the block-scaled operator's own schedule
+# block scales: fields replacing those of the block-scaled operator's own schedule (the
+# ping-pong's third accumulator leaves no registers for more m blocks or consumers)
 BLOCK_VARIANTS = {"block": {}, "block_f0": dict(inflight=0), "block_f1": dict(inflight=1),
-                  "block_f1s6": dict(inflight=1, stages=6)}
+                  "block_f1s6": dict(inflight=1, stages=6),
+                  "block_f1x1": dict(inflight=1, cluster_m=1),
+                  "block_f1x2": dict(inflight=1, cluster_m=2)}
 # per size, the per-tensor row first: the block rows' x_per_tensor divides by it
 FP8_RUNS = ((4096, "auto"), (4096, "block_f0"), (4096, "block_f1"), (8192, "auto"),
             (8192, "block_f0"), (8192, "block_f1"), (8192, "block_f1s6"))
