@@ -14,8 +14,9 @@ multiplies each expert's rows of X by that expert's weights, over all experts' t
 
 Tiles: expert g has ceil(rows_g / BM) x ceil(N / BN) tiles, numbered expert after expert; a
 persistent CTA walks tile numbers ctaid, ctaid + nctaid, ... and finds each tile's expert by
-one pass over the G experts' row counts (both warpgroups do it for themselves: a few
-instructions per expert per tile). Inside an expert the tiles go group_m tile rows at a time
+walking the experts' row counts from where its last tile's search stopped (the numbers only
+grow: mostly one expert's counts read per tile; the producer and the consumers each search
+for themselves). Inside an expert the tiles go group_m tile rows at a time
 (raster.grouped_tile), like the dense kernel. A's boxes start at the expert's first row and
 may run into the next expert's rows (multiplied, never stored); W's boxes of a ragged N run
 into the next expert's rows (columns past N, never stored). C is stored from the fragments,
@@ -63,22 +64,30 @@ class GroupedLowering(TcLowering):
             b.add(total, self.expert_tiles(count), out=total)
         return total
 
+    def tiles(self):
+        """The dense kernel's tile loop, and before it the expert search's position (an
+        expert and the tiles of the experts before it), carried from tile to tile."""
+        b = self.b
+        self.at = (b.const(0, T.u32, name="eg"), b.const(0, T.u32, name="eseen"))
+        return super().tiles()
+
     def tile_origin(self, tile):
         """(m0, n0) of a tile number: its expert's first row + the tile row, and the column;
-        sets self.end_row (the expert's end: C's row limit) and self.w_row (its W rows)."""
+        sets self.end_row (the expert's end: C's row limit) and self.w_row (its W rows). A
+        CTA's tile numbers only grow, so the search goes on from the last tile's expert."""
         b, s = self.b, self.s
-        seen = b.const(0, T.u32, name="seen")
-        found = [b.const(0, T.u32, name=n) for n in ("eg", "elocal", "efirst", "ecount")]
-        with b.for_range(0, self.groups, type=T.u32, name="g") as g:
-            first, count = self.expert_rows(g)
-            nxt = b.add(seen, self.expert_tiles(count), name="nseen")
-            hit = b.and_(b.setp("ge", tile, seen), b.setp("lt", tile, nxt), name="hit")
-            with b.predicated(hit):
-                for reg, v in zip(found, (g, b.sub(tile, seen), first, count)):
-                    b.mov(v, type=T.u32, out=reg)
-            b.mov(nxt, type=T.u32, out=seen)
-        g, local, first, count = found
-        pm, pn = grouped_tile(b, count, self.N, s.BM, s.BN, s.group_m or 1 << 20, pid=local)
+        g, seen = self.at
+        look, found = b.new_label("expert"), b.new_label("found")
+        b.label(look)
+        first, count = self.expert_rows(g)
+        nxt = b.add(seen, self.expert_tiles(count), name="nseen")
+        b.branch(found, b.setp("lt", tile, nxt))
+        b.mov(nxt, type=T.u32, out=seen)
+        b.add(g, 1, out=g)
+        b.branch(look)
+        b.label(found)
+        pm, pn = grouped_tile(b, count, self.N, s.BM, s.BN, s.group_m or 1 << 20,
+                              pid=b.sub(tile, seen, name="elocal"))
         self.end_row = b.add(first, count, name="erow")
         # W's rows of this expert: N of them (K-major W) or K (N-major)
         self.w_row = b.mul(g, self.N if self.b_major else self.K, name="wrow")
