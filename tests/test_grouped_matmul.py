@@ -1,6 +1,8 @@
 """The grouped (mixture-of-experts) GEMM, ops/grouped_matmul.py: both layouts, uneven and empty
 experts, bf16 and fp8, against float64 per expert on the emulator; rows of no expert untouched;
 argument checks; ptxas."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -68,10 +70,93 @@ def test_grouped_errors(kwargs, shape, words):
         GroupedMatmul(**kwargs).shape(**(shape or {}))
 
 
-def test_grouped_schedule_must_store_from_fragments():
-    op = GroupedMatmul("bf16", "bf16", TcMatmulSchedule(epilogue="tma", stages=3))
-    with pytest.raises(ScheduleError, match="epilogue='direct'"):
-        op.build(op.shape(M=256, N=256, K=64, G=2), ARCH)
+@pytest.mark.parametrize("sched, N", [
+    (TcMatmulSchedule(epilogue="rows", stages=3), 256),     # TMA by flat rows: no expert ends
+    (TcMatmulSchedule(epilogue="tma", stages=3), 100),      # bf16 rows not 16-byte aligned
+    (TcMatmulSchedule(cluster_m=2, stages=3), 256),
+])
+def test_grouped_schedule_refusals(sched, N):
+    op = GroupedMatmul("bf16", "bf16", sched)
+    with pytest.raises(ScheduleError, match="epilogue='direct'|cluster_m=1"):
+        op.build(op.shape(M=256, N=N, K=64, G=2), ARCH)
+
+
+def test_grouped_default_stores_c_by_tma_where_rows_align():
+    """The default: staged C stored by TMA (3 stages beside the C tile) where C's rows are
+    16-byte aligned and the tile fits; else 4 stages and the fragment stores."""
+    def sched(dtype, out, N):
+        op = GroupedMatmul(dtype, out)
+        return op.schedule_for(op.shape(M=1024, N=N, K=256, G=4))
+    assert (sched("bf16", "bf16", 512).epilogue, sched("bf16", "bf16", 512).stages) == ("tma", 3)
+    assert sched("e4m3", "bf16", 512).epilogue == "tma"
+    for dtype, out, N in (("bf16", "bf16", 100), ("f16", "f32", 512)):   # misaligned; too big
+        assert (sched(dtype, out, N).epilogue, sched(dtype, out, N).stages) == ("direct", 4)
+
+
+S2 = dict(BM=128, BN=128, wgmma_n=128, consumers=2, stages=3)
+STORE_CASES = [     # experts: empty, 1 row, exact multiples of BM, ragged; N not a BN multiple
+    ("bf16", "bf16", "offsets", "nk", SMALL, dict(M=300, N=136, K=72, G=6), [0, 1, 64, 191, 256,
+                                                                             290]),
+    ("bf16", "bf16", "offsets", "kn", SMALL, dict(M=300, N=136, K=128, G=5), [64, 64, 65, 192,
+                                                                              300]),
+    ("bf16", "f32", "masked", "nk", SMALL, dict(M=280, N=100, K=64, G=4), [3, 70, 0, 64]),
+    ("bf16", "bf16", "masked", "kn", SMALL, dict(M=256, N=200, K=64, G=4), [64, 1, 0, 63]),
+    ("e4m3", "bf16", "offsets", "nk", SMALL, dict(M=200, N=72, K=128, G=3), [105, 156, 190]),
+    ("bf16", "bf16", "offsets", "nk", TcMatmulSchedule(**S2), dict(M=400, N=264, K=64, G=4),
+     [0, 128, 129, 390]),
+    ("f16", "bf16", "masked", "nk", TcMatmulSchedule(**S2), dict(M=512, N=136, K=64, G=4),
+     [128, 5, 127, 0]),
+]
+
+
+class _TmaToScratch(GroupedMatmul):
+    """C's tensor map on arrays["C_tma"]: what the TMA stores write lands there, apart from
+    the fragment stores' rows in C."""
+    def kernel_args(self, shape, arrays):
+        from ptxgen.arrays import TiledMap
+        args = super().kernel_args(shape, arrays)
+        s = self.schedule_for(shape)
+        args[2] = TiledMap(arrays["C_tma"], self.out, s.rows_per_consumer,
+                           128 // arrays["C"].itemsize)
+        return args
+
+
+@pytest.mark.parametrize("case", range(len(STORE_CASES)))
+def test_grouped_tma_store_matches_the_fragment_stores(case):
+    """A tile inside its expert's rows stored by TMA, the tile crossing its expert's end from
+    the fragments: C bit for bit the all-fragment kernel's (the same accumulation), within the
+    float64 bound, rows of no expert untouched; and each way wrote exactly its own rows."""
+    dtype, out, layout, w_layout, sched, shape, rows = STORE_CASES[case]
+    ops = {way: cls(dtype, out, dataclasses.replace(sched, epilogue=epi).for_dtype(dtype),
+                    layout, w_layout=w_layout)
+           for way, epi, cls in (("direct", "direct", GroupedMatmul), ("tma", "tma", GroupedMatmul),
+                                 ("split", "tma", _TmaToScratch))}
+    for epi in ("tma", "split"):
+        assert ops[epi].c_store(ops[epi].shape(**shape)) == "tile"
+    shape = ops["direct"].shape(**shape)
+    arrays = ops["direct"].make_inputs(shape, np.random.default_rng(case))
+    arrays["rows"] = np.array(rows, np.uint32)
+    ref = ops["direct"].reference(shape, arrays)
+    got = {}
+    for epi, op in ops.items():
+        a = dict(arrays, C=arrays["C"].copy())
+        if epi == "split":
+            a["C_tma"] = arrays["C"].copy()
+        run_operator(op, shape, a, ARCH)
+        got[epi] = a
+    for epi in ("direct", "tma"):
+        ok, worst = ops[epi].check(shape, got[epi], ref)
+        assert ok, (epi, worst)
+    assert np.array_equal(got["tma"]["C"], got["direct"]["C"], equal_nan=True)
+    by_tma = np.zeros(shape["M"], bool)         # rows of the tiles wholly inside an expert
+    for lo, hi in ops["direct"].expert_rows(shape, rows):
+        by_tma[lo: lo + (hi - lo) // sched.BM * sched.BM] = True
+    assert by_tma.any() and (~np.isnan(ref["C"][:, 0]) & ~by_tma).any()
+    split, poison = got["split"], arrays["C"]
+    assert np.array_equal(split["C_tma"][by_tma], got["direct"]["C"][by_tma], equal_nan=True)
+    assert np.array_equal(split["C_tma"][~by_tma], poison[~by_tma], equal_nan=True)
+    assert np.array_equal(split["C"][~by_tma], got["direct"]["C"][~by_tma], equal_nan=True)
+    assert np.array_equal(split["C"][by_tma], poison[by_tma], equal_nan=True)
 
 
 def test_cli_runs_grouped_on_the_emulator():

@@ -1,11 +1,12 @@
 """Grouped GEMM (mixture-of-experts) on the sm_90a tensor-core kernel: one persistent launch
 multiplies each expert's rows of X by that expert's weights, over all experts' tiles.
 
-    grouped_matmul(X_map, W_map, C, M, N, K, rows [, scale_a, scale_b])
+    grouped_matmul(X_map, W_map, [C_map,] C, M, N, K, [scale_a, scale_b,] rows)
         X_map: tensor map of X (M x K row-major, the tokens of every expert), box BM x BK
         W_map: tensor map of W seen as (G*N) x K (expert g's weights, N x K K-major, are rows
                g*N ..), box BN x BK; or N-major (w_major=False: W is G x K x N, seen as
                (G*K) x N, BK x 64 boxes from row g*K, wgmma's transpose bit)
+        C_map: (epilogue "tma") tensor map of C, box rows_per_consumer x 128 bytes
         C:     M x N row-major; only the rows of some expert are written
         rows:  u32[G]; layout "offsets": the end row of each expert's tokens (torch's
                _grouped_mm offsets: expert g owns rows offsets[g-1] .. offsets[g]); "masked":
@@ -19,9 +20,15 @@ grow: mostly one expert's counts read per tile; the producer and the consumers e
 for themselves). Inside an expert the tiles go group_m tile rows at a time
 (raster.grouped_tile), like the dense kernel. A's boxes start at the expert's first row and
 may run into the next expert's rows (multiplied, never stored); W's boxes of a ragged N run
-into the next expert's rows (columns past N, never stored). C is stored from the fragments,
-predicated on the expert's last row and N. The producer, pipeline and consumers are the dense
-kernel's (lower/tc_matmul.py).
+into the next expert's rows (columns past N, never stored).
+
+C: with epilogue "direct", stored from the fragments, predicated on the expert's last row and
+N. With "tma" (C's rows 16-byte aligned), a tile whose rows all belong to its expert (m0 + BM
+at most the expert's end row) takes the dense kernel's staged store: written into shared
+memory and stored by TMA, which clips at C's edges (N, M) only, while the next tile's loop
+starts; the one tile per expert and tile column that crosses the expert's end is stored from
+the fragments as above. The producer, pipeline and consumers are the dense kernel's
+(lower/tc_matmul.py).
 """
 from ..ir import Param, ptr
 from ..ir import types as T
@@ -109,21 +116,40 @@ class GroupedLowering(TcLowering):
         finally:
             self.M = whole
 
+    def staged_epilogue(self, acc, cw, t, leader, m0, n0):
+        """A tile wholly inside its expert's rows: the dense kernel's staged C, stored by TMA
+        (which clips at C's edges, not at an expert's end); the tile that crosses the
+        expert's end: the fragment stores. The branch is the same for the whole CTA, and the
+        fragment way leaves the staging buffer alone (the next staged tile still waits for
+        the last TMA stores to have read it)."""
+        b = self.b
+        cross, done = b.new_label("cross"), b.new_label("cstored")
+        b.branch(cross, b.setp("gt", b.add(m0, self.s.BM), self.end_row))
+        super().staged_epilogue(acc, cw, t, leader, m0, n0)
+        b.branch(done)
+        b.label(cross)
+        self.epilogue(acc, cw, t, m0, n0)
+        b.label(done)
+
 
 def lower_grouped_matmul(s, arch, shape, dtype="bf16", out="bf16", layout="offsets",
                          b_dtype=None, scales=False, name="grouped_matmul", w_major=True):
-    """The grouped kernel for schedule s (epilogue "direct", cluster_m=1, split_k=1,
-    persistent) at shape {M (all tokens), N, K, G}. w_major=False: W is G x K x N (N-major,
-    torch._grouped_mm's layout; 16-bit inputs), its map (G*K) x N in BK x 64 boxes read through
-    wgmma's transpose, K a multiple of BK (a box must not run into the next expert)."""
+    """The grouped kernel for schedule s (epilogue "direct", or "tma" where C's rows are
+    16-byte aligned: then a C_map parameter; cluster_m=1, split_k=1, persistent) at shape
+    {M (all tokens), N, K, G}. w_major=False: W is G x K x N (N-major, torch._grouped_mm's
+    layout; 16-bit inputs), its map (G*K) x N in BK x 64 boxes read through wgmma's transpose,
+    K a multiple of BK (a box must not run into the next expert)."""
     from ..errors import ScheduleError
     if layout not in LAYOUTS:
         raise ScheduleError(f"grouped_matmul: layout must be one of {', '.join(LAYOUTS)}, got "
                             f"{layout!r}")
-    if s.epilogue != "direct" or s.cluster_m != 1 or s.split_k != 1 or not s.persistent:
-        raise ScheduleError(f"grouped_matmul schedule {s}: needs epilogue='direct', "
-                            f"cluster_m=1, split_k=1 and a persistent grid (C rows stop at "
-                            f"each expert's end)")
+    if s.cluster_m != 1 or s.split_k != 1 or not s.persistent:
+        raise ScheduleError(f"grouped_matmul schedule {s}: needs cluster_m=1, split_k=1 and "
+                            f"a persistent grid (tiles found expert by expert)")
+    if s.epilogue == "rows" or s.c_store(out, shape["M"], shape["N"]) not in (None, "tile"):
+        raise ScheduleError(f"grouped_matmul schedule {s}: C is stored by TMA in 2-D tiles "
+                            f"(epilogue='tma', {out} rows of N={shape['N']} 16-byte aligned) "
+                            f"or from the fragments (epilogue='direct')")
     G = shape["G"]
     if not w_major and shape["K"] % s.BK:
         raise ScheduleError(f"grouped_matmul: an N-major W needs K={shape['K']} a multiple of "

@@ -18,7 +18,8 @@ from ..arch import DEFAULT_ARCH_SPECIFIC_TARGET
 from ..arrays import TiledMap
 from ..errors import Arg, PtxgenError, Spelled
 from ..lower.grouped_matmul import LAYOUTS, lower_grouped_matmul
-from ..schedule.tc_matmul import ELEM_BYTES, FP8, MN_BOX, TcMatmulSchedule
+from ..schedule.tc_matmul import (ELEM_BYTES, FP8, MN_BOX, OUT_BYTES, SWIZZLE_BYTES,
+                                  TcMatmulSchedule)
 from .base import Launch, Operator, sm_count_or_default
 from .tc_matmul import MAP_DTYPE, TC_CHIP, TcMatmul
 
@@ -83,10 +84,15 @@ class GroupedMatmul(Operator):
         return shape
 
     def schedule_for(self, shape):
-        """The given schedule, or the dense kernel's 128x256 tiles with 4 stages and C stored
-        from the fragments (each tile's rows stop at its expert's end)."""
+        """The given schedule, or the dense kernel's 128x256 tiles: with C staged in shared
+        memory and stored by TMA (tiles inside their expert's rows; 3 stages beside the C tile)
+        where C's rows are 16-byte aligned and the tile fits, else 4 stages and C stored from
+        the fragments."""
         if self.schedule != "auto":
             return self.schedule
+        staged = TcMatmulSchedule(epilogue="tma", stages=3).for_dtype(self.dtype)
+        if staged.c_store(self.out, shape["M"], shape["N"]) == "tile":
+            return staged
         return TcMatmulSchedule().for_dtype(self.dtype)
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
@@ -105,7 +111,12 @@ class GroupedMatmul(Operator):
         s = self.schedule_for(shape)
         return Launch(grid=(sm_count_or_default(sm_count, TC_CHIP), 1, 1),
                       block=(s.threads, 1, 1),
-                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], None, self.out))
+                      shared_bytes=s.shared_bytes(ELEM_BYTES[self.dtype], self.c_store(shape),
+                                                  self.out))
+
+    def c_store(self, shape):
+        """None (C stored from the fragments) or "tile" (staged, TMA; lower_grouped_matmul)."""
+        return self.schedule_for(shape).c_store(self.out, shape["M"], shape["N"])
 
     def kernel_args(self, shape, arrays):
         s = self.schedule_for(shape)
@@ -115,6 +126,9 @@ class GroupedMatmul(Operator):
         maps = [TiledMap(arrays["X"], dt, s.BM, s.BK),
                 TiledMap(w, dt, s.BN, s.BK, rows=G * N, cols=K) if self.w_layout == "nk" else
                 TiledMap(w, dt, s.BK, MN_BOX, rows=G * K, cols=N)]
+        if self.c_store(shape) == "tile":       # C by TMA: boxes of a consumer's rows x 128 bytes
+            maps.append(TiledMap(arrays["C"], self.out, s.rows_per_consumer,
+                                 SWIZZLE_BYTES // OUT_BYTES[self.out]))
         args = maps + [arrays["C"], np.uint32(M), np.uint32(N), np.uint32(K)]
         if self.fp8:
             args += [arrays["scale_a"], arrays["scale_b"]]
