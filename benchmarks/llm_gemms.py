@@ -17,7 +17,9 @@ skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against tor
 square   bf16 1024^3 and 2048^3 against cuBLAS
 grouped  bf16 8 experts x 2048 tokens x 4096 -> 4096 and uneven experts (64..4096 tokens):
          torch._grouped_mm, torch.bmm (even only), ptxgen's dense GEMM of the same FLOPs, and
-         ptxgen's grouped GEMM where built
+         ptxgen's grouped GEMM: its default (C staged and stored by TMA where a tile lies in
+         its expert's rows) beside the variants of GROUPED_VARIANTS (_direct: C stored from
+         the fragments, 4 stages), each with its sampled float64 row checks
 
 Timing: triton.testing.do_bench, median, with the inputs rotated over sets that together
 exceed L2 (do_bench also clears L2 between calls). Prints a table last; JSON under --out
@@ -346,6 +348,9 @@ def part_square(sms):
 
 # -- grouped --------------------------------------------------------------------------------------------
 UNEVEN = [64, 4096, 256, 3072, 1536, 4096, 1024, 2240]
+# the grouped GEMM's schedules timed beside the default ("auto"): key suffix, schedule fields
+GROUPED_VARIANTS = (("_direct", dict()),
+                    ("_tma_f0", dict(epilogue="tma", stages=3, inflight=0)))
 
 
 def part_grouped(sms):
@@ -383,7 +388,9 @@ def part_grouped(sms):
         r.update(dense_ptxgen_ms=dense.get("ptxgen_ms"), dense_cublas_ms=dense.get("cublas_ms"),
                  dense_ptxgen_tflops=dense.get("ptxgen_tflops"))
         from ptxgen.ops.grouped_matmul import GroupedMatmul
-        for v, sched in (("", "auto"),):
+        from ptxgen.schedule.tc_matmul import TcMatmulSchedule
+        for v, sched in (("", "auto"),) + tuple((v, TcMatmulSchedule(**f))
+                                                for v, f in GROUPED_VARIANTS):
             try:
                 got = grouped_ptxgen(GroupedMatmul, sets, counts, offs, G, K, N, sms, sched)
                 r.update({k + v: x for k, x in got.items()})
@@ -416,7 +423,8 @@ def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms, sched="auto"):
         ok &= sampled_check(TcMatmul("bf16", "bf16"), sub, sets[0]["x"][lo:hi].float(),
                             sets[0]["w"][gi].float(), outs[0][lo:hi], n=4, seed=gi)
     t = median_ms(calls)
-    return dict(ptxgen_ms=t, ptxgen_tflops=2.0 * T_ * K * N / t / 1e9, ptxgen_ok=ok)
+    return dict(ptxgen_ms=t, ptxgen_tflops=2.0 * T_ * K * N / t / 1e9, ptxgen_ok=ok,
+                ptxgen_schedule=str(op.schedule_for(shape)))
 
 
 def table():
@@ -438,6 +446,17 @@ def table():
                   f"{r['schedule']}")
         elif r["part"] == "fp8emu":
             print(f"small    {r['case']}: GPU within the float64 bound: {r['gpu_ok']}")
+        elif r["part"] == "grouped":
+            dense, gm = r.get("dense_ptxgen_tflops"), r.get("grouped_mm_tflops")
+            for v in [""] + [v for v, _ in GROUPED_VARIANTS]:
+                tf = r.get("ptxgen_tflops" + v)
+                if tf is None:
+                    print(f"grouped  {r['case']}{v}: {r.get('ptxgen_error' + v)}")
+                    continue
+                than = [f"{tf / x:.3f}x {what} ({x:.0f})"
+                        for x, what in ((dense, "dense"), (gm, "_grouped_mm")) if x]
+                print(f"grouped  {r['case']}{v or ' (default)'}: {tf:.0f} TFLOP/s, "
+                      f"{', '.join(than)} ok={r['ptxgen_ok' + v]} {r['ptxgen_schedule' + v]}")
         elif r["part"] == "copy":
             print(f"copy     {r['copy_gbs']:.0f} GB/s (read + write)")
         else:

@@ -20,6 +20,9 @@ CASES = [
     (GroupedMatmul("bf16", "bf16", TcMatmulSchedule(**dict(S64, stages=3))),
      dict(M=300, N=136, K=72, G=5)),
     (GroupedMatmul("bf16", "f32", layout="masked"), dict(M=512, N=300, K=256, G=4)),
+    (GroupedMatmul("bf16", "bf16", TcMatmulSchedule(**dict(S64, stages=3, epilogue="tma"))),
+     dict(M=300, N=136, K=72, G=5)),                  # C staged and stored by TMA (and not)
+    (GroupedMatmul("bf16", "bf16"), dict(M=1000, N=264, K=256, G=5)),
     (Fp8Matmul("e4m3", "f32"), dict(M=67, N=45, K=64)),
     (Fp8Matmul("e5m2", "bf16", b_dtype="e4m3"), dict(M=130, N=72, K=200)),
     (Fp8Matmul("e4m3", "f32", scaling="block"), dict(M=130, N=200, K=384)),
