@@ -11,6 +11,10 @@ in rows g*(M/G) .. of a padded X (the counts may live on the device, for CUDA gr
 that belong to no expert are left as they were. Inputs bf16 / f16 (uint16 bits / float16), or
 fp8 e4m3 / e5m2 bytes with per-tensor scales (scale_a, scale_b: one f32 each, as in
 ops/fp8_matmul.py). K must give 16-byte rows (a multiple of 8, fp8 16): no pad copy here.
+
+C's tiles that lie inside an expert's rows are by default staged in shared memory and stored by
+TMA where C's rows are 16-byte aligned and the tile fits beside the stages (a bf16 C); the rest
+are stored from the registers (lower/grouped_matmul.py).
 """
 import numpy as np
 
