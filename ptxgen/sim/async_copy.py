@@ -21,14 +21,12 @@ phases and wgmma groups.
 - A producer's (a TMA-issuing warp's) j-th wait passes at once for j < the ring's stages (the
   immediate a stage counter of the wait's address is compared with), else waits for release
   round j − stages; with no ring found, its waits pass at once.
-- wgmma.mma_async starts once every warp of its warpgroup has issued it (sim/warpgroup.py);
-  its completion joins its warp's open group; commit_group closes it; wait_group N holds the
-  warp until all but the N newest groups have completed.
+- wgmma.mma_async's completion joins its warp's open group; commit_group closes it;
+  wait_group N holds the warp until all but the N newest groups have completed.
 When no producer of a CTA is left, its consumers' pending waits pass (and the other way round),
 so a model mismatch costs time, never a deadlock.
 """
 from ..ir.values import Imm, Reg
-from .warpgroup import WarpgroupMma
 
 TMA, EXPECT, WAIT, RELEASE, WG_COMMIT, WG_WAIT = ("tma", "expect", "mbar_wait", "release",
                                                   "wg_commit", "wg_wait")
@@ -140,15 +138,17 @@ class _CtaState:
 
 
 class _WarpState:
-    __slots__ = ("producer", "waits", "releases")
+    __slots__ = ("producer", "waits", "releases", "wg_open", "wg_groups")
 
     def __init__(self, producer):
         self.producer = producer
         self.waits = self.releases = 0
+        self.wg_open, self.wg_groups = 0.0, []
 
     def copy(self):
         new = _WarpState(self.producer)
         new.waits, new.releases = self.waits, self.releases
+        new.wg_open, new.wg_groups = self.wg_open, list(self.wg_groups)
         return new
 
 
@@ -182,8 +182,6 @@ class AsyncState:
             else:
                 c.consumers += 1
                 c.releasers += self._releases(w.trace)
-        self.mma = WarpgroupMma(sm, {st.index for st in prog.instrs
-                                     if st.queued and st.instr.opcode == "wgmma"})
 
     def _releases(self, trace):
         """Whether a path reaches a release whose guard holds in some lane."""
@@ -203,7 +201,6 @@ class AsyncState:
         new.__dict__.update(self.__dict__)
         new.ctas = [c.copy() for c in self.ctas[:nctas]]
         new.warps = {k: v.copy() for k, v in self.warps.items() if k < nwarps}
-        new.mma = self.mma.copy(nwarps)
         return new
 
     # -- the engine's hooks --------------------------------------------------------------------
@@ -248,29 +245,38 @@ class AsyncState:
                 self._wake(sm, c.pwaiting.pop(i, ()), t)
             return nxt
         if kind == WG_COMMIT:
-            self.mma.commit(w)
+            ws.wg_groups.append(ws.wg_open)
+            ws.wg_open = 0.0
             return nxt
         if kind == WG_WAIT:
-            return self.mma.wait(sm, w, arg, nxt)
+            cut = len(ws.wg_groups) - arg
+            if cut > 0:
+                nxt = max(nxt, max(ws.wg_groups[:cut]))
+                del ws.wg_groups[:cut]
+            return nxt
         return nxt
 
     def unblock(self, sm, now):
         """The run would stop with every warp held: the earliest pending wait passes now (a
         dependency the model does not see, e.g. a cluster peer's). False when none is held
-        here; else the earliest wgmma not all of whose warps have issued it starts."""
+        here."""
         for c in self.ctas:
             for pending in (c.waiting, c.pwaiting):
                 if pending:
                     k = min(pending)
                     self._wake(sm, pending.pop(k), now)
                     return True
-        return self.mma.unblock(sm)
+        return False
+
+    def wgmma_done(self, w, done):
+        ws = self.warps.get(w.wid)
+        if ws is not None:
+            ws.wg_open = max(ws.wg_open, done)
 
     def finished(self, sm, w, now):
         """Warp w has exited: with no producer (consumer) of its CTA left, the other side's
         pending waits pass."""
         ws, c = self.warps[w.wid], self.ctas[w.cta]
-        self.mma.finished(sm, w)
         if ws.producer:
             c.producers -= 1
             if c.producers <= 0:

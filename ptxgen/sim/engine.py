@@ -428,11 +428,7 @@ class Sm:
         queued before it, occupies the pipe for its interval, and its results arrive its
         latency after the start. Its accumulator, when the previous tensor op wrote it, is
         chained inside the pipe; when an ordinary instruction wrote it (O rescaled between two
-        P·V), the op starts once that value is there. A wgmma starts once every warp of its
-        warpgroup has issued it (sim/warpgroup.py)."""
-        if self.hopper is not None and st.index in self.hopper.mma.ops:
-            self.hopper.mma.issue(self, w, st, t)
-            return
+        P·V), the op starts once that value is there."""
         start = max(t, uf[st.unit])
         for d in st.defs:
             if w.piped.get(d) != w.regs[d]:
@@ -442,6 +438,8 @@ class Sm:
         for d in st.defs:
             w.regs[d] = w.piped[d] = done
             w.memreg[d] = False
+        if self.hopper is not None:
+            self.hopper.wgmma_done(w, done)
 
     def memory_op(self, w, st, t, nxt):
         """A memory or fixed-latency instruction whose guard holds, issued at t."""
