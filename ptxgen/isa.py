@@ -35,7 +35,7 @@ TIMING_KEYS = ("launch_overhead_us", "sustained_clock_mhz")
 # optional [timing] keys: the GPU's own cost per launch in a stream of launches, and the launch
 # overhead of the other launch paths (launch_overhead_us is ptxgen's runtime, cuda.core)
 TIMING_OPTIONAL = ("kernel_gap_us", "launch_overhead_numba_us", "launch_overhead_triton_us",
-                   "tensor_clock_mhz")
+                   "tensor_clock_mhz", "tensor_sfu_clock_mhz")
 # optional [memory_model]: facts the simulator's memory model uses beyond latency and bandwidth,
 # what the target's ptxas makes of PTX (the simulator issues PTX, the GPU ptxas's SASS), and
 # how soon the block scheduler refills a CTA's slots
@@ -138,16 +138,21 @@ class IsaTable:
         measured, else the header's (boost) clock."""
         return self.timing["sustained_clock_mhz"] if self.timing else self.header.clock_mhz
 
-    def clock_for_tensor_share(self, share):
-        """The clock of a launch whose tensor pipes are busy `share` (0..1) of its time: the
-        sustained clock lowered linearly toward timing.tensor_clock_mhz (the clock measured
-        with wgmma back to back on every SM: the power limit lowers it as tensor work rises);
-        the sustained clock when that is not measured."""
+    def clock_for_tensor_share(self, share, sfu_share=0.0):
+        """The clock of a launch whose tensor pipes are busy `share` (0..1) of its time and its
+        SFU (XU) pipes `sfu_share`: the sustained clock lowered linearly toward
+        timing.tensor_clock_mhz (the clock measured with wgmma back to back on every SM: the
+        power limit lowers it as tensor work rises), and under tensor load further by the SFU
+        work, toward timing.tensor_sfu_clock_mhz at both pipes full (SFU work alone, as in SIMT
+        kernels, leaves the sustained clock); the sustained clock when not measured."""
         f = self.time_clock_mhz
-        ft = (self.timing or {}).get("tensor_clock_mhz")
+        t = self.timing or {}
+        ft = t.get("tensor_clock_mhz")
         if not ft:
             return f
-        return f - min(1.0, max(0.0, share)) * (f - ft)
+        share = min(1.0, max(0.0, share))
+        fts = t.get("tensor_sfu_clock_mhz") or ft
+        return f - share * (f - ft) - share * min(1.0, max(0.0, sfu_share)) * (ft - fts)
 
     @property
     def launch_overhead_us(self):

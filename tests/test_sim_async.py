@@ -77,3 +77,32 @@ def test_clock_under_tensor_load():
         assert table.clock_for_tensor_share(1.0) == pytest.approx(ft)
         assert table.clock_for_tensor_share(0.5) == pytest.approx((f + ft) / 2)
         assert table.clock_for_tensor_share(2.0) == pytest.approx(ft)
+
+
+def test_sfu_work_lowers_the_clock_only_under_tensor_load():
+    """SFU (XU) work beside tensor work lowers the clock further, toward tensor_sfu_clock_mhz
+    at both pipes full; alone (a SIMT kernel's ex2 and sin) it leaves the sustained clock."""
+    table = isa.load("sm_90a")
+    f = table.time_clock_mhz
+    ft, fts = table.timing["tensor_clock_mhz"], table.timing["tensor_sfu_clock_mhz"]
+    assert fts < ft < f
+    assert table.clock_for_tensor_share(0.0, 0.8) == f
+    assert table.clock_for_tensor_share(1.0, 0.0) == pytest.approx(ft)
+    assert table.clock_for_tensor_share(1.0, 1.0) == pytest.approx(fts)
+    assert table.clock_for_tensor_share(0.5, 0.5) == pytest.approx(
+        f - 0.5 * (f - ft) - 0.25 * (ft - fts))
+    # D=128 attention (tensor 0.94, XU 0.60 busy) runs slower than the GEMM's clock
+    assert table.clock_for_tensor_share(0.94, 0.6) < table.clock_for_tensor_share(0.97)
+
+
+def test_attention_schedules_on_the_clock_under_sfu_load():
+    """The default D=128 attention (overlapped softmax: tensor and XU pipes busy together)
+    simulates at a lower clock than the serial schedule, whose pipes take turns."""
+    clocks = {}
+    for overlap in (True, False):
+        op = Attention("bf16", schedule=AttentionSchedule(overlap=overlap))
+        clocks[overlap] = simulate_operator(op, op.shape(**SHAPE), arch="sm_90a").clock_mhz
+    table = isa.load("sm_90a")
+    assert table.timing["tensor_sfu_clock_mhz"] < clocks[True] < clocks[False] < \
+        table.time_clock_mhz
+    assert clocks[True] < table.timing["tensor_clock_mhz"]

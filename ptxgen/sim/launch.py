@@ -384,9 +384,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if tma_frac is None:
         tma_frac = dram_fraction
 
-    # the clock: the sustained one, lowered by tensor work (isa clock_for_tensor_share);
-    # memory rates are bytes per cycle of it, so a kernel whose tensor pipes work is
-    # simulated again at the clock its first pass's tensor share gives
+    # the clock: the sustained one, lowered by tensor work and by SFU work beside it (isa
+    # clock_for_tensor_share); memory rates are bytes per cycle of it, so a kernel whose
+    # tensor pipes work is simulated again at the clock its first pass's shares give
     clock = table.time_clock_mhz
     pilot_steps, first_sample = pilot.steps, sample
     for _clock_pass in range(2):
@@ -456,7 +456,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                                          [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
                                         table.header.schedulers_per_sm))
 
-        tuned = table.clock_for_tensor_share(tensor_share(table, results))
+        tuned = table.clock_for_tensor_share(tensor_share(table, results),
+                                             tensor_share(table, results, "XU"))
         if _clock_pass == 1 or abs(tuned - clock) <= 0.005 * clock:
             break
         clock = tuned

@@ -37,12 +37,13 @@ class WaveResult:
         return self.cycles + (self.count - 1) * (self.steady or self.cycles)
 
 
-def tensor_share(table, waves):
-    """The share of the waves' time their tensor pipes were busy (0 without a TENSOR pipe)."""
+def tensor_share(table, waves, unit="TENSOR"):
+    """The share of the waves' time their tensor pipes (or those of `unit`) were busy (0
+    without such a pipe)."""
     cycles = sum(w.total for w in waves)
-    if "TENSOR" not in table.units or not cycles:
+    if unit not in table.units or not cycles:
         return 0.0
-    k = table.units.index("TENSOR")
+    k = table.units.index(unit)
     return sum(w.count * w.unit_busy[k] for w in waves) / (
         cycles * table.header.schedulers_per_sm)
 
