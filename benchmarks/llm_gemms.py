@@ -17,9 +17,9 @@ skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against tor
 square   bf16 1024^3 and 2048^3 against cuBLAS
 grouped  bf16 8 experts x 2048 tokens x 4096 -> 4096 and uneven experts (64..4096 tokens):
          torch._grouped_mm, torch.bmm (even only), ptxgen's dense GEMM of the same FLOPs, and
-         ptxgen's grouped GEMM: its default (C staged and stored by TMA where a tile lies in
-         its expert's rows) beside the variants of GROUPED_VARIANTS (_direct: C stored from
-         the fragments, 4 stages), each with its sampled float64 row checks
+         ptxgen's grouped GEMM: its default (C stored from the fragments, 4 stages) beside the
+         variants of GROUPED_VARIANTS (_tma: C staged and stored by TMA where a tile lies in
+         its expert's rows, 3 stages), each with its sampled float64 row checks
 
 Timing: triton.testing.do_bench, median, with the inputs rotated over sets that together
 exceed L2 (do_bench also clears L2 between calls). Prints a table last; JSON under --out
@@ -349,7 +349,7 @@ def part_square(sms):
 # -- grouped --------------------------------------------------------------------------------------------
 UNEVEN = [64, 4096, 256, 3072, 1536, 4096, 1024, 2240]
 # the grouped GEMM's schedules timed beside the default ("auto"): key suffix, schedule fields
-GROUPED_VARIANTS = (("_direct", dict()),
+GROUPED_VARIANTS = (("_tma", dict(epilogue="tma", stages=3)),
                     ("_tma_f0", dict(epilogue="tma", stages=3, inflight=0)))
 
 

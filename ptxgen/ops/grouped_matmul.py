@@ -12,9 +12,10 @@ that belong to no expert are left as they were. Inputs bf16 / f16 (uint16 bits /
 fp8 e4m3 / e5m2 bytes with per-tensor scales (scale_a, scale_b: one f32 each, as in
 ops/fp8_matmul.py). K must give 16-byte rows (a multiple of 8, fp8 16): no pad copy here.
 
-C's tiles that lie inside an expert's rows are by default staged in shared memory and stored by
-TMA where C's rows are 16-byte aligned and the tile fits beside the stages (a bf16 C); the rest
-are stored from the registers (lower/grouped_matmul.py).
+With a schedule of epilogue="tma", C's tiles that lie inside an expert's rows are staged in shared
+memory and stored by TMA (C's rows 16-byte aligned, the tile beside the stages: a bf16 C); the
+rest are stored from the registers (lower/grouped_matmul.py). The default stores every tile
+from the registers.
 """
 import numpy as np
 
@@ -88,15 +89,12 @@ class GroupedMatmul(Operator):
         return shape
 
     def schedule_for(self, shape):
-        """The given schedule, or the dense kernel's 128x256 tiles: with C staged in shared
-        memory and stored by TMA (tiles inside their expert's rows; 3 stages beside the C tile)
-        where C's rows are 16-byte aligned and the tile fits, else 4 stages and C stored from
-        the fragments."""
+        """The given schedule, or the dense kernel's 128x256 tiles with 4 stages and C stored
+        from the fragments. The staged form (epilogue="tma", 3 stages: tiles inside their
+        expert's rows stored by TMA) is a schedule choice until a GPU run times it against
+        this one (benchmarks/llm_gemms.py --parts grouped)."""
         if self.schedule != "auto":
             return self.schedule
-        staged = TcMatmulSchedule(epilogue="tma", stages=3).for_dtype(self.dtype)
-        if staged.c_store(self.out, shape["M"], shape["N"]) == "tile":
-            return staged
         return TcMatmulSchedule().for_dtype(self.dtype)
 
     def build(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
