@@ -124,7 +124,7 @@ def host_cost_us(fn, n=300, sync=None, warmup=3):
     for _ in range(warmup):
         fn()
     sync()
-    hold_ms = 30.0 + n * 0.2                    # 200 us of GPU time per call
+    hold_ms = 30.0 + n * 1.0          # 1 ms of hold per call: longer than any call's host cost
     hold(hold_ms)
     t = time.perf_counter()
     for _ in range(n):
