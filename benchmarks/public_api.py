@@ -2,7 +2,7 @@
 ptxgen.matmul and ptxgen.attention on torch tensors against the operators' own kernels launched
 directly (the plans the benchmarks use) and against torch, in one process on one GPU.
 
-    python benchmarks/public_api.py [--out DIR] [--quick]
+    python benchmarks/public_api.py [--out DIR] [--quick] [--no-first-call] [--host-only]
 
 Correctness first (fresh random inputs; sampled rows against float64), then GPU time per call
 (ptxgen.runtime.time_calls: held batches, so host launch latency is excluded), host cost of a
@@ -151,13 +151,15 @@ def main():
     ap = argparse.ArgumentParser()
     harness.out_argument(ap)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--host-only", action="store_true",
+                    help="only the host cost of cached calls (no GPU timing, compile or graph)")
     ap.add_argument("--no-first-call", action="store_true",
                     help="skip the fresh-process first calls (two subprocesses)")
     args = ap.parse_args()
     torch.manual_seed(0)
     rows, meta = [], harness.run_info(date_format="%Y-%m-%d", command=False)
     meta["ptxgen"] = ptxgen.__version__
-    for n in ((4096,) if args.quick else (4096, 8192)):
+    for n in (() if args.host_only else (4096,) if args.quick else (4096, 8192)):
         a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         bt = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)       # N x K
         b_view = bt.T                                                      # K x N, transposed
@@ -192,7 +194,7 @@ def main():
                          "vs_torch": t_torch / t, "err_over_bound": err, "record": rec})
     B, H, S, D = 4, 32, 4096, 128
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    for causal in (False, True):
+    for causal in (() if args.host_only else (False, True)):
         run_direct, o_direct = direct_attention(q, k, v, causal)
         o = ptxgen.attention(q, k, v, causal=causal)
         run_direct()
@@ -268,8 +270,9 @@ def main():
     save()
     print_table(meta, rows, host)
     # the fresh-process and compile parts come after the table, so a failure there loses nothing
-    for key, part in (("first_call", None if args.no_first_call else first_calls),
-                      ("compile_and_graph", compile_and_graph)):
+    for key, part in (("first_call", None if args.no_first_call or args.host_only else
+                       first_calls),
+                      ("compile_and_graph", None if args.host_only else compile_and_graph)):
         if part is None:
             continue
         try:
