@@ -11,7 +11,8 @@
 #        parts alone) pad_copy
 #        decode (attention decode over a K/V cache vs SDPA and a copy) varlen (attention over
 #        packed sequences of mixed lengths vs the dense kernel on the same work) sfu (ex2/lg2/rcp/tanh
-#        .approx tables for the emulator)
+#        .approx tables for the emulator) clock (ncu: the SM clock and tensor / XU pipe shares of
+#        the attention and GEMM kernels, for the simulator's clock under load)
 # Logs and data land in $OUT (or ./gpu-out); everything is also packed into results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -54,6 +55,10 @@ step() {
     grouped) python3 benchmarks/llm_gemms.py --parts grouped --out $W ;;
     pad_copy) python3 benchmarks/pad_copy.py --out $W ;;
     sfu) python3 benchmarks/numerics.py --sfu-out $W ;;
+    clock) for k in "attention --B 4 --H 32 --S 4096 --D 128" "attention --B 4 --H 32 --S 4096 --D 64" \
+                    "matmul --dtype bf16 --out-dtype bf16 --M 4096 --N 4096 --K 4096"; do
+             ncu --clock-control none --csv --section SpeedOfLight --section ComputeWorkloadAnalysis \
+                 python3 -m ptxgen run $k --backend gpu --quiet | grep '^"'; done ;;
     *) echo "unknown step $1" ;;
   esac
 }
