@@ -2,6 +2,7 @@
 
     python benchmarks/llm_gemms.py [--parts fp8emu,fp8,skinny,square,grouped] [--out DIR]
                                    [--fp8-runs 4096:auto,8192:block_f1,...]
+                                   [--square-runs 1024:auto,1024:t128x64c1,...]
 
 fp8emu   the fp8 GEMM (ops/fp8_matmul.py) at small odd shapes on the GPU: checked against the
          float64 bound, inputs and C saved (DIR/small_gpu.npz) so the emulator can be
@@ -14,7 +15,9 @@ fp8      e4m3 x e4m3, bf16 C at 4096^3 and 8192^3: ptxgen against torch._scaled_
          of the per-tensor GEMM's rate at its size (x_per_tensor)
 skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against torch.matmul
          (cuBLAS), the weights' read bandwidth, and a device copy's bandwidth (read + write)
-square   bf16 1024^3 and 2048^3 against cuBLAS
+square   bf16 1024^3 and 2048^3 against cuBLAS: the default ("auto") beside the candidate
+         schedules of SQUARE (tiles that fill the SMs where 128x256 leaves most idle), each
+         with its sampled float64 row checks and its rate over the default's (x_auto)
 grouped  bf16 8 experts x 2048 tokens x 4096 -> 4096 and uneven experts (64..4096 tokens):
          torch._grouped_mm, torch.bmm (even only), ptxgen's dense GEMM of the same FLOPs, and
          ptxgen's grouped GEMM: its default (C stored from the fragments, 4 stages) beside the
@@ -167,16 +170,21 @@ FP8_RUNS = ((4096, "auto"), (4096, "block_f0"), (4096, "block_f1"), (8192, "auto
             (8192, "block_f0"), (8192, "block_f1"), (8192, "block_f1s6"))
 
 
-def fp8_runs(spec):
-    """--fp8-runs "4096:auto,8192:block_f1" -> ((4096, "auto"), (8192, "block_f1"))."""
+def size_runs(spec, known):
+    """"4096:auto,8192:block_f1" -> ((4096, "auto"), (8192, "block_f1")), each variant one of
+    `known`."""
     runs = []
     for item in spec.split(","):
         n, _, v = item.partition(":")
-        if v not in FP8_VARIANTS and v not in BLOCK_VARIANTS:
-            raise argparse.ArgumentTypeError(
-                f"unknown variant {v!r} (one of {', '.join([*FP8_VARIANTS, *BLOCK_VARIANTS])})")
+        if v not in known:
+            raise argparse.ArgumentTypeError(f"unknown variant {v!r} (one of {', '.join(known)})")
         runs.append((int(n), v))
     return tuple(runs)
+
+
+def fp8_runs(spec):
+    """--fp8-runs: SIZE:VARIANT of FP8_VARIANTS or BLOCK_VARIANTS."""
+    return size_runs(spec, [*FP8_VARIANTS, *BLOCK_VARIANTS])
 
 
 def fp8_op(v, shape):
@@ -326,10 +334,43 @@ SPLITS = {"k2_64": dict(BM=64, BN=128, wgmma_n=128, consumers=1, stages=8, split
           "n64k1_64": dict(BM=64, BN=64, wgmma_n=64, consumers=1, stages=8)}
 
 
+# small squares: 1024^3 has 32 tiles of 128x256 and 64 of the default's 128x128 for 132 SMs,
+# 2048^3 256 of 128x128 (a second round of 124); candidates that change the count or the round
+# (simulated, emulated at 200x328x200 and ptxas-clean without spills before a GPU ran them)
+TMA = dict(epilogue="tma")
+SQUARE = {
+    # 1024^3: 128 tiles of 64 x 128 in one round
+    "t128x64c1": dict(BM=128, BN=64, wgmma_n=64, consumers=1, stages=4, **TMA),
+    "t128x64c1f0": dict(BM=128, BN=64, wgmma_n=64, consumers=1, stages=4, inflight=0, **TMA),
+    "t64x128c1": dict(BM=64, BN=128, wgmma_n=128, consumers=1, stages=4, **TMA),
+    "t128x64c2d": dict(BM=128, BN=64, wgmma_n=64, consumers=2, stages=4),
+    "t128x64c2x2": dict(BM=128, BN=64, wgmma_n=64, consumers=2, stages=4, cluster_m=2,
+                        inflight=0, **TMA),
+    # 128x128 as the default, the tune cache's quarter-wave form (TMA stores, no group in flight)
+    "t128f0s6": dict(BM=128, BN=128, wgmma_n=128, stages=6, inflight=0, **TMA),
+    # 2048^3: 128x128 in two rounds, or 128 larger tiles in one
+    "t128s4": dict(BM=128, BN=128, wgmma_n=128, stages=4, **TMA),
+    "t128c1": dict(BM=128, BN=128, wgmma_n=128, consumers=1, stages=3, **TMA),
+    "t128x2f0": dict(BM=128, BN=128, wgmma_n=128, stages=4, cluster_m=2, inflight=0, **TMA),
+    "t256x128": dict(BM=256, BN=128, wgmma_n=128, stages=3, **TMA),
+    "t128x256f0": dict(stages=3, inflight=0, **TMA),
+}
+SQUARE_RUNS = tuple((1024, v) for v in ("auto", "t128x64c1", "t128x64c1f0", "t64x128c1",
+                                        "t128x64c2d", "t128x64c2x2", "t128f0s6")) + \
+    tuple((2048, v) for v in ("auto", "t128s4", "t128f0s6", "t128c1", "t128x2f0", "t256x128",
+                              "t128x256f0"))
+
+
+def square_runs(spec):
+    """--square-runs: SIZE:VARIANT of "auto", SPLITS or SQUARE."""
+    return size_runs(spec, ["auto", *SPLITS, *SQUARE])
+
+
 def variants(part, M, N, K, sms, names):
     from ptxgen.schedule.tc_matmul import TcMatmulSchedule
     for v in names:
-        op = TcMatmul("bf16", "bf16", "auto" if v == "auto" else TcMatmulSchedule(**SPLITS[v]))
+        op = TcMatmul("bf16", "bf16", "auto" if v == "auto" else
+                      TcMatmulSchedule(**SPLITS.get(v) or SQUARE[v]))
         bf16_vs_cublas(part, M, N, K, sms, op, v)
 
 
@@ -341,9 +382,23 @@ def part_skinny(sms):
                                                                             ("auto", "k2_128")))
 
 
-def part_square(sms):
-    variants("square", 1024, 1024, 1024, sms, ("auto", "k2_128"))
-    variants("square", 2048, 2048, 2048, sms, ("auto",))
+def part_square(sms, runs=SQUARE_RUNS):
+    """Each (size, variant) of runs (split-K 2 on 128x128, k2_128, was 0.616x cuBLAS at
+    1024^3: docs/data/llm_gemms_2026-12-07.json)."""
+    import torch
+    for n, v in runs:
+        try:
+            variants("square", n, n, n, sms, (v,))
+        except Exception as e:                      # report, go on with the next candidate
+            row(part="square", M=n, N=n, K=n, impl=v, error=f"{type(e).__name__}: {e}"[:300])
+        torch.cuda.empty_cache()
+
+
+def x_auto(r):
+    """r's ptxgen rate over the default's ("auto") at its shape in this run, or None."""
+    ref = [x["ptxgen_ms"] for x in ROWS if x["part"] == r["part"] and x.get("impl") == "auto"
+           and "ptxgen_ms" in x and (x["M"], x["N"], x["K"]) == (r["M"], r["N"], r["K"])]
+    return ref[0] / r["ptxgen_ms"] if ref else None
 
 
 # -- grouped --------------------------------------------------------------------------------------------
@@ -427,6 +482,10 @@ def grouped_ptxgen(cls, sets, counts, offs, G, K, N, sms, sched="auto"):
                 ptxgen_schedule=str(op.schedule_for(shape)))
 
 
+def fmt(x):
+    return "-" if x is None else f"{x:.3f}"
+
+
 def table():
     print("\n--- summary ---")
     for r in ROWS:
@@ -442,8 +501,8 @@ def table():
             print(f"{r['part']:8} {r['M']}x{r['N']}x{r['K']} {r['impl']}: ptxgen "
                   f"{r['ptxgen_ms'] * 1e3:.1f} us ({r['ptxgen_tflops']:.0f} TFLOP/s, weights "
                   f"{r['ptxgen_weight_gbs']:.0f} GB/s), cuBLAS {r['cublas_ms'] * 1e3:.1f} us "
-                  f"({r['cublas_weight_gbs']:.0f} GB/s): {r['ratio']:.3f}x ok={r['ok']} "
-                  f"{r['schedule']}")
+                  f"({r['cublas_weight_gbs']:.0f} GB/s): {r['ratio']:.3f}x cuBLAS, "
+                  f"{fmt(x_auto(r))}x auto ok={r['ok']} {r['schedule']}")
         elif r["part"] == "fp8emu":
             print(f"small    {r['case']}: GPU within the float64 bound: {r['gpu_ok']}")
         elif r["part"] == "grouped":
@@ -469,6 +528,9 @@ def main():
     ap.add_argument("--fp8-runs", type=fp8_runs, default=FP8_RUNS,
                     help="the fp8 part's SIZE:VARIANT list (default: "
                          + ",".join(f"{n}:{v}" for n, v in FP8_RUNS) + ")")
+    ap.add_argument("--square-runs", type=square_runs, default=SQUARE_RUNS,
+                    help="the square part's SIZE:VARIANT list (default: "
+                         + ",".join(f"{n}:{v}" for n, v in SQUARE_RUNS) + ")")
     harness.out_argument(ap)
     ap.add_argument("--recheck", metavar="NPZ")
     args = ap.parse_args()
@@ -486,6 +548,8 @@ def main():
                 part_fp8emu(args.out)
             elif part == "fp8":
                 part_fp8(sms, args.fp8_runs)
+            elif part == "square":
+                part_square(sms, args.square_runs)
             else:
                 globals()[f"part_{part}"](sms)
         except Exception as e:
