@@ -7,8 +7,8 @@
 #        public_api (ptxgen.matmul / attention vs their kernels and torch) epilogue (fused GEMM
 #        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
 #        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
-#        and CUDNN backward) train (50 steps of a transformer block, ptxgen.attention vs SDPA) sm80_matmul sm80_attention (the sm_80 path) llm_gemms (fp8 and grouped: its fp8 and grouped
-#        parts alone) pad_copy
+#        and CUDNN backward) train (50 steps of a transformer block, ptxgen.attention vs SDPA) sm80_matmul sm80_attention (the sm_80 path) llm_gemms (fp8, grouped, square: its parts alone)
+#        pad_copy
 #        decode (attention decode over a K/V cache vs SDPA and a copy) varlen (attention over
 #        packed sequences of mixed lengths vs the dense kernel on the same work) sfu (ex2/lg2/rcp/tanh
 #        .approx tables for the emulator) clock (ncu: the SM clock and tensor / XU pipe shares of
@@ -53,6 +53,7 @@ step() {
     llm_gemms) python3 benchmarks/llm_gemms.py --out $W ;;
     fp8) python3 benchmarks/llm_gemms.py --parts fp8emu,fp8 --out $W ;;
     grouped) python3 benchmarks/llm_gemms.py --parts grouped --out $W ;;
+    square) python3 benchmarks/llm_gemms.py --parts square --out $W ;;
     pad_copy) python3 benchmarks/pad_copy.py --out $W ;;
     sfu) python3 benchmarks/numerics.py --sfu-out $W ;;
     clock) for k in "attention --B 4 --H 32 --S 4096 --D 128" "attention --B 4 --H 32 --S 4096 --D 64" \
