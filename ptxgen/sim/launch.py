@@ -35,7 +35,7 @@ from .cached import scheduled_program
 from .async_copy import tma_dram_fraction
 from .cta_work import grid_work_ratio
 from .program import LDG, add_spills
-from .result import SimReport, tensor_share
+from .result import SimReport, pipe_share
 from .pilot import ACCESS_PILOT_STEPS, access_pilot, hot_loop, traffic
 from .values import SYNTHETIC_BASE, SYNTHETIC_STRIDE, Env
 from .waves import (cta_balance, extrapolate, path_instructions, sample_caps, sampled_pair,
@@ -456,8 +456,8 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                                          [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
                                         table.header.schedulers_per_sm))
 
-        tuned = table.clock_for_tensor_share(tensor_share(table, results),
-                                             tensor_share(table, results, "XU"))
+        tuned = table.clock_for_tensor_share(pipe_share(table, results, "TENSOR"),
+                                             pipe_share(table, results, "XU"))
         if _clock_pass == 1 or abs(tuned - clock) <= 0.005 * clock:
             break
         clock = tuned

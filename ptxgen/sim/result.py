@@ -37,8 +37,8 @@ class WaveResult:
         return self.cycles + (self.count - 1) * (self.steady or self.cycles)
 
 
-def tensor_share(table, waves, unit="TENSOR"):
-    """The share of the waves' time their tensor pipes (or those of `unit`) were busy (0
+def pipe_share(table, waves, unit):
+    """The share of the waves' time the pipes of `unit` (TENSOR, XU, ...) were busy (0
     without such a pipe)."""
     cycles = sum(w.total for w in waves)
     if unit not in table.units or not cycles:
