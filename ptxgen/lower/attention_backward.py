@@ -42,6 +42,15 @@ KERNELS = ("attn_bwd_pre", "attn_bwd_dkdv", "attn_bwd_dq")
 PRE_THREADS = 256
 
 
+def backward_module(s, arch, D, pre=KERNELS[0]):
+    """Schedule s checked, the Module with the Delta pre-pass (kernel `pre`), and the scalar
+    parameters the dense main kernels take after their pointers (S, scale_log2, scale)."""
+    s.validate(arch, "bf16", D)
+    m = Module(target=arch)
+    add_preprocess(m, pre, D)
+    return m, [Param("S", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
+
+
 def lower(s, arch, shape, causal=False, kv_group=1, mods=None, lists=None):
     """The backward's Module: its three kernels (KERNELS) for schedule s. mods: an
     AttentionMods (kv_group 1) and its .grad, the Graph of ∂score_mod/∂score (None: 1): the
@@ -51,10 +60,7 @@ def lower(s, arch, shape, causal=False, kv_group=1, mods=None, lists=None):
     non-empty blocks and skips the mask on full ones."""
     from dataclasses import replace
     D = shape["D"]
-    s.validate(arch, "bf16", D)
-    m = Module(target=arch)
-    add_preprocess(m, KERNELS[0], D)
-    tail = [Param("S", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
+    m, tail = backward_module(s, arch, D)
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
         kind = name.removeprefix("attn_bwd_")
         kmods = mods if mods is None else \

@@ -30,14 +30,14 @@ add exactly 0; own rows past S are computed and not stored. LSE and Delta indice
 to S - 1. The sequence hooks (BackwardLowering's, with dkdv_block/dq_block and box here) are
 what lower/attention_varlen_backward.py replaces for packed sequences.
 """
-from ..ir import Builder, Module, Param, ptr
+from ..ir import Builder, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.builder_tensor import tensor_map_param
 from ..schedule.attention import COL_BLOCK
 from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M
 from .attention import WGMMA_K
-from .attention_backward import KERNELS, BackwardLowering, add_preprocess
+from .attention_backward import KERNELS, BackwardLowering, backward_module
 from .tma_ring import TmaRing
 
 MAPS = ("Q_map", "K_map", "V_map", "dO_map")
@@ -47,10 +47,7 @@ def lower(s, arch, shape, causal=False, kv_group=1):
     """The backward's Module for a WgmmaBackwardSchedule: the pre-pass and the two main kernels
     (KERNELS)."""
     D = shape["D"]
-    s.validate(arch, "bf16", D)
-    m = Module(target=arch)
-    add_preprocess(m, KERNELS[0], D)
-    tail = [Param("S", T.u32), Param("scale_log2", T.f32), Param("scale", T.f32)]
+    m, tail = backward_module(s, arch, D)
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
         kind = name.removeprefix("attn_bwd_")
         k = m.add_kernel(name, [tensor_map_param(n) for n in MAPS] +

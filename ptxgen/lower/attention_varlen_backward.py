@@ -27,11 +27,11 @@ column h·D + 64c, row = token).
 """
 from collections import namedtuple
 
-from ..ir import Addr, Builder, Module, Param, ptr
+from ..ir import Addr, Builder, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
 from ..ir.builder_tensor import tensor_map_param
-from .attention_backward import LOG2E, BackwardLowering, add_preprocess, main_params
+from .attention_backward import LOG2E, BackwardLowering, backward_module, main_params
 from .attention_backward_wgmma import MAPS, WgmmaBackwardLowering
 
 KERNELS = ("attn_varlen_bwd_pre", "attn_varlen_bwd_dkdv", "attn_varlen_bwd_dq")
@@ -49,9 +49,7 @@ def _tail():
 def lower(s, arch, geom, causal=False):
     """The varlen backward's Module for schedule s; geom: {"D", "H", "H_kv"}."""
     D = geom["D"]
-    s.validate(arch, "bf16", D)
-    m = Module(target=arch)
-    add_preprocess(m, KERNELS[0], D)
+    m, _ = backward_module(s, arch, D, KERNELS[0])
     tail = _tail()
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
         kind = name.removeprefix("attn_varlen_bwd_")
@@ -169,9 +167,7 @@ def lower_wgmma(s, arch, geom, causal=False):
     the next sequence's tokens (zeros past the last): as keys or query columns they are masked
     to P = 0 and add exactly 0; as own rows they are computed and not stored."""
     D = geom["D"]
-    s.validate(arch, "bf16", D)
-    m = Module(target=arch)
-    add_preprocess(m, KERNELS[0], D)
+    m, _ = backward_module(s, arch, D, KERNELS[0])
     for name, outs in ((KERNELS[1], ["dK", "dV"]), (KERNELS[2], ["dQ"])):
         kind = name.removeprefix("attn_varlen_bwd_")
         k = m.add_kernel(name, [tensor_map_param(n) for n in MAPS] +
