@@ -25,10 +25,19 @@ row are not loaded; a consumer computes the blocks up to its own last row and th
 CTA's remaining slots unread. With schedule.overlap, S of block n and P·V of block n-1 are issued
 together (see WgmmaForwardLowering.overlapped).
 
+Persistent (schedule.persistent; a `heads` = B·H parameter follows scale_log2): a 1-D grid of
+at most one CTA per SM; CTA x takes tiles x, x + nctaid.x, ... of the nq·B·H (query block,
+head) tiles, head-major and longest causal block first as the grid above. The ring's stage
+and phase run on across tiles; the consumers hand Q's buffer back on one more barrier once
+their last S = Q·Kᵀ has completed, so the producer loads the next tile's Q and first K/V
+slots while they finish P·V, normalise and store O.
+
 Keys and rows past S: the 2-D maps read the next head's rows there (zeros past the last head):
 those keys are masked to -inf, so their P is exactly 0 and V's rows there add 0·v; rows past S
 are computed and not stored.
 """
+import contextlib
+
 from ..ir.builder import pow2_exponent
 from ..ir import Builder, Module, Param, ptr
 from ..ir import types as T
@@ -47,6 +56,7 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
     s.validate(arch, dtype, D)
     m = Module(target=arch)
     k = add_forward_kernel(m, name, s, [Param("S", T.u32), Param("scale_log2", T.f32)] +
+                           ([Param("heads", T.u32)] if s.persistent else []) +
                            (mods.params() if mods else []))
     WgmmaForwardLowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
@@ -75,15 +85,51 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
         b, s = self.b, self.s
         tid = b.special("tid.x")
         wg = b.shr(tid, pow2_exponent(WARPGROUP), name="wg")
-        self.ring_layout(tid, s.q_bytes(self.D), s.stage_bytes(self.D), "kv")    # own tile: Q
+        self.ring_layout(tid, s.q_bytes(self.D), s.stage_bytes(self.D), "kv",    # own tile: Q
+                         own_release=s.persistent)
         b.bar_sync(0)
-        qblk = self.sequence()
+        if not s.persistent:
+            self.tile_setup(self.sequence())
+        else:       # loaded here: both roles' tile loops read them (param() loads once)
+            self.S = b.param("S")
+            for name in ("heads",) + (("BM_counts", "BM_lists") if self.block_lists() else ()):
+                b.param(name)
+        self.split_roles(tid, wg)
+
+    def block_lists(self):
+        return self.mod_spec is not None and bool(self.mod_spec.block_lists)
+
+    def tile_setup(self, qblk):
+        """self.nkb (and with a block mask self.blist): the key blocks of query block qblk."""
+        b, s = self.b, self.s
         keys = self.cta_keys()
-        if self.mod_spec is not None and self.mod_spec.block_lists:
+        if self.block_lists():
             self.block_list_setup(qblk)
         else:
             self.nkb = b.div(b.add(keys, s.BN - 1), s.BN, type=T.u32, name="nkb")
-        self.split_roles(tid, wg)
+
+    # -- a persistent CTA's tiles --------------------------------------------------------------
+    bh = None       # persistent: the tile's batch·H + head register (else ctaid.y is)
+
+    @contextlib.contextmanager
+    def tile_loop(self):
+        """for tile in range(ctaid.x, nq·heads, nctaid.x), the tile's sequence and key blocks
+        set: head-major, so the CTAs at work at once share their heads' K/V in L2, and in a
+        head the longest causal query blocks first (the non-persistent grid's order)."""
+        b, s = self.b, self.s
+        nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
+        total = b.mul(nq, b.param("heads"), type=T.u32, name="tiles")
+        with b.for_range(b.special("ctaid.x"), total, b.special("nctaid.x"), type=T.u32,
+                         name="tile") as tile:
+            self.bh = b.div(tile, nq, type=T.u32, name="bh")
+            qblk = b.sub(b.sub(nq, 1), b.sub(tile, b.mul(self.bh, nq, type=T.u32)),
+                         name="qblk")
+            self.q0 = b.mul(qblk, s.BM, name="q0")
+            self.row0 = b.mul(self.bh, self.S, name="row0")
+            self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
+                b.div(self.bh, self.kv_group, type=T.u32), self.S, name="kvrow0")
+            self.tile_setup(qblk)
+            yield
 
     # -- the sequence a CTA works on (lower/attention_varlen.py replaces these) ----------------
     q_col0 = kv_col0 = None     # a register added to the maps' column coordinate (packed rows)
@@ -122,15 +168,35 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
 
     # -- producer -----------------------------------------------------------------------------
     def producer(self):
-        b, s, D = self.b, self.s, self.D
-        qmap, kmap, vmap = (self.b.tensor_map_address(p, name="map")
-                            for p in ("Q_map", "K_map", "V_map"))
-        b.mbarrier_arrive_expect_tx(self.bars, s.q_bytes(D))
+        """Q, then the key blocks' K and V through the ring; persistent: per tile, once the
+        consumers have handed Q's buffer back."""
+        b = self.b
+        maps = tuple(self.b.tensor_map_address(p, name="map")
+                     for p in ("Q_map", "K_map", "V_map"))
+        if not self.s.persistent:
+            self.load_q(maps[0])
+            stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+            self.load_kv(maps, stage, phase)
+            return
+        stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+        qph = b.const(0, T.u32, name="qph")
+        with self.tile_loop():
+            b.mbarrier_wait_parity(self.own_empty, b.xor(qph, 1, name="par"))
+            self.load_q(maps[0])
+            self.load_kv(maps, stage, phase)
+            b.xor(qph, 1, out=qph)
+
+    def load_q(self, qmap):
+        b, s = self.b, self.s
+        b.mbarrier_arrive_expect_tx(self.bars, s.q_bytes(self.D))
         qrow = b.add(self.row0, self.q0, name="qrow")
         for h in range(self.hblocks):
             b.cp_async_bulk_tensor_load(b.add(self.base, h * s.BM * SWIZZLE_BYTES), qmap,
                                         (self.map_col(self.q_col0, h), qrow), self.bars)
-        stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
+
+    def load_kv(self, maps, stage, phase):
+        b, s, D = self.b, self.s, self.D
+        _, kmap, vmap = maps
         tile = s.kv_tile_bytes(D)
         with b.for_range(0, self.nkb, type=T.u32, name="kb") as kb:
             b.mbarrier_wait_parity(self.empty_bar(stage), b.xor(phase, 1, name="par"))
@@ -150,11 +216,9 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
     def consumer(self, cw, t):
         b, s, D = self.b, self.s, self.D
         lane = b.and_(t, 31, name="lane")
-        tq = b.and_(lane, 3, name="tq")
-        # rows of this thread's fragment: 16 per warp, g and g + 8 (wgmma D layout)
-        first = b.mad(cw, WGMMA_M, self.q0, name="qfirst")
-        row_lo = b.add(first, b.mad(b.shr(t, 5), 16, b.shr(lane, 2)), name="rlo")
-        rows = (row_lo, b.add(row_lo, 8, name="rhi"))
+        self.tq = b.and_(lane, 3, name="tq")
+        if not s.persistent:
+            self.consumer_rows(cw, t, lane)
         leader = b.setp("eq", t, 0)
         c = b.param("scale_log2")
         k_major = dict(lbo=16, sbo=SWIZZLE_ATOM_BYTES, swizzle=SWIZZLE_BYTES)
@@ -167,25 +231,48 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
                                     swizzle=SWIZZLE_BYTES)
         on = b.setp("ne", b.const(1, T.u32, name="one"), 0)
         off = b.setp("eq", b.const(1, T.u32, name="one"), 0)
+        self.leader, self.c, self.on, self.off = leader, c, on, off
+        self.desc_q, self.desc_k, self.desc_v = desc_q, desc_k, desc_v
+        if not s.persistent:
+            self.consume_tile(0)
+            return
+        self.stage, self.phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="ph")
+        qph = b.const(0, T.u32, name="qph")
+        with self.tile_loop():
+            self.consumer_rows(cw, t, lane)
+            self.consume_tile(qph)
+            b.xor(qph, 1, out=qph)
+
+    def consumer_rows(self, cw, t, lane):
+        """self.first and self.rows: this thread's fragment rows, 16 per warp, g and g + 8 (wgmma
+        D layout)."""
+        b = self.b
+        self.first = b.mad(cw, WGMMA_M, self.q0, name="qfirst")
+        row_lo = b.add(self.first, b.mad(b.shr(t, 5), 16, b.shr(lane, 2)), name="rlo")
+        self.rows = (row_lo, b.add(row_lo, 8, name="rhi"))
+
+    def consume_tile(self, q_parity):
+        """One query block: the key loop once Q is in (its barrier's phase q_parity), then the
+        epilogue; persistent, Q's buffer is handed back once the last S = Q·Kᵀ has run."""
+        b, s = self.b, self.s
         nacc = s.BN // 2
         sacc = [b.reg(T.f32, "s") for _ in range(nacc)]
         oacc = [[b.const(0.0, T.f32, name="o") for _ in range(COL_BLOCK // 2)]
                 for _ in range(self.hblocks)]
         mx = [b.const(NEG_INF, T.f32, name="m") for _ in range(2)]
         lsum = [b.const(0.0, T.f32, name="l") for _ in range(2)]
-        b.mbarrier_wait_parity(self.bars, 0)                          # Q is in
-        self.stage, self.phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="ph")
-        self.leader, self.c, self.on, self.off = leader, c, on, off
-        self.desc_q, self.desc_k, self.desc_v = desc_q, desc_k, desc_v
-        self.first, self.rows, self.tq = first, rows, tq
+        b.mbarrier_wait_parity(self.bars, q_parity)                   # Q is in
+        if not s.persistent:
+            self.stage, self.phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="ph")
         self.sacc, self.oacc, self.mx, self.lsum = sacc, oacc, mx, lsum
         self.rows_known()
         if self.mod_spec is not None:
-            self.mod_setup(b.special("ctaid.y"))
+            self.mod_setup(b.special("ctaid.y") if self.bh is None else self.bh)
         # key blocks this warpgroup computes: causal, up to its own last row
         own = self.nkb
         if self.causal:
-            own = b.div(b.add(self.own_keys(first), s.BN - 1), s.BN, type=T.u32, name="own")
+            own = b.div(b.add(self.own_keys(self.first), s.BN - 1), s.BN, type=T.u32,
+                        name="own")
         if s.overlap and (self.blist is not None or self.empty_rows):
             # a query block may have no key block (a block list; a sequence without keys)
             with b.if_(b.setp("ne", own, 0, type=T.u32)):
@@ -210,12 +297,15 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
                 b.wgmma_wait_group(0)
                 self.release(self.stage)
                 self.advance(self.stage, self.phase)
+        if s.persistent:                    # every wgmma reading Q has completed
+            with b.predicated(self.leader):
+                b.mbarrier_arrive(self.own_empty)
         # the CTA's blocks past this warpgroup's rows (causal): hand their slots back unread
         with b.for_range(own, self.nkb, type=T.u32, name="kb") as kb:
             self.wait_full()
             self.release(self.stage)
             self.advance(self.stage, self.phase)
-        self.epilogue(oacc, mx, lsum, rows, tq)
+        self.epilogue(oacc, mx, lsum, self.rows, self.tq)
 
     def overlapped(self, own):
         """FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n) and O += P(n-1)·V(n-1) are

@@ -21,6 +21,7 @@ Causal: bottom-right aligned (flash-attn's convention): query i sees keys j <= i
 A row that sees no key (S_k = 0, or causal with i + S_k - S_q < 0) gets O = 0 and
 LSE = -inf.
 """
+from ..errors import ScheduleError
 from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder import pow2_exponent
@@ -131,6 +132,9 @@ def lower_wgmma(s, arch, geom, dtype="bf16", causal=False, name="attention_varle
     the bottom-right causal mask."""
     D = geom["D"]
     s.validate(arch, dtype, D)
+    if s.persistent:
+        raise ScheduleError(f"attention varlen schedule {s}: persistent=True is for the dense "
+                            f"forward (a sequence's query blocks come from the grid here)")
     m = Module(target=arch)
     k = add_forward_kernel(m, name, s, [
         Param("cu_seqlens_q", T.u64, ptr(T.u32, align=4)),

@@ -180,7 +180,7 @@ class OnlineSoftmax:
         leaves the first key exact)."""
         from .score_mods import block_list
         self.nkb, self.blist = block_list(self.b, self.mod_spec.block_lists, self.mod_spec.heads,
-                                          qblk, "nkb")
+                                          qblk, "nkb", getattr(self, "bh", None))
 
     def list_entry(self, kb):
         return self.b.ld("global", T.u32, self.b.element_addr(self.blist, kb, 4),

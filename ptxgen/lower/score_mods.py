@@ -416,12 +416,13 @@ class ModLowering:
         self.elem, self.aff = saved       # values made inside the mask's branch stay there
 
 
-def block_list(b, block_lists, heads, tile, count_name):
+def block_list(b, block_lists, heads, tile, count_name, bh=None):
     """(count, list address) of a CTA's key (or query) blocks in the block mask's lists
     (kernel parameters BM_counts, BM_lists; AttentionMods.block_lists = (per batch, per head,
-    rows, cols)) for its tile index `tile`, the mask head from ctaid.y = batch·H + head."""
+    rows, cols)) for its tile index `tile`, the mask head from bh = batch·H + head (a
+    register; by default ctaid.y)."""
     per_b, per_h, rows, cols = block_lists
-    bh = b.special("ctaid.y")
+    bh = b.special("ctaid.y") if bh is None else bh
     mh = bh if per_b and per_h else \
         b.div(bh, heads, type=T.u32, name="mb") if per_b else \
         b.sub(bh, b.mul(b.div(bh, heads, type=T.u32), heads, type=T.u32), type=T.u32,

@@ -12,10 +12,11 @@ from ..schedule.tc_matmul import SWIZZLE_ATOM_BYTES, WARPGROUP
 
 
 class TmaRing:
-    def ring_layout(self, tid, own_bytes, slot_bytes, ring_name):
+    def ring_layout(self, tid, own_bytes, slot_bytes, ring_name, own_release=False):
         """self.base (1024-byte aligned for the swizzle), the own tiles there, self.stage0 (the
         slots, slot_bytes each) and self.bars: the own tiles' barrier, then a full and an
-        empty barrier per slot, initialised by thread 0."""
+        empty barrier per slot, initialised by thread 0; own_release: after them the barrier
+        on which the consumers hand the own tiles back (self.own_empty, a persistent CTA's)."""
         b, s = self.b, self.s
         raw = b.address_of(b.dynamic_shared("smem", align=SWIZZLE_ATOM_BYTES))
         self.base = b.and_(b.add(raw, SWIZZLE_ATOM_BYTES - 1), -SWIZZLE_ATOM_BYTES & 0xFFFFFFFF,
@@ -27,7 +28,11 @@ class TmaRing:
             for st in range(s.stages):
                 b.mbarrier_init(Addr(self.bars, 8 + 8 * st), 1)
                 b.mbarrier_init(Addr(self.bars, 8 * (1 + s.stages + st)), s.consumers)
+            if own_release:
+                b.mbarrier_init(Addr(self.bars, 8 * (1 + 2 * s.stages)), s.consumers)
             b.fence_mbarrier_init()
+        if own_release:
+            self.own_empty = b.add(self.bars, 8 * (1 + 2 * s.stages), name="qempty")
 
     def split_roles(self, tid, wg):
         """Warpgroup 0's thread 0 produces (the others of it leave), the rest consume, each

@@ -127,9 +127,10 @@ class WgmmaAttentionPath:
         def tmap(name, box_rows):
             n = rows if name == "Q" else rows // op.kv_group        # K/V: H / kv_group heads
             return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=n, cols=shape["D"])
+        heads = [np.uint32(shape["B"] * shape["H"])] if s.persistent else []
         return [tmap("Q", s.BM), tmap("K", s.BN), tmap("V", s.BN), arrays["O"], arrays["LSE"],
                 np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))
-                ] + op.mod_args(shape, arrays)
+                ] + heads + op.mod_args(shape, arrays)
 
 
 class Attention(HalfArrays, InstructionPaths, Operator):
@@ -181,10 +182,13 @@ class Attention(HalfArrays, InstructionPaths, Operator):
         return super().steps(shape, arch, sm_count_or_default(sm_count, TC_CHIP))
 
     def launch(self, shape, sm_count=None):
-        """One CTA per BM query rows of one (batch, head); either path's schedule."""
+        """One CTA per BM query rows of one (batch, head); either path's schedule. A persistent
+        schedule: one CTA per SM (sm_count: a live device's), each walking several tiles."""
         s = self.schedule_for(shape)
-        return Launch(grid=(-(-shape["S"] // s.BM), shape["B"] * shape["H"], 1),
-                      block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
+        grid = (-(-shape["S"] // s.BM), shape["B"] * shape["H"], 1)
+        if getattr(s, "persistent", False):
+            grid = (min(grid[0] * grid[1], sm_count_or_default(sm_count, TC_CHIP)), 1, 1)
+        return Launch(grid=grid, block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
 
     # -- arrays --------------------------------------------------------------------------------
     def make_inputs(self, shape, rng):

@@ -42,6 +42,8 @@ class AttentionSchedule:
     consumer_regs: int = 240     # setmaxnreg.inc of the consumer warpgroups
     overlap: bool = True         # issue S(n) = Q·K(n) with P(n-1)·V(n-1): softmax(n) runs
                                  # while the tensor cores do P·V (FlashAttention-3, sec. 3.2)
+    persistent: bool = False     # one CTA per SM walking the (query block, head) tiles: the
+                                 # next tile's Q and K/V load while this one's O is stored
 
     instruction = "wgmma"        # the operator's path (schedule/mma_attention.py: "mma.sync")
 
@@ -49,7 +51,7 @@ class AttentionSchedule:
         regs = "" if (self.producer_regs, self.consumer_regs) == (24, 240) else \
             f"_r{self.producer_regs}-{self.consumer_regs}"
         return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
-                f"{'' if self.overlap else '_serial'}{regs}")
+                f"{'' if self.overlap else '_serial'}{regs}{'_p' if self.persistent else ''}")
 
     @property
     def BM(self):
@@ -75,20 +77,23 @@ class AttentionSchedule:
 
     def shared_bytes(self, D):
         """Dynamic shared memory: Q, the K/V slots, 1024 bytes of slack to align them to the
-        swizzle atom, then the Q barrier and a full and an empty barrier per slot."""
+        swizzle atom, then the Q barrier, a full and an empty barrier per slot and (persistent)
+        the barrier on which the consumers hand Q's buffer back."""
         return (self.q_bytes(D) + self.stages * self.stage_bytes(D) + SWIZZLE_ATOM_BYTES
-                + 8 * (1 + 2 * self.stages))
+                + 8 * (1 + 2 * self.stages + self.persistent))
 
     def validate(self, arch=DEFAULT_ARCH_SPECIFIC_TARGET, dtype="bf16", D=128):
         """ScheduleError (one line, naming the field) when this schedule cannot be lowered."""
         def bad(what):
             raise ScheduleError(f"attention schedule {self}: {what}")
 
-        if not isinstance(self.overlap, bool):
-            bad(f"overlap must be True or False, got {self.overlap!r}")
+        for flag in ("overlap", "persistent"):
+            if not isinstance(getattr(self, flag), bool):
+                bad(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name != "overlap" and (not isinstance(v, int) or isinstance(v, bool)):
+            if f.name not in ("overlap", "persistent") and \
+                    (not isinstance(v, int) or isinstance(v, bool)):
                 bad(f"{f.name} must be an int, got {v!r}")
         if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:
             bad(f"needs target sm_90a (wgmma, setmaxnreg), not {arch}")
