@@ -39,6 +39,7 @@ ops.attention_backward.backward_reference's bound (given that implementation's O
 last; JSON attention_backward.json under --out.
 """
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -51,7 +52,8 @@ import harness                                                               # n
 from ptxgen import arch as archmod                                           # noqa: E402
 from ptxgen.ops.attention import Attention                                   # noqa: E402
 from ptxgen.runtime import load_steps, run_steps                             # noqa: E402
-from ptxgen.schedule.attention import AttentionSchedule                     # noqa: E402
+from ptxgen.schedule.attention import (AttentionSchedule,                   # noqa: E402
+                                       default_attention_schedule)
 
 ARCH = "sm_90a"
 # (B, H, S, D, causal[, H_kv]): the issue's shapes; H_kv < H: grouped-query attention (ptxgen,
@@ -66,8 +68,9 @@ def config_name(B, H, S, D, causal, H_kv):
     return f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}{f' Hkv{H_kv}' if H_kv != H else ''}"
 # ptxgen schedules timed besides the operator's default (3 K/V stages, overlap): without the
 # S/P·V overlap; 2 stages; three consumer warpgroups (192 query rows; 160 registers each, so
-# 64-key steps for D = 128)
-VARIANTS = {"serial": lambda D: AttentionSchedule(overlap=False),
+# 64-key steps for D = 128); the default made persistent (one CTA per SM walking the tiles)
+VARIANTS = {"p": lambda D: dataclasses.replace(default_attention_schedule(D), persistent=True),
+            "serial": lambda D: AttentionSchedule(overlap=False),
             "s2": lambda D: AttentionSchedule(stages=2),
             "c3": lambda D: AttentionSchedule(consumers=3, consumer_regs=160,
                                               BN=128 if D == 64 else 64)}

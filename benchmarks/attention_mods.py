@@ -5,7 +5,9 @@ mask, and against ptxgen's unmodified kernel, bf16, one run.
     python benchmarks/attention_mods.py [--budget-s S] [--out DIR] [--flex-order a,b,...]
 
 Soft-cap is also timed with every k-th exp2 of the softmax on the FMA pipe for the k of
-SOFT_EX2_TRIED (rows soft_cap_sx<k>; score_mods.SOFT_EX2_EVERY is the default's k).
+SOFT_EX2_TRIED (rows soft_cap_sx<k>; score_mods.SOFT_EX2_EVERY is the default's k), and the
+variants of PERSISTENT with the default schedule made persistent (rows <variant>_p: one CTA per
+SM walking the tiles, the next tile's loads under this one's epilogue).
 
 Correctness first, on fresh random inputs: for every ptxgen variant the sampled query rows of
 two heads (the last row included) against float64 (O within the operator's bound, LSE too);
@@ -18,6 +20,7 @@ also on the FLOPs of the tiles computed (column "tiles": FlexAttention's own ben
 Prints a table last; writes the rows as JSON under --out.
 """
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -30,12 +33,14 @@ import harness                                                           # noqa:
 from ptxgen.ops import attention_mods as am                              # noqa: E402
 from ptxgen.ops.attention import Attention                               # noqa: E402
 from ptxgen.schedule import score_mods                                   # noqa: E402
+from ptxgen.schedule.attention import default_attention_schedule        # noqa: E402
 
 ARCH = "sm_90a"
 B, H, S, D = 4, 32, 4096, 128
 LONG = (1, 32, 16384, 128)
 WINDOW, DOC, PREFIX, CAP = 1024, 1000, 1024, 30.0
 SOFT_EX2_TRIED = (0, 2, 4)      # soft-cap also timed with these shares of exp2 on the FMA pipe
+PERSISTENT = ("none", "causal", "sliding", "document", "prefix_lm")   # also timed persistent
 
 
 def ptxgen_variants(S):
@@ -70,6 +75,20 @@ def flex_mods(name, S, device):
     if name == "soft_cap":
         return (lambda score, b, h, q, kv: torch.tanh(score / CAP) * CAP), None
     return None, None
+
+
+def persistent_variants(S):
+    """name_p -> Attention keywords: the PERSISTENT variants on the default schedule made
+    persistent."""
+    sched = dataclasses.replace(default_attention_schedule(D), persistent=True)
+    return {f"{n}_p": dict(kw, schedule=sched) for n, kw in ptxgen_variants(S).items()
+            if n in PERSISTENT}
+
+
+def base_variant(name):
+    """The FlexAttention row a ptxgen variant compares with (soft_cap_sx2 -> soft_cap)."""
+    name = name.split("_sx")[0]
+    return name[:-2] if name.endswith("_p") else name
 
 
 def tile_flops(op, shape):
@@ -132,6 +151,7 @@ def main():
     variants = list(ptxgen_variants(S).items())
     variants += [(f"soft_cap_sx{k}", dict(score_mod=am.soft_cap(CAP), sx=k))
                  for k in SOFT_EX2_TRIED if k != score_mods.SOFT_EX2_EVERY]
+    variants += list(persistent_variants(S).items())
     default_sx = score_mods.SOFT_EX2_EVERY
     for name, kw in variants:
         kw = dict(kw)
@@ -156,7 +176,9 @@ def main():
     Bl, Hl, Sl, Dl = LONG
     ql, kl, vl = (torch.randn(Bl, Hl, Sl, Dl, device=dev, dtype=torch.bfloat16)
                   for _ in range(3))
-    for name, kw in (("none", {}), ("sliding", dict(mask_mod=am.sliding_window(WINDOW)))):
+    long_p = dataclasses.replace(default_attention_schedule(Dl), persistent=True)
+    for name, kw in (("none", {}), ("sliding", dict(mask_mod=am.sliding_window(WINDOW))),
+                     ("sliding_p", dict(mask_mod=am.sliding_window(WINDOW), schedule=long_p))):
         try:
             op = Attention("bf16", **kw)
             shape = op.shape(B=Bl, H=Hl, S=Sl, D=Dl)
@@ -212,7 +234,7 @@ def main():
     for (cfg, name, impl), r in by.items():
         if cfg != f"S{S}" or impl != "ptxgen":
             continue
-        f = by.get((f"S{S}", name.split("_sx")[0], "flex"))
+        f = by.get((f"S{S}", base_variant(name), "flex"))
         summary.append(dict(variant=name, tflops=r["tflops"], tile_tflops=r["tile_tflops"],
                             x_flex=f["ms"] / r["ms"] if f else None,
                             rate_vs_unmodified=r["tflops"] / base["tflops"] if base else None,
@@ -221,11 +243,13 @@ def main():
     c, cm = by.get((f"S{S}", "causal", "ptxgen")), by.get((f"S{S}", "causal_mask_mod", "ptxgen"))
     if c and cm:
         summary.append(dict(variant="causal_mask_mod / causal time", ratio=cm["ms"] / c["ms"]))
-    ln, ls = by.get((f"S{Sl}", "none", "ptxgen")), by.get((f"S{Sl}", "sliding", "ptxgen"))
-    if ln and ls:
-        summary.append(dict(variant=f"sliding S{Sl} rate / full rate",
-                            ratio=ls["tflops"] / ln["tflops"],
-                            tile_ratio=ls["tile_tflops"] / ln["tflops"]))
+    ln = by.get((f"S{Sl}", "none", "ptxgen"))
+    for name in ("sliding", "sliding_p"):
+        ls = by.get((f"S{Sl}", name, "ptxgen"))
+        if ln and ls:
+            summary.append(dict(variant=f"{name} S{Sl} rate / full rate",
+                                ratio=ls["tflops"] / ln["tflops"],
+                                tile_ratio=ls["tile_tflops"] / ln["tflops"]))
     result["rows"], result["summary"] = rows, summary
     result["total_s"] = round(time.time() - t0, 1)
     harness.save_json(args.out, "attention_mods.json", result)

@@ -4,6 +4,7 @@
 # Steps: gputests foundation occupancy banks reliability calibrate sgemm sgemm_edges operators
 #        bandwidth (operators: transpose and row reductions only) tune tune_odd accuracy
 #        launch (launch overhead per path) kernelgpu (kernel objects, torch, CUDA graphs)
+#        persistent (short prefills, D128, GQA: the default schedule and its persistent form)
 #        public_api (ptxgen.matmul / attention vs their kernels and torch) epilogue (fused GEMM
 #        epilogues vs torch eager and max-autotune) attention_mods (score/mask mods vs
 #        FlexAttention) tc_matmul attention backward (the attention backward vs SDPA's FLASH
@@ -43,6 +44,7 @@ step() {
     attention_mods) python3 benchmarks/attention_mods.py --budget-s 200 --out $W ;;
     tc_matmul) python3 benchmarks/tc_matmul.py --out $W ;;
     attention) python3 benchmarks/attention.py --budget-s 250 --out $W ;;
+    persistent) python3 benchmarks/attention.py --configs 8,9,0,1,7 --skip-small --no-triton --no-sm80 --out $W ;;
     decode) python3 benchmarks/attention.py decode --out $W ;;
     decode_sweep) python3 benchmarks/attention.py decode --sweep --out $W ;;
     varlen) python3 benchmarks/attention.py varlen --out $W ;;
