@@ -68,8 +68,12 @@ def config_name(B, H, S, D, causal, H_kv):
     return f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}{f' Hkv{H_kv}' if H_kv != H else ''}"
 # ptxgen schedules timed besides the operator's default (3 K/V stages, overlap): without the
 # S/P·V overlap; 2 stages; three consumer warpgroups (192 query rows; 160 registers each, so
-# 64-key steps for D = 128); the default made persistent (one CTA per SM walking the tiles)
+# 64-key steps for D = 128); the default made persistent (one CTA per SM walking the tiles),
+# peeled (the key blocks that need no mask in a loop without its code), or both
 VARIANTS = {"p": lambda D: dataclasses.replace(default_attention_schedule(D), persistent=True),
+            "peel": lambda D: dataclasses.replace(default_attention_schedule(D), peel=True),
+            "p-peel": lambda D: dataclasses.replace(default_attention_schedule(D),
+                                                    persistent=True, peel=True),
             "serial": lambda D: AttentionSchedule(overlap=False),
             "s2": lambda D: AttentionSchedule(stages=2),
             "c3": lambda D: AttentionSchedule(consumers=3, consumer_regs=160,

@@ -6,8 +6,9 @@ mask, and against ptxgen's unmodified kernel, bf16, one run.
 
 Soft-cap is also timed with every k-th exp2 of the softmax on the FMA pipe for the k of
 SOFT_EX2_TRIED (rows soft_cap_sx<k>; score_mods.SOFT_EX2_EVERY is the default's k), and the
-variants of PERSISTENT with the default schedule made persistent (rows <variant>_p: one CTA per
-SM walking the tiles, the next tile's loads under this one's epilogue).
+variants of FORMS with the default schedule made persistent (rows <variant>_p: one CTA per SM
+walking the tiles, the next tile's loads under this one's epilogue), peeled (<variant>_peel: the
+key blocks the built-in mask leaves whole in a loop without its code) or both (_p_peel).
 
 Correctness first, on fresh random inputs: for every ptxgen variant the sampled query rows of
 two heads (the last row included) against float64 (O within the operator's bound, LSE too);
@@ -40,7 +41,7 @@ B, H, S, D = 4, 32, 4096, 128
 LONG = (1, 32, 16384, 128)
 WINDOW, DOC, PREFIX, CAP = 1024, 1000, 1024, 30.0
 SOFT_EX2_TRIED = (0, 2, 4)      # soft-cap also timed with these shares of exp2 on the FMA pipe
-PERSISTENT = ("none", "causal", "sliding", "document", "prefix_lm")   # also timed persistent
+FORMS = ("none", "causal", "sliding", "document", "prefix_lm")   # also timed in other forms
 
 
 def ptxgen_variants(S):
@@ -77,18 +78,29 @@ def flex_mods(name, S, device):
     return None, None
 
 
-def persistent_variants(S):
-    """name_p -> Attention keywords: the PERSISTENT variants on the default schedule made
-    persistent."""
-    sched = dataclasses.replace(default_attention_schedule(D), persistent=True)
-    return {f"{n}_p": dict(kw, schedule=sched) for n, kw in ptxgen_variants(S).items()
-            if n in PERSISTENT}
+SCHEDULE_FORMS = {"_p": dict(persistent=True), "_peel": dict(peel=True),
+                  "_p_peel": dict(persistent=True, peel=True)}
+
+
+def form_variants(S):
+    """name<form> -> Attention keywords: the FORMS variants on the default schedule in each of
+    SCHEDULE_FORMS."""
+    out = {}
+    for suffix, fields in SCHEDULE_FORMS.items():
+        sched = dataclasses.replace(default_attention_schedule(D), **fields)
+        out.update((f"{n}{suffix}", dict(kw, schedule=sched))
+                   for n, kw in ptxgen_variants(S).items() if n in FORMS)
+    return out
 
 
 def base_variant(name):
-    """The FlexAttention row a ptxgen variant compares with (soft_cap_sx2 -> soft_cap)."""
+    """The FlexAttention row a ptxgen variant compares with (soft_cap_sx2 -> soft_cap,
+    sliding_p_peel -> sliding)."""
     name = name.split("_sx")[0]
-    return name[:-2] if name.endswith("_p") else name
+    for suffix in sorted(SCHEDULE_FORMS, key=len, reverse=True):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
 
 
 def tile_flops(op, shape):
@@ -151,7 +163,7 @@ def main():
     variants = list(ptxgen_variants(S).items())
     variants += [(f"soft_cap_sx{k}", dict(score_mod=am.soft_cap(CAP), sx=k))
                  for k in SOFT_EX2_TRIED if k != score_mods.SOFT_EX2_EVERY]
-    variants += list(persistent_variants(S).items())
+    variants += list(form_variants(S).items())
     default_sx = score_mods.SOFT_EX2_EVERY
     for name, kw in variants:
         kw = dict(kw)
@@ -176,9 +188,12 @@ def main():
     Bl, Hl, Sl, Dl = LONG
     ql, kl, vl = (torch.randn(Bl, Hl, Sl, Dl, device=dev, dtype=torch.bfloat16)
                   for _ in range(3))
-    long_p = dataclasses.replace(default_attention_schedule(Dl), persistent=True)
-    for name, kw in (("none", {}), ("sliding", dict(mask_mod=am.sliding_window(WINDOW))),
-                     ("sliding_p", dict(mask_mod=am.sliding_window(WINDOW), schedule=long_p))):
+    sliding = dict(mask_mod=am.sliding_window(WINDOW))
+    long_forms = [(f"{n}{suffix}", dict(kw, schedule=dataclasses.replace(
+        default_attention_schedule(Dl), **fields)))
+        for suffix, fields in SCHEDULE_FORMS.items() for n, kw in (("none", {}),
+                                                                    ("sliding", sliding))]
+    for name, kw in [("none", {}), ("sliding", sliding)] + long_forms:
         try:
             op = Attention("bf16", **kw)
             shape = op.shape(B=Bl, H=Hl, S=Sl, D=Dl)
@@ -243,8 +258,9 @@ def main():
     c, cm = by.get((f"S{S}", "causal", "ptxgen")), by.get((f"S{S}", "causal_mask_mod", "ptxgen"))
     if c and cm:
         summary.append(dict(variant="causal_mask_mod / causal time", ratio=cm["ms"] / c["ms"]))
-    ln = by.get((f"S{Sl}", "none", "ptxgen"))
-    for name in ("sliding", "sliding_p"):
+    for suffix in [""] + list(SCHEDULE_FORMS):
+        ln = by.get((f"S{Sl}", "none" + suffix, "ptxgen"))
+        name = "sliding" + suffix
         ls = by.get((f"S{Sl}", name, "ptxgen"))
         if ln and ls:
             summary.append(dict(variant=f"{name} S{Sl} rate / full rate",

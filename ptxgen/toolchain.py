@@ -173,6 +173,30 @@ def sass_instructions(sass_text):
     return kernels
 
 
+_SASS_LABEL = re.compile(r"^\s*\.(L_x_\d+):")
+
+
+def sass_regions(sass_text, kernel):
+    """One kernel's SASS as the opcodes between consecutive branch-target labels (a loop's
+    body and the code it branches around are separate regions): [[opcode, …], …]."""
+    regions, on = [], False
+    for line in sass_text.splitlines():
+        if line.lstrip().startswith(".text."):
+            on = line.strip().split(".text.", 1)[1].rstrip(":") == kernel
+            if on:
+                regions.append([])
+            continue
+        if not on:
+            continue
+        if _SASS_LABEL.match(line):
+            regions.append([])
+            continue
+        m = _SASS_LINE.match(line)
+        if m:
+            regions[-1].append(m.group(3))
+    return regions
+
+
 def sass_mix(sass_text):
     """{kernel: {opcode: count}} with the base opcode (before the first dot)."""
     mix = {}

@@ -280,23 +280,10 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
         elif s.overlap:
             self.overlapped(own)
         else:
-            with b.for_range(0, own, type=T.u32, name="kb") as kb:
-                n0 = self.key_start(kb)
-                self.wait_full()
-                soff = self.slot_offset(self.stage)
-                b.wgmma_fence()
-                self.scores(soff)
-                b.wgmma_commit_group()
-                b.wgmma_wait_group(0)
-                alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
-                self.rescale(alphas)
-                pk = self.packed(p)
-                b.wgmma_fence()
-                self.pv(pk, soff)
-                b.wgmma_commit_group()
-                b.wgmma_wait_group(0)
-                self.release(self.stage)
-                self.advance(self.stage, self.phase)
+            for lo, hi in self.key_loops(0, own):
+                with b.for_range(lo, hi, type=T.u32, name="kb") as kb:
+                    self.serial_step(kb)
+            self.unmasked = False
         if s.persistent:                    # every wgmma reading Q has completed
             with b.predicated(self.leader):
                 b.mbarrier_arrive(self.own_empty)
@@ -306,6 +293,52 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
             self.release(self.stage)
             self.advance(self.stage, self.phase)
         self.epilogue(oacc, mx, lsum, self.rows, self.tq)
+
+    def key_loops(self, start, own):
+        """The key loops over blocks start .. own-1, as (lo, hi): one, or with schedule.peel
+        first the blocks that need no built-in mask, lowered without its code (ptxas would
+        predicate its selects into every step), then the rest. Sets self.unmasked for the
+        loop being lowered. Without a block list those blocks are the ones every row of the
+        CTA sees whole (keys < S; causal: keys <= its first row: a CTA-uniform trip count
+        keeps ptxas's descriptor arithmetic on the uniform datapath); a block list ascends, so
+        only its last block may hold keys >= S."""
+        b, s = self.b, self.s
+        if not s.peel or getattr(self.mask, "__func__", None) is not OnlineSoftmax.mask or \
+                (self.blist is not None and self.causal):
+            yield start, own
+            return
+        if self.blist is None:
+            limit = b.min(self.S, b.add(self.q0, 1), type=T.u32, name="seen") if self.causal \
+                else self.S
+            whole = b.div(limit, s.BN, type=T.u32)
+        else:
+            whole = b.sub(b.max(own, 1, type=T.u32), 1, type=T.u32)
+        # not clamped to own: never above it but for an empty range
+        whole = b.max(whole, start, type=T.u32, name="whole")
+        self.unmasked = True
+        yield start, whole
+        self.unmasked = False
+        yield whole, own
+
+    def serial_step(self, kb):
+        """Key block kb without the overlap: S, the softmax, then P·V, each waited for."""
+        b, s = self.b, self.s
+        n0 = self.key_start(kb)
+        self.wait_full()
+        soff = self.slot_offset(self.stage)
+        b.wgmma_fence()
+        self.scores(soff)
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
+        self.rescale(alphas)
+        pk = self.packed(p)
+        b.wgmma_fence()
+        self.pv(pk, soff)
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(0)
+        self.release(self.stage)
+        self.advance(self.stage, self.phase)
 
     def overlapped(self, own):
         """FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n) and O += P(n-1)·V(n-1) are
@@ -326,28 +359,35 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
         for r, v in zip(pk, self.packed(p)):
             b.mov(v, out=r)
         self.advance(self.stage, self.phase)
-        with b.for_range(1, own, type=T.u32, name="kb") as kb:
-            n0 = self.key_start(kb)
-            self.wait_full()
-            b.wgmma_fence()
-            self.scores(self.slot_offset(self.stage))
-            b.wgmma_commit_group()
-            self.pv(pk, self.slot_offset(prev))
-            b.wgmma_commit_group()
-            b.wgmma_wait_group(1)                                     # S(n) is in
-            alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
-            b.wgmma_wait_group(0)                                     # P(n-1)·V(n-1) too
-            self.release(prev)
-            self.rescale(alphas)
-            for r, v in zip(pk, self.packed(p)):
-                b.mov(v, out=r)
-            b.mov(self.stage, out=prev)
-            self.advance(self.stage, self.phase)
+        for lo, hi in self.key_loops(1, own):
+            with b.for_range(lo, hi, type=T.u32, name="kb") as kb:
+                self.overlapped_step(kb, pk, prev)
+        self.unmasked = False
         b.wgmma_fence()
         self.pv(pk, self.slot_offset(prev))
         b.wgmma_commit_group()
         b.wgmma_wait_group(0)
         self.release(prev)
+
+    def overlapped_step(self, kb, pk, prev):
+        """Key block kb of the overlapped loop: S(kb) with P(kb-1)·V(kb-1), then the softmax."""
+        b, s = self.b, self.s
+        n0 = self.key_start(kb)
+        self.wait_full()
+        b.wgmma_fence()
+        self.scores(self.slot_offset(self.stage))
+        b.wgmma_commit_group()
+        self.pv(pk, self.slot_offset(prev))
+        b.wgmma_commit_group()
+        b.wgmma_wait_group(1)                                         # S(n) is in
+        alphas, p = self.statistics(b.mul(kb, s.BN, name="n0") if n0 is None else n0)
+        b.wgmma_wait_group(0)                                         # P(n-1)·V(n-1) too
+        self.release(prev)
+        self.rescale(alphas)
+        for r, v in zip(pk, self.packed(p)):
+            b.mov(v, out=r)
+        b.mov(self.stage, out=prev)
+        self.advance(self.stage, self.phase)
 
     def wait_full(self):
         self.b.mbarrier_wait_parity(self.full_bar(self.stage), self.phase)

@@ -52,6 +52,7 @@ def soft_exp2(b, x):
 
 class OnlineSoftmax:
     empty_rows = False      # True: a row may see no key (its maximum stays -inf) without mods
+    unmasked = False        # True while lowering key blocks the built-in mask leaves whole
     o_stride = o_head = lse_head = None         # the epilogue's packed layout (see above)
 
     def mask(self, sacc, n0, first, rows, tq):
@@ -112,7 +113,8 @@ class OnlineSoftmax:
         sacc, mx, lsum = self.sacc, self.mx, self.lsum
         mods = getattr(self, "mods", None)
         if mods is None:
-            self.mask(sacc, n0, self.first, self.rows, self.tq)
+            if not self.unmasked:
+                self.mask(sacc, n0, self.first, self.rows, self.tq)
         else:
             self.modded(n0)
         p, alphas = list(sacc), []
@@ -152,7 +154,8 @@ class OnlineSoftmax:
         m.begin_block(n0)
         if m.score is not None:
             m.apply_score(self.sacc)
-        self.mask(self.sacc, n0, self.first, self.rows, self.tq)
+        if not self.unmasked:
+            self.mask(self.sacc, n0, self.first, self.rows, self.tq)
         if m.mask is not None:
             if getattr(self, "partial", None) is None:
                 m.apply_mask(self.sacc)

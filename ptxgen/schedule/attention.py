@@ -27,6 +27,7 @@ from .tc_matmul import (SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M,
                         check_register_split)
 
 HEAD_DIMS = (64, 128)
+FLAGS = ("overlap", "persistent", "peel")      # the schedule's True/False fields
 DTYPES = ("bf16", "f16")
 COL_BLOCK = SWIZZLE_BYTES // 2          # 16-bit elements in one swizzled 128-byte row
 
@@ -44,6 +45,8 @@ class AttentionSchedule:
                                  # while the tensor cores do P·V (FlashAttention-3, sec. 3.2)
     persistent: bool = False     # one CTA per SM walking the (query block, head) tiles: the
                                  # next tile's Q and K/V load while this one's O is stored
+    peel: bool = False           # key blocks that need no mask in a loop of their own, so the
+                                 # mask's selects (ptxas predicates them) leave the hot loop
 
     instruction = "wgmma"        # the operator's path (schedule/mma_attention.py: "mma.sync")
 
@@ -51,7 +54,8 @@ class AttentionSchedule:
         regs = "" if (self.producer_regs, self.consumer_regs) == (24, 240) else \
             f"_r{self.producer_regs}-{self.consumer_regs}"
         return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
-                f"{'' if self.overlap else '_serial'}{regs}{'_p' if self.persistent else ''}")
+                f"{'' if self.overlap else '_serial'}{regs}{'_p' if self.persistent else ''}"
+                f"{'_peel' if self.peel else ''}")
 
     @property
     def BM(self):
@@ -87,12 +91,12 @@ class AttentionSchedule:
         def bad(what):
             raise ScheduleError(f"attention schedule {self}: {what}")
 
-        for flag in ("overlap", "persistent"):
+        for flag in FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 bad(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name not in ("overlap", "persistent") and \
+            if f.name not in FLAGS and \
                     (not isinstance(v, int) or isinstance(v, bool)):
                 bad(f"{f.name} must be an int, got {v!r}")
         if archmod.check_arch(arch) != DEFAULT_ARCH_SPECIFIC_TARGET:

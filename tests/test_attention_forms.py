@@ -1,7 +1,9 @@
-"""The persistent attention forward (AttentionSchedule(persistent=True)): one CTA per SM walks
-the (query block, head) tiles, its ring's slots and phases and Q's barrier carried from tile to
-tile. On the emulator with a few CTAs (so each walks several tiles) O and LSE are bit-equal to
-the one-tile-per-CTA kernel on the same inputs, and within the float64 bound; ptxas; errors."""
+"""The attention forward's optional schedule forms, each bit-equal on the emulator to the
+default form on the same inputs (O poisoned) and within the float64 bound:
+- persistent=True: one CTA per SM walks the (query block, head) tiles, its ring's slots and
+  phases and Q's barrier carried from tile to tile (run with a few CTAs, so each walks several);
+- peel=True: the key blocks the built-in mask leaves whole run in a loop without mask code.
+Also ptxas without spills, the SASS of the peeled loop, and one-line errors."""
 import dataclasses
 
 import numpy as np
@@ -28,14 +30,14 @@ def _run(op, shape, arrays, sm_count=None):
     return arrays
 
 
-def _pair(kw, schedule, shape, sm_count, seed=None):
-    """(one-tile-per-CTA arrays, persistent arrays) for the same fresh inputs (O poisoned)."""
+def _pair(kw, schedule, shape, sm_count=None, seed=None, form="persistent"):
+    """(default-form arrays, `form`'s arrays) for the same fresh inputs (O poisoned)."""
     base = Attention("bf16", schedule=schedule, **kw)
-    pers = Attention("bf16", schedule=dataclasses.replace(schedule, persistent=True), **kw)
+    other = Attention("bf16", schedule=dataclasses.replace(schedule, **{form: True}), **kw)
     shape = base.shape(**shape)
     arrays = base.make_inputs(shape, np.random.default_rng(seed))
     copy = {k: v.copy() for k, v in arrays.items()}
-    return base, shape, _run(base, shape, arrays), _run(pers, shape, copy, sm_count)
+    return base, shape, _run(base, shape, arrays), _run(other, shape, copy, sm_count)
 
 
 SMALL = AttentionSchedule(BN=32, consumers=2, stages=2)
@@ -79,7 +81,55 @@ def test_one_cta_walks_every_tile():
     assert np.array_equal(one["O"], pers["O"]) and np.array_equal(one["LSE"], pers["LSE"])
 
 
+# S = 223, 191: one key short of a multiple of BN = 32, so the last block holds one key past S
+@pytest.mark.parametrize("name, kw, schedule, shape", [
+    ("plain", {}, SMALL, dict(B=1, H=2, S=223, D=64)),
+    ("causal", dict(causal=True), SMALL, dict(B=2, H=1, S=191, D=64)),
+    ("serial causal", dict(causal=True), dataclasses.replace(SMALL, overlap=False),
+     dict(B=1, H=2, S=191, D=64)),
+    ("3 consumers, D128, grouped-query", dict(causal=True, kv_group=2),
+     AttentionSchedule(BN=64, consumers=3, consumer_regs=160), dict(B=1, H=2, S=300, D=128)),
+    ("one consumer", {}, AttentionSchedule(BN=32, consumers=1), dict(B=1, H=2, S=256, D=64)),
+    # a block list whose last block is full inside S: only the bounds mask guards it
+    ("all-allowed mask_mod", dict(mask_mod=lambda b, h, q, kv: kv >= 0), SMALL,
+     dict(B=1, H=2, S=223, D=64)),
+    ("serial all-allowed mask_mod", dict(mask_mod=lambda b, h, q, kv: kv >= 0),
+     dataclasses.replace(SMALL, overlap=False), dict(B=1, H=2, S=223, D=64)),
+    ("sliding window", dict(mask_mod=am.sliding_window(37)), SMALL, dict(B=1, H=2, S=223, D=64)),
+    ("soft-cap, causal", dict(score_mod=am.soft_cap(2.0), causal=True), SMALL,
+     dict(B=1, H=2, S=191, D=64)),
+])
+def test_peeled_key_loop_matches_the_masked_loop_bit_for_bit(name, kw, schedule, shape):
+    op, shape, one, peeled = _pair(kw, schedule, shape, form="peel")
+    assert np.array_equal(one["O"], peeled["O"]), name
+    assert np.array_equal(one["LSE"], peeled["LSE"]), name
+    assert op.check(shape, peeled)[0]
+
+
+@pytest.mark.needs_nvdisasm
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_peeled_loop_has_no_mask_selects(causal):
+    """Without peel ptxas predicates the mask's selects into every step (FSEL in the loop that
+    issues the wgmma chains); the peeled form has one such loop without them."""
+    def loops(peel):
+        s = dataclasses.replace(default_attention_schedule(128), peel=peel)
+        op = Attention("bf16", causal=causal, schedule=s)
+        ptx = emit_module(op.build(op.shape(B=4, H=32, S=4096, D=128), ARCH))
+        asm = toolchain.assemble(ptx, ARCH)
+        assert asm.resources["attention"].spills == 0
+        regions = toolchain.sass_regions(toolchain.disassemble(asm.cubin), "attention")
+        # the steady-state loops: the regions issuing both chains (S = Q·Kᵀ and P·V: 24
+        # HGMMA), with their FSEL count
+        return [sum(op.startswith("FSEL") for op in r) for r in regions
+                if sum(op.startswith("HGMMA") for op in r) == 24]
+    assert loops(False) == [64]
+    assert sorted(loops(True)) == [0, 64]
+
+
 def test_schedule_name_and_errors():
+    assert str(AttentionSchedule(persistent=True, peel=True)).endswith("_p_peel")
+    with pytest.raises(ScheduleError, match="peel must be True or False"):
+        AttentionSchedule(peel="yes").validate(ARCH, "bf16", 128)
     s = AttentionSchedule(persistent=True)
     assert str(s).endswith("_p") and s.shared_bytes(128) == AttentionSchedule().shared_bytes(
         128) + 8                                         # the barrier that hands Q back
