@@ -10,6 +10,9 @@ specialized on sm_90a (FlashAttention-style: the S x S scores never leave regist
                   through a full/empty mbarrier pair, filled by one producer thread
     warpgroups    one producer warpgroup and `consumers` consumer warpgroups; setmaxnreg moves
                   registers from the producer to the consumers
+    persistent    one CTA per SM walking the (query block, head) tiles instead of one per tile
+    peel          the key blocks the built-in mask leaves whole (keys < S; causal: at or below
+                  the CTA's first row) in a loop of their own without the mask's code
 
 Every shared tile is stored as 64-column (128-byte) column blocks in the 128-byte swizzle, the
 layout the GEMM's schedule (tc_matmul.py) uses; D = 128 is two such blocks.
