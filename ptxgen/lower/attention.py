@@ -26,8 +26,9 @@ CTA's remaining slots unread. With schedule.overlap, S of block n and P·V of bl
 together (see WgmmaForwardLowering.overlapped).
 
 Persistent (schedule.persistent; a `heads` = B·H parameter follows scale_log2): a 1-D grid of
-at most one CTA per SM; CTA x takes tiles x, x + nctaid.x, ... of the nq·B·H (query block,
-head) tiles, head-major and longest causal block first as the grid above. The ring's stage
+at most one CTA per SM walking the nq·B·H (query block, head) tiles in waves of nctaid.x, CTA x
+taking tile x of even waves and nctaid.x - 1 - x of odd ones (see tile_loop), head-major and
+longest causal block first as the grid above. The ring's stage
 and phase run on across tiles; the consumers hand Q's buffer back on one more barrier once
 their last S = Q·Kᵀ has completed, so the producer loads the next tile's Q and first K/V
 slots while they finish P·V, normalise and store O.
@@ -113,23 +114,33 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
 
     @contextlib.contextmanager
     def tile_loop(self):
-        """for tile in range(ctaid.x, nq·heads, nctaid.x), the tile's sequence and key blocks
-        set: head-major, so the CTAs at work at once share their heads' K/V in L2, and in a
-        head the longest causal query blocks first (the non-persistent grid's order)."""
+        """This CTA's tiles of the nq·heads (query block, head) tiles, in waves of nctaid.x:
+        in even waves CTA x takes tile x of the wave, in odd ones tile nctaid.x - 1 - x
+        (boustrophedon: a CTA given a long causal block in one wave gets a short one in the
+        next, where a plain stride would hand some CTAs the longest block every time). The
+        tiles run head-major, so the CTAs at work at once share their heads' K/V in L2, and in
+        a head longest causal block first (the non-persistent grid's order). The body runs
+        with the tile's sequence and key blocks set."""
         b, s = self.b, self.s
         nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
         total = b.mul(nq, b.param("heads"), type=T.u32, name="tiles")
-        with b.for_range(b.special("ctaid.x"), total, b.special("nctaid.x"), type=T.u32,
-                         name="tile") as tile:
-            self.bh = b.div(tile, nq, type=T.u32, name="bh")
-            qblk = b.sub(b.sub(nq, 1), b.sub(tile, b.mul(self.bh, nq, type=T.u32)),
-                         name="qblk")
-            self.q0 = b.mul(qblk, s.BM, name="q0")
-            self.row0 = b.mul(self.bh, self.S, name="row0")
-            self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
-                b.div(self.bh, self.kv_group, type=T.u32), self.S, name="kvrow0")
-            self.tile_setup(qblk)
-            yield
+        cta, ctas = b.special("ctaid.x"), b.special("nctaid.x")
+        mirrored = b.sub(b.sub(ctas, 1, type=T.u32), cta, type=T.u32, name="mirror")
+        parity = b.const(0, T.u32, name="wpar")
+        with b.for_range(0, total, ctas, type=T.u32, name="wave") as wave:
+            odd = b.setp("ne", parity, 0, type=T.u32)
+            tile = b.add(wave, b.selp(mirrored, cta, odd, type=T.u32), name="tile")
+            with b.if_(b.setp("lt", tile, total, type=T.u32)):
+                self.bh = b.div(tile, nq, type=T.u32, name="bh")
+                qblk = b.sub(b.sub(nq, 1), b.sub(tile, b.mul(self.bh, nq, type=T.u32)),
+                             name="qblk")
+                self.q0 = b.mul(qblk, s.BM, name="q0")
+                self.row0 = b.mul(self.bh, self.S, name="row0")
+                self.kv_row0 = self.row0 if self.kv_group == 1 else b.mul(
+                    b.div(self.bh, self.kv_group, type=T.u32), self.S, name="kvrow0")
+                self.tile_setup(qblk)
+                yield
+            b.xor(parity, 1, out=parity)
 
     # -- the sequence a CTA works on (lower/attention_varlen.py replaces these) ----------------
     q_col0 = kv_col0 = None     # a register added to the maps' column coordinate (packed rows)
