@@ -13,7 +13,8 @@
   many in the simulated paths (fewer, at least 4, where its iterations are long:
   waves.sampled_pair), and again half as many in a second pass; the difference between
   the two runs is what the left-out iterations cost, steady state and warp interplay included,
-  and every counter is extended linearly by the iterations left out.
+  and every counter is extended linearly by the iterations left out. A warp that never enters
+  that loop samples its own (warp specialization: a producer's loop feeds the consumers').
 """
 import dataclasses
 import functools
