@@ -3,6 +3,7 @@
     python benchmarks/tc_model_set.py collect $OUT/tc_set.json [SECONDS [NAME_PART]]   # GPU
     python benchmarks/tc_model_set.py eval docs/data/tc_set_<date>.json [-j N]   # CPU
     python benchmarks/tc_model_set.py eval stored [-j N]   # CPU: the 2026-12-01 H200 rows
+    python benchmarks/tc_model_set.py eval stored-mods [-j N]   # CPU: the 2026-12-07 mods rows
 
 Cases: ptxgen's GEMM (sm_90a wgmma + TMA and the sm_80 mma.sync path; bf16, f16, tf32; square,
 odd and skinny shapes), ptxgen's fused attention forward (D 64 and 128, causal and not, the
@@ -114,6 +115,10 @@ def cases():
 def ptxgen_op(c):
     from ptxgen.ops.attention import Attention
     from ptxgen.ops.tc_matmul import TcMatmul
+    if c["kind"] == "ptxgen-attn-mods":
+        import attention_mods as AM
+        op = Attention("bf16", **AM.ptxgen_variants(c["S"])[c["variant"]])
+        return op, op.shape(B=c["B"], H=c["H"], S=c["S"], D=c["D"]), "sm_90a"
     if c["kind"] == "ptxgen-attn":
         v = attn_variant(c["variant"], c["D"])
         op = Attention("bf16", causal=c["causal"], **({} if v is None else {"schedule": v}))
@@ -392,7 +397,8 @@ def collect(path, budget_s=200.0, only=None):
 
 # -- CPU side --------------------------------------------------------------------------------
 STORED = {"gemm": "docs/data/tc_matmul_2026-12-01_final.json",
-          "attention": "docs/data/attention_2026-12-01_issue17_final.json"}
+          "attention": "docs/data/attention_2026-12-01_issue17_final.json",
+          "mods": "docs/data/attention_mods_2026-12-07.json"}
 STORED_GEMM = {"4096": (4096, 4096, 4096), "8192": (8192, 8192, 8192),
                "6144": (6144, 6144, 6144), "llm3": (128, 8192, 8192)}
 
@@ -438,8 +444,45 @@ def stored_cases():
         c["schedule_changed"] = str(op.schedule_for(shape)) != c["stored_schedule"]
     return out
 
+def stored_mods_cases():
+    """ptxgen's programmable-attention rows measured on the H200 on 2026-12-07 (benchmarks/
+    attention_mods.py, STORED["mods"]): score and mask mods and block masks on the default
+    D=128 schedule, B4 H32 S4096 and B1 H32 S16384. The soft-cap rows name the share of the
+    softmax's exp2 moved to the FMA pipe (score_mods.SOFT_EX2_EVERY; the run's default was 4).
+    Every row is held out."""
+    import re
+    out = []
+    with open(os.path.join(ROOT, STORED["mods"])) as f:
+        rows = json.load(f)["rows"]
+    for r in rows:
+        m = re.fullmatch(r"(\w+?)(?:_sx(\d))?", r["variant"])
+        if r["impl"] != "ptxgen" or "ms" not in r or m.group(1) not in MODS_VARIANTS:
+            continue
+        S = int(r["config"][1:])
+        B = 4 if S == 4096 else 1
+        c = dict(name=f"ptxgen mods B{B} S{S} {r['variant']} (stored)",
+                 kind="ptxgen-attn-mods", variant=m.group(1), B=B, H=32, S=S, D=128,
+                 gpu_us=1e3 * r["ms"], split="held")
+        if m.group(1) == "soft_cap":
+            c["soft_ex2_every"] = int(m.group(2)) if m.group(2) else MODS_RUN_SOFT_EX2_EVERY
+        out.append(c)
+    return out
+
+
+MODS_VARIANTS = ("none", "causal", "causal_mask_mod", "sliding", "document", "prefix_lm",
+                 "alibi", "soft_cap")
+MODS_RUN_SOFT_EX2_EVERY = 4     # attention.soft_ex2_every when the mods rows were measured
+
+
 def predict(c, sample=16):
     """(predicted device µs, bound) of a measured case."""
+    if "soft_ex2_every" in c:
+        from ptxgen.schedule import score_mods
+        default, score_mods.SOFT_EX2_EVERY = score_mods.SOFT_EX2_EVERY, c["soft_ex2_every"]
+        try:
+            return predict({k: v for k, v in c.items() if k != "soft_ex2_every"}, sample)
+        finally:
+            score_mods.SOFT_EX2_EVERY = default
     if c["kind"] == "probe":
         from ptxgen.parse import parse_ptx
         from ptxgen.sim import simulate
@@ -474,6 +517,8 @@ def evaluate(path, jobs=1, only=None):
     import gzip
     if path == "stored":
         data = dict(cases=stored_cases())
+    elif path == "stored-mods":
+        data = dict(cases=stored_mods_cases())
     else:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt") as f:

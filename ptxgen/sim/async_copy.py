@@ -21,6 +21,10 @@ phases and wgmma groups.
 - A producer's (a TMA-issuing warp's) j-th wait passes at once for j < the ring's stages (the
   immediate a stage counter of the wait's address is compared with), else waits for release
   round j − stages; with no ring found, its waits pass at once.
+- A barrier whose address is one register that a producer's wait and a consumer's arrive
+  both name (a persistent CTA's buffer handed back once per tile: `barrier_channels`) is a
+  one-stage ring of its own: the producer's j-th wait on it waits for its release round j − 1,
+  and neither side counts toward the stage ring's waits and rounds.
 - wgmma.mma_async's completion joins its warp's open group; commit_group closes it;
   wait_group N holds the warp until all but the N newest groups have completed.
 When no producer of a CTA is left, its consumers' pending waits pass (and the other way round),
@@ -79,6 +83,28 @@ def async_roles(prog, default_box_bytes=16384):
     return out
 
 
+def _address_reg(ins):
+    return next((o.base.name for o in ins.operands
+                 if hasattr(o, "base") and isinstance(o.base, Reg)), None)
+
+
+def barrier_channels(prog, roles):
+    """{wait or release instruction: its barrier's address register} for the barriers one
+    register names in both a wait and a release (a single barrier, not a slot of the ring:
+    a slot's address is computed from the stage where it is used)."""
+    named = {}
+    for i, (kind, _) in roles.items():
+        if kind in (WAIT, RELEASE):
+            reg = _address_reg(prog.instrs[i].instr)
+            if reg is not None:
+                named.setdefault(reg, []).append((kind, i))
+    return {i: reg for reg, uses in named.items() if {k for k, _ in uses} == {WAIT, RELEASE}
+            for _, i in uses}
+
+
+RING = ""           # the channel of the stage ring's waits and releases
+
+
 def ring_stages(prog, roles):
     """The stages of the producer's ring: the immediate a register feeding a producer wait's
     address (through mad/mul/shl/add, two definitions deep) is compared with by setp; None
@@ -118,21 +144,23 @@ class _CtaState:
                  "pwaiting", "producers", "consumers", "releasers")
 
     def __init__(self):
-        self.releasers = 0          # warps whose path releases (a guard holding in a lane)
+        self.releasers = {}         # channel → warps whose path releases on it (a guard
+                                    # holding in a lane)
         self.tx_left = []           # per transaction: copies still to be issued
         self.tx_done = []           # per transaction: the latest landing so far
         self.open = None            # the transaction the producer's copies go to
         self.waiting = {}           # transaction → [(wid, dest registers)]
-        self.rounds = []            # per release round: arrivals so far
-        self.round_done = []        # per release round: when it completed (None: not yet)
-        self.pwaiting = {}          # release round → [(wid, dest registers)]
+        self.rounds = {}            # channel → per release round: arrivals so far
+        self.round_done = {}        # channel → per release round: when it completed (or None)
+        self.pwaiting = {}          # (channel, release round) → [(wid, dest registers)]
         self.producers = self.consumers = 0
 
     def copy(self):
         new = object.__new__(_CtaState)
         for a in _CtaState.__slots__:
             v = getattr(self, a)
-            setattr(new, a, ({k: list(x) for k, x in v.items()} if isinstance(v, dict)
+            setattr(new, a, ({k: (list(x) if isinstance(x, list) else x)
+                              for k, x in v.items()} if isinstance(v, dict)
                              else list(v) if isinstance(v, list) else v))
         return new
 
@@ -142,12 +170,12 @@ class _WarpState:
 
     def __init__(self, producer):
         self.producer = producer
-        self.waits = self.releases = 0
+        self.waits, self.releases = {}, {}      # per channel
         self.wg_open, self.wg_groups = 0.0, []
 
     def copy(self):
         new = _WarpState(self.producer)
-        new.waits, new.releases = self.waits, self.releases
+        new.waits, new.releases = dict(self.waits), dict(self.releases)
         new.wg_open, new.wg_groups = self.wg_open, list(self.wg_groups)
         return new
 
@@ -163,11 +191,13 @@ class AsyncState:
                            if any(roles.get(i, (None,))[0] in (TMA, EXPECT)
                                   for i in range(b.start, b.end))}
         self.nb = nb
-        self.release_at = {}        # block → [(guard bit or -1)] of its release instructions
+        self.channel = barrier_channels(prog, roles)
+        self.release_at = {}        # block → [(guard bit or -1, channel)] of its releases
         for b in prog.blocks:
             for i in range(b.start, b.end):
                 if roles.get(i, (None,))[0] == RELEASE:
-                    self.release_at.setdefault(b.id, []).append(prog.instrs[i].guard_bit)
+                    self.release_at.setdefault(b.id, []).append(
+                        (prog.instrs[i].guard_bit, self.channel.get(i, RING)))
         self.stages = ring_stages(prog, roles)
         tma = table.ops.get("TMA")
         self.latency = tma.latency if tma is not None else 0.0
@@ -181,16 +211,17 @@ class AsyncState:
                 c.producers += 1
             else:
                 c.consumers += 1
-                c.releasers += self._releases(w.trace)
+                for ch in self._releases(w.trace):
+                    c.releasers[ch] = c.releasers.get(ch, 0) + 1
 
     def _releases(self, trace):
-        """Whether a path reaches a release whose guard holds in some lane."""
-        nb = self.nb
+        """The channels on which a path reaches a release whose guard holds in some lane."""
+        nb, out = self.nb, set()
         for e in trace:
-            for g in self.release_at.get(e % nb, ()):
+            for g, ch in self.release_at.get(e % nb, ()):
                 if g < 0 or not (e // nb >> g) & 1:
-                    return True
-        return False
+                    out.add(ch)
+        return out
 
     def _issues_tma(self, trace):
         nb, blocks = self.nb, self.tma_blocks
@@ -234,15 +265,17 @@ class AsyncState:
         if kind == RELEASE:
             if ws.producer:
                 return nxt
-            i = ws.releases
-            ws.releases += 1
-            while len(c.rounds) <= i:
-                c.rounds.append(0)
-                c.round_done.append(None)
-            c.rounds[i] += 1
-            if c.rounds[i] >= c.releasers and c.round_done[i] is None:
-                c.round_done[i] = t
-                self._wake(sm, c.pwaiting.pop(i, ()), t)
+            ch = self.channel.get(st.index, RING)
+            i = ws.releases.get(ch, 0)
+            ws.releases[ch] = i + 1
+            rounds, done = c.rounds.setdefault(ch, []), c.round_done.setdefault(ch, [])
+            while len(rounds) <= i:
+                rounds.append(0)
+                done.append(None)
+            rounds[i] += 1
+            if rounds[i] >= c.releasers.get(ch, 0) and done[i] is None:
+                done[i] = t
+                self._wake(sm, c.pwaiting.pop((ch, i), ()), t)
             return nxt
         if kind == WG_COMMIT:
             ws.wg_groups.append(ws.wg_open)
@@ -300,18 +333,21 @@ class AsyncState:
     def _wait(self, sm, w, ws, c, st, t, nxt):
         dests = st.defs
         if ws.producer:
-            j = ws.waits
-            ws.waits += 1
-            if self.stages is None or j < self.stages:
+            ch = self.channel.get(st.index, RING)
+            stages = self.stages if ch == RING else 1
+            j = ws.waits.get(ch, 0)
+            ws.waits[ch] = j + 1
+            if stages is None or j < stages:
                 return nxt
-            r = j - self.stages
-            done = c.round_done[r] if r < len(c.round_done) else None
+            r = j - stages
+            rounds = c.round_done.get(ch, ())
+            done = rounds[r] if r < len(rounds) else None
             if done is not None or c.consumers <= 0:
                 return self._ready(w, dests, max(nxt, done or t))
-            c.pwaiting.setdefault(r, []).append((w.wid, dests))
+            c.pwaiting.setdefault((ch, r), []).append((w.wid, dests))
             return _INF
-        j = ws.waits
-        ws.waits += 1
+        j = ws.waits.get(RING, 0)
+        ws.waits[RING] = j + 1
         if j < len(c.tx_left) and c.tx_left[j] <= 0:
             return self._ready(w, dests, max(nxt, c.tx_done[j]))
         if c.producers <= 0:

@@ -13,7 +13,8 @@
   many in the simulated paths (fewer, at least 4, where its iterations are long:
   waves.sampled_pair), and again half as many in a second pass; the difference between
   the two runs is what the left-out iterations cost, steady state and warp interplay included,
-  and every counter is extended linearly by the iterations left out.
+  and every counter is extended linearly by the iterations left out. A warp that never enters
+  that loop samples its own (warp specialization: a producer's loop feeds the consumers').
 """
 import dataclasses
 import functools
@@ -384,6 +385,9 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
     if tma_frac is None:
         tma_frac = dram_fraction
 
+    # kernels with tensor work: iterations of the sampled loop that differ in work (a
+    # persistent CTA's causal tiles) are extrapolated by their instructions (sim/cta_work.py)
+    tensor = any(prog.units[st.unit] == "TENSOR" for st in prog.instrs)
     # the clock: the sustained one, lowered by tensor work and by SFU work beside it (isa
     # clock_for_tensor_share); memory rates are bytes per cycle of it, so a kernel whose
     # tensor pipes work is simulated again at the clock its first pass's shares give
@@ -400,20 +404,22 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                 results[0].count += count
                 continue
             runs = [([], []) for _ in caps]           # per cap: traces per CTA, skipped per warp
+            left_out = [0 for _ in caps]              # per cap: instructions left out, all warps
             for c in cta_ids:
                 rows = [[] for _ in caps]
                 for w in range(warps_per_cta):
-                    p = follow(plan, specs(c, w), trip=trip, cap=caps,
-                               hot_loop=hot.id if hot else None, budget=budget,
-                               warnings=warnings)
+                    p = _sampled_path(plan, specs(c, w), trip, caps, hot, sample, budget,
+                                      warnings)
                     steps += p.steps
                     for k, (tr, sk) in enumerate(p.samples):
                         rows[k].append(tr)
                         runs[k][1].append(sk)
+                        left_out[k] += p.left_out[k]
                 for k in range(len(caps)):
                     runs[k][0].append(rows[k])
-            kept = sampled_pair(prog, runs, caps)     # long iterations: fewer of them
+            kept = sampled_pair(prog, runs, caps, alike=tensor)   # long iterations: fewer
             runs = runs[kept:kept + 2]
+            left_out = left_out[kept:kept + 2]
             if not results:
                 sample = caps[kept]                   # what the report says the sample kept
             sims, again, first = [], None, None
@@ -454,15 +460,15 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
                                         (table.memory_model or {}).get("cta_relaunch_cycles", 0.0),
                                         [max(sk[k:k + warps_per_cta], default=0) for sk in
                                          [runs[0][1]] for k in range(0, len(sk), warps_per_cta)],
-                                        table.header.schedulers_per_sm))
+                                        table.header.schedulers_per_sm,
+                                        left_out if tensor and len(left_out) > 1 else None))
 
         tuned = table.clock_for_tensor_share(pipe_share(table, results, "TENSOR"),
                                              pipe_share(table, results, "XU"))
         if _clock_pass == 1 or abs(tuned - clock) <= 0.005 * clock:
             break
         clock = tuned
-    if full > 1 and results and results[0].name == "full" and any(
-            prog.units[st.unit] == "TENSOR" for st in prog.instrs):
+    if full > 1 and results and results[0].name == "full" and tensor:
         results[0].count *= grid_work_ratio(plan, prog, specs, grid, waves[0][2], trip, budget,
                                             warnings)
     return SimReport.build(
@@ -473,6 +479,23 @@ def simulate(kernel, grid, block, *, args=None, shared_bytes=0, arch=DEFAULT_TAR
         hot=(hot.header, hot.line) if hot else None, sample=sample,
         warnings=list(warnings.values()), wall_s=time.perf_counter() - t_start,
         path_steps=steps, trace_events=results[0].events if results else [])
+
+
+def _sampled_path(plan, spec, trip, caps, hot, sample, budget, warnings):
+    """One warp's path with the sampled loop kept to `caps` iterations. A warp that never
+    enters the pilot's sampled loop (a warp-specialized kernel: warp 0 is the producer, whose
+    loop hands tiles to the consumers' own loop) samples its own outermost loop of more than
+    `sample` iterations an entry: left whole, its iterations past the producer's sample would
+    run unfed and be counted again by the extrapolation."""
+    p = follow(plan, spec, trip=trip, cap=caps, hot_loop=hot.id if hot else None,
+               budget=budget, warnings=warnings)
+    if hot is None or hot.id in p.loop_iters:
+        return p
+    own = hot_loop(plan.prog, p, sample)
+    if own is None:
+        return p
+    return follow(plan, spec, trip=trip, cap=caps, hot_loop=own.id, budget=budget,
+                  warnings=warnings)
 
 
 def _slowest(plan, prog, specs, candidates, trip, budget, warnings):

@@ -41,10 +41,12 @@ class _Placeholders(dict):
                 if isinstance(a, np.ndarray):
                     self[name] = _Buffer(name, a.shape, a.dtype)
             # index arrays whose contents steer the work (sequence lengths, page tables): the
-            # operator's own choice of them, so loads of them give values
-            steer = getattr(op, "sim_arrays", None)
-            if steer is not None:
-                self.update(steer(shape))
+            # operator's own choice of them, so loads of them give values; an attention's mod
+            # arrays (a block mask's key block lists and counts, a score mod's tensors) are
+            # made from its mods, not drawn, and are those the kernel reads
+            for steer in (getattr(op, "mod_arrays", None), getattr(op, "sim_arrays", None)):
+                if steer is not None:
+                    self.update(steer(shape))
 
     def __missing__(self, key):
         return _Buffer(key)

@@ -54,6 +54,8 @@ class WarpPath:
     steps: int = 0                  # slice instructions evaluated
     loop_iters: dict = field(default_factory=dict)   # loop id → most iterations in one entry
     samples: list = field(default_factory=list)      # [(trace, skipped)] for every cap
+    left_out: list = field(default_factory=list)     # per cap: instructions of the iterations
+                                                     # left out (their work, when they differ)
 
 
 LATER_EXECUTIONS = 30            # executions per warp recorded after the first two
@@ -438,6 +440,8 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
     traces = [Trace() for _ in caps]
     held = [None for _ in caps]     # per cap: the current sampled-out iteration's blocks
     skipped = [0 for _ in caps]
+    left_out = [0 for _ in caps]
+    last_iteration = [0 for _ in caps]  # instructions of the last iteration left out
     hot = prog.loops[hot_loop] if hot_loop is not None else None
     recent = []                     # loop states at the last back-edges beyond every cap
     inner = {}                      # the same for other loops (with `nested`)
@@ -455,6 +459,8 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
                 if walker.iters[hot.id] >= caps[k]:
                     if held[k] is not None:
                         skipped[k] += 1     # a whole iteration between back-edges
+                        last_iteration[k] = _instructions(prog, held[k])
+                        left_out[k] += last_iteration[k]
                     held[k] = []
             if all(h is not None for h in held) and all(walker.active) and \
                     not any(w is not None for w in walker.wait_at):
@@ -469,6 +475,7 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
                         walker.best[hot.id] = max(walker.best.get(hot.id, 0),
                                                   walker.iters[hot.id])
                         skipped = [x + n for x in skipped]
+                        left_out = [x + n * i for x, i in zip(left_out, last_iteration)]
                     recent = []
             else:
                 recent = []
@@ -485,7 +492,12 @@ def follow(plan, specs, trip=None, cap=None, hot_loop=None, budget=None, warning
         if walker.barriers:
             traces[k].barriers = walker.barriers
     return WarpPath(traces[0], skipped[0], walker.steps, walker.best,
-                    list(zip(traces, skipped)))
+                    list(zip(traces, skipped)), left_out)
+
+
+def _instructions(prog, entries):
+    nb = len(prog.blocks)
+    return sum(prog.blocks[e % nb].end - prog.blocks[e % nb].start for e in entries)
 
 
 def _fuse(events):

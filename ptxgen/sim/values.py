@@ -223,6 +223,17 @@ def evaluator(st, reg_index, env, atomic_old=()):
         # a load from an array whose values the caller gave (an index array): the value
         ga = value_getter(srcs[0], T.u64, reg_index, env)
         compute = lambda vals, spec: (convert(env.read(ga(vals, spec), t), dst_t),)
+    elif op in ("ld", "ldu") and env.memory and ins.space in (None, "global", "generic") and \
+            len(srcs) == 1 and isinstance(srcs[0], Addr) and \
+            all(isinstance(r, Reg) for r in ins.dests[0].items) and t.bits in (8, 16, 32, 64):
+        # a vector load of such an array (a block list's counts as one v2): its elements
+        ga = value_getter(srcs[0], T.u64, reg_index, env)
+        items, step = ins.dests[0].items, t.bits // 8
+
+        def compute(vals, spec):
+            a = ga(vals, spec)
+            return tuple(None if a is None else convert(env.read(a + k * step, t), r.type)
+                         for k, r in enumerate(items))
     elif op in ("mov", "cvta") and len(srcs) == 1 and not isinstance(ins.dests[0], Vec):
         g = value_getter(srcs[0], dst_t, reg_index, env)
         compute = lambda vals, spec: (g(vals, spec),)

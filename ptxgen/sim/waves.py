@@ -54,16 +54,26 @@ def sample_caps(sample):
     return tuple(caps)
 
 
-def sampled_pair(prog, runs, caps, cover=SAMPLE_COVER):
+def sampled_pair(prog, runs, caps, cover=SAMPLE_COVER, alike=False):
     """The index i of the runs (per cap in `caps`, from sample_caps) to simulate, i and i + 1:
     halved from the first while the halved count, at the fewest instructions any warp
-    issues per iteration, still covers `cover` instructions."""
+    issues per iteration, still covers `cover` instructions. `alike`: and while the
+    iterations the halving drops cost what the ones it keeps do (a persistent CTA's causal
+    tiles cycle through long and short ones: fewer would not cover a cycle)."""
     body = _per_iteration(prog, runs[0], runs[1]) if len(runs) > 1 else []
     per = min(body, default=0.0)
     i = 0
     while i + 2 < len(runs) and caps[i + 1] >= 4 and caps[i + 1] * per >= cover:
+        if alike and not _alike(_per_iteration(prog, runs[i], runs[i + 1]),
+                                _per_iteration(prog, runs[i + 1], runs[i + 2])):
+            break
         i += 1
     return i
+
+
+def _alike(a, b, tolerance=0.02):
+    ma, mb = (sum(x) / len(x) if x else 0.0 for x in (a, b))
+    return abs(ma - mb) <= tolerance * max(ma, mb)
 
 
 def _per_iteration(prog, big, small):
@@ -119,7 +129,7 @@ def slot_share(sm, again, relaunch, left_out, cta_skipped, floor=0.0):
 
 
 def extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0, relaunch=0.0,
-                cta_skipped=None, nsched=1):
+                cta_skipped=None, nsched=1, left_out=None):
     """One wave's counters with the sampled-out loop iterations added back.
 
     `big` and `small` are (SmResult, iterations left out) of runs keeping `sample` and
@@ -130,12 +140,17 @@ def extrapolate(name, count, ctas, active, big, small, again=None, balance=1.0, 
     `balance`: the mean CTA's work over the slowest's (cta_balance): CTAs that leave a loop
     after different trip counts (a data-dependent exit) free their slots at different times, and
     the block scheduler refills each as it frees, so of the left-out iterations (the slowest
-    warp's, which hold one slot, not the whole SM) a further wave adds the mean CTA's share."""
+    warp's, which hold one slot, not the whole SM) a further wave adds the mean CTA's share.
+    `left_out`: the instructions `big` and `small` left out (all warps): given, the counters
+    are extended by work, not by iterations (iterations whose inner loops run different trip
+    counts: the two samples' difference is not the mean left-out iteration)."""
     sm, skipped = big
     scale, period = 0.0, 0.0
     if small is not None and small[1] > skipped:
         scale = skipped / (small[1] - skipped)
         period = (sm.cycles - small[0].cycles) / (small[1] - skipped)
+        if left_out is not None and left_out[1] > left_out[0] > 0:
+            scale = left_out[0] / (left_out[1] - left_out[0])
 
     def ext(a, b):
         # a counter the longer sample saw less of than the shorter (start-up or end effects
