@@ -15,6 +15,7 @@ from ptxgen.emu import emulate
 from ptxgen.errors import ScheduleError
 from ptxgen.ops import attention_mods as am
 from ptxgen.ops.attention import Attention
+from ptxgen.ops import tile_plan
 from ptxgen.ops.attention_varlen import AttentionVarlen
 from ptxgen.schedule.attention import AttentionSchedule, default_attention_schedule
 
@@ -22,6 +23,9 @@ ARCH = "sm_90a"
 
 
 def _run(op, shape, arrays, sm_count=None):
+    """op on the emulator; persistent, with its tile plan dealt to `sm_count` lists."""
+    if op.workspace(shape, ARCH):
+        arrays["tile_plan"] = op.tile_plan(shape, sm_count)
     m = op.build(shape, ARCH)
     for step in op.steps(shape, ARCH, sm_count):
         L = step.launch
@@ -81,49 +85,58 @@ def test_one_cta_walks_every_tile():
     assert np.array_equal(one["O"], pers["O"]) and np.array_equal(one["LSE"], pers["LSE"])
 
 
-# S = 223, 191: one key short of a multiple of BN = 32, so the last block holds one key past S
-@pytest.mark.parametrize("name, kw, schedule, shape", [
-    ("plain", {}, SMALL, dict(B=1, H=2, S=223, D=64)),
-    ("causal", dict(causal=True), SMALL, dict(B=2, H=1, S=191, D=64)),
-    ("serial causal", dict(causal=True), dataclasses.replace(SMALL, overlap=False),
-     dict(B=1, H=2, S=191, D=64)),
-    ("3 consumers, D128, grouped-query", dict(causal=True, kv_group=2),
-     AttentionSchedule(BN=64, consumers=3, consumer_regs=160), dict(B=1, H=2, S=300, D=128)),
-    ("one consumer", {}, AttentionSchedule(BN=32, consumers=1), dict(B=1, H=2, S=256, D=64)),
-    # a block list whose last block is full inside S: only the bounds mask guards it
-    ("all-allowed mask_mod", dict(mask_mod=lambda b, h, q, kv: kv >= 0), SMALL,
-     dict(B=1, H=2, S=223, D=64)),
-    ("serial all-allowed mask_mod", dict(mask_mod=lambda b, h, q, kv: kv >= 0),
-     dataclasses.replace(SMALL, overlap=False), dict(B=1, H=2, S=223, D=64)),
-    ("sliding window", dict(mask_mod=am.sliding_window(37)), SMALL, dict(B=1, H=2, S=223, D=64)),
-    ("soft-cap, causal", dict(score_mod=am.soft_cap(2.0), causal=True), SMALL,
-     dict(B=1, H=2, S=191, D=64)),
-])
-def test_peeled_key_loop_matches_the_masked_loop_bit_for_bit(name, kw, schedule, shape):
-    op, shape, one, peeled = _pair(kw, schedule, shape, form="peel")
-    assert np.array_equal(one["O"], peeled["O"]), name
-    assert np.array_equal(one["LSE"], peeled["LSE"]), name
-    assert op.check(shape, peeled)[0]
+def test_a_plan_for_more_ctas_than_launched_still_covers_every_tile():
+    """A plan of 5 lists on a grid of 2: CTA 0 walks lists 0, 2, 4 and CTA 1 lists 1, 3."""
+    sched = dataclasses.replace(SMALL, persistent=True)
+    base = Attention("bf16", causal=True, schedule=SMALL)
+    op = Attention("bf16", causal=True, schedule=sched)
+    shape = op.shape(B=1, H=3, S=250, D=64)
+    arrays = op.make_inputs(shape, np.random.default_rng())
+    one = _run(base, shape, {k: v.copy() for k, v in arrays.items()})
+    arrays["tile_plan"] = op.tile_plan(shape, 5)
+    m = op.build(shape, ARCH)
+    step = op.steps(shape, ARCH, 2)[0]
+    assert step.launch.grid == (2, 1, 1)
+    emulate(m, step.kernel, step.launch.grid, step.launch.block, *step.args(arrays),
+            shared_bytes=step.launch.shared_bytes)
+    assert np.array_equal(one["O"], arrays["O"]) and np.array_equal(one["LSE"], arrays["LSE"])
 
 
-@pytest.mark.needs_nvdisasm
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_peeled_loop_has_no_mask_selects(causal):
-    """Without peel ptxas predicates the mask's selects into every step (FSEL in the loop that
-    issues the wgmma chains); the peeled form has one such loop without them."""
-    def loops(peel):
-        s = dataclasses.replace(default_attention_schedule(128), peel=peel)
-        op = Attention("bf16", causal=causal, schedule=s)
-        ptx = emit_module(op.build(op.shape(B=4, H=32, S=4096, D=128), ARCH))
-        asm = toolchain.assemble(ptx, ARCH)
-        assert asm.resources["attention"].spills == 0
-        regions = toolchain.sass_regions(toolchain.disassemble(asm.cubin), "attention")
-        # the steady-state loops: the regions issuing both chains (S = Q·Kᵀ and P·V: 24
-        # HGMMA), with their FSEL count
-        return [sum(op.startswith("FSEL") for op in r) for r in regions
-                if sum(op.startswith("HGMMA") for op in r) == 24]
-    assert loops(False) == [64]
-    assert sorted(loops(True)) == [0, 64]
+def test_the_plan_balances_causal_tiles():
+    """Causal, 6 query blocks per head on 132 SMs: a stride (CTA x: tiles x + 132k) would give
+    CTA 0 the longest block every time; the plan's busiest list has at most one tile more than
+    the mean, and it lists every tile once, in order."""
+    op = Attention("bf16", causal=True, schedule=dataclasses.replace(
+        default_attention_schedule(64), persistent=True))
+    shape = op.shape(B=8, H=16, S=1024, D=64)
+    plan = op.tile_plan(shape, 132)
+    lists = tile_plan.lists_of(plan)
+    assert len(lists) == 132 and sorted(t for l in lists for t in l) == list(range(6 * 128))
+    assert all(l == sorted(l) for l in lists)
+    nq = 6
+    cost = [min(8, -(-min(1024, (nq - t % nq) * 192) // 128)) + 1 for t in range(6 * 128)]
+    loads = [sum(cost[t] for t in l) for l in lists]
+    stride = [sum(cost[t] for t in range(x, 6 * 128, 132)) for x in range(132)]
+    mean = sum(cost) / 132
+    assert max(stride) > 1.4 * mean and max(loads) <= mean + max(cost)
+    assert tile_plan.plan([3, 1, 2], 5).tolist() == [3, 5, 6, 7, 8, 0, 1, 2]
+
+
+def test_the_plan_takes_the_deal_with_the_lighter_busiest_list():
+    def heaviest(lists, costs):
+        return max(sum(costs[t] for t in tiles) for tiles in lists)
+    rng = np.random.default_rng()
+    for n, tiles in ((2, 5), (7, 40), (132, 512)):
+        costs = rng.integers(1, 20, tiles).tolist()
+        got = heaviest(tile_plan.lists_of(tile_plan.plan(costs, n)), costs)
+        assert got == min(heaviest(tile_plan.greedy(costs, n), costs),
+                          heaviest(tile_plan.boustrophedon(tiles, n), costs))
+    # causal B2 H16 S2048 D128: each head's blocks 16 … 1 (+1); greedy leaves the last head's
+    # long tiles to busy lists (47), the mirrored waves do not (38)
+    costs = [16 - t % 16 + 1 for t in range(512)]
+    assert heaviest(tile_plan.greedy(costs, 132), costs) == 47
+    assert heaviest(tile_plan.boustrophedon(512, 132), costs) == 38
+    assert heaviest(tile_plan.lists_of(tile_plan.plan(costs, 132)), costs) == 38
 
 
 def test_schedule_name_and_errors():
@@ -133,6 +146,11 @@ def test_schedule_name_and_errors():
     s = AttentionSchedule(persistent=True)
     assert str(s).endswith("_p") and s.shared_bytes(128) == AttentionSchedule().shared_bytes(
         128) + 8                                         # the barrier that hands Q back
+    op = Attention("bf16", schedule=s)
+    shape = op.shape(B=1, H=2, S=300, D=128)
+    # 6 tiles on 6 lists: n, 7 starts, the tiles
+    assert op.workspace(shape, ARCH) == {"tile_plan": ((1 + 7 + 6,), np.uint32)}
+    assert Attention("bf16").workspace(shape, ARCH) == {}
     with pytest.raises(ScheduleError, match="persistent must be True or False"):
         AttentionSchedule(persistent=1).validate(ARCH, "bf16", 128)
     op = AttentionVarlen("bf16", schedule=s)
@@ -162,6 +180,7 @@ def test_gpu_persistent_is_bit_equal_to_the_one_tile_kernel(causal):
         op = Attention("bf16", causal=causal, schedule=s)
         shape = op.shape(B=2, H=5, S=333, D=128)
         arrays = op.make_inputs(shape, np.random.default_rng(11))
+        arrays.update(op.workspace_arrays(shape, ARCH))
         run_steps(op, shape, load_steps(op, shape, op.build(shape, ARCH), ARCH), arrays, ARCH)
         assert op.check(shape, arrays)[0]
         out.append(arrays)

@@ -25,10 +25,10 @@ row are not loaded; a consumer computes the blocks up to its own last row and th
 CTA's remaining slots unread. With schedule.overlap, S of block n and P·V of block n-1 are issued
 together (see WgmmaForwardLowering.overlapped).
 
-Persistent (schedule.persistent; a `heads` = B·H parameter follows scale_log2): a 1-D grid of
-at most one CTA per SM walking the nq·B·H (query block, head) tiles in waves of nctaid.x, CTA x
-taking tile x of even waves and nctaid.x - 1 - x of odd ones (see tile_loop), head-major and
-longest causal block first as the grid above. The ring's stage
+Persistent (schedule.persistent; a `tile_plan` pointer follows scale_log2): a 1-D grid of at
+most one CTA per SM, CTA x walking the lists x, x + nctaid.x, … of the host's plan of the
+nq·B·H (query block, head) tiles (ops/tile_plan.py: head-major, longest causal block first,
+dealt by their key blocks as the hardware deals one-tile CTAs; see tile_loop). The ring's stage
 and phase run on across tiles; the consumers hand Q's buffer back on one more barrier once
 their last S = Q·Kᵀ has completed, so the producer loads the next tile's Q and first K/V
 slots while they finish P·V, normalise and store O.
@@ -40,7 +40,7 @@ are computed and not stored.
 import contextlib
 
 from ..ir.builder import pow2_exponent
-from ..ir import Builder, Module, Param, ptr
+from ..ir import Addr, Builder, Module, Param, ptr
 from ..ir import types as T
 from ..ir.builder_tensor import tensor_map_param
 from ..schedule.attention import COL_BLOCK
@@ -57,7 +57,8 @@ def lower(s, arch, shape, dtype="bf16", causal=False, name="attention", mods=Non
     s.validate(arch, dtype, D)
     m = Module(target=arch)
     k = add_forward_kernel(m, name, s, [Param("S", T.u32), Param("scale_log2", T.f32)] +
-                           ([Param("heads", T.u32)] if s.persistent else []) +
+                           ([Param("tile_plan", T.u64, ptr(T.u32, align=4))]
+                            if s.persistent else []) +
                            (mods.params() if mods else []))
     WgmmaForwardLowering(Builder(k), s, dtype, D, causal, mods, kv_group).run()
     return m
@@ -93,7 +94,7 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
             self.tile_setup(self.sequence())
         else:       # loaded here: both roles' tile loops read them (param() loads once)
             self.S = b.param("S")
-            for name in ("heads",) + (("BM_counts", "BM_lists") if self.block_lists() else ()):
+            for name in ("tile_plan",) + (("BM_counts", "BM_lists") if self.block_lists() else ()):
                 b.param(name)
         self.split_roles(tid, wg)
 
@@ -114,23 +115,22 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
 
     @contextlib.contextmanager
     def tile_loop(self):
-        """This CTA's tiles of the nq·heads (query block, head) tiles, in waves of nctaid.x:
-        in even waves CTA x takes tile x of the wave, in odd ones tile nctaid.x - 1 - x
-        (boustrophedon: a CTA given a long causal block in one wave gets a short one in the
-        next, where a plain stride would hand some CTAs the longest block every time). The
-        tiles run head-major, so the CTAs at work at once share their heads' K/V in L2, and in
-        a head longest causal block first (the non-persistent grid's order). The body runs
-        with the tile's sequence and key blocks set."""
+        """This CTA's tiles: lists x, x + nctaid.x, … of the host's tile plan (ops/tile_plan.py:
+        [n, start_0 … start_n, tiles…], the tiles dealt to n lists by their key blocks, as
+        the hardware deals one-tile CTAs). Tile t is head t / nq's query block
+        nq - 1 - t % nq. The body runs with the tile's sequence and key blocks set."""
         b, s = self.b, self.s
+        plan = b.param("tile_plan")
         nq = b.div(b.add(self.S, s.BM - 1), s.BM, type=T.u32, name="nq")
-        total = b.mul(nq, b.param("heads"), type=T.u32, name="tiles")
-        cta, ctas = b.special("ctaid.x"), b.special("nctaid.x")
-        mirrored = b.sub(b.sub(ctas, 1, type=T.u32), cta, type=T.u32, name="mirror")
-        parity = b.const(0, T.u32, name="wpar")
-        with b.for_range(0, total, ctas, type=T.u32, name="wave") as wave:
-            odd = b.setp("ne", parity, 0, type=T.u32)
-            tile = b.add(wave, b.selp(mirrored, cta, odd, type=T.u32), name="tile")
-            with b.if_(b.setp("lt", tile, total, type=T.u32)):
+        lists = b.ld("global", T.u32, plan, cache="nc", name="lists")
+        with b.for_range(b.special("ctaid.x"), lists, b.special("nctaid.x"), type=T.u32,
+                         name="list") as x:
+            start = b.element_addr(plan, b.add(x, 1, type=T.u32), 4, name="start")
+            first = b.ld("global", T.u32, start, cache="nc", name="first")
+            end = b.ld("global", T.u32, Addr(start, 4), cache="nc", name="end")
+            with b.for_range(first, end, type=T.u32, name="i") as i:
+                tile = b.ld("global", T.u32, b.element_addr(plan, i, 4), cache="nc",
+                            name="tile")
                 self.bh = b.div(tile, nq, type=T.u32, name="bh")
                 qblk = b.sub(b.sub(nq, 1), b.sub(tile, b.mul(self.bh, nq, type=T.u32)),
                              name="qblk")
@@ -140,7 +140,6 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
                     b.div(self.bh, self.kv_group, type=T.u32), self.S, name="kvrow0")
                 self.tile_setup(qblk)
                 yield
-            b.xor(parity, 1, out=parity)
 
     # -- the sequence a CTA works on (lower/attention_varlen.py replaces these) ----------------
     q_col0 = kv_col0 = None     # a register added to the maps' column coordinate (packed rows)

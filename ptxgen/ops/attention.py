@@ -30,6 +30,7 @@ from ..errors import Arg, PtxgenError, Spelled
 from ..lower import lower_attention
 from ..schedule.attention import COL_BLOCK, DTYPES, HEAD_DIMS, default_attention_schedule
 from .attention_mods import ProgrammableMods
+from . import tile_plan
 from .base import Launch, Operator, sm_count_or_default
 from .mma_attention import MmaSyncAttentionPath
 from .tc_matmul import TC_CHIP, bf16_bits, bf16_values
@@ -127,10 +128,10 @@ class WgmmaAttentionPath:
         def tmap(name, box_rows):
             n = rows if name == "Q" else rows // op.kv_group        # K/V: H / kv_group heads
             return TiledMap(arrays[name], mt, box_rows, COL_BLOCK, rows=n, cols=shape["D"])
-        heads = [np.uint32(shape["B"] * shape["H"])] if s.persistent else []
+        plan = [arrays["tile_plan"]] if s.persistent else []
         return [tmap("Q", s.BM), tmap("K", s.BN), tmap("V", s.BN), arrays["O"], arrays["LSE"],
                 np.uint32(shape["S"]), np.float32(op.softmax_scale(shape) * math.log2(math.e))
-                ] + heads + op.mod_args(shape, arrays)
+                ] + plan + op.mod_args(shape, arrays)
 
 
 class Attention(HalfArrays, InstructionPaths, Operator):
@@ -183,12 +184,53 @@ class Attention(HalfArrays, InstructionPaths, Operator):
 
     def launch(self, shape, sm_count=None):
         """One CTA per BM query rows of one (batch, head); either path's schedule. A persistent
-        schedule: one CTA per SM (sm_count: a live device's), each walking several tiles."""
+        schedule: one CTA per SM (sm_count: a live device's), each walking the lists of the
+        tile plan (workspace "tile_plan") x, x + nctaid, ...."""
         s = self.schedule_for(shape)
         grid = (-(-shape["S"] // s.BM), shape["B"] * shape["H"], 1)
         if getattr(s, "persistent", False):
             grid = (min(grid[0] * grid[1], sm_count_or_default(sm_count, TC_CHIP)), 1, 1)
         return Launch(grid=grid, block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
+
+    # -- a persistent schedule's tile plan ---------------------------------------------------
+    def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        if not self._persistent(shape):
+            return {}
+        return {"tile_plan": (self.tile_plan(shape).shape, np.uint32)}
+
+    def workspace_arrays(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
+        """The tile plan for the chip's SMs (a grid of other size still covers every tile)."""
+        if not self._persistent(shape):
+            return {}
+        return {"tile_plan": self.tile_plan(shape)}
+
+    def sim_arrays(self, shape):
+        """The arrays whose values steer the work: the tile plan (simulate_operator)."""
+        return self.workspace_arrays(shape)
+
+    def _persistent(self, shape):
+        return getattr(self.schedule_for(shape), "persistent", False)
+
+    def tile_plan(self, shape, ctas=None):
+        """The (query block, head) tiles dealt to `ctas` lists (default: the chip's SMs) by
+        their key blocks (ops/tile_plan.py); tile t is head t // nq's query block
+        nq - 1 - t % nq, so in tile order each head's longest causal block comes first."""
+        s = self.schedule_for(shape)
+        nq, nk = -(-shape["S"] // s.BM), -(-shape["S"] // s.BN)
+        heads = shape["B"] * shape["H"]
+        qblk = np.arange(nq - 1, -1, -1)
+        bm = self._mods.block_mask(shape, s.BM, s.BN)
+        if bm is not None:                  # (mask batch, mask head, query block) counts
+            counts = (bm.kv_num_blocks + bm.full_kv_num_blocks)[..., qblk]
+            blocks = np.broadcast_to(counts, (shape["B"], shape["H"], nq)).reshape(heads, nq)
+        elif self.causal:
+            rows_end = np.minimum(shape["S"], (qblk + 1) * s.BM)
+            blocks = np.broadcast_to(np.minimum(nk, -(-rows_end // s.BN)), (heads, nq))
+        else:
+            blocks = np.full((heads, nq), nk)
+        # a tile's own work (its Q, first step and epilogue) counted as one key block more
+        costs = blocks.reshape(-1) + 1
+        return tile_plan.plan(costs, sm_count_or_default(ctas, TC_CHIP))
 
     # -- arrays --------------------------------------------------------------------------------
     def make_inputs(self, shape, rng):
