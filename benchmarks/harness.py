@@ -188,6 +188,8 @@ def attention_call(op, shape, q, k, v, O, LSE, arch, extra=None):
     from ptxgen.runtime import bound_launch, load_steps
     arrays = {"Q": q.view(torch.int16), "K": k.view(torch.int16), "V": v.view(torch.int16),
               "O": O.view(torch.int16), "LSE": LSE, **(extra or {})}
+    for name, a in op.workspace_arrays(shape, arch).items():      # a persistent tile plan
+        arrays.setdefault(name, torch.from_numpy(a.view(np.int32)).to(q.device))
     kern = load_steps(op, shape, op.build(shape, arch), arch)[op.kernel_name()]
     L = op.launch(shape)
     return bound_launch(kern, L.grid, L.block, op.kernel_args(shape, arrays), L.shared_bytes)
