@@ -7,6 +7,7 @@ is not a closure: the executor handles it from the op's kind. An instruction the
 run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
 unsupported code on paths never taken still run.
 """
+import functools
 import re
 from collections import ChainMap
 
@@ -42,6 +43,13 @@ class Program:
         self.has_barrier_reductions = False     # bar.red: the executor reduces at release
         self.grid_sync = False      # grid sync or gpu-scope acquires: every CTA in one batch
         self._compile()
+
+    @functools.cached_property
+    def written(self):
+        """Names of the pointer parameters the kernel stores through (a data-flow pass over the
+        body: made when a launch first passes a read-only array)."""
+        from ..launch_shape import written_params
+        return written_params(self.kernel)
 
     # -- registers -----------------------------------------------------------------------------
     def slot(self, reg):

@@ -1,0 +1,71 @@
+"""What a launch does only when it is needed: the pass finding the parameters a kernel writes
+through runs when a read-only array is passed (and then once per program)."""
+import numpy as np
+import pytest
+
+from ptxgen import launch_shape
+from ptxgen.emu import compile_kernel, emulate
+from ptxgen.errors import PtxgenError
+from ptxgen.parse import parse_ptx
+
+SAXPY = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry saxpy(.param .u64 x, .param .u64 y, .param .f32 a, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd0, [x];
+    ld.param.u64 %rd1, [y];
+    ld.param.f32 %f0, [a];
+    ld.param.u32 %r0, [n];
+    mov.u32 %r1, %tid.x;
+    setp.ge.u32 %p0, %r1, %r0;
+    @%p0 bra $done;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd3, %rd0, %rd2;
+    add.u64 %rd4, %rd1, %rd2;
+    ld.global.f32 %f1, [%rd3];
+    ld.global.f32 %f2, [%rd4];
+    fma.rn.f32 %f3, %f0, %f1, %f2;
+    st.global.f32 [%rd4], %f3;
+$done:
+    ret;
+}
+"""
+
+
+@pytest.fixture
+def written_calls(monkeypatch):
+    calls = []
+    real = launch_shape.written_params
+
+    def counting(kernel):
+        calls.append(kernel.name)
+        return real(kernel)
+    monkeypatch.setattr(launch_shape, "written_params", counting)
+    return calls
+
+
+def test_writeable_arrays_skip_the_written_parameter_pass(written_calls):
+    m = parse_ptx(SAXPY)
+    x, y = np.ones(32, np.float32), np.ones(32, np.float32)
+    emulate(m, "saxpy", 1, 32, x, y, np.float32(2), np.uint32(32))
+    np.testing.assert_array_equal(y, 3.0)
+    assert written_calls == []
+    assert "written" not in vars(compile_kernel(m, "saxpy"))
+
+
+def test_a_read_only_array_runs_the_pass_once_and_is_still_checked(written_calls):
+    m = parse_ptx(SAXPY)
+    x, y = np.ones(32, np.float32), np.ones(32, np.float32)
+    x.flags.writeable = False                   # read only by the kernel: accepted
+    emulate(m, "saxpy", 1, 32, x, y, np.float32(2), np.uint32(32))
+    emulate(m, "saxpy", 1, 32, x, y, np.float32(2), np.uint32(32))
+    np.testing.assert_array_equal(y, 5.0)
+    assert written_calls == ["saxpy"]
+    y.flags.writeable = False
+    with pytest.raises(PtxgenError, match="parameter y is written by the kernel"):
+        emulate(m, "saxpy", 1, 32, x, y, np.float32(2), np.uint32(32))
