@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import Arg, EmulationError, NativeUnsupported, PtxgenError, Spelled
 from ..launch_shape import (check_array_arg, check_launch_shape, check_takes_array, launch_dims,
-                      scalar_arg, written_params)
+                            scalar_arg)
 from ..ir.instr import Instr
 from ..ir.module import Module
 from ..ir.verify import verify_kernel
@@ -102,7 +102,6 @@ def compile_kernel(module, kernel_name, verify=True):
     if check:
         verify_kernel(kernel)
     prog = Program(module, kernel)
-    prog.written = written_params(kernel)   # pointer parameters it stores through
     _programs[kernel] = (fp, prog, check)
     return prog
 
@@ -134,7 +133,9 @@ def _pack_params(prog, args, gmem):
             continue
         if isinstance(a, np.ndarray) and a.ndim > 0:
             check_takes_array(kernel.name, p)
-            check_array_arg(kernel.name, p, a.dtype, a.flags.writeable, prog.written)
+            # which parameters the kernel writes through matters for read-only arrays only
+            writeable = a.flags.writeable
+            check_array_arg(kernel.name, p, a.dtype, writeable, () if writeable else prog.written)
             addr = gmem.place_array(a, p.name)
             buf[off:off + 8] = np.frombuffer(np.uint64(addr).tobytes(), np.uint8)
             continue

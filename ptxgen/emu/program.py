@@ -7,13 +7,16 @@ is not a closure: the executor handles it from the op's kind. An instruction the
 run compiles to an op that raises EmulationError when a thread reaches it, so kernels with
 unsupported code on paths never taken still run.
 """
+import functools
 import re
 from collections import ChainMap
+
+import numpy as np
 
 from ..errors import EmulationError
 from ..ir import types as T
 from ..ir.instr import Instr, Label, Verbatim
-from ..ir.values import Addr, LabelRef, Raw, Reg, Sym, Vec
+from ..ir.values import Addr, LabelRef, Raw, Reg, Sym, Vec, regs_in
 from . import memory
 from .compiled_op import BARRIER, BRANCH, EXIT, NORMAL, Op, guarded_op, raiser
 from .operands import Ctx, Unsupported
@@ -42,6 +45,13 @@ class Program:
         self.has_barrier_reductions = False     # bar.red: the executor reduces at release
         self.grid_sync = False      # grid sync or gpu-scope acquires: every CTA in one batch
         self._compile()
+
+    @functools.cached_property
+    def written(self):
+        """Names of the pointer parameters the kernel stores through (a data-flow pass over the
+        body: made when a launch first passes a read-only array)."""
+        from ..launch_shape import written_params
+        return written_params(self.kernel)
 
     # -- registers -----------------------------------------------------------------------------
     def slot(self, reg):
@@ -325,6 +335,8 @@ class Program:
                 if builder is None:
                     raise Unsupported(f"opcode {ins.opcode!r} is not emulated" if not key else
                                       f"no emulator builder {key!r} yet")
+                if key in _deferred_keys():
+                    return self._deferred(Op(NORMAL, None, ins, index), ctx, builder, guard, neg)
                 fn = builder(ctx, ins)
                 kind = getattr(fn, "op_kind", NORMAL)
         except Unsupported as e:
@@ -333,9 +345,50 @@ class Program:
             fn = guarded_op(fn, guard, neg)
         return Op(kind, fn, ins, index)
 
+    def _deferred(self, op, ctx, builder, guard, neg):
+        """op, whose closure is built the first time lanes reach it: code no thread runs (error
+        paths, unused branches) costs nothing. Its registers get their slots now, before any
+        batch allocates the register file."""
+        ins = op.instr
+        for o in ins.operands:
+            for r in regs_in(o):
+                self.slot(r)
+        ctx.scope = dict(ctx.scope)       # the call parameters in view here, not later ones
+
+        def first_run(st, m):
+            try:
+                fn = builder(ctx, ins)
+            except Unsupported as e:
+                fn = raiser(self._unsupported(ins, op.index, str(e)))
+            op.fn = guarded_op(fn, guard, neg) if guard >= 0 else fn
+            _grow_registers(st, self.slot_dtypes)
+            op.fn(st, m)
+        op.fn = first_run
+        return op
+
     def _unsupported(self, ins, index, why):
         return (f"kernel {self.name}: cannot emulate `{str(ins).split('  //')[0]}` "
                 f"(opcode {ins.opcode}) at {_where(ins, index)}: {why}")
+
+
+@functools.lru_cache(maxsize=1)
+def _deferred_keys():
+    """Builder keys whose builders only read the program (and give registers slots): their ops
+    can be built on first use. The others (barriers, mbarrier waits, tensor cores, TMA) may
+    mark the program or the op's kind, or refuse the kernel before it runs."""
+    from . import alu, bits, convert, floats, memops
+    from .builders import builder_table
+    table = builder_table()
+    return frozenset(k for m in (alu, bits, convert, floats, memops)
+                     for k, b in m.BUILDERS.items() if table.get(k) is b)
+
+
+def _grow_registers(batch, slot_dtypes):
+    """A builder run after the batch was made may have given a register (one read through a
+    negated-predicate literal, say) a new slot: the batch's register file gets it, zeroed."""
+    R = batch.R
+    for dt in slot_dtypes[len(R):]:
+        R.append(np.zeros(batch.n, dt))
 
 
 MAX_INLINE_DEPTH = 16

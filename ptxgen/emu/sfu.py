@@ -27,28 +27,33 @@ _REFERENCE = {"ex2_pos": lambda g: np.exp2(g), "ex2_neg": lambda g: np.exp2(-g),
 
 
 @functools.lru_cache(maxsize=None)
-def _deltas():
+def _delta(name):
+    """Table `name`'s measured offsets (ulps), or None without the table file; only the member
+    asked for is read (each takes 16-40 ms to decompress)."""
     from ..arch import isa_dir
     path = isa_dir() / "sm_90_sfu.npz"
     if not path.exists():
         return None
     with np.load(path) as d:
-        return {name: d[name] for name in _REFERENCE}
+        return d[name]
 
 
-@functools.lru_cache(maxsize=None)
+def lookup(name, k):
+    """The unit's f32 results at the points k (int array) of `name`'s grid: computed for those
+    points alone, as each result depends on its point only (the whole table takes 0.5 s)."""
+    return _apply(_REFERENCE[name](np.asarray(k).astype(np.float64) / GRID), _delta(name)[k])
+
+
 def table(name):
-    """The unit's f32 results on `name`'s grid (32 MB, made on first use), or None without the
-    table file."""
-    deltas = _deltas()
-    if deltas is None:
+    """The unit's f32 results on `name`'s whole grid (32 MB), or None without the table file."""
+    if _delta(name) is None:
         return None
-    return _apply(_REFERENCE[name](np.arange(GRID, dtype=np.float64) / GRID), deltas[name])
+    return lookup(name, np.arange(GRID))
 
 
 def measured():
     """Whether the table file is at hand (else the correctly rounded values stand in)."""
-    return _deltas() is not None
+    return _delta("rcp") is not None
 
 
 def _apply(ref64, delta):
@@ -87,7 +92,7 @@ def ex2(x):
         q = np.floor(np.minimum(np.abs(x.astype(np.float64)), 256.0) * GRID).astype(np.int64)
         n, f = q >> 23, q & (GRID - 1)
         neg = np.signbit(x)
-        r = np.ldexp(np.where(neg, table("ex2_neg")[f], table("ex2_pos")[f]).astype(np.float64),
+        r = np.ldexp(np.where(neg, lookup("ex2_neg", f), lookup("ex2_pos", f)).astype(np.float64),
                      np.where(neg, -n, n).astype(np.int32)).astype(np.float32)
     return _ftz(np.where(np.isnan(x), np.float32(np.nan), r))
 
@@ -102,7 +107,7 @@ def rcp(x):
         ax = np.abs(x)
         finite = np.isfinite(ax) & (ax > 0)
         k, e = _split(np.where(finite, ax, np.float32(1)))
-        r = np.ldexp(table("rcp")[k].astype(np.float64), (-e).astype(np.int32))
+        r = np.ldexp(lookup("rcp", k).astype(np.float64), (-e).astype(np.int32))
         r = np.copysign(r, x).astype(np.float32)
     return _ftz(np.where(finite, r, exact))
 
@@ -118,7 +123,7 @@ def lg2(x):
         k, e = _split(np.where(normal, x, np.float32(1)))
         # the unit's log of the significand has bits below the table's f32 (the table is its
         # truncation): a sum landing on the f32 grid still moves one step toward zero below 0
-        low = table("lg2")[k].astype(np.float64)
+        low = lookup("lg2", k).astype(np.float64)
         r = _toward_zero(e.astype(np.float64) + low + np.where(low > 0, _BELOW_TABLE, 0.0))
-        r = np.where(e == -1, table("lg2_half")[k], r)
+        r = np.where(e == -1, lookup("lg2_half", k), r)
     return np.where(normal, r, exact).astype(np.float32)
