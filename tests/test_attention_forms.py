@@ -60,6 +60,10 @@ SMALL = AttentionSchedule(BN=32, consumers=2, stages=2)
     ("document ids", dict(mask_mod=am.document(np.arange(130) // 40)), SMALL,
      dict(B=2, H=1, S=130, D=64)),
     ("soft-cap", dict(score_mod=am.soft_cap(2.0)), SMALL, dict(B=2, H=2, S=90, D=64)),
+    # block lists per (batch, head): the plan's costs and the kernel's lists follow the tile
+    ("a window per head and batch", dict(
+        mask_mod=lambda b, h, q, kv: (q - kv >= 0) & (q - kv < 20 + 70 * h + 40 * b)), SMALL,
+     dict(B=2, H=2, S=201, D=64)),
 ])
 def test_persistent_ctas_match_the_one_tile_kernel_bit_for_bit(name, kw, schedule, shape):
     op, shape, one, pers = _pair(kw, schedule, shape, sm_count=3)
