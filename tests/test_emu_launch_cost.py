@@ -7,34 +7,7 @@ from ptxgen import launch_shape
 from ptxgen.emu import compile_kernel, emulate
 from ptxgen.errors import EmulationError, PtxgenError
 from ptxgen.parse import parse_ptx
-
-SAXPY = """.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry saxpy(.param .u64 x, .param .u64 y, .param .f32 a, .param .u32 n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<6>;
-    ld.param.u64 %rd0, [x];
-    ld.param.u64 %rd1, [y];
-    ld.param.f32 %f0, [a];
-    ld.param.u32 %r0, [n];
-    mov.u32 %r1, %tid.x;
-    setp.ge.u32 %p0, %r1, %r0;
-    @%p0 bra $done;
-    mul.wide.u32 %rd2, %r1, 4;
-    add.u64 %rd3, %rd0, %rd2;
-    add.u64 %rd4, %rd1, %rd2;
-    ld.global.f32 %f1, [%rd3];
-    ld.global.f32 %f2, [%rd4];
-    fma.rn.f32 %f3, %f0, %f1, %f2;
-    st.global.f32 [%rd4], %f3;
-$done:
-    ret;
-}
-"""
+from ptx_samples import SAXPY
 
 
 @pytest.fixture
