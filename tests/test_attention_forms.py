@@ -154,6 +154,8 @@ def test_schedule_name_and_errors():
     shape = op.shape(B=1, H=2, S=300, D=128)
     # 6 tiles on 6 lists: n, 7 starts, the tiles
     assert op.workspace(shape, ARCH) == {"tile_plan": ((1 + 7 + 6,), np.uint32)}
+    big = op.shape(B=2, H=40, S=1000, D=128)                # 640 tiles on 132 lists
+    assert op.workspace(big, ARCH)["tile_plan"][0] == op.tile_plan(big).shape == (774,)
     assert Attention("bf16").workspace(shape, ARCH) == {}
     with pytest.raises(ScheduleError, match="persistent must be True or False"):
         AttentionSchedule(persistent=1).validate(ARCH, "bf16", 128)

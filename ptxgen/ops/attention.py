@@ -196,7 +196,10 @@ class Attention(HalfArrays, InstructionPaths, Operator):
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         if not self._persistent(shape):
             return {}
-        return {"tile_plan": (self.tile_plan(shape).shape, np.uint32)}
+        s = self.schedule_for(shape)
+        tiles = -(-shape["S"] // s.BM) * shape["B"] * shape["H"]
+        lists = min(tiles, sm_count_or_default(None, TC_CHIP))
+        return {"tile_plan": ((2 + lists + tiles,), np.uint32)}     # ops/tile_plan.py's layout
 
     def workspace_arrays(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         """The tile plan for the chip's SMs (a grid of other size still covers every tile)."""
