@@ -29,6 +29,7 @@ def plan(costs, ctas):
 
 
 def greedy(costs, n):
+    """n lists: each tile, in order, to the list with the least cost so far."""
     loads = [(0, x) for x in range(n)]
     lists = [[] for _ in range(n)]
     for t, cost in enumerate(costs):
@@ -39,6 +40,7 @@ def greedy(costs, n):
 
 
 def boustrophedon(tiles, n):
+    """n lists: waves of n tiles, odd waves dealt from the last list back."""
     lists = [[] for _ in range(n)]
     for t in range(tiles):
         wave, pos = divmod(t, n)
@@ -55,7 +57,7 @@ def layout(lists):
 
 
 def lists_of(plan):
-    """[[tile, …] per list] of a plan (the inverse of deal's layout)."""
+    """[[tile, …] per list] of a plan (the inverse of layout)."""
     n = int(plan[0])
     starts = plan[1:n + 2]
     return [[int(t) for t in plan[starts[x]:starts[x + 1]]] for x in range(n)]
