@@ -187,7 +187,7 @@ class Attention(HalfArrays, InstructionPaths, Operator):
         schedule: one CTA per SM (sm_count: a live device's), each walking the lists of the
         tile plan (workspace "tile_plan") x, x + nctaid, ...."""
         s = self.schedule_for(shape)
-        grid = (-(-shape["S"] // s.BM), shape["B"] * shape["H"], 1)
+        grid = (*self._tile_grid(shape), 1)
         if getattr(s, "persistent", False):
             grid = (min(grid[0] * grid[1], sm_count_or_default(sm_count, TC_CHIP)), 1, 1)
         return Launch(grid=grid, block=(s.threads, 1, 1), shared_bytes=s.shared_bytes(shape["D"]))
@@ -196,10 +196,9 @@ class Attention(HalfArrays, InstructionPaths, Operator):
     def workspace(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         if not self._persistent(shape):
             return {}
-        s = self.schedule_for(shape)
-        tiles = -(-shape["S"] // s.BM) * shape["B"] * shape["H"]
-        lists = min(tiles, sm_count_or_default(None, TC_CHIP))
-        return {"tile_plan": ((2 + lists + tiles,), np.uint32)}     # ops/tile_plan.py's layout
+        nq, heads = self._tile_grid(shape)
+        lists = self.launch(shape).grid[0]
+        return {"tile_plan": ((2 + lists + nq * heads,), np.uint32)}  # ops/tile_plan.py's layout
 
     def workspace_arrays(self, shape, arch=DEFAULT_ARCH_SPECIFIC_TARGET):
         """The tile plan for the chip's SMs (a grid of other size still covers every tile)."""
@@ -211,6 +210,10 @@ class Attention(HalfArrays, InstructionPaths, Operator):
         """The arrays whose values steer the work: the tile plan (simulate_operator)."""
         return self.workspace_arrays(shape)
 
+    def _tile_grid(self, shape):
+        """(query blocks, heads): the (query block, head) tiles of the grid."""
+        return -(-shape["S"] // self.schedule_for(shape).BM), shape["B"] * shape["H"]
+
     def _persistent(self, shape):
         return getattr(self.schedule_for(shape), "persistent", False)
 
@@ -219,8 +222,7 @@ class Attention(HalfArrays, InstructionPaths, Operator):
         their key blocks (ops/tile_plan.py); tile t is head t // nq's query block
         nq - 1 - t % nq, so in tile order each head's longest causal block comes first."""
         s = self.schedule_for(shape)
-        nq, nk = -(-shape["S"] // s.BM), -(-shape["S"] // s.BN)
-        heads = shape["B"] * shape["H"]
+        (nq, heads), nk = self._tile_grid(shape), -(-shape["S"] // s.BN)
         qblk = np.arange(nq - 1, -1, -1)
         bm = self._mods.block_mask(shape, s.BM, s.BN)
         if bm is not None:                  # (mask batch, mask head, query block) counts
