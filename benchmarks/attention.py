@@ -68,11 +68,15 @@ def config_name(B, H, S, D, causal, H_kv):
     return f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}{f' Hkv{H_kv}' if H_kv != H else ''}"
 # ptxgen schedules timed besides the operator's default (3 K/V stages, overlap): without the
 # S/P·V overlap; 2 stages; three consumer warpgroups (192 query rows; 160 registers each, so
-# 64-key steps for D = 128); the default made persistent (one CTA per SM walking the tiles),
-# peeled (the key blocks that need no mask in a loop without its code), or both
-VARIANTS = {"p": lambda D: dataclasses.replace(default_attention_schedule(D), persistent=True),
-            "peel": lambda D: dataclasses.replace(default_attention_schedule(D), peel=True),
-            "p-peel": lambda D: dataclasses.replace(default_attention_schedule(D),
+# 64-key steps for D = 128); the per-D schedule without the measured forms ("plain"), made
+# persistent (one CTA per SM walking the tiles), peeled (the key blocks that need no mask in a
+# loop without its code), or both
+VARIANTS = {"plain": lambda D: default_attention_schedule(D, forms=False),
+            "p": lambda D: dataclasses.replace(default_attention_schedule(D, forms=False),
+                                               persistent=True),
+            "peel": lambda D: dataclasses.replace(default_attention_schedule(D, forms=False),
+                                                  peel=True),
+            "p-peel": lambda D: dataclasses.replace(default_attention_schedule(D, forms=False),
                                                     persistent=True, peel=True),
             # D = 64's default (3 consumers, 160 registers) spills a few registers persistent
             "p-peel-c2": lambda D: AttentionSchedule(persistent=True, peel=True)

@@ -87,7 +87,7 @@ def form_variants(S):
     SCHEDULE_FORMS."""
     out = {}
     for suffix, fields in SCHEDULE_FORMS.items():
-        sched = dataclasses.replace(default_attention_schedule(D), **fields)
+        sched = dataclasses.replace(default_attention_schedule(D, forms=False), **fields)
         out.update((f"{n}{suffix}", dict(kw, schedule=sched))
                    for n, kw in ptxgen_variants(S).items() if n in FORMS)
     return out
@@ -190,7 +190,7 @@ def main():
                   for _ in range(3))
     sliding = dict(mask_mod=am.sliding_window(WINDOW))
     long_forms = [(f"{n}{suffix}", dict(kw, schedule=dataclasses.replace(
-        default_attention_schedule(Dl), **fields)))
+        default_attention_schedule(Dl, forms=False), **fields)))
         for suffix, fields in SCHEDULE_FORMS.items() for n, kw in (("none", {}),
                                                                     ("sliding", sliding))]
     for name, kw in [("none", {}), ("sliding", sliding)] + long_forms:

@@ -111,9 +111,10 @@ def test_assembles_with_hgmma_tma_and_no_spills(D, causal):
     assert r.spills == 0 and r.stack_bytes == 0, r
     s = op.schedule_for(shape)
     # Q·Kᵀ: D/16 k-steps of one wgmma; P·V: BN/16 k-steps x D/64 column blocks; the overlapped
-    # loop has each chain twice (first block before the loop, last P·V after it)
+    # loop has each chain twice (first block before the loop, last P·V after it); the peeled
+    # form (the default) has a second loop body, the mask-free one
     hgmma = sum(v for k, v in mix.items() if k.startswith("HGMMA"))
-    assert s.overlap and hgmma == 2 * (D // 16 + s.BN // 16 * (D // 64)), mix
+    assert s.overlap and s.peel and hgmma == 3 * (D // 16 + s.BN // 16 * (D // 64)), mix
     assert mix.get("UTMALDG.2D") == 3 * D // 64, mix            # Q, K, V per column block
     assert "LDL" not in mix and "STL" not in mix
     assert "USETMAXREG.TRY_ALLOC.CTAPOOL" in mix and "C7508" not in asm.log

@@ -102,3 +102,23 @@ def test_the_block_scaled_fp8_schedule_is_read_from_the_data(edited):
     edited("fp8_matmul.block_schedule", {"inflight": 1 - shipped["inflight"], "stages": 6})
     s = op.schedule_for(shape)
     assert (s.inflight, s.stages, s.BN, s.wgmma_n) == (1 - shipped["inflight"], 6, 128, 128)
+
+
+def test_attention_forms_follow_the_data(edited):
+    """The peeled loop without mods; persistent for causal grids of a few waves only."""
+    from ptxgen import mods
+    short, long_ = dict(B=2, H=16, S=2048, D=128), dict(B=4, H=32, S=4096, D=128)
+    causal = Attention("bf16", causal=True)
+    s_short, s_long = (causal.schedule_for(causal.shape(**x)) for x in (short, long_))
+    assert s_short.persistent and s_short.peel and not s_long.persistent and s_long.peel
+    plain = Attention("bf16")
+    assert not plain.schedule_for(plain.shape(**short)).persistent
+    d64 = causal.schedule_for(causal.shape(B=8, H=16, S=1024, D=64))
+    assert d64.persistent and d64.consumers == 2          # the 2-consumer form at D=64
+    modded = Attention("bf16", mask_mod=mods.sliding_window(256))
+    s = modded.schedule_for(modded.shape(**short))
+    assert not s.peel and not s.persistent
+    edited("attention.forms", {"peel_without_mods": False,
+                               "short_causal": {"max_waves": 1, "schedule": {}}})
+    s_short = causal.schedule_for(causal.shape(**short))
+    assert not s_short.peel and not s_short.persistent

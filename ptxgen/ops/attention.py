@@ -109,9 +109,14 @@ class WgmmaAttentionPath:
 
     @staticmethod
     def schedule_for(op, shape):
-        if op.schedule == "auto":
-            return default_attention_schedule(shape["D"], op.causal)
-        return op.schedule
+        if op.schedule != "auto":
+            return op.schedule
+        base = default_attention_schedule(shape["D"], op.causal, forms=False)
+        if "S" not in shape:               # packed sequences (varlen): the per-D schedule
+            return base
+        tiles = shape["B"] * shape["H"] * -(-shape["S"] // base.BM)
+        return default_attention_schedule(shape["D"], op.causal, not op._mods.active, tiles,
+                                          sm_count_or_default(None, TC_CHIP))
 
     @staticmethod
     def build(op, shape):
