@@ -172,7 +172,8 @@ def test_data_steered_kernels_are_simulated_with_their_index_arrays():
     assert 5 < long / short < 9                 # bound by reading 8x the K/V bytes
     var = AttentionVarlen(causal=True)
     vshape = var.shape(H=8, D=128, seqlens_q=[1024] * 4)
-    dense = Attention(causal=True)
+    from ptxgen.schedule.attention import default_attention_schedule
+    dense = Attention(causal=True, schedule=default_attention_schedule(128, forms=False))
     vt = simulate_operator(var, vshape, "sm_90a").device_us
     dt = simulate_operator(dense, dense.shape(B=4, H=8, S=1024, D=128), "sm_90a").device_us
     assert abs(vt / dt - 1) < 0.05
