@@ -11,7 +11,8 @@ group is done the block is promoted into the f32 total: total = fma(block, a_sca
 b_scale, total), a thread holding rows r and r + 8 of each m64 block
 (fragments.wgmma_d_coord). So wgmma's short fp8 accumulation (tensor_math.MODEL_FP8) spans 128
 products only, and each block is scaled before it is summed, as the scales require. Needs
-wgmma_n = 128 = BN (one B scale block per tile) and split_k = 1. The schedule's inflight picks
+wgmma_n = 128 (one B scale block per wgmma block), BN a multiple of it and split_k = 1. With
+one m64n128 block per consumer (128 x 128 tiles of two consumers) the schedule's inflight picks
 how a consumer warpgroup overlaps the promotion with its tensor-core work:
 
     inflight=0  serial: one block accumulator; wait for the stage's group (wait_group 0),
@@ -23,7 +24,16 @@ how a consumer warpgroup overlaps the promotion with its tensor-core work:
                 wait_group 0. The scales of a block are loaded when its group is issued, a
                 block ahead of its promotion. 64 more f32 registers per m64n128 block.
 
-Both promote the blocks in k order with the same arithmetic: their C is bit-identical.
+A consumer owning several m64n128 blocks (128 x 256 or 256 x 128 tiles of two consumers) runs
+them one at a time through one block accumulator (blockwise_k_loop): per slot, a block's group
+is issued, waited for and promoted into that block's total before the next block's group; the
+slot is released after its last group. Its registers: 64 per block accumulator plus 64 per
+block of the total (two blocks: 192 per thread), where a 64 x 256 accumulator beside its
+64 x 256 total would take 256, over the 255 a thread can address. Against 128 x 128 tiles it
+halves the TMA traffic into shared memory per FLOP along the tile's longer side and the slot
+handovers per wgmma; the smem reads of each m64n128k32 (A 2 KB, B 4 KB) stay.
+
+All forms promote the blocks in k order with the same arithmetic: their C is bit-identical.
 """
 from ..ir import Param, ptr
 from ..ir import types as T
@@ -39,9 +49,13 @@ def block_scale_params():
 def check_block_scales(s, dtype, bad):
     if dtype not in ("e4m3", "e5m2"):
         bad(f"block scales take fp8 inputs, not {dtype}")
-    if s.BN != BLOCK or s.wgmma_n != BLOCK or s.BK != BLOCK:
-        bad(f"block scales need BN = wgmma_n = BK = {BLOCK} (one B scale block per tile and "
-            f"stage), got BN={s.BN}, wgmma_n={s.wgmma_n}, BK={s.BK}")
+    if s.wgmma_n != BLOCK or s.BK != BLOCK or s.BN % BLOCK:
+        bad(f"block scales need wgmma_n = BK = {BLOCK} and BN a multiple of it (one B scale "
+            f"block per wgmma block and stage), got BN={s.BN}, wgmma_n={s.wgmma_n}, BK={s.BK}")
+    if s.inflight and s.m_blocks * s.n_blocks > 1:
+        bad(f"the ping-pong promotion (inflight=1) takes one m64n128 block per consumer, "
+            f"got {s.m_blocks} x {s.n_blocks}: a second accumulator of each would not fit the "
+            f"registers")
     if s.split_k != 1:
         bad("block scales promote every k-block of a tile in one consumer: split_k=1")
 
@@ -64,28 +78,74 @@ class BlockScales:
         """a_scale[row] * b_scale of k-block kb for this thread's rows r and r + 8 of each m
         block: [[f_r, f_r8] per m block], into the registers `out` where given."""
         b, s = self.b, self.s
-        nb = b.min(b.shr(n0, 7), self.last_nb, name="nblk")
-        sb = b.ld("global", T.f32, self.a_b_index(nb, kb), name="sb")
-        lane = b.and_(t, 31, name="lane")
-        row = b.add(b.mad(cw, s.rows_per_consumer, m0),
-                    b.add(b.shl(b.shr(t, 5), 4), b.shr(lane, 2)), name="prow")
-        col = b.mul(kb, self.M, name="kbrow")
+        sb = self.b_scale(kb, n0, 0)
+        row, col = self.scale_rows(kb, m0, cw, t)
         factors = []
         for mb in range(s.m_blocks):
             f = []
             for h in (0, 8):
-                r = b.min(b.add(row, mb * WGMMA_M + h), self.last_row, name="r")
-                sa = b.ld("global", T.f32, b.element_addr(self.a_sc, b.add(col, r), 4), name="sa")
-                f.append(b.mul(sa, sb, type=T.f32, name="f",
+                f.append(b.mul(self.a_scale(row, col, mb, h), sb, type=T.f32, name="f",
                                out=None if out is None else out[mb][h // 8]))
             factors.append(f)
         return factors
+
+    def b_scale(self, kb, n0, nb):
+        """b_scales of k-block kb for the tile's 128-column block nb (clamped at N's last)."""
+        b = self.b
+        first = b.shr(n0, 7)
+        nblk = b.min(b.add(first, nb) if nb else first, self.last_nb, name="nblk")
+        return b.ld("global", T.f32, self.a_b_index(nblk, kb), name="sb")
+
+    def scale_rows(self, kb, m0, cw, t):
+        """This thread's first row of the tile (rows r, r + 8 of each m block follow) and
+        a_scales' row of k-block kb."""
+        b, s = self.b, self.s
+        lane = b.and_(t, 31, name="lane")
+        row = b.add(b.mad(cw, s.rows_per_consumer, m0),
+                    b.add(b.shl(b.shr(t, 5), 4), b.shr(lane, 2)), name="prow")
+        return row, b.mul(kb, self.M, name="kbrow")
+
+    def a_scale(self, row, col, mb, h):
+        """a_scales of row `row` + 64 mb + h (clamped at M's last) at k-block row `col`."""
+        b = self.b
+        r = b.min(b.add(row, mb * WGMMA_M + h), self.last_row, name="r")
+        return b.ld("global", T.f32, b.element_addr(self.a_sc, b.add(col, r), 4), name="sa")
 
     def add_block(self, acc, total, factors):
         """total = fma(block, its row's factor, total), element by element."""
         for mb, f in enumerate(factors):
             for i, (x, tot) in enumerate(zip(acc[mb][0], total[mb][0])):
                 self.b.fma(x, f[(i % 4) >> 1], tot, out=tot, type=T.f32)
+
+    # -- one wgmma block at a time (tiles of several m64n128 blocks per consumer) ----------------
+    def blockwise_k_loop(self, blk, total, klo, khi, stage, phase, leader, operands, where):
+        """The K loop of a consumer owning several m64n128 blocks: per slot, each block's group
+        is issued into the one block accumulator blk, waited for and promoted into its total
+        before the next block's; the slot is released once the last group is done. The other
+        consumer warpgroup's groups keep the tensor core busy through each wait and
+        promotion."""
+        b, s = self.b, self.s
+        desc_a, desc_b, scale_d, trans = operands
+        m0, n0, cw, t = where
+        blocks = [(mb, nb) for mb in range(s.m_blocks) for nb in range(s.n_blocks)]
+        into = [[blk] * s.n_blocks for _ in range(s.m_blocks)]
+        with b.for_range(klo, khi, type=T.u32, name="kb") as kb:
+            descs = self.slot_descriptors(stage, phase, desc_a, desc_b)
+            sa = sb = None
+            for i, (mb, nb) in enumerate(blocks):
+                self.issue_group(descs, into, scale_d, trans, block=(mb, nb))
+                if sa is None:          # the scales load while the first group runs
+                    row, col = self.scale_rows(kb, m0, cw, t)
+                    sa = [[self.a_scale(row, col, m, h) for h in (0, 8)]
+                          for m in range(s.m_blocks)]
+                    sb = [self.b_scale(kb, n0, n) for n in range(s.n_blocks)]
+                f = [b.mul(x, sb[nb], type=T.f32, name="f") for x in sa[mb]]
+                b.wgmma_wait_group(0)
+                if i == len(blocks) - 1:    # the slot's last reader is done
+                    with b.predicated(leader):
+                        self.release(stage)
+                self.add_block([[blk]], [[total[mb][nb]]], [f])
+            self.advance(stage, phase)
 
     def a_b_index(self, nb, kb):
         """Address of b_scales[nb][kb]."""

@@ -354,11 +354,15 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
             self.cmap = self.b.tensor_map_address("C_map", name="map")
         stage, phase = b.const(0, T.u32, name="stage"), b.const(0, T.u32, name="phase")
         prev = b.const(0, T.u32, name="prev")
-        acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)] for _ in range(s.n_blocks)]
-               for _ in range(s.m_blocks)]
+        # several wgmma blocks with block scales: one block accumulator (blockwise_k_loop)
+        blockwise = self.block_scales and s.m_blocks * s.n_blocks > 1
+        acc = [[[b.reg(T.f32, "acc") for _ in range(s.wgmma_n // 2)]
+                for _ in range(1 if blockwise else s.n_blocks)]
+               for _ in range(1 if blockwise else s.m_blocks)]
         if self.block_scales:           # the promoted f32 sum beside the per-block accumulator
             self.block_scale_setup()
-            total = [[[b.reg(T.f32, "tot") for _ in nb] for nb in mb] for mb in acc]
+            total = [[[b.reg(T.f32, "tot") for _ in range(s.wgmma_n // 2)]
+                      for _ in range(s.n_blocks)] for _ in range(s.m_blocks)]
         pingpong = self.block_scales and s.inflight
         if pingpong:                    # the second block accumulator (block_scales.py)
             pong = [[[b.reg(T.f32, "pong") for _ in nb] for nb in mb] for mb in acc]
@@ -372,7 +376,10 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
             klo, khi = self.k_range(piece)
             for r in (r for mb in (total if self.block_scales else acc) for nb in mb for r in nb):
                 b.mov(0.0, type=T.f32, out=r)
-            if pingpong:
+            if blockwise:
+                self.blockwise_k_loop(acc[0][0], total, klo, khi, stage, phase, leader,
+                                      (desc_a, desc_b, scale_d, trans), (m0, n0, cw, t))
+            elif pingpong:
                 self.pingpong_k_loop(next_group, (acc, pong), total, klo, khi, prev, leader,
                                      (m0, n0, cw, t))
             else:
@@ -425,19 +432,30 @@ class _Lowering(PairStores, RowStores, LdgProducer, FusedPad, SplitK, BlockScale
     def issue_stage(self, stage, phase, acc, desc_a, desc_b, scale_d, trans):
         """Wait for the slot to be full and issue its wgmmas into acc as one group (block
         scales: from zero)."""
-        b, s = self.b, self.s
+        self.issue_group(self.slot_descriptors(stage, phase, desc_a, desc_b), acc, scale_d,
+                         trans)
+
+    def slot_descriptors(self, stage, phase, desc_a, desc_b):
+        """Wait for the slot to be full: the descriptors of its A and B boxes."""
+        b = self.b
         b.mbarrier_wait_parity(self.full_bar(stage), phase)
         off = b.mul(stage, self.stage_bytes >> 4, mode="wide", type=T.u32, name="doff")
-        da, db = b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
+        return b.add(desc_a, off, name="da"), b.add(desc_b, off, name="db")
+
+    def issue_group(self, descs, acc, scale_d, trans, block=None):
+        """The slot's wgmmas into acc[mb][nb] as one group; block=(mb, nb): that wgmma block's
+        only."""
+        b, s = self.b, self.s
+        da, db = descs
         b.wgmma_fence()
         wk = WGMMA_K[self.dtype]
         for kk in range(s.BK // wk):
             # a k step: wk elements along a K-major row, wk 128-byte rows M-/N-major
             ka, kb_ = (kk * wk * (self.elem if major else SWIZZLE_BYTES)
                        for major in (self.a_major, self.b_major))
-            for mb in range(s.m_blocks):
+            for mb in range(s.m_blocks) if block is None else (block[0],):
                 dam = b.add(da, (mb * WGMMA_M * SWIZZLE_BYTES + ka) >> 4, name="dam")
-                for nb in range(s.n_blocks):
+                for nb in range(s.n_blocks) if block is None else (block[1],):
                     dbn = b.add(db, (nb * s.wgmma_n * SWIZZLE_BYTES + kb_) >> 4, name="dbn")
                     b.wgmma_mma_async(s.wgmma_n, acc[mb][nb], dam, dbn, ab=self.ab,
                                       scale_d=0 if self.block_scales and kk == 0
