@@ -11,8 +11,10 @@ fp8      e4m3 x e4m3, bf16 C at 4096^3 and 8192^3: ptxgen against torch._scaled_
          same inputs (sampled rows checked in float64), per-tensor scales ("auto") and 128 x 128
          block scales: the default block schedule ("block"), serial ("block_f0") and ping-pong
          ("block_f1", "block_f1s6": 6 stages; "block_f1x1"/"block_f1x2": without/with 2-CTA
-         clusters, on request) promotion (lower/block_scales.py); each row also as a fraction
-         of the per-tensor GEMM's rate at its size (x_per_tensor)
+         clusters, on request) promotion (lower/block_scales.py), and the opt-in tiles of two
+         m64n128 blocks per consumer, promoted one block at a time ("block_m256": 256 x 128,
+         "block_n256": 128 x 256; 3 stages; "block_m256x1" without clusters, on request);
+         each row also as a fraction of the per-tensor GEMM's rate at its size (x_per_tensor)
 skinny   bf16 M = 16, 64, 128 x N = K = 8192: ptxgen's auto schedule against torch.matmul
          (cuBLAS), the weights' read bandwidth, and a device copy's bandwidth (read + write)
 square   bf16 1024^3 and 2048^3 against cuBLAS: the default ("auto") beside the candidate
@@ -106,7 +108,7 @@ def small_cases():
         dict(M=192, N=80, K=64, G=3)))
     odd = dict(M=200, N=300, K=520)         # 5 k-blocks, the last partial
     out += [(f"fp8 block scales {v} 200x300x520", fp8_op(v, odd), odd)
-            for v in ("block_f0", "block_f1")]
+            for v in ("block_f0", "block_f1", "block_m256", "block_n256")]
     return out
 
 
@@ -160,14 +162,18 @@ FP8_VARIANTS = {"auto": "auto",
                 "x2f0tma": dict(cluster_m=2, inflight=0, epilogue="tma", stages=3),
                 "tma": dict(epilogue="tma", stages=3)}
 # block scales: fields replacing those of the block-scaled operator's own schedule (the
-# ping-pong's third accumulator leaves no registers for more m blocks or consumers)
+# ping-pong's third accumulator leaves no registers for more m blocks or consumers; the
+# m256/n256 tiles run their two blocks per consumer through one block accumulator, serially)
 BLOCK_VARIANTS = {"block": {}, "block_f0": dict(inflight=0), "block_f1": dict(inflight=1),
                   "block_f1s6": dict(inflight=1, stages=6),
                   "block_f1x1": dict(inflight=1, cluster_m=1),
-                  "block_f1x2": dict(inflight=1, cluster_m=2)}
+                  "block_f1x2": dict(inflight=1, cluster_m=2),
+                  "block_m256": dict(BM=256, stages=3), "block_n256": dict(BN=256, stages=3),
+                  "block_m256x1": dict(BM=256, stages=3, cluster_m=1)}
 # per size, the per-tensor row first: the block rows' x_per_tensor divides by it
-FP8_RUNS = ((4096, "auto"), (4096, "block_f0"), (4096, "block_f1"), (8192, "auto"),
-            (8192, "block_f0"), (8192, "block_f1"), (8192, "block_f1s6"))
+FP8_RUNS = ((4096, "auto"), (4096, "block_f0"), (4096, "block_f1"), (4096, "block_m256"),
+            (8192, "auto"), (8192, "block_f0"), (8192, "block_f1"), (8192, "block_f1s6"),
+            (8192, "block_m256"), (8192, "block_n256"))
 
 
 def size_runs(spec, known):
