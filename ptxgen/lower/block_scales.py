@@ -29,9 +29,13 @@ them one at a time through one block accumulator (blockwise_k_loop): per slot, a
 is issued, waited for and promoted into that block's total before the next block's group; the
 slot is released after its last group. Its registers: 64 per block accumulator plus 64 per
 block of the total (two blocks: 192 per thread), where a 64 x 256 accumulator beside its
-64 x 256 total would take 256, over the 255 a thread can address. Against 128 x 128 tiles it
-halves the TMA traffic into shared memory per FLOP along the tile's longer side and the slot
-handovers per wgmma; the smem reads of each m64n128k32 (A 2 KB, B 4 KB) stay.
+64 x 256 total would take 256, over the 255 a thread can address. Shared memory per SM and
+k-block, at the tensor cores' 8192 fp8 FLOP per clock: 128 x 128 tiles read 2 x 4 x (2 + 4) KB
+(two consumers' m64n128k32 A and B) and take (128 + 128) x 128 bytes of TMA writes in 512
+clocks, 160 bytes per clock against the 128 the SM gives (at most 0.80 of peak); the two-block
+tiles read twice that and take (256 + 128) x 128 bytes in 1024 clocks, 144 per clock (0.89);
+the per-tensor kernel's m64n256k32 on 128 x 256 tiles 128 (80 read, 48 written). The slot
+handovers per wgmma halve too.
 
 All forms promote the blocks in k order with the same arithmetic: their C is bit-identical.
 """

@@ -12,7 +12,9 @@ scaling="block": DeepSeek-style scales instead, a_scales (f32 [ceil(K/128), M], 
 block of A) and b_scales (f32 [ceil(N/128), ceil(K/128)], one per 128 x 128 block of B); each
 stage's block accumulator is promoted into an f32 total with its scales
 (lower/block_scales.py), on 128 x 128 tiles; a schedule's inflight=1 promotes one block while
-the next one's wgmma group runs (ping-pong), with the same C bit for bit.
+the next one's wgmma group runs (ping-pong), with the same C bit for bit; a schedule of
+256 x 128 or 128 x 256 tiles (BM=256 or BN=256, opt-in) runs each consumer's two m64n128 blocks
+one at a time through one block accumulator, again with the same C.
 
 Numerics: the products are exact (4 x 4 significand bits) but wgmma's fp8 accumulation keeps
 fewer bits than f32 (emu/tensor_math.MODEL_FP8, fitted to the H200: 13 fraction bits); error_bound
