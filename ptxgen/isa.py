@@ -435,8 +435,20 @@ LAUNCH_KEYS = ("max_threads_per_block", "max_block_dim", "max_grid_dim", "shared
 @functools.lru_cache(maxsize=None)
 def launch_limits():
     """{key: value} of the CUDA API launch limits (LAUNCH_KEYS; block and grid dims as 3-tuples)
-    every target shares, from isa/targets.toml [launch]."""
-    path, t = archmod.isa_dir() / "targets.toml", archmod.launch_table()
+    every target shares, from isa/targets.toml [launch] (checked once per table read)."""
+    t = archmod.launch_table()
+    if _LAUNCH_MEMO and _LAUNCH_MEMO[0] is t:
+        return dict(_LAUNCH_MEMO[1])
+    out = _launch_limits(t)
+    _LAUNCH_MEMO[:] = [t, out]
+    return dict(out)
+
+
+_LAUNCH_MEMO = []
+
+
+def _launch_limits(t):
+    path = archmod.isa_dir() / "targets.toml"
     if not isinstance(t, dict):
         raise _err(path, "launch", "missing table")
     out = {}

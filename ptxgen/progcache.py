@@ -45,8 +45,35 @@ def key(kind, *parts):
     return h.hexdigest()
 
 
+_DIRS = {}
+
+
 def _path(sub, k):
-    return cachedir.subdir(sub) / f"{k}.pkl"
+    """The file of key k, as a string (the directory found once per environment: pathlib's
+    objects cost a small kernel's launch tens of microseconds)."""
+    env = os.environ
+    where = (sub, env.get("PTXGEN_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+    d = _DIRS.get(where)
+    if d is None:
+        d = _DIRS[where] = os.fspath(cachedir.subdir(sub))
+    return os.path.join(d, f"{k}.pkl")
+
+
+def _read(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) == size:
+            return data
+        chunks = [data]                 # a short read, or a file longer than fstat said
+        while True:
+            more = os.read(fd, 1 << 16)
+            if not more:
+                return b"".join(chunks)
+            chunks.append(more)
+    finally:
+        os.close(fd)
 
 
 def load(sub, k):
@@ -54,7 +81,7 @@ def load(sub, k):
     if not cachedir.enabled():
         return None
     try:
-        data = _path(sub, k).read_bytes()
+        data = _read(_path(sub, k))
     except OSError:
         return None
     head = _MAGIC + k.encode() + b"\n"

@@ -116,11 +116,11 @@ def _pack_params(prog, args, gmem):
     if len(args) != len(params):
         raise PtxgenError(f"kernel {kernel.name} takes {len(params)} arguments "
                           f"({', '.join(p.name for p in params) or 'none'}), got {len(args)}")
-    region = Region(0, np.zeros(max(prog.param_size, 1), np.uint8), "param space")
-    region.size = prog.param_size
-    buf = region.buf
+    buf = bytearray(max(prog.param_size, 1))
+    mv = memoryview(buf)            # writes through it keep the buffer's length
+    offsets = prog.params
     for p, a in zip(params, args):
-        off = prog.params[p.name][0]
+        off = offsets[p.name][0]
         if p.array:
             if isinstance(a, TiledMap):        # an operator's map, as the GPU runtime gets it
                 addr = gmem.place_array(a.array, p.name)
@@ -129,7 +129,7 @@ def _pack_params(prog, args, gmem):
                 data = a.encode(gmem.place_array(a.array, p.name))
             else:
                 data = _bytes_arg(kernel.name, p, a)
-            buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
+            mv[off:off + len(data)] = bytes(data)
             continue
         if isinstance(a, np.ndarray) and a.ndim > 0:
             check_takes_array(kernel.name, p)
@@ -137,11 +137,12 @@ def _pack_params(prog, args, gmem):
             writeable = a.flags.writeable
             check_array_arg(kernel.name, p, a.dtype, writeable, () if writeable else prog.written)
             addr = gmem.place_array(a, p.name)
-            buf[off:off + 8] = np.frombuffer(np.uint64(addr).tobytes(), np.uint8)
+            mv[off:off + 8] = addr.to_bytes(8, sys.byteorder)
             continue
-        a = scalar_arg(kernel.name, p, a)
-        data = np.asarray(a).tobytes()
-        buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
+        data = scalar_arg(kernel.name, p, a).tobytes()
+        mv[off:off + len(data)] = data
+    region = Region(0, np.frombuffer(buf, np.uint8), "param space")
+    region.size = prog.param_size
     return region
 
 

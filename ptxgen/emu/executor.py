@@ -62,10 +62,14 @@ class Batch:
         nt = launch.threads
         self.n = n = nt * len(ctas)
         zeros = {}
-        self.R = [zeros.setdefault(dt, np.zeros(n, dt)) for dt in prog.slot_dtypes]
-        self.lane_ids = np.arange(n, dtype=np.int64)
-        self.lane_cta = self.lane_ids // nt
-        self.tlin = self.lane_ids % nt
+        R = self.R = []
+        for dt in prog.slot_dtypes:            # one zeroed array per dtype (ops replace them)
+            z = zeros.get(dt)
+            if z is None:
+                z = zeros[dt] = np.zeros(n, dt)
+            R.append(z)
+        (self.lane_ids, self.lane_cta, self.tlin, lane, warp, self.warp_base, self.warp_len,
+         self.warp_index, self.warp_starts) = _geometry(nt, len(ctas))
         self.gmem, self.params, self.const = launch.gmem, launch.params, launch.const
         self.global_addr = launch.global_addr
         self.shared = LaneSpace("shared", len(ctas), launch.shared_size, self.lane_cta)
@@ -73,13 +77,6 @@ class Batch:
         self.shadow = None
         if launch.check != "off" and launch.shared_size > 0:
             self.shadow = SharedShadow(self.shared.region.size, prog.granule)
-        lane = self.tlin % 32
-        warp = self.tlin // 32
-        self.warp_base = self.lane_ids - lane
-        self.warp_len = np.minimum(32, nt - 32 * warp)
-        per_cta = -(-nt // 32)
-        self.warp_index = self.lane_cta * per_cta + warp
-        self.warp_starts = np.flatnonzero(lane == 0)
         self.csize = launch.cluster_ctas        # the batch holds whole clusters (emu.cluster)
         self.carry = np.zeros(n, np.uint8)
         self._special = {"laneid": lane.astype(np.uint32), "warpid": warp.astype(np.uint32)}
@@ -320,6 +317,35 @@ class Batch:
             self._steps = steps
         self.launch.steps += steps
         return steps
+
+
+_GEOMETRY = {}
+_GEOMETRY_LANES = 4096          # batches this small share their layout (larger: made anew)
+
+
+def _geometry(nt, nctas):
+    """The lane layout of a batch of nctas CTAs of nt threads: lane ids, each lane's CTA (its
+    index in the batch), thread index, lane in its warp, warp in its CTA, its warp's first lane
+    and width, its warp's index in the batch, and the warps' first lanes. Read-only: small
+    batches of one shape share it."""
+    out = _GEOMETRY.get((nt, nctas))
+    if out is not None:
+        return out
+    n = nt * nctas
+    lane_ids = np.arange(n, dtype=np.int64)
+    lane_cta = lane_ids // nt
+    tlin = lane_ids % nt
+    lane = tlin % 32
+    warp = tlin // 32
+    out = (lane_ids, lane_cta, tlin, lane, warp, lane_ids - lane, np.minimum(32, nt - 32 * warp),
+           lane_cta * -(-nt // 32) + warp, np.flatnonzero(lane == 0))
+    for a in out:
+        a.setflags(write=False)
+    if n <= _GEOMETRY_LANES:
+        if len(_GEOMETRY) >= 64:
+            _GEOMETRY.clear()
+        _GEOMETRY[(nt, nctas)] = out
+    return out
 
 
 def _release_reductions(batch, code, pc, waiting):

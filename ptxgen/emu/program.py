@@ -150,6 +150,7 @@ class Program:
         thread's local memory; its `ret` branches past the inlined body."""
         labels, pending, returns = {}, [], []
         scopes = [dict(binding)]
+        visible = None              # the scopes' view, made again when a scope opens or closes
         if func is not self.kernel:
             for v in func.vars:               # a function's .local frame (NVVM's depot)
                 if v.space == "local":
@@ -163,8 +164,10 @@ class Program:
                 t = s.text.strip()
                 if t.startswith("{"):
                     scopes.append({})
+                    visible = None
                 elif t.startswith("}") and len(scopes) > 1:
                     scopes.pop()
+                    visible = None
                 else:
                     m = _CALL_PARAM.match(t)
                     if m:
@@ -172,7 +175,8 @@ class Program:
                 continue
             if not isinstance(s, Instr):
                 continue
-            visible = ChainMap(*reversed(scopes))
+            if visible is None:
+                visible = ChainMap(*reversed(scopes))
             if s.row.effect == "call":
                 self._inline(s, index, visible, stack)
                 continue
@@ -353,7 +357,8 @@ class Program:
         for o in ins.operands:
             for r in regs_in(o):
                 self.slot(r)
-        ctx.scope = dict(ctx.scope)       # the call parameters in view here, not later ones
+        # the call parameters in view here, not later ones
+        ctx.scope = dict(ctx.scope) if ctx.scope else {}
 
         def first_run(st, m):
             try:
