@@ -216,6 +216,24 @@ def test_cached_call_reuses_compiled_kernels_and_disk_serves_a_new_process(tmp_p
     assert out == ["disk"]
 
 
+def test_a_cached_call_hashes_no_configuration_text(monkeypatch):
+    """The second call of one operator object and shape finds its kernels by the object, not
+    by hashing the operator's configuration again (host cost, docs/operators.md)."""
+    from ptxgen.library import compiled
+    rng = np.random.default_rng()
+    a, b = rand(rng, (20, 16), BF16), rand(rng, (16, 24), BF16)
+    ptxgen.matmul(a, b)
+
+    def no_hash(*args):
+        raise AssertionError("cache_key called on a cached call")
+    monkeypatch.setattr(compiled, "cache_key", no_hash)
+    ptxgen.matmul(a, b)
+    assert ptxgen.last_launch().cache == "memory"
+    compiled.clear_memory()
+    with pytest.raises(AssertionError, match="cache_key called"):
+        ptxgen.matmul(a, b)
+
+
 def test_dir_lists_the_lazy_names():
     names = dir(ptxgen)
     for n in ("kernel", "emulate", "matmul", "attention", "last_launch"):

@@ -73,8 +73,22 @@ def cache_key(op, shape, arch):
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+_BY_OBJECT = {}        # (id(op), arch, kernel shape) -> entry: a cached call hashes no text
+
+
 def compiled(op, shape, arch):
     """The Compiled entry of (op, shape, arch): from memory, from disk, or built now."""
+    fast = (id(op), arch, tuple(kernel_shape(op, shape).items()))
+    hit = _BY_OBJECT.get(fast)
+    if hit is not None and hit.op is op:
+        hit.source = "memory"
+        return hit
+    entry = _compiled(op, shape, arch)
+    _BY_OBJECT[fast] = entry
+    return entry
+
+
+def _compiled(op, shape, arch):
     key = cache_key(op, shape, arch)
     hit = _MEMORY.get(key)
     if hit is not None:
@@ -158,3 +172,4 @@ def _assemble(entry):
 def clear_memory():
     """Forget every compiled kernel of this process (the disk cache stays)."""
     _MEMORY.clear()
+    _BY_OBJECT.clear()
