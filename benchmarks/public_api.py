@@ -286,11 +286,14 @@ def main():
 def print_table(meta, rows, host):
     print(f"{meta['device']}  torch {meta['torch']}  {meta['date']}")
     print("host us per cached call: " + ", ".join(f"{k} {v:.1f}" for k, v in host.items()))
-    print(f"{'case':44s} {'impl':26s} {'ms':>8s} {'TFLOP/s':>8s} {'/kernel':>8s} {'err':>8s}")
+    print(f"{'case':44s} {'impl':26s} {'ms':>8s} {'TFLOP/s':>8s} {'/kernel':>8s} "
+          f"{'/torch':>7s} {'err':>8s}")
     for r in rows:
         err = r.get("err_over_bound", r.get("max_abs_err"))
+        ref = r.get("vs_torch", r.get("vs_cudnn"))       # cuBLAS, or SDPA's cuDNN backend
         print(f"{r['case']:44s} {r['impl']:26s} {r['ms']:8.3f} {r['tflops']:8.1f} "
-              f"{r['vs_kernel']:8.3f} {'' if err is None else f'{err:8.3g}'}")
+              f"{r['vs_kernel']:8.3f} {'' if ref is None else f'{ref:7.3f}'} "
+              f"{'' if err is None else f'{err:8.3g}'}")
 
 if __name__ == "__main__":
     main()
