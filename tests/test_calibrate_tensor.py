@@ -103,8 +103,8 @@ def test_model_has_measured_tensor_classes():
 
 def _gemm_ptx(tmp_path, cli):
     out = tmp_path / "g.ptx"
-    rc, _, err = cli("emit", "matmul", "--dtype", "bf16", "--arch",
-                     DEFAULT_ARCH_SPECIFIC_TARGET, "-o", str(out))
+    rc, _, err = cli("emit", "matmul", "--dtype", "bf16", "--M", "2048", "--N", "2048", "--K",
+                     "2048", "--arch", DEFAULT_ARCH_SPECIFIC_TARGET, "-o", str(out))
     assert rc == 0, err
     return out
 

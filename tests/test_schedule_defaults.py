@@ -42,7 +42,8 @@ def test_every_entry_has_a_value_a_reason_and_an_existing_doc_section():
 def test_the_values_are_ones_the_code_accepts():
     assert defaults.choice("tc_matmul.k_pack") in set(K_PACKS) - {"auto"}
     rule = defaults.choice("tc_matmul.schedule")
-    for part in ("under_one_wave", "shallow", "deep"):
+    for part in ("bf16_one_wave_of_128x64", "bf16_under_one_wave", "under_one_wave", "shallow",
+                 "deep"):
         TcMatmulSchedule(**rule[part]).validate("sm_90a", "bf16")
     for D, fields in defaults.choice("attention.schedule").items():
         AttentionSchedule(**fields).validate("sm_90a", "bf16", int(D))
@@ -122,3 +123,17 @@ def test_attention_forms_follow_the_data(edited):
                                "short_causal": {"max_waves": 1, "schedule": {}}})
     s_short = causal.schedule_for(causal.shape(**short))
     assert not s_short.peel and not s_short.persistent
+
+
+def test_small_gemms_take_the_measured_small_forms():
+    """1024^3: one round of 128x64 tiles on one consumer; 2048^3: 128x128 tiles with no group
+    in flight and TMA stores; a long-K skinny shape keeps the 128x128 form."""
+    op = TcMatmul("bf16", "bf16")
+    s1, s2 = (op.schedule_for(op.shape(M=n, N=n, K=n)) for n in (1024, 2048))
+    assert (s1.BM, s1.BN, s1.consumers, s1.inflight, s1.epilogue) == (128, 64, 1, 0, "tma")
+    assert (s2.BM, s2.BN, s2.consumers, s2.inflight, s2.epilogue) == (128, 128, 2, 0, "tma")
+    s3 = op.schedule_for(op.shape(M=128, N=8192, K=8192 * 2))
+    assert (s3.BN, s3.consumers) == (128, 2)
+    f16 = TcMatmul("f16", "f32")                  # unmeasured types keep the 128x128 form
+    s4 = f16.schedule_for(f16.shape(M=1024, N=1024, K=1024))
+    assert (s4.BN, s4.consumers, s4.inflight) == (128, 2, 1)

@@ -109,7 +109,7 @@ def test_a_class_mismatch_falls_back_to_the_default(shipped_only, monkeypatch):
     for dims in ((1000, 1000, 1000), (4096, 4096, 64), (2048, 2048, 2048)):
         sh = shape(*dims)
         assert cls(dims) not in entries
-        assert TcMatmul("bf16", "bf16").schedule_for(sh) == default_tc_schedule(sh)
+        assert TcMatmul("bf16", "bf16").schedule_for(sh) == default_tc_schedule(sh, dtype="bf16")
     sh = shape(*BENCH["8192"])
     assert cls(BENCH["8192"]) in entries
     # an f32 C or tf32 inputs are other classes / files: the default

@@ -63,8 +63,8 @@ FUSED_PACKS = ("fused", "fused1")
 
 def default_tc_schedule(shape, sm_count=None, dtype=None):
     """The schedule for a shape the tune cache has no entry for: by the rounds ("waves") of
-    128x256 tiles the shape takes over the SMs, as the measured default "tc_matmul.schedule"
-    says (schedule/data/defaults.json, docs/PERF.md#against-cublas); 256x128 tiles where they
+    128x256 tiles the shape takes over the SMs (and for the smallest, of 128x64 tiles), as the
+    measured default "tc_matmul.schedule" says (schedule/data/defaults.json, docs/PERF.md#against-cublas); 256x128 tiles where they
     take fewer rounds (a ragged N: 4095x4097 has 544 = 5 x 132 - 116 tiles of 128x256 but
     528 = 4 x 132 of 256x128). bf16 skinny shapes (decode: a few rows against wide weights)
     stream the weights with split-K (docs/PERF.md#llm-gemms-fp8-split-k-grouped)."""
@@ -74,8 +74,12 @@ def default_tc_schedule(shape, sm_count=None, dtype=None):
     if skinny is not None:
         return skinny
     tiles = _tiles(shape, 128, 256)
+    if dtype == "bf16" and _tiles(shape, 128, 64) <= sm_count and \
+            shape["K"] <= rule["bf16_one_wave_of_128x64_max_k"]:
+        return TcMatmulSchedule(**rule["bf16_one_wave_of_128x64"])
     if tiles < sm_count:
-        return TcMatmulSchedule(**rule["under_one_wave"])
+        return TcMatmulSchedule(**rule["bf16_under_one_wave" if dtype == "bf16" else
+                                       "under_one_wave"])
     deep = tiles >= rule["deep_from_waves"] * sm_count
     s = TcMatmulSchedule(**rule["deep" if deep else "shallow"])
     if -(-_tiles(shape, 256, 128) // sm_count) < -(-tiles // sm_count):
