@@ -6,9 +6,10 @@ mask, and against ptxgen's unmodified kernel, bf16, one run.
 
 Soft-cap is also timed with every k-th exp2 of the softmax on the FMA pipe for the k of
 SOFT_EX2_TRIED (rows soft_cap_sx<k>; score_mods.SOFT_EX2_EVERY is the default's k), and the
-variants of FORMS with the default schedule made persistent (rows <variant>_p: one CTA per SM
-walking the tiles, the next tile's loads under this one's epilogue), peeled (<variant>_peel: the
-key blocks the built-in mask leaves whole in a loop without its code) or both (_p_peel).
+variants of FORMS with the per-D schedule made persistent (rows <variant>_p: one CTA per SM
+walking the tiles, the next tile's loads under this one's epilogue), with the block mask's full
+blocks apart (<variant>_fa: partial blocks first, then the full ones in a loop without the
+mask_mod) or both (_p_fa).
 
 Correctness first, on fresh random inputs: for every ptxgen variant the sampled query rows of
 two heads (the last row included) against float64 (O within the operator's bound, LSE too);
@@ -78,8 +79,8 @@ def flex_mods(name, S, device):
     return None, None
 
 
-SCHEDULE_FORMS = {"_p": dict(persistent=True), "_peel": dict(peel=True),
-                  "_p_peel": dict(persistent=True, peel=True)}
+SCHEDULE_FORMS = {"_p": dict(persistent=True), "_fa": dict(full_apart=True),
+                  "_p_fa": dict(persistent=True, full_apart=True)}
 
 
 def form_variants(S):
@@ -95,7 +96,7 @@ def form_variants(S):
 
 def base_variant(name):
     """The FlexAttention row a ptxgen variant compares with (soft_cap_sx2 -> soft_cap,
-    sliding_p_peel -> sliding)."""
+    sliding_p_fa -> sliding)."""
     name = name.split("_sx")[0]
     for suffix in sorted(SCHEDULE_FORMS, key=len, reverse=True):
         if name.endswith(suffix):

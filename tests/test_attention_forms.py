@@ -2,7 +2,9 @@
 default form on the same inputs (O poisoned) and within the float64 bound:
 - persistent=True: one CTA per SM walks the (query block, head) tiles, its ring's slots and
   phases and Q's barrier carried from tile to tile (run with a few CTAs, so each walks several);
-- peel=True: the key blocks the built-in mask leaves whole run in a loop without mask code.
+- peel=True: the key blocks the built-in mask leaves whole run in a loop without mask code;
+- full_apart=True: a block mask's partial blocks first, then its full ones in a loop without
+  the mask_mod (another summation order: within the bound and near the ascending form).
 Also ptxas without spills, the SASS of the peeled loop, and one-line errors."""
 import dataclasses
 
@@ -75,6 +77,68 @@ def test_persistent_ctas_match_the_one_tile_kernel_bit_for_bit(name, kw, schedul
     assert op.check(shape, pers)[0]
 
 
+FULL_APART_CASES = [
+    ("sliding window", dict(mask_mod=am.sliding_window(37)), SMALL, dict(B=1, H=2, S=201, D=64)),
+    ("document ids", dict(mask_mod=am.document(np.arange(130) // 40)), SMALL,
+     dict(B=2, H=1, S=130, D=64)),
+    # every block full but the ragged last one, which the lists move to the partial ones
+    ("all allowed, ragged S", dict(mask_mod=lambda b, h, q, kv: q >= 0), SMALL,
+     dict(B=1, H=1, S=97, D=64)),
+    ("causal mask_mod, serial", dict(mask_mod=lambda b, h, q, kv: q >= kv),
+     dataclasses.replace(SMALL, overlap=False), dict(B=1, H=2, S=133, D=64)),
+    ("prefix-LM, 3 consumers, D128", dict(mask_mod=am.prefix_lm(50)),
+     AttentionSchedule(BN=64, consumers=3, consumer_regs=160), dict(B=1, H=2, S=333, D=128)),
+    ("sliding, persistent", dict(mask_mod=am.sliding_window(60)),
+     dataclasses.replace(SMALL, persistent=True), dict(B=2, H=2, S=201, D=64)),
+    ("sliding + soft-cap", dict(mask_mod=am.sliding_window(45), score_mod=am.soft_cap(2.0)),
+     SMALL, dict(B=1, H=2, S=150, D=64)),
+]
+
+
+@pytest.mark.parametrize("name, kw, schedule, shape", FULL_APART_CASES)
+def test_full_blocks_apart_stay_within_the_bound(name, kw, schedule, shape):
+    op, shape, asc, apart = _pair(kw, schedule, shape, sm_count=3, form="full_apart")
+    assert np.isfinite(op.values(apart["O"])).all()       # every poisoned row written once
+    assert op.check(shape, apart)[0], name
+    diff = np.abs(op.values(apart["O"]) - op.values(asc["O"]))
+    assert diff.max() <= 2.0 ** -6, name                  # the ascending form, up to rounding
+    assert np.allclose(apart["LSE"], asc["LSE"], rtol=0, atol=1e-5, equal_nan=True)
+
+
+def test_full_apart_lists_hold_partial_blocks_first():
+    bm = am.create_block_mask(am.sliding_window(100), None, None, 300, 300, (64, 64))
+    asc, apart = bm.kernel_arrays(), bm.kernel_arrays(partial_first=True)
+    assert apart["BM_counts"][0, 1] == 64 | (1 << 31)      # the order rides in the tile row
+    for r in range(bm.shape[2]):
+        n_p, n_f = apart["BM_counts"][1 + r]
+        row = apart["BM_lists"][r, :n_p + n_f]
+        assert (row[:n_p] >> 31 == 1).all() and (row[n_p:] >> 31 == 0).all()
+        assert sorted(row & 0x7FFFFFFF) == sorted(asc["BM_lists"][r, :n_p + n_f] & 0x7FFFFFFF)
+        assert 4 not in (row[n_p:] & 0x7FFFFFFF)           # keys 256..319 pass S = 300
+
+
+def test_a_block_mask_made_for_the_other_order_is_remade():
+    """Arrays of the ascending lists handed to a full_apart kernel are made again for it."""
+    kw = dict(mask_mod=am.sliding_window(37))
+    op, shape, asc, apart = _pair(kw, SMALL, dict(B=1, H=2, S=201, D=64), form="full_apart")
+    assert op.check(shape, apart)[0]
+
+
+@pytest.mark.needs_nvdisasm
+def test_the_full_blocks_loop_has_no_mask_code():
+    """SASS: with the ascending lists ptxas predicates the mask_mod's selects into every step;
+    apart, one loop of the key blocks has no FSEL or ISETP at all."""
+    s = dataclasses.replace(default_attention_schedule(128, forms=False), full_apart=True)
+    op = Attention("bf16", schedule=s, mask_mod=am.sliding_window(1024))
+    shape = op.shape(B=4, H=32, S=4096, D=128)
+    asm = toolchain.assemble(emit_module(op.build(shape, ARCH), ARCH), ARCH)
+    assert asm.resources["attention"].spills == 0
+    loops = [r for r in toolchain.sass_regions(toolchain.disassemble(asm.cubin), "attention")
+             if sum(o.startswith("HGMMA") for o in r) == 24]      # S and P·V chains: a step
+    assert any(not any(o.startswith(("FSEL", "ISETP")) for o in r) for r in loops)
+    assert any(sum(o.startswith("FSEL") for o in r) >= 64 for r in loops)
+
+
 def test_a_persistent_grid_is_one_cta_per_sm_at_most():
     op = Attention("bf16", schedule=dataclasses.replace(default_attention_schedule(128),
                                                         persistent=True))
@@ -145,6 +209,7 @@ def test_the_plan_takes_the_deal_with_the_lighter_busiest_list():
 
 def test_schedule_name_and_errors():
     assert str(AttentionSchedule(persistent=True, peel=True)).endswith("_p_peel")
+    assert str(AttentionSchedule(persistent=True, full_apart=True)).endswith("_p_fa")
     with pytest.raises(ScheduleError, match="peel must be True or False"):
         AttentionSchedule(peel="yes").validate(ARCH, "bf16", 128)
     s = AttentionSchedule(persistent=True)
@@ -192,3 +257,17 @@ def test_gpu_persistent_is_bit_equal_to_the_one_tile_kernel(causal):
         out.append(arrays)
     assert np.array_equal(out[0]["O"], out[1]["O"])
     assert np.array_equal(out[0]["LSE"], out[1]["LSE"])
+
+
+@pytest.mark.gpu
+def test_gpu_full_apart_matches_the_emulator_bit_for_bit():
+    from ptxgen.runtime import load_steps, run_steps
+    sched = AttentionSchedule(BN=64, full_apart=True)
+    op = Attention("bf16", schedule=sched, mask_mod=am.sliding_window(90))
+    shape = op.shape(B=2, H=3, S=333, D=128)
+    gpu = op.make_inputs(shape, np.random.default_rng(12))
+    emu = {k: v.copy() for k, v in gpu.items()}
+    run_steps(op, shape, load_steps(op, shape, op.build(shape, ARCH), ARCH), gpu, ARCH)
+    assert op.check(shape, gpu)[0]
+    _run(op, shape, emu)
+    assert np.array_equal(gpu["O"], emu["O"]) and np.array_equal(gpu["LSE"], emu["LSE"])

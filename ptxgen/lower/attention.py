@@ -313,6 +313,18 @@ class WgmmaForwardLowering(TmaRing, OnlineSoftmax):
         keeps ptxas's descriptor arithmetic on the uniform datapath); a block list ascends, so
         only its last block may hold keys >= S."""
         b, s = self.b, self.s
+        if s.full_apart and self.blist is not None and not self.causal and \
+                self.mod_spec.mask is not None:
+            # the lists hold partial blocks first (ops/attention_mods.py): those with the mask,
+            # then the full ones (none past S) with no mask code at all
+            parts = b.max(b.min(self.nparts, own, type=T.u32), start, type=T.u32, name="parts")
+            self.all_partial = True
+            yield start, parts
+            self.all_partial = False
+            self.unmasked = self.mask_free = True
+            yield parts, own
+            self.mask_free = False
+            return
         if not s.peel or getattr(self.mask, "__func__", None) is not OnlineSoftmax.mask or \
                 (self.blist is not None and self.causal):
             yield start, own

@@ -53,6 +53,8 @@ def soft_exp2(b, x):
 class OnlineSoftmax:
     empty_rows = False      # True: a row may see no key (its maximum stays -inf) without mods
     unmasked = False        # True while lowering key blocks the built-in mask leaves whole
+    mask_free = False       # True while lowering a block mask's full blocks (full_apart)
+    all_partial = False     # True while lowering its partial blocks (full_apart)
     o_stride = o_head = lse_head = None         # the epilogue's packed layout (see above)
 
     def mask(self, sacc, n0, first, rows, tq):
@@ -156,8 +158,8 @@ class OnlineSoftmax:
             m.apply_score(self.sacc)
         if not self.unmasked:
             self.mask(self.sacc, n0, self.first, self.rows, self.tq)
-        if m.mask is not None:
-            if getattr(self, "partial", None) is None:
+        if m.mask is not None and not self.mask_free:
+            if getattr(self, "partial", None) is None or self.all_partial:
                 m.apply_mask(self.sacc)
             else:
                 with self.b.if_(self.partial):
@@ -182,8 +184,10 @@ class OnlineSoftmax:
         self.blist (a partial block's entry has bit 31 set: times BN, a multiple of 2, it
         leaves the first key exact)."""
         from .score_mods import block_list
+        parts = []
         self.nkb, self.blist = block_list(self.b, self.mod_spec.block_lists, self.mod_spec.heads,
-                                          qblk, "nkb", getattr(self, "bh", None))
+                                          qblk, "nkb", getattr(self, "bh", None), parts)
+        self.nparts = parts[0]
 
     def list_entry(self, kb):
         return self.b.ld("global", T.u32, self.b.element_addr(self.blist, kb, 4),

@@ -416,11 +416,11 @@ class ModLowering:
         self.elem, self.aff = saved       # values made inside the mask's branch stay there
 
 
-def block_list(b, block_lists, heads, tile, count_name, bh=None):
+def block_list(b, block_lists, heads, tile, count_name, bh=None, partials=None):
     """(count, list address) of a CTA's key (or query) blocks in the block mask's lists
     (kernel parameters BM_counts, BM_lists; AttentionMods.block_lists = (per batch, per head,
     rows, cols)) for its tile index `tile`, the mask head from bh = batch·H + head (a
-    register; by default ctaid.y)."""
+    register; by default ctaid.y). `partials`, a list, receives the partial blocks' count."""
     per_b, per_h, rows, cols = block_lists
     bh = b.special("ctaid.y") if bh is None else bh
     mh = bh if per_b and per_h else \
@@ -430,6 +430,8 @@ def block_list(b, block_lists, heads, tile, count_name, bh=None):
     mrow = tile if mh is None else b.mad(mh, rows, tile, type=T.u32, name="mrow")
     cnt = b.ld("global", T.u32, Addr(b.element_addr(b.param("BM_counts"), b.shl(mrow, 1), 4),
                                      8), vec=2, cache="nc", name="cnt")
+    if partials is not None:                # the partial blocks' count, kept (full_apart)
+        partials.append(cnt[0])
     return (b.add(cnt[0], cnt[1], type=T.u32, name=count_name),
             b.element_addr(b.param("BM_lists"), b.mul(mrow, cols, type=T.u32), 4,
                            name="blist"))

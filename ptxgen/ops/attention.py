@@ -257,7 +257,7 @@ class Attention(HalfArrays, InstructionPaths, Operator):
     def mod_arrays(self, shape):
         """The mods' kernel arrays: the block mask's lists, the extra tensors (t0, t1, ...)."""
         s = self.schedule_for(shape)
-        return self._mods.arrays(shape, s.BM, s.BN)
+        return self._mods.arrays(shape, s.BM, s.BN, getattr(s, "full_apart", False))
 
     def mod_args(self, shape, arrays):
         spec = self._mods.spec(shape, self.softmax_scale(shape), *self._blocks(shape))
@@ -276,7 +276,9 @@ class Attention(HalfArrays, InstructionPaths, Operator):
         device arrays are taken as they are."""
         if not isinstance(counts, np.ndarray):
             return counts is not None
-        return tuple(int(x) for x in counts[0]) == self._blocks(shape)
+        BM, BN = self._blocks(shape)
+        apart = getattr(self.schedule_for(shape), "full_apart", False)
+        return tuple(int(x) for x in counts[0]) == (BM, BN | (1 << 31 if apart else 0))
 
     def _blocks(self, shape):
         s = self.schedule_for(shape)

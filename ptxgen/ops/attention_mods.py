@@ -52,20 +52,31 @@ class BlockMask:
         tiles = int(self.kv_num_blocks.sum() + self.full_kv_num_blocks.sum())
         return tiles * self.Q_BLOCK * self.KV_BLOCK
 
-    def kernel_arrays(self):
+    def kernel_arrays(self, partial_first=False):
         """BM_counts (1 + Bm·Hm·QB rows of 2: the tile (Q_BLOCK, KV_BLOCK), then per query
         block partial, full) and BM_lists ((Bm·Hm·QB) x KB: the key blocks computed, ascending,
         a partial one's index with bit 31 set) as the kernel reads them (uint32). Ascending
-        order makes a mask_mod's result the built-in mask's, bit for bit."""
+        order makes a mask_mod's result the built-in mask's, bit for bit.
+        partial_first (the schedule's full_apart): each row's partial blocks, then its full
+        ones, each ascending; a full block holding keys past KV_LEN counts as partial (only
+        the partial blocks' loop masks); the tile row's KV_BLOCK carries bit 31."""
         Bm, Hm, QB, KB = self.shape
         counts = np.stack([self.kv_num_blocks, self.full_kv_num_blocks], -1).reshape(-1, 2)
         lists = np.zeros((Bm * Hm * QB, KB), np.uint32)
         part, full = self.kv_indices.reshape(-1, KB), self.full_kv_indices.reshape(-1, KB)
+        ragged = KB - 1 if self.KV_LEN % self.KV_BLOCK else -1      # the block past KV_LEN
         for r, (np_, nf) in enumerate(counts):
-            entries = np.concatenate([part[r, :np_].astype(np.uint32) | np.uint32(1 << 31),
-                                      full[r, :nf].astype(np.uint32)])
+            p_idx, f_idx = part[r, :np_].astype(np.uint32), full[r, :nf].astype(np.uint32)
+            if partial_first:
+                over = f_idx == ragged
+                p_idx = np.sort(np.concatenate([p_idx, f_idx[over]]))
+                f_idx = f_idx[~over]
+                counts[r] = len(p_idx), len(f_idx)
+                lists[r, :np_ + nf] = np.concatenate([p_idx | np.uint32(1 << 31), f_idx])
+                continue
+            entries = np.concatenate([p_idx | np.uint32(1 << 31), f_idx])
             lists[r, :np_ + nf] = entries[np.argsort(entries & 0x7FFFFFFF, kind="stable")]
-        head = np.array([[self.Q_BLOCK, self.KV_BLOCK]])
+        head = np.array([[self.Q_BLOCK, self.KV_BLOCK | (1 << 31 if partial_first else 0)]])
         return {"BM_counts": np.concatenate([head, counts]).astype(np.uint32), "BM_lists": lists}
 
     def __repr__(self):
@@ -322,11 +333,12 @@ class ProgrammableMods:
             lists = (Bm > 1, Hm > 1, QB, KB)
         return AttentionMods(self.score, self.mask, float(scale), shape["H"], lists)
 
-    def arrays(self, shape, BM, BN):
+    def arrays(self, shape, BM, BN, partial_first=False):
         spec = self.spec(shape, 1.0, BM, BN)
         if spec is None:
             return {}
-        out = self.block_mask(shape, BM, BN).kernel_arrays() if spec.block_lists else {}
+        out = self.block_mask(shape, BM, BN).kernel_arrays(partial_first) \
+            if spec.block_lists else {}
         out.update((f"t{i}", t.array) for i, t in enumerate(spec.tensors))
         return out
 

@@ -13,6 +13,8 @@ specialized on sm_90a (FlashAttention-style: the S x S scores never leave regist
     persistent    one CTA per SM walking the (query block, head) tiles instead of one per tile
     peel          the key blocks the built-in mask leaves whole (keys < S; causal: at or below
                   the CTA's first row) in a loop of their own without the mask's code
+    full_apart    a block mask's full key blocks in a loop of their own without the mask_mod,
+                  after its partial ones (the lists hold partial blocks first)
 
 Every shared tile is stored as 64-column (128-byte) column blocks in the 128-byte swizzle, the
 layout the GEMM's schedule (tc_matmul.py) uses; D = 128 is two such blocks.
@@ -30,7 +32,7 @@ from .tc_matmul import (SWIZZLE_ATOM_BYTES, SWIZZLE_BYTES, WARPGROUP, WGMMA_M,
                         check_register_split)
 
 HEAD_DIMS = (64, 128)
-FLAGS = ("overlap", "persistent", "peel")      # the schedule's True/False fields
+FLAGS = ("overlap", "persistent", "peel", "full_apart")   # the schedule's True/False fields
 DTYPES = ("bf16", "f16")
 COL_BLOCK = SWIZZLE_BYTES // 2          # 16-bit elements in one swizzled 128-byte row
 
@@ -50,6 +52,8 @@ class AttentionSchedule:
                                  # next tile's Q and K/V load while this one's O is stored
     peel: bool = False           # key blocks that need no mask in a loop of their own, so the
                                  # mask's selects (ptxas predicates them) leave the hot loop
+    full_apart: bool = False     # a block mask's full blocks after its partial ones, in a loop
+                                 # without the mask_mod (FlexAttention's two block lists)
 
     instruction = "wgmma"        # the operator's path (schedule/mma_attention.py: "mma.sync")
 
@@ -58,7 +62,7 @@ class AttentionSchedule:
             f"_r{self.producer_regs}-{self.consumer_regs}"
         return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
                 f"{'' if self.overlap else '_serial'}{regs}{'_p' if self.persistent else ''}"
-                f"{'_peel' if self.peel else ''}")
+                f"{'_peel' if self.peel else ''}{'_fa' if self.full_apart else ''}")
 
     @property
     def BM(self):
