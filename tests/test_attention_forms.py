@@ -92,6 +92,9 @@ FULL_APART_CASES = [
      dataclasses.replace(SMALL, persistent=True), dict(B=2, H=2, S=201, D=64)),
     ("sliding + soft-cap", dict(mask_mod=am.sliding_window(45), score_mod=am.soft_cap(2.0)),
      SMALL, dict(B=1, H=2, S=150, D=64)),
+    ("a window per head and batch, grouped-query", dict(
+        mask_mod=lambda b, h, q, kv: (q - kv >= 0) & (q - kv < 20 + 70 * h + 40 * b),
+        kv_group=2), SMALL, dict(B=2, H=2, S=201, D=64)),
 ]
 
 
