@@ -81,6 +81,11 @@ VARIANTS = {"plain": lambda D: default_attention_schedule(D, forms=False),
             # D = 64's default (3 consumers, 160 registers) spills a few registers persistent
             "p-peel-c2": lambda D: AttentionSchedule(persistent=True, peel=True)
             if D == 64 else None,
+            # D = 64: the SFU bounds the step; every 4th exp2 on the FMA pipe
+            "sx4": lambda D: dataclasses.replace(default_attention_schedule(D), soft_ex2_every=4)
+            if D == 64 else None,
+            "p-peel-c2-sx4": lambda D: AttentionSchedule(persistent=True, peel=True,
+                                                         soft_ex2_every=4) if D == 64 else None,
             "serial": lambda D: AttentionSchedule(overlap=False),
             "s2": lambda D: AttentionSchedule(stages=2),
             "c3": lambda D: AttentionSchedule(consumers=3, consumer_regs=160,

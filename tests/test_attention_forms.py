@@ -36,10 +36,11 @@ def _run(op, shape, arrays, sm_count=None):
     return arrays
 
 
-def _pair(kw, schedule, shape, sm_count=None, seed=None, form="persistent"):
-    """(default-form arrays, `form`'s arrays) for the same fresh inputs (O poisoned)."""
+def _pair(kw, schedule, shape, sm_count=None, seed=None, form="persistent", value=True):
+    """(default-form arrays, arrays of the form with field `form` = value) for the same fresh
+    inputs (O poisoned)."""
     base = Attention("bf16", schedule=schedule, **kw)
-    other = Attention("bf16", schedule=dataclasses.replace(schedule, **{form: True}), **kw)
+    other = Attention("bf16", schedule=dataclasses.replace(schedule, **{form: value}), **kw)
     shape = base.shape(**shape)
     arrays = base.make_inputs(shape, np.random.default_rng(seed))
     copy = {k: v.copy() for k, v in arrays.items()}
@@ -213,6 +214,9 @@ def test_the_plan_takes_the_deal_with_the_lighter_busiest_list():
 def test_schedule_name_and_errors():
     assert str(AttentionSchedule(persistent=True, peel=True)).endswith("_p_peel")
     assert str(AttentionSchedule(persistent=True, full_apart=True)).endswith("_p_fa")
+    assert str(AttentionSchedule(soft_ex2_every=4)).endswith("_sx4")
+    with pytest.raises(ScheduleError, match="soft_ex2_every=1 must be 0"):
+        AttentionSchedule(soft_ex2_every=1).validate(ARCH, "bf16", 64)
     with pytest.raises(ScheduleError, match="peel must be True or False"):
         AttentionSchedule(peel="yes").validate(ARCH, "bf16", 128)
     s = AttentionSchedule(persistent=True)
@@ -274,3 +278,32 @@ def test_gpu_full_apart_matches_the_emulator_bit_for_bit():
     assert op.check(shape, gpu)[0]
     _run(op, shape, emu)
     assert np.array_equal(gpu["O"], emu["O"]) and np.array_equal(gpu["LSE"], emu["LSE"])
+
+
+@pytest.mark.parametrize("schedule, shape, kw", [
+    (dataclasses.replace(SMALL, soft_ex2_every=4), dict(B=1, H=2, S=201, D=64), {}),
+    (AttentionSchedule(BN=64, consumers=3, consumer_regs=160, soft_ex2_every=3, peel=True),
+     dict(B=1, H=2, S=333, D=128), dict(causal=True)),
+    (dataclasses.replace(SMALL, soft_ex2_every=2, persistent=True), dict(B=2, H=1, S=150, D=64),
+     dict(causal=True)),
+])
+def test_exp2_on_the_fma_pipe_stays_within_the_bound(schedule, shape, kw):
+    op, shape, sfu, soft = _pair(kw, dataclasses.replace(schedule, soft_ex2_every=0), shape,
+                                 sm_count=3, form="soft_ex2_every",
+                                 value=schedule.soft_ex2_every)
+    assert np.isfinite(op.values(soft["O"])).all()
+    assert op.check(shape, soft)[0]
+    assert np.abs(op.values(soft["O"]) - op.values(sfu["O"])).max() <= 2.0 ** -7
+
+
+@pytest.mark.needs_nvdisasm
+def test_exp2_on_the_fma_pipe_leaves_the_sfu():
+    def mufu(k):
+        op = Attention("bf16", schedule=dataclasses.replace(
+            default_attention_schedule(64, forms=False), soft_ex2_every=k))
+        sh = op.shape(B=4, H=32, S=4096, D=64)
+        asm = toolchain.assemble(emit_module(op.build(sh, ARCH), ARCH), ARCH)
+        assert asm.resources["attention"].spills == 0
+        return toolchain.sass_mix(toolchain.disassemble(asm.cubin))["attention"]["MUFU.EX2"]
+    # P's 64 exp2 per thread and key block, in the block before the loop and in it
+    assert mufu(0) - mufu(4) == 2 * 64 // 4

@@ -135,7 +135,8 @@ class OnlineSoftmax:
                                   name="alpha"))
             b.mov(new, out=mx[h])
             neg = b.neg(safe, name="nm")
-            every = self.mod_spec.soft_ex2_every if mods is not None else 0
+            every = getattr(s, "soft_ex2_every", 0) or \
+                (self.mod_spec.soft_ex2_every if mods is not None else 0)
             for i in idx:
                 if every and i % every == every - 1:
                     p[i] = soft_exp2(b, b.fma(sacc[i], c, neg))

@@ -15,6 +15,8 @@ specialized on sm_90a (FlashAttention-style: the S x S scores never leave regist
                   the CTA's first row) in a loop of their own without the mask's code
     full_apart    a block mask's full key blocks in a loop of their own without the mask_mod,
                   after its partial ones (the lists hold partial blocks first)
+    soft_ex2_every every k-th softmax exp2 on the FMA pipe instead of the SFU (which bounds
+                  the step at D = 64)
 
 Every shared tile is stored as 64-column (128-byte) column blocks in the 128-byte swizzle, the
 layout the GEMM's schedule (tc_matmul.py) uses; D = 128 is two such blocks.
@@ -54,6 +56,8 @@ class AttentionSchedule:
                                  # mask's selects (ptxas predicates them) leave the hot loop
     full_apart: bool = False     # a block mask's full blocks after its partial ones, in a loop
                                  # without the mask_mod (FlexAttention's two block lists)
+    soft_ex2_every: int = 0      # k: every k-th P element's exp2 on the FMA pipe (a polynomial,
+                                 # lower/online_softmax.soft_exp2) where the SFU bounds the step
 
     instruction = "wgmma"        # the operator's path (schedule/mma_attention.py: "mma.sync")
 
@@ -62,7 +66,8 @@ class AttentionSchedule:
             f"_r{self.producer_regs}-{self.consumer_regs}"
         return (f"attn{self.BM}x{self.BN}_s{self.stages}_c{self.consumers}"
                 f"{'' if self.overlap else '_serial'}{regs}{'_p' if self.persistent else ''}"
-                f"{'_peel' if self.peel else ''}{'_fa' if self.full_apart else ''}")
+                f"{'_peel' if self.peel else ''}{'_fa' if self.full_apart else ''}"
+                f"{f'_sx{self.soft_ex2_every}' if self.soft_ex2_every else ''}")
 
     @property
     def BM(self):
@@ -118,6 +123,8 @@ class AttentionSchedule:
             bad(f"BN={self.BN} must be 32, 64, 128, 192 or 256 (a k16 multiple, one TMA box)")
         if self.stages < 2:
             bad(f"stages={self.stages}: the ring needs at least 2")
+        if self.soft_ex2_every == 1 or self.soft_ex2_every < 0:
+            bad(f"soft_ex2_every={self.soft_ex2_every} must be 0 (none) or at least 2")
         lim = target_limits(DEFAULT_TARGET)
         need = self.shared_bytes(D)
         if need > lim["max_shared_per_block"]:
