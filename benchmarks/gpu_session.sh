@@ -44,7 +44,7 @@ step() {
     attention_mods) python3 benchmarks/attention_mods.py --budget-s 200 --out $W ;;
     tc_matmul) python3 benchmarks/tc_matmul.py --out $W ;;
     attention) python3 benchmarks/attention.py --budget-s 250 --out $W ;;
-    persistent) python3 benchmarks/attention.py --configs 8,9,0,1,7 --skip-small --no-triton --no-sm80 --out $W ;;
+    persistent) python3 benchmarks/attention.py --configs 8,9,0,1,2,3,7 --skip-small --no-triton --no-sm80 --out $W ;;
     decode) python3 benchmarks/attention.py decode --out $W ;;
     decode_sweep) python3 benchmarks/attention.py decode --sweep --out $W ;;
     varlen) python3 benchmarks/attention.py varlen --out $W ;;
