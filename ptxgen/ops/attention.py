@@ -111,11 +111,10 @@ class WgmmaAttentionPath:
     def schedule_for(op, shape):
         if op.schedule != "auto":
             return op.schedule
-        base = default_attention_schedule(shape["D"], op.causal, forms=False)
         if "S" not in shape:               # packed sequences (varlen): the per-D schedule
-            return base
-        tiles = shape["B"] * shape["H"] * -(-shape["S"] // base.BM)
-        return default_attention_schedule(shape["D"], op.causal, not op._mods.active, tiles,
+            return default_attention_schedule(shape["D"], op.causal, forms=False)
+        return default_attention_schedule(shape["D"], op.causal, not op._mods.active,
+                                          (shape["B"] * shape["H"], shape["S"]),
                                           sm_count_or_default(None, TC_CHIP))
 
     @staticmethod
@@ -276,9 +275,9 @@ class Attention(HalfArrays, InstructionPaths, Operator):
         device arrays are taken as they are."""
         if not isinstance(counts, np.ndarray):
             return counts is not None
-        BM, BN = self._blocks(shape)
-        apart = getattr(self.schedule_for(shape), "full_apart", False)
-        return tuple(int(x) for x in counts[0]) == (BM, BN | (1 << 31 if apart else 0))
+        s = self.schedule_for(shape)
+        apart = getattr(s, "full_apart", False)
+        return tuple(int(x) for x in counts[0]) == (s.BM, s.BN | (1 << 31 if apart else 0))
 
     def _blocks(self, shape):
         s = self.schedule_for(shape)

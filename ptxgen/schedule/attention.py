@@ -144,22 +144,25 @@ class AttentionSchedule:
         return (target_limits(DEFAULT_TARGET)["regs_per_sm"] // self.threads) // 8 * 8
 
 
-def default_attention_schedule(D, causal=False, forms=True, tiles=None, sm_count=None):
+def default_attention_schedule(D, causal=False, forms=True, heads_seq=None, sm_count=None):
     """128-key steps (FlashAttention-3's tile for D = 128, Shah et al. 2024), 3 K/V stages and
     the S/P·V overlap, with the measured default per head dim "attention.schedule"
     (schedule/data/defaults.json, docs/PERF.md#fused-attention-forward-sm_90a): two consumer
     warpgroups at D = 128, three at D = 64. The simulator's ranking does not separate these at
     D = 64, so the choice follows the measurement.
     With `forms` (kernels without score/mask mods), the measured forms "attention.forms" on
-    top: the peeled key loop, and for a causal grid of at most a few waves of `tiles` (query
-    block, head) tiles over `sm_count` SMs the persistent form, whose host tile plan evens out
-    the triangle's unequal tiles."""
+    top: the peeled key loop, and for a causal grid of at most a few waves of (query block,
+    head) tiles over `sm_count` SMs (heads_seq: B·H and S) the persistent form, whose host
+    tile plan evens out the triangle's unequal tiles."""
     fields = dict(choice("attention.schedule").get(str(D), {}))
     if not forms:
         return AttentionSchedule(**fields)
     forms = choice("attention.forms")
-    fields["peel"] = forms["peel_without_mods"]
     short = forms["short_causal"]
-    if causal and tiles is not None and sm_count and tiles <= short["max_waves"] * sm_count:
-        fields.update(short["schedule"].get(str(D), {}))
+    if causal and heads_seq is not None and sm_count:
+        heads, S = heads_seq
+        tiles = heads * -(-S // AttentionSchedule(**fields).BM)
+        if tiles <= short["max_waves"] * sm_count:
+            fields.update(short["schedule"].get(str(D), {}))
+    fields["peel"] = forms["peel_without_mods"]
     return AttentionSchedule(**fields)
